@@ -1,0 +1,55 @@
+package clasp
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// ActorType says who made a change.
+type ActorType string
+
+// Actor types of activity rows.
+const (
+	ActorAgent  ActorType = "agent"
+	ActorBoard  ActorType = "board"
+	ActorSystem ActorType = "system" // the sweeper and the server itself
+)
+
+// Activity actions written by the lock rules (SPEC section 4) and the
+// sweeper (SPEC section 5). Every lock change writes exactly one of the
+// lock-changing actions (L7).
+const (
+	ActionIssueCreated          = "issue.created"
+	ActionIssueUpdated          = "issue.updated"
+	ActionIssueCheckedOut       = "issue.checked_out"
+	ActionIssueLockAdopted      = "issue.checkout_lock_adopted"
+	ActionIssueReleased         = "issue.released"
+	ActionIssueLockReleased     = "issue.lock_released"
+	ActionIssueStaleLockCleared = "issue.stale_lock_cleared"
+	ActionIssueForceRelease     = "issue.admin_force_release"
+	ActionIssueCommented        = "issue.commented"
+	ActionRunStarted            = "run.started"
+	ActionRunFinished           = "run.finished"
+	ActionRunLost               = "run.lost"
+	ActionCompanyCreated        = "company.created"
+	ActionAgentCreated          = "agent.created"
+	ActionAgentUpdated          = "agent.updated"
+	ActionAgentKeyCreated       = "agent.key_created"
+	ActionAgentKeyRevoked       = "agent.key_revoked"
+)
+
+// Activity is one append-only audit row. ID increases with every row written
+// (it is an integer, not a UUID, so that lists and event streams can resume
+// from it).
+type Activity struct {
+	ID         int64           `json:"id"`
+	CompanyID  string          `json:"companyId"`
+	ActorType  ActorType       `json:"actorType"`
+	ActorID    string          `json:"actorId"`
+	RunID      *string         `json:"runId"`
+	Action     string          `json:"action"`
+	EntityType string          `json:"entityType"`
+	EntityID   string          `json:"entityId"`
+	Details    json.RawMessage `json:"details"`
+	CreatedAt  time.Time       `json:"createdAt"`
+}

@@ -1,0 +1,3 @@
+module github.com/clasp-dev/clasp
+
+go 1.26

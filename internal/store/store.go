@@ -1,0 +1,340 @@
+// Package store is the seam between the clasp server and its databases: the
+// Store interface, its parameter types and the Actor that every write is
+// attributed to. It imports no driver; internal/store/sqlite (and, later,
+// internal/store/postgres) implement it, and internal/store/storetest pins
+// the behaviour every implementation must have.
+//
+// Errors: every method returns *clasp.Error values with the codes of SPEC
+// section 3 for expected outcomes (not_found, checkout_conflict, ...); any
+// other error is an internal failure.
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// Actor is who performs a write. Board actors have Type board and no
+// AgentID/RunID. Agent actors carry their AgentID, their CompanyID (the
+// tenant scope: an agent never touches another company's rows) and, when
+// acting in a run, RunID. System actors are the sweeper and the server.
+type Actor struct {
+	Type      clasp.ActorType
+	AgentID   string
+	CompanyID string
+	RunID     string
+}
+
+// IsBoard reports whether a is the board.
+func (a Actor) IsBoard() bool { return a.Type == clasp.ActorBoard }
+
+// ID returns the actor id written to activity rows: the agent id, "board" or "system".
+func (a Actor) ID() string {
+	switch a.Type {
+	case clasp.ActorAgent:
+		return a.AgentID
+	case clasp.ActorBoard:
+		return "board"
+	}
+	return "system"
+}
+
+// Page is a keyset page request. Cursor is opaque (from the previous page's
+// NextCursor); Limit is clamped to 1..1000 by the caller (default 100).
+type Page struct {
+	Limit  int
+	Cursor string
+}
+
+// CompanyCreateParams creates a company. IssuePrefix is unique across companies.
+type CompanyCreateParams struct {
+	Name        string
+	IssuePrefix string
+	Actor       Actor
+}
+
+// AgentCreateParams creates an agent; its NameKey must be unique in CompanyID.
+type AgentCreateParams struct {
+	CompanyID string
+	Name      string
+	Role      string
+	Actor     Actor
+}
+
+// AgentUpdateParams changes an agent. Nil fields are left as they are.
+// Terminating an agent revokes its keys in the same transaction.
+type AgentUpdateParams struct {
+	AgentID string
+	Status  *clasp.AgentStatus
+	Name    *string
+	Role    *string
+	Actor   Actor
+}
+
+// AgentKeyCreateParams stores a new API key. The caller generates the secret
+// and passes only its hash (hex SHA-256) and a display prefix.
+type AgentKeyCreateParams struct {
+	AgentID   string
+	Prefix    string
+	TokenHash string
+	Actor     Actor
+}
+
+// RunOpenParams opens a self-reported run: running, lease = now + LeaseTTL.
+// TokenHash is the hash of the run token returned to the caller.
+type RunOpenParams struct {
+	AgentID          string
+	IssueID          string // optional; a UUID or identifier of the agent's company
+	InvocationSource string
+	LeaseTTL         time.Duration
+	TokenHash        string
+	Actor            Actor
+}
+
+// RunTouchParams checks that RunID exists (else 422 run_not_found), belongs
+// to AgentID (else 403 run_not_owned) and is live (else 409 run_not_live),
+// and renews its lease to now + LeaseTTL (SPEC section 2: a live run's
+// request is a sign of life). When Force is false the store may skip the
+// write if the lease was renewed less than MinRenewInterval ago.
+type RunTouchParams struct {
+	RunID            string
+	AgentID          string
+	LeaseTTL         time.Duration
+	Force            bool
+	MinRenewInterval time.Duration
+}
+
+// RunFinishParams ends a run (rule L6). Status must be terminal. The run must
+// be non-terminal; agents may finish only their live runs (the caller checks
+// with RunTouch first); the board may finish any non-terminal run.
+type RunFinishParams struct {
+	RunID    string
+	Status   clasp.RunStatus
+	ExitCode *int
+	Error    *string
+	Actor    Actor
+}
+
+// RunListParams filters runs of a company, newest first.
+type RunListParams struct {
+	CompanyID string
+	Statuses  []clasp.RunStatus
+	AgentID   string
+	Page      Page
+}
+
+// IssueCreateParams creates an issue; the store assigns the identifier
+// PREFIX-N (gapless per company, SPEC section 1).
+type IssueCreateParams struct {
+	CompanyID       string
+	Title           string
+	Description     string
+	Status          clasp.IssueStatus // default backlog
+	Priority        clasp.Priority    // default medium
+	AssigneeAgentID string            // optional; must be an agent of CompanyID
+	Actor           Actor
+}
+
+// IssueListParams filters issues of a company, newest first.
+type IssueListParams struct {
+	CompanyID       string
+	Statuses        []clasp.IssueStatus
+	AssigneeAgentID string
+	Unassigned      bool
+	Query           string // substring of title or identifier, case-insensitive
+	Page            Page
+}
+
+// IssueCheckoutParams is a checkout (rules L1-L3). Ref is the issue UUID or
+// identifier; an agent actor's CompanyID scopes the lookup (another
+// company's issue answers not_found). For an agent, Actor.RunID is the run
+// that takes the lock and AgentID must equal Actor.AgentID (the caller
+// checks, 403 agent_mismatch). For the board (S12) the issue is assigned to
+// AgentID and set in_progress with no lock.
+type IssueCheckoutParams struct {
+	Ref              string
+	AgentID          string
+	ExpectedStatuses []clasp.IssueStatus
+	LeaseTTL         time.Duration
+	Actor            Actor
+}
+
+// IssueReleaseParams is a release (rule L4).
+type IssueReleaseParams struct {
+	Ref      string
+	Unassign bool
+	Actor    Actor
+}
+
+// IssueForceReleaseParams is the board's audited force-release.
+type IssueForceReleaseParams struct {
+	Ref           string
+	Reason        string
+	ClearAssignee bool
+	Actor         Actor
+}
+
+// IssueUpdateParams is a PATCH of an issue (rules L5, L6). Nil fields are
+// left as they are. AssigneeAgentID set to a pointer to "" unassigns.
+// Comment, when set, is written in the same transaction.
+type IssueUpdateParams struct {
+	Ref             string
+	Title           *string
+	Description     *string
+	Status          *clasp.IssueStatus
+	Priority        *clasp.Priority
+	AssigneeAgentID *string
+	Comment         *string
+	Actor           Actor
+}
+
+// CommentCreateParams adds a comment to an issue of the actor's company.
+type CommentCreateParams struct {
+	Ref   string
+	Body  string
+	Actor Actor
+}
+
+// CommentListParams lists comments of an issue, oldest first, after the
+// comment id After (exclusive) when set.
+type CommentListParams struct {
+	Ref       string
+	CompanyID string // scope for agent actors; empty for the board
+	After     string
+	Limit     int
+}
+
+// ActivityListParams lists activity, newest first. EntityID narrows to one
+// entity; Action to one action.
+type ActivityListParams struct {
+	CompanyID string
+	EntityID  string
+	Action    string
+	Page      Page
+}
+
+// SweepResult counts what one sweeper pass changed.
+type SweepResult struct {
+	RunsExpired  int // pass 1: running runs whose lease expired, now failed (lease_expired)
+	LocksCleared int // pass 2: issues whose locks named only dead runs, now unlocked
+}
+
+// IdempotencyRecord is a stored answer to a creating request (SPEC section 3).
+type IdempotencyRecord struct {
+	RequestHash string
+	StatusCode  int    // 0 while the first request is still being handled
+	Body        []byte // the first response's body
+}
+
+// Store is everything the server keeps. Implementations must pass
+// storetest.Run. All lock rules (SPEC section 4) are single conditional
+// statements inside the implementation; callers never read, decide and then
+// write.
+type Store interface {
+	// Close releases the database.
+	Close() error
+	// Ping checks that the database answers (for /readyz).
+	Ping(ctx context.Context) error
+
+	// SettingGet returns a server setting, or "" and not_found.
+	SettingGet(ctx context.Context, key string) (string, error)
+	// SettingPutIfAbsent stores value under key unless the key exists; it
+	// returns the stored value (the existing one if there was one).
+	SettingPutIfAbsent(ctx context.Context, key, value string) (string, error)
+
+	// CompanyCreate creates a company. 409 already_exists if IssuePrefix is taken.
+	CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp.Company, error)
+	// CompanyGet returns a company; 404 not_found.
+	CompanyGet(ctx context.Context, id string) (*clasp.Company, error)
+	// CompanyList returns companies, oldest first.
+	CompanyList(ctx context.Context, page Page) ([]*clasp.Company, string, error)
+
+	// AgentCreate creates an active agent. 404 if the company is missing,
+	// 409 already_exists if the name key is taken in the company.
+	AgentCreate(ctx context.Context, p *AgentCreateParams) (*clasp.Agent, error)
+	// AgentGet returns an agent; 404 not_found.
+	AgentGet(ctx context.Context, id string) (*clasp.Agent, error)
+	// AgentList returns the agents of a company, oldest first.
+	AgentList(ctx context.Context, companyID string, page Page) ([]*clasp.Agent, string, error)
+	// AgentUpdate changes an agent; terminating revokes its keys. 404 not_found.
+	AgentUpdate(ctx context.Context, p *AgentUpdateParams) (*clasp.Agent, error)
+	// AgentKeyCreate stores a key hash. 404 if the agent is missing.
+	AgentKeyCreate(ctx context.Context, p *AgentKeyCreateParams) (*clasp.APIKey, error)
+	// AgentKeyRevoke revokes a key of an agent; 404 if there is no such key.
+	// Revoking a revoked key answers the key unchanged.
+	AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor Actor) (*clasp.APIKey, error)
+	// AgentKeyList lists an agent's keys (never the secrets).
+	AgentKeyList(ctx context.Context, agentID string) ([]*clasp.APIKey, error)
+	// AgentAuthenticate finds the agent owning an unrevoked key with this
+	// hash. 401 unauthenticated if there is none or the agent is terminated.
+	AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, error)
+	// RunAuthenticate finds the live run whose run token has this hash and
+	// its agent. 401 unauthenticated if the token is unknown, or the run is
+	// not live, or the agent is terminated.
+	RunAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, *clasp.Run, error)
+
+	// RunOpen opens a running run with a lease. 404 if IssueID names no
+	// issue of the agent's company.
+	RunOpen(ctx context.Context, p *RunOpenParams) (*clasp.Run, error)
+	// RunGet returns a run; 404 not_found.
+	RunGet(ctx context.Context, id string) (*clasp.Run, error)
+	// RunList lists runs of a company, newest first.
+	RunList(ctx context.Context, p *RunListParams) ([]*clasp.Run, string, error)
+	// RunTouch validates a run named by an agent and renews its lease (see
+	// RunTouchParams for the codes).
+	RunTouch(ctx context.Context, p *RunTouchParams) (*clasp.Run, error)
+	// RunFinish ends a run and, in the same transaction, clears every lock
+	// naming it with one issue.lock_released row per issue (rule L6). 409
+	// run_not_live if the run is already terminal.
+	RunFinish(ctx context.Context, p *RunFinishParams) (*clasp.Run, error)
+
+	// IssueCreate creates an issue with the next identifier of its company.
+	IssueCreate(ctx context.Context, p *IssueCreateParams) (*clasp.Issue, error)
+	// IssueGet returns an issue by UUID or identifier (case-insensitive).
+	// companyID, when not empty, scopes the lookup (404 for other companies).
+	IssueGet(ctx context.Context, companyID, ref string) (*clasp.Issue, error)
+	// IssueList lists issues of a company, newest first.
+	IssueList(ctx context.Context, p *IssueListParams) ([]*clasp.Issue, string, error)
+	// IssueInbox lists the issues assigned to agentID with status todo,
+	// in_progress or blocked, most urgent first.
+	IssueInbox(ctx context.Context, agentID string) ([]*clasp.InboxItem, error)
+	// IssueCheckout applies rules L1-L3. 409 checkout_conflict with the
+	// holder in details; 422 precondition_failed if a closed status is expected.
+	IssueCheckout(ctx context.Context, p *IssueCheckoutParams) (*clasp.Issue, error)
+	// IssueRelease applies rule L4. 409 ownership_conflict for non-holders.
+	IssueRelease(ctx context.Context, p *IssueReleaseParams) (*clasp.Issue, error)
+	// IssueForceRelease clears every lock (board only), audited.
+	IssueForceRelease(ctx context.Context, p *IssueForceReleaseParams) (*clasp.Issue, error)
+	// IssueUpdate applies a PATCH under rules L5 and L6.
+	IssueUpdate(ctx context.Context, p *IssueUpdateParams) (*clasp.Issue, error)
+
+	// CommentCreate adds a comment.
+	CommentCreate(ctx context.Context, p *CommentCreateParams) (*clasp.Comment, error)
+	// CommentList lists comments of an issue, oldest first.
+	CommentList(ctx context.Context, p *CommentListParams) ([]*clasp.Comment, error)
+
+	// ActivityList lists activity rows, newest first.
+	ActivityList(ctx context.Context, p *ActivityListParams) ([]*clasp.Activity, string, error)
+
+	// SweepExpiredRuns is sweeper pass 1 (SPEC section 5): running runs whose
+	// lease expired become failed (lease_expired), re-checked in the same
+	// statement so a renewal that lands first wins; one run.lost row each.
+	SweepExpiredRuns(ctx context.Context) (int, error)
+	// SweepStaleLocks is sweeper pass 2: clear the locks of issues whose
+	// referenced runs are all dead, compare-and-set on the old values, one
+	// issue.stale_lock_cleared row each. Safe to run concurrently.
+	SweepStaleLocks(ctx context.Context) (int, error)
+
+	// IdempotencyBegin reserves (actorID, key) for a request with the given
+	// body hash. It returns nil, nil when the reservation is new (the caller
+	// must later call IdempotencyComplete or IdempotencyAbort); otherwise the
+	// existing record (StatusCode 0 while the first request is in flight).
+	// Records older than 24 hours are ignored and replaced.
+	IdempotencyBegin(ctx context.Context, actorID, key, requestHash string) (*IdempotencyRecord, error)
+	// IdempotencyComplete stores the answer to a reserved request.
+	IdempotencyComplete(ctx context.Context, actorID, key string, status int, body []byte) error
+	// IdempotencyAbort drops a reservation whose request failed, so a retry may run.
+	IdempotencyAbort(ctx context.Context, actorID, key string) error
+}

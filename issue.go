@@ -1,0 +1,124 @@
+package clasp
+
+import "time"
+
+// IssueStatus is the status of an issue.
+type IssueStatus string
+
+// Issue statuses (SPEC section 1).
+const (
+	IssueBacklog    IssueStatus = "backlog"
+	IssueTodo       IssueStatus = "todo"
+	IssueInProgress IssueStatus = "in_progress"
+	IssueInReview   IssueStatus = "in_review"
+	IssueBlocked    IssueStatus = "blocked"
+	IssueDone       IssueStatus = "done"
+	IssueCancelled  IssueStatus = "cancelled"
+)
+
+// IssueStatuses lists every issue status.
+var IssueStatuses = []IssueStatus{IssueBacklog, IssueTodo, IssueInProgress, IssueInReview, IssueBlocked, IssueDone, IssueCancelled}
+
+// Valid reports whether s is a known issue status.
+func (s IssueStatus) Valid() bool {
+	for _, v := range IssueStatuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Closed reports whether s is done or cancelled; a checkout can never expect
+// a closed status (rule L1: 422).
+func (s IssueStatus) Closed() bool { return s == IssueDone || s == IssueCancelled }
+
+// Priority is the urgency of an issue.
+type Priority string
+
+// Priorities, most urgent first (SPEC section 1). Medium is the default.
+const (
+	PriorityCritical Priority = "critical"
+	PriorityHigh     Priority = "high"
+	PriorityMedium   Priority = "medium"
+	PriorityLow      Priority = "low"
+)
+
+// Valid reports whether p is a known priority.
+func (p Priority) Valid() bool {
+	switch p {
+	case PriorityCritical, PriorityHigh, PriorityMedium, PriorityLow:
+		return true
+	}
+	return false
+}
+
+// Rank returns 0 for critical up to 3 for low (lower is more urgent).
+func (p Priority) Rank() int {
+	switch p {
+	case PriorityCritical:
+		return 0
+	case PriorityHigh:
+		return 1
+	case PriorityLow:
+		return 3
+	}
+	return 2
+}
+
+// Issue is a unit of work (SPEC section 1). CheckoutRunID is the checkout
+// lock, ExecutionRunID (with ExecutionAgentNameKey and ExecutionLockedAt) the
+// execution lock; CheckoutEpoch is the fencing token, raised by one at every
+// new acquisition. Invariant L7: CheckoutRunID set implies Status in_progress
+// and ExecutionRunID equal to it.
+type Issue struct {
+	ID                    string      `json:"id"`
+	CompanyID             string      `json:"companyId"`
+	Identifier            string      `json:"identifier"`
+	Title                 string      `json:"title"`
+	Description           string      `json:"description"`
+	Status                IssueStatus `json:"status"`
+	Priority              Priority    `json:"priority"`
+	AssigneeAgentID       *string     `json:"assigneeAgentId"`
+	CheckoutRunID         *string     `json:"checkoutRunId"`
+	CheckoutEpoch         int64       `json:"checkoutEpoch"`
+	ExecutionRunID        *string     `json:"executionRunId"`
+	ExecutionAgentNameKey *string     `json:"executionAgentNameKey"`
+	ExecutionLockedAt     *time.Time  `json:"executionLockedAt"`
+	StartedAt             *time.Time  `json:"startedAt"`
+	CompletedAt           *time.Time  `json:"completedAt"`
+	CancelledAt           *time.Time  `json:"cancelledAt"`
+	CreatedAt             time.Time   `json:"createdAt"`
+	UpdatedAt             time.Time   `json:"updatedAt"`
+}
+
+// InboxItem is one row of GET /agents/me/inbox-lite: an issue assigned to the
+// calling agent with status todo, in_progress or blocked. ActiveRun is the
+// live run holding its execution lock, if any.
+type InboxItem struct {
+	ID         string      `json:"id"`
+	Identifier string      `json:"identifier"`
+	Title      string      `json:"title"`
+	Status     IssueStatus `json:"status"`
+	Priority   Priority    `json:"priority"`
+	UpdatedAt  time.Time   `json:"updatedAt"`
+	ActiveRun  *ActiveRun  `json:"activeRun"`
+}
+
+// ActiveRun names the run holding an inbox issue's execution lock.
+type ActiveRun struct {
+	ID     string    `json:"id"`
+	Status RunStatus `json:"status"`
+}
+
+// Comment is a note on an issue by an agent (AuthorAgentID, RunID) or the
+// board (AuthorBoard true).
+type Comment struct {
+	ID            string    `json:"id"`
+	IssueID       string    `json:"issueId"`
+	Body          string    `json:"body"`
+	AuthorAgentID *string   `json:"authorAgentId"`
+	AuthorBoard   bool      `json:"authorBoard"`
+	RunID         *string   `json:"runId"`
+	CreatedAt     time.Time `json:"createdAt"`
+}
