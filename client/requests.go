@@ -1,0 +1,227 @@
+package client
+
+import (
+	"encoding/json"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// CompanyCreateRequest is the body of POST /api/companies. IssuePrefix is
+// 2-10 upper-case letters, unique across companies (409 already_exists).
+type CompanyCreateRequest struct {
+	Name        string `json:"name"`
+	IssuePrefix string `json:"issuePrefix"`
+}
+
+// AgentCreateRequest is the body of POST /api/companies/{companyId}/agents.
+// The name's key (trimmed, lower-cased) is unique per company.
+type AgentCreateRequest struct {
+	Name string `json:"name"`
+	Role string `json:"role,omitempty"`
+}
+
+// AgentUpdateRequest is the body of PATCH /api/agents/{id}; nil fields are
+// not sent. Terminating revokes the agent's keys; a taken name answers 409
+// already_exists.
+type AgentUpdateRequest struct {
+	Status *clasp.AgentStatus `json:"status,omitempty"`
+	Name   *string            `json:"name,omitempty"`
+	Role   *string            `json:"role,omitempty"`
+}
+
+// RunOpenRequest is the body of POST /api/agents/me/runs. IssueID (a UUID
+// or identifier) and InvocationSource are optional.
+type RunOpenRequest struct {
+	IssueID          string `json:"issueId,omitempty"`
+	InvocationSource string `json:"invocationSource,omitempty"`
+}
+
+// RunFinishRequest is the body of POST /api/runs/{id}/finish. Status is one
+// of succeeded, failed, cancelled, timed_out.
+type RunFinishRequest struct {
+	Status   clasp.RunStatus `json:"status"`
+	ExitCode *int            `json:"exitCode,omitempty"`
+	Error    *string         `json:"error,omitempty"`
+}
+
+// RunListParams filters GET /api/companies/{companyId}/runs (newest first).
+// Zero fields are not sent.
+type RunListParams struct {
+	Statuses []clasp.RunStatus
+	AgentID  string
+	Limit    int    // 1..1000, default 100
+	Cursor   string // from Page.NextCursor
+}
+
+func (p RunListParams) values() url.Values {
+	v := url.Values{}
+	if len(p.Statuses) > 0 {
+		s := make([]string, len(p.Statuses))
+		for i, st := range p.Statuses {
+			s[i] = string(st)
+		}
+		v.Set("status", strings.Join(s, ","))
+	}
+	setNonEmpty(v, "agentId", p.AgentID)
+	setPage(v, p.Limit, p.Cursor)
+	return v
+}
+
+// IssueCreateRequest is the body of POST /api/companies/{companyId}/issues.
+// Title is required; Status defaults to backlog and Priority to medium.
+type IssueCreateRequest struct {
+	Title           string            `json:"title"`
+	Description     string            `json:"description,omitempty"`
+	Status          clasp.IssueStatus `json:"status,omitempty"`
+	Priority        clasp.Priority    `json:"priority,omitempty"`
+	AssigneeAgentID string            `json:"assigneeAgentId,omitempty"`
+}
+
+// IssueListParams filters GET /api/companies/{companyId}/issues (newest
+// first). Zero fields are not sent.
+type IssueListParams struct {
+	Statuses        []clasp.IssueStatus
+	AssigneeAgentID string
+	Query           string // q: substring of title or identifier
+	Limit           int    // 1..1000, default 100
+	Cursor          string // from Page.NextCursor
+}
+
+func (p IssueListParams) values() url.Values {
+	v := url.Values{}
+	if len(p.Statuses) > 0 {
+		s := make([]string, len(p.Statuses))
+		for i, st := range p.Statuses {
+			s[i] = string(st)
+		}
+		v.Set("status", strings.Join(s, ","))
+	}
+	setNonEmpty(v, "assigneeAgentId", p.AssigneeAgentID)
+	setNonEmpty(v, "q", p.Query)
+	setPage(v, p.Limit, p.Cursor)
+	return v
+}
+
+// IssueUpdateRequest is the body of PATCH /api/issues/{id}: only the fields
+// set are sent. To unassign, set Unassign (sends "assigneeAgentId": null);
+// it wins over AssigneeAgentID. Comment is written in the same transaction
+// as the change (SPEC section 3), so a result and status done land together.
+type IssueUpdateRequest struct {
+	Title           *string
+	Description     *string
+	Status          *clasp.IssueStatus
+	Priority        *clasp.Priority
+	AssigneeAgentID *string
+	Unassign        bool
+	Comment         *string
+}
+
+// MarshalJSON writes only the set fields, and assigneeAgentId null for Unassign.
+func (r IssueUpdateRequest) MarshalJSON() ([]byte, error) {
+	m := map[string]any{}
+	if r.Title != nil {
+		m["title"] = *r.Title
+	}
+	if r.Description != nil {
+		m["description"] = *r.Description
+	}
+	if r.Status != nil {
+		m["status"] = *r.Status
+	}
+	if r.Priority != nil {
+		m["priority"] = *r.Priority
+	}
+	if r.Unassign {
+		m["assigneeAgentId"] = nil
+	} else if r.AssigneeAgentID != nil {
+		m["assigneeAgentId"] = *r.AssigneeAgentID
+	}
+	if r.Comment != nil {
+		m["comment"] = *r.Comment
+	}
+	return json.Marshal(m)
+}
+
+// CheckoutRequest is the body of POST /api/issues/{id}/checkout (rule L1):
+// AgentID is the calling agent (403 agent_mismatch otherwise) and
+// ExpectedStatuses a non-empty list of open statuses.
+type CheckoutRequest struct {
+	AgentID          string              `json:"agentId"`
+	ExpectedStatuses []clasp.IssueStatus `json:"expectedStatuses"`
+}
+
+// ReleaseRequest is the body of POST /api/issues/{id}/release (rule L4);
+// Unassign clears the assignee as well.
+type ReleaseRequest struct {
+	Unassign bool `json:"unassign,omitempty"`
+}
+
+// ForceReleaseRequest is the body of POST /api/issues/{id}/admin/force-release
+// (board only): Reason is recorded in the audit row; ClearAssignee also
+// unassigns.
+type ForceReleaseRequest struct {
+	Reason        string `json:"reason"`
+	ClearAssignee bool   `json:"clearAssignee,omitempty"`
+}
+
+// CommentCreateRequest is the body of POST /api/issues/{id}/comments.
+type CommentCreateRequest struct {
+	Body string `json:"body"`
+}
+
+// CommentListParams filters GET /api/issues/{id}/comments (oldest first).
+type CommentListParams struct {
+	After string // a comment id: list the comments after it
+	Limit int    // page size (CommentList follows every page)
+}
+
+func (p CommentListParams) values() url.Values {
+	v := url.Values{}
+	setNonEmpty(v, "after", p.After)
+	setPage(v, p.Limit, "")
+	return v
+}
+
+// ActivityListParams filters the activity endpoints (newest first).
+type ActivityListParams struct {
+	Action   string // company activity only
+	EntityID string // company activity only
+	Limit    int
+	Cursor   string
+}
+
+func (p ActivityListParams) values() url.Values {
+	v := url.Values{}
+	setNonEmpty(v, "action", p.Action)
+	setNonEmpty(v, "entityId", p.EntityID)
+	setPage(v, p.Limit, p.Cursor)
+	return v
+}
+
+// ListParams pages the lists that take no filter (companies, agents).
+type ListParams struct {
+	Limit  int
+	Cursor string
+}
+
+func (p ListParams) values() url.Values {
+	v := url.Values{}
+	setPage(v, p.Limit, p.Cursor)
+	return v
+}
+
+func setNonEmpty(v url.Values, k, s string) {
+	if s != "" {
+		v.Set(k, s)
+	}
+}
+
+func setPage(v url.Values, limit int, cursor string) {
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	setNonEmpty(v, "cursor", cursor)
+}

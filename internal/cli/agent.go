@@ -1,0 +1,233 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/client"
+)
+
+func (a *app) newAgentCmd() *cobra.Command {
+	g := a.newGroup("agent", "Manage agents and their API keys",
+		`An agent is a worker identity in a company. The board creates agents and
+their API keys, and pauses, resumes or terminates them (terminating revokes
+every key). An agent, authenticated with its key or a run token, can read
+itself (agent me) and its inbox (agent inbox).`,
+		`  clasp agent create builder-1 --company <company-id> --role engineer
+  clasp agent key create <agent-id>          # prints the key once
+  CLASP_TOKEN=clasp_ak_... clasp agent inbox`)
+	key := &cobra.Command{
+		Use:   "key",
+		Short: "Create, list and revoke agent API keys (board)",
+		Long: `Agent API keys authenticate agents ("Authorization: Bearer clasp_ak_...").
+The server stores only their hash: the key is printed once, by 'key create'.`,
+		Example: `  clasp agent key create <agent-id>
+  clasp agent key list <agent-id>
+  clasp agent key revoke <agent-id> <key-id>`,
+		RunE: groupRunE,
+	}
+	key.AddCommand(a.newAgentKeyCreateCmd(), a.newAgentKeyListCmd(), a.newAgentKeyRevokeCmd())
+	g.AddCommand(
+		a.newAgentCreateCmd(),
+		a.newAgentListCmd(),
+		a.newAgentShowCmd(),
+		a.newAgentStatusCmd("pause", clasp.AgentPaused, "Pause an agent (status paused)"),
+		a.newAgentStatusCmd("resume", clasp.AgentActive, "Resume a paused agent (status active)"),
+		a.newAgentStatusCmd("terminate", clasp.AgentTerminated, "Terminate an agent: its keys are revoked and answer 401"),
+		a.newAgentMeCmd(),
+		a.newAgentInboxCmd(),
+		key,
+	)
+	return g
+}
+
+func (a *app) newAgentCreateCmd() *cobra.Command {
+	var company, role string
+	cmd := &cobra.Command{
+		Use:   "create NAME --company COMPANY_ID",
+		Short: "Create an agent (board)",
+		Long: `Create an active agent in a company. Names are unique per company, compared
+trimmed and lower-cased (a taken name answers 409 already_exists, exit code 3).`,
+		Example: `  clasp agent create builder-1 --company <company-id> --role engineer`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c := a.client()
+			cid, err := a.companyID(ctx, c, company)
+			if err != nil {
+				return err
+			}
+			ag, err := c.AgentCreate(ctx, cid, client.AgentCreateRequest{Name: args[0], Role: role})
+			if err != nil {
+				return err
+			}
+			return a.emit(ag, func(w io.Writer) { printAgent(w, ag) })
+		},
+	}
+	cmd.Flags().StringVar(&company, "company", "", "company id (default $"+EnvCompanyID+")")
+	cmd.Flags().StringVar(&role, "role", "", "free-text role, e.g. engineer")
+	return cmd
+}
+
+func (a *app) newAgentListCmd() *cobra.Command {
+	var company string
+	var lf listFlags
+	cmd := &cobra.Command{
+		Use:     "list --company COMPANY_ID",
+		Short:   "List the agents of a company (board)",
+		Example: "  clasp agent list --company <company-id>",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c := a.client()
+			cid, err := a.companyID(ctx, c, company)
+			if err != nil {
+				return err
+			}
+			first, err := c.AgentList(ctx, cid, client.ListParams{Limit: lf.limit, Cursor: lf.cursor})
+			if err != nil {
+				return err
+			}
+			items, next, err := collect(ctx, first, lf.all)
+			if err != nil {
+				return err
+			}
+			return emitList(a, items, next, printAgents)
+		},
+	}
+	cmd.Flags().StringVar(&company, "company", "", "company id (default $"+EnvCompanyID+")")
+	lf.add(cmd)
+	return cmd
+}
+
+func (a *app) newAgentShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "show AGENT_ID",
+		Short:   "Show an agent (board)",
+		Example: "  clasp agent show <agent-id> --json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ag, err := a.client().AgentGet(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.emit(ag, func(w io.Writer) { printAgent(w, ag) })
+		},
+	}
+}
+
+// newAgentStatusCmd returns pause, resume or terminate: a PATCH of the
+// agent's status.
+func (a *app) newAgentStatusCmd(use string, status clasp.AgentStatus, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:     use + " AGENT_ID",
+		Short:   short + " (board)",
+		Example: "  clasp agent " + use + " <agent-id>",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st := status
+			ag, err := a.client().AgentUpdate(cmd.Context(), args[0], client.AgentUpdateRequest{Status: &st})
+			if err != nil {
+				return err
+			}
+			return a.emit(ag, func(w io.Writer) { printAgent(w, ag) })
+		},
+	}
+}
+
+func (a *app) newAgentMeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "me",
+		Short:   "Show the calling agent (agent key or run token)",
+		Example: "  CLASP_TOKEN=clasp_ak_... clasp agent me",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ag, err := a.client().Me(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return a.emit(ag, func(w io.Writer) { printAgent(w, ag) })
+		},
+	}
+}
+
+func (a *app) newAgentInboxCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "inbox",
+		Short: "List the calling agent's open assigned issues (todo, in_progress, blocked)",
+		Long: `List the issues assigned to the calling agent whose status is todo,
+in_progress or blocked, most urgent first, with the run holding each one
+(GET /api/agents/me/inbox-lite).`,
+		Example: "  CLASP_TOKEN=clasp_ak_... clasp agent inbox",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			items, err := a.client().Inbox(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return emitList(a, items, "", printInbox)
+		},
+	}
+}
+
+func (a *app) newAgentKeyCreateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "create AGENT_ID",
+		Short: "Create an API key for an agent and print it once",
+		Long: `Create an API key for an agent. The key itself is printed this once; the
+server keeps only its hash. Give it to the agent as CLASP_TOKEN.`,
+		Example: `  clasp agent key create <agent-id>
+  clasp agent key create <agent-id> --json | jq -r .token`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, err := a.client().AgentKeyCreate(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.emit(k, func(w io.Writer) {
+				printKey(w, k)
+				fmt.Fprintf(w, "\nAPI key (shown only this once; store it now):\n%s\n", k.Token)
+			})
+		},
+	}
+}
+
+func (a *app) newAgentKeyRevokeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "revoke AGENT_ID KEY_ID",
+		Short:   "Revoke an agent's API key (it answers 401 from now on)",
+		Example: "  clasp agent key revoke <agent-id> <key-id>",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, err := a.client().AgentKeyRevoke(cmd.Context(), args[0], args[1])
+			if err != nil {
+				return err
+			}
+			if k == nil {
+				k = &clasp.APIKey{ID: args[1], AgentID: args[0]}
+			}
+			return a.emit(k, func(w io.Writer) {
+				fmt.Fprintf(w, "Revoked key %s of agent %s.\n", k.ID, k.AgentID)
+			})
+		},
+	}
+}
+
+func (a *app) newAgentKeyListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "list AGENT_ID",
+		Short:   "List an agent's API keys (prefixes only, never the secrets)",
+		Example: "  clasp agent key list <agent-id>",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ks, err := a.client().AgentKeyList(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return emitList(a, ks, "", printKeys)
+		},
+	}
+}

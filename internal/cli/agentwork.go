@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clasp-dev/clasp/internal/swarm"
+)
+
+// newAgentWorkCmd is `clasp agent work`: one real OS process acting as one
+// agent, the process `clasp swarm` launches (package swarm, Worker).
+func (a *app) newAgentWorkCmd() *cobra.Command {
+	var slow time.Duration
+	cmd := &cobra.Command{
+		Use:   "work",
+		Short: "Work issues as one agent until none is left (the swarm's agent process)",
+		Long: `Work issues as the agent whose API key is $` + EnvToken + ` (or --token), on the server
+at $` + EnvURL + ` (or --url), until there is no work left.
+
+Each turn opens a run, finds an issue (the agent's inbox first, so that an issue
+a killed process of this agent held is adopted by checkout; then an unassigned
+todo issue, picked at random on the first page), checks it out, computes the
+SHA-256 of the file whose absolute path is the issue's description while
+heartbeating the run, then writes the comment "sha256 <hex>" and status done in
+one atomic PATCH, and finishes the run.
+
+It prints one machine-readable line per event on stdout (event=checked_out
+issue=ABC-3 run=<id> ..., event=conflict, event=done, event=exit ...) and human
+logs on stderr. It exits 0 when two looks in a row find no work, or on SIGTERM
+once the issue in hand is done and its run finished; 1 when the server stays
+unreachable or refuses the key.`,
+		Example: `  CLASP_URL=http://127.0.0.1:3100 CLASP_TOKEN=clasp_ak_... clasp agent work --slow 200ms`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			token := firstNonEmpty(a.token, a.getenv(EnvToken))
+			if token == "" {
+				return usageErr(errors.New("an agent API key is required (--token or " + EnvToken + ")"))
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			w := swarm.NewWorker(swarm.WorkerConfig{
+				URL:    firstNonEmpty(a.url, a.getenv(EnvURL), DefaultURL),
+				Token:  token,
+				Slow:   slow,
+				Events: a.stdout,
+				Log:    slog.New(slog.NewTextHandler(a.stderr, nil)),
+			})
+			return w.Run(ctx)
+		},
+	}
+	cmd.Flags().DurationVar(&slow, "slow", 0, "stretch the work on each issue to at least this long (e.g. 200ms)")
+	return cmd
+}

@@ -1,0 +1,344 @@
+// Package cli is the clasp command line: `clasp serve` and `clasp migrate`
+// run the server on its SQLite database, and the client commands (company,
+// agent, issue, run, activity) call a server through the Go client
+// (package client). cmd/clasp calls Run and exits with its code; tests call
+// Run too.
+//
+// Only cmd/clasp imports this package. It is the one place that wires the
+// concrete store, HTTP server and sweeper together (Serve).
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/client"
+)
+
+// Exit codes of Run.
+const (
+	ExitOK       = 0
+	ExitError    = 1 // any failure that is not a conflict or a usage error
+	ExitUsage    = 2 // bad command, flag or argument
+	ExitConflict = 3 // the server answered 409 (checkout_conflict, ownership_conflict, run_not_live, ...)
+)
+
+// Environment variables read by the commands.
+const (
+	EnvURL       = "CLASP_URL"        // server root for client commands (default DefaultURL)
+	EnvToken     = "CLASP_TOKEN"      // bearer: agent key, run token or board token
+	EnvRunID     = "CLASP_RUN_ID"     // run the agent acts in (X-Clasp-Run-Id)
+	EnvCompanyID = "CLASP_COMPANY_ID" // default --company
+	EnvDataDir   = "CLASP_DATA_DIR"   // serve/migrate data directory
+	EnvListen    = "CLASP_LISTEN"     // serve listen address
+)
+
+// DefaultURL is the server client commands call when neither --url nor
+// CLASP_URL is set.
+const DefaultURL = "http://127.0.0.1:3100"
+
+// Run runs the clasp command line with args (without the program name) and
+// returns the process exit code: ExitOK, ExitError, ExitUsage or
+// ExitConflict. Environment variables are read with os.Getenv; the context
+// ends long-running commands (serve) gracefully.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return run(ctx, args, stdin, stdout, stderr, os.Getenv)
+}
+
+// run is Run with an injectable environment (tests).
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	// One HTTP client per Run, whose idle connections close when Run returns.
+	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	defer hc.CloseIdleConnections()
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, hc: hc}
+	root := a.newRootCmd()
+	markRunErrors(root)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	return a.report(cmd, err)
+}
+
+// app carries what every command shares: the standard streams, the
+// environment and the client flags. Commands are methods on *app that
+// return a *cobra.Command.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	hc             *http.Client
+
+	// Client flags (persistent on each client command group).
+	url, token, runID string
+	jsonOut           bool
+}
+
+// newRootCmd builds the command tree.
+//
+// Commands defined in other files of this package register here too, such
+// as the swarm's (swarm.go: `clasp swarm`; agentwork.go: `clasp agent work`).
+func (a *app) newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "clasp",
+		Short: "clasp: a shared backlog where at most one agent run works an issue at a time",
+		Long: `clasp is a server that holds a shared backlog for AI agents and humans and
+guarantees that at most one run works an issue at a time (checkout locks with
+leases, fencing epochs and crash recovery), plus the client commands that talk
+to it.
+
+Start a server with 'clasp serve'; client commands call it at $CLASP_URL
+(default ` + DefaultURL + `) with the bearer token in $CLASP_TOKEN: the board token
+printed at first start, an agent API key, or a run token. Agents acting with an
+API key name their run in $CLASP_RUN_ID.
+
+Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409).`,
+		Example: `  clasp serve                                   # server on 127.0.0.1:3100, data in ./.clasp
+  export CLASP_TOKEN=$(cat .clasp/board-token)
+  clasp company create "Acme" --prefix ACME
+  clasp issue list --company <id> --status todo`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE:          groupRunE,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
+
+	agent := a.newAgentCmd()
+	agent.AddCommand(a.newAgentWorkCmd())
+	root.AddCommand(
+		a.newSwarmCmd(),
+		a.newServeCmd(),
+		a.newMigrateCmd(),
+		a.newCompanyCmd(),
+		agent,
+		a.newIssueCmd(),
+		a.newRunCmd(),
+		a.newActivityCmd(),
+	)
+	return root
+}
+
+// groupRunE is the RunE of command groups (clasp, clasp issue, ...): with no
+// argument it prints the help, with one it reports an unknown command.
+func groupRunE(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErr(fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()))
+	}
+	return cmd.Help()
+}
+
+// newGroup returns a command group with the client flags.
+func (a *app) newGroup(use, short, long, example string) *cobra.Command {
+	g := &cobra.Command{Use: use, Short: short, Long: long, Example: example, RunE: groupRunE}
+	a.addClientFlags(g)
+	return g
+}
+
+// addClientFlags registers --url, --token, --run and --json as persistent
+// flags of cmd (so its subcommands inherit them).
+func (a *app) addClientFlags(cmd *cobra.Command) {
+	f := cmd.PersistentFlags()
+	f.StringVar(&a.url, "url", "", "server root URL (default $"+EnvURL+" or "+DefaultURL+")")
+	f.StringVar(&a.token, "token", "", "bearer token: board token, agent API key or run token (default $"+EnvToken+")")
+	f.StringVar(&a.runID, "run", "", "run id to act in, sent as X-Clasp-Run-Id (default $"+EnvRunID+")")
+	f.BoolVar(&a.jsonOut, "json", false, "print the resource JSON instead of a table")
+}
+
+// client returns a client configured from the client flags and environment.
+func (a *app) client() *client.Client {
+	u := firstNonEmpty(a.url, a.getenv(EnvURL), DefaultURL)
+	return client.New(u,
+		client.WithToken(firstNonEmpty(a.token, a.getenv(EnvToken))),
+		client.WithRunID(firstNonEmpty(a.runID, a.getenv(EnvRunID))),
+		client.WithUserAgent("clasp-cli"),
+		client.WithHTTPClient(a.hc),
+	)
+}
+
+// companyID resolves the company a command works in: the --company flag,
+// then $CLASP_COMPANY_ID, then the calling agent's company (GET
+// /agents/me) when the token is an agent credential.
+func (a *app) companyID(ctx context.Context, c *client.Client, flag string) (string, error) {
+	if id := firstNonEmpty(flag, a.getenv(EnvCompanyID)); id != "" {
+		return id, nil
+	}
+	if firstNonEmpty(a.token, a.getenv(EnvToken)) == "" || isBoardToken(firstNonEmpty(a.token, a.getenv(EnvToken))) {
+		return "", usageErr(errors.New("--company is required (or set " + EnvCompanyID + ")"))
+	}
+	me, err := c.Me(ctx)
+	if err != nil {
+		return "", fmt.Errorf("find the company of the calling agent (pass --company): %w", err)
+	}
+	return me.CompanyID, nil
+}
+
+// agentID resolves the agent a command acts for: flag, else the calling
+// agent (GET /agents/me).
+func (a *app) agentID(ctx context.Context, c *client.Client, flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if isBoardToken(firstNonEmpty(a.token, a.getenv(EnvToken))) {
+		return "", usageErr(errors.New("--agent is required with the board token"))
+	}
+	me, err := c.Me(ctx)
+	if err != nil {
+		return "", fmt.Errorf("find the calling agent (pass --agent): %w", err)
+	}
+	return me.ID, nil
+}
+
+// runRef resolves a run id from the first argument, --run or $CLASP_RUN_ID.
+func (a *app) runRef(args []string) (string, error) {
+	if len(args) > 0 {
+		return args[0], nil
+	}
+	if id := firstNonEmpty(a.runID, a.getenv(EnvRunID)); id != "" {
+		return id, nil
+	}
+	return "", usageErr(errors.New("a run id is required (argument, --run or " + EnvRunID + ")"))
+}
+
+func isBoardToken(tok string) bool { return strings.HasPrefix(tok, "clasp_bt_") }
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// usageError marks an error as the caller's misuse of the command line (exit 2).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usageErr(err error) error { return &usageError{err: err} }
+
+// runError marks an error returned by a command's RunE (as opposed to
+// cobra's own parsing errors, which are usage errors).
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+// exitError makes Run return Code. When Err is nil the command has already
+// reported the failure and Run prints nothing more.
+type exitError struct {
+	Code int
+	Err  error
+}
+
+func (e *exitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+func (e *exitError) Unwrap() error { return e.Err }
+
+// markRunErrors wraps the RunE of cmd and its descendants so that their
+// errors are told apart from cobra's usage errors.
+func markRunErrors(cmd *cobra.Command) {
+	if f := cmd.RunE; f != nil {
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			err := f(c, args)
+			var ue *usageError
+			if err == nil || errors.As(err, &ue) {
+				return err
+			}
+			return &runError{err: err}
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markRunErrors(sub)
+	}
+}
+
+// report prints err (if any) to stderr and returns the exit code.
+func (a *app) report(cmd *cobra.Command, err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			a.printError(ee.Err)
+		}
+		return ee.Code
+	}
+	var re *runError
+	var ue *usageError
+	if errors.As(err, &ue) || !errors.As(err, &re) {
+		fmt.Fprintf(a.stderr, "error: %v\n", err)
+		path := "clasp"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", path)
+		return ExitUsage
+	}
+	a.printError(re.err)
+	if client.IsConflict(re.err) {
+		return ExitConflict
+	}
+	return ExitError
+}
+
+// printError writes "error: <message> (<code>)" (with the context the
+// command added, if any), the holder named in a conflict's details, and the
+// other details.
+func (a *app) printError(err error) {
+	e := clasp.AsError(err)
+	if e == nil {
+		fmt.Fprintf(a.stderr, "error: %v\n", err)
+		if client.IsConnectionError(err) {
+			fmt.Fprintf(a.stderr, "Is the server running? Point to it with --url or %s.\n", EnvURL)
+		}
+		return
+	}
+	if err == error(e) {
+		fmt.Fprintf(a.stderr, "error: %s (%s)\n", e.Message, e.Code)
+	} else {
+		// Keep the context the command added (it ends with the code).
+		fmt.Fprintf(a.stderr, "error: %v\n", err)
+	}
+	if holder, _ := e.Details["checkoutRunId"].(string); holder != "" {
+		fmt.Fprintf(a.stderr, "held by run %s", holder)
+		if exec, _ := e.Details["executionRunId"].(string); exec != "" && exec != holder {
+			fmt.Fprintf(a.stderr, " (executing run %s)", exec)
+		}
+		if as, _ := e.Details["assigneeAgentId"].(string); as != "" {
+			fmt.Fprintf(a.stderr, ", assignee agent %s", as)
+		}
+		fmt.Fprintln(a.stderr)
+	}
+	keys := make([]string, 0, len(e.Details))
+	for k := range e.Details {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		if v := e.Details[k]; v != nil {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(a.stderr, "details: %s\n", strings.Join(parts, " "))
+	}
+}

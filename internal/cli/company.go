@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clasp-dev/clasp/client"
+)
+
+func (a *app) newCompanyCmd() *cobra.Command {
+	g := a.newGroup("company", "Create and read companies (tenants; board token)",
+		`A company is a tenant: every agent, issue, run and activity row belongs to
+exactly one. These commands need the board token (or a server started with
+--local-trusted).`,
+		`  clasp company create "Acme Robotics" --prefix ACME
+  clasp company list
+  clasp company show <company-id> --json`)
+	g.AddCommand(a.newCompanyCreateCmd(), a.newCompanyListCmd(), a.newCompanyShowCmd())
+	return g
+}
+
+func (a *app) newCompanyCreateCmd() *cobra.Command {
+	var prefix string
+	cmd := &cobra.Command{
+		Use:   "create NAME --prefix PREFIX",
+		Short: "Create a company",
+		Long: `Create a company. Its issues are identified PREFIX-1, PREFIX-2, ...; the
+prefix is 2-10 upper-case letters and unique across companies (a taken prefix
+answers 409 already_exists, exit code 3).`,
+		Example: `  clasp company create "Acme Robotics" --prefix ACME`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			co, err := a.client().CompanyCreate(cmd.Context(), client.CompanyCreateRequest{Name: args[0], IssuePrefix: prefix})
+			if err != nil {
+				return err
+			}
+			return a.emit(co, func(w io.Writer) { printCompany(w, co) })
+		},
+	}
+	cmd.Flags().StringVar(&prefix, "prefix", "", "issue identifier prefix, 2-10 upper-case letters (required)")
+	_ = cmd.MarkFlagRequired("prefix")
+	return cmd
+}
+
+func (a *app) newCompanyListCmd() *cobra.Command {
+	var lf listFlags
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List companies, oldest first",
+		Example: "  clasp company list --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			first, err := a.client().CompanyList(ctx, client.ListParams{Limit: lf.limit, Cursor: lf.cursor})
+			if err != nil {
+				return err
+			}
+			items, next, err := collect(ctx, first, lf.all)
+			if err != nil {
+				return err
+			}
+			return emitList(a, items, next, printCompanies)
+		},
+	}
+	lf.add(cmd)
+	return cmd
+}
+
+func (a *app) newCompanyShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "show COMPANY_ID",
+		Short:   "Show a company",
+		Example: "  clasp company show 0b6c...e1",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			co, err := a.client().CompanyGet(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.emit(co, func(w io.Writer) { printCompany(w, co) })
+		},
+	}
+}

@@ -1,0 +1,232 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// This file prints resources: as indented JSON with --json (the resource
+// exactly as the API answers it, or an array for lists), else as tables for
+// lists and "Field: value" blocks for single resources.
+
+// emit prints v as JSON when --json is set, else calls human.
+func (a *app) emit(v any, human func(w io.Writer)) error {
+	if a.jsonOut {
+		return writeJSON(a.stdout, v)
+	}
+	human(a.stdout)
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table writes aligned columns.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t.row(header...)
+	return t
+}
+
+func (t *table) row(cols ...string) { fmt.Fprintln(t.tw, strings.Join(cols, "\t")) }
+func (t *table) flush()             { _ = t.tw.Flush() }
+
+// fields writes "Name:  value" lines, aligned.
+func fields(w io.Writer, kv ...string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[i], kv[i+1])
+	}
+	_ = tw.Flush()
+}
+
+const none = "-"
+
+func optStr(s *string) string {
+	if s == nil || *s == "" {
+		return none
+	}
+	return *s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return none
+	}
+	return s
+}
+
+func optInt(n *int) string {
+	if n == nil {
+		return none
+	}
+	return strconv.Itoa(*n)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return none
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func optTime(t *time.Time) string {
+	if t == nil {
+		return none
+	}
+	return fmtTime(*t)
+}
+
+func printCompany(w io.Writer, c *clasp.Company) {
+	fields(w, "ID", c.ID, "Name", c.Name, "Issue prefix", c.IssuePrefix, "Created", fmtTime(c.CreatedAt))
+}
+
+func printCompanies(w io.Writer, cs []*clasp.Company) {
+	t := newTable(w, "ID", "PREFIX", "NAME", "CREATED")
+	for _, c := range cs {
+		t.row(c.ID, c.IssuePrefix, c.Name, fmtTime(c.CreatedAt))
+	}
+	t.flush()
+}
+
+func printAgent(w io.Writer, ag *clasp.Agent) {
+	fields(w, "ID", ag.ID, "Company", ag.CompanyID, "Name", ag.Name, "Name key", ag.NameKey,
+		"Role", orNone(ag.Role), "Status", string(ag.Status), "Created", fmtTime(ag.CreatedAt),
+		"Last heartbeat", optTime(ag.LastHeartbeatAt))
+}
+
+func printAgents(w io.Writer, as []*clasp.Agent) {
+	t := newTable(w, "ID", "NAME", "STATUS", "ROLE", "LAST HEARTBEAT")
+	for _, ag := range as {
+		t.row(ag.ID, ag.Name, string(ag.Status), orNone(ag.Role), optTime(ag.LastHeartbeatAt))
+	}
+	t.flush()
+}
+
+func printKey(w io.Writer, k *clasp.APIKey) {
+	fields(w, "ID", k.ID, "Agent", k.AgentID, "Prefix", k.Prefix, "Created", fmtTime(k.CreatedAt),
+		"Last used", optTime(k.LastUsedAt), "Revoked", optTime(k.RevokedAt))
+}
+
+func printKeys(w io.Writer, ks []*clasp.APIKey) {
+	t := newTable(w, "ID", "PREFIX", "CREATED", "LAST USED", "REVOKED")
+	for _, k := range ks {
+		t.row(k.ID, k.Prefix, fmtTime(k.CreatedAt), optTime(k.LastUsedAt), optTime(k.RevokedAt))
+	}
+	t.flush()
+}
+
+func printRun(w io.Writer, r *clasp.Run) {
+	fields(w, "ID", r.ID, "Company", r.CompanyID, "Agent", r.AgentID, "Status", string(r.Status),
+		"Invocation", orNone(r.InvocationSource), "Issue", optStr(r.IssueID), "Attempt", strconv.Itoa(r.Attempt),
+		"Lease expires", optTime(r.LeaseExpiresAt), "Last sign of life", optTime(r.LastSignOfLifeAt),
+		"Started", optTime(r.StartedAt), "Finished", optTime(r.FinishedAt), "Exit code", optInt(r.ExitCode),
+		"Error code", optStr(r.ErrorCode), "Error", optStr(r.Error), "Created", fmtTime(r.CreatedAt))
+}
+
+func printRuns(w io.Writer, rs []*clasp.Run) {
+	t := newTable(w, "ID", "AGENT", "STATUS", "ISSUE", "LEASE EXPIRES", "ERROR CODE", "CREATED")
+	for _, r := range rs {
+		t.row(r.ID, r.AgentID, string(r.Status), optStr(r.IssueID), optTime(r.LeaseExpiresAt), optStr(r.ErrorCode), fmtTime(r.CreatedAt))
+	}
+	t.flush()
+}
+
+func printIssue(w io.Writer, i *clasp.Issue) {
+	fields(w, "Identifier", i.Identifier, "ID", i.ID, "Company", i.CompanyID, "Title", i.Title,
+		"Status", string(i.Status), "Priority", string(i.Priority), "Assignee", optStr(i.AssigneeAgentID),
+		"Checkout run", optStr(i.CheckoutRunID), "Checkout epoch", strconv.FormatInt(i.CheckoutEpoch, 10),
+		"Execution run", optStr(i.ExecutionRunID), "Execution agent", optStr(i.ExecutionAgentNameKey),
+		"Locked at", optTime(i.ExecutionLockedAt), "Started", optTime(i.StartedAt),
+		"Completed", optTime(i.CompletedAt), "Cancelled", optTime(i.CancelledAt),
+		"Created", fmtTime(i.CreatedAt), "Updated", fmtTime(i.UpdatedAt))
+	if i.Description != "" {
+		fmt.Fprintf(w, "\n%s\n", i.Description)
+	}
+}
+
+func printIssues(w io.Writer, is []*clasp.Issue) {
+	t := newTable(w, "IDENTIFIER", "STATUS", "PRIORITY", "ASSIGNEE", "CHECKOUT RUN", "EPOCH", "TITLE")
+	for _, i := range is {
+		t.row(i.Identifier, string(i.Status), string(i.Priority), optStr(i.AssigneeAgentID),
+			optStr(i.CheckoutRunID), strconv.FormatInt(i.CheckoutEpoch, 10), i.Title)
+	}
+	t.flush()
+}
+
+func printInbox(w io.Writer, items []*clasp.InboxItem) {
+	t := newTable(w, "IDENTIFIER", "STATUS", "PRIORITY", "ACTIVE RUN", "UPDATED", "TITLE")
+	for _, i := range items {
+		active := none
+		if i.ActiveRun != nil {
+			active = i.ActiveRun.ID + " (" + string(i.ActiveRun.Status) + ")"
+		}
+		t.row(i.Identifier, string(i.Status), string(i.Priority), active, fmtTime(i.UpdatedAt), i.Title)
+	}
+	t.flush()
+}
+
+func commentAuthor(c *clasp.Comment) string {
+	switch {
+	case c.AuthorBoard:
+		return "board"
+	case c.AuthorAgentID != nil:
+		return "agent " + *c.AuthorAgentID
+	}
+	return none
+}
+
+func printComment(w io.Writer, c *clasp.Comment) {
+	fields(w, "ID", c.ID, "Issue", c.IssueID, "Author", commentAuthor(c), "Run", optStr(c.RunID), "Created", fmtTime(c.CreatedAt))
+	fmt.Fprintf(w, "\n%s\n", c.Body)
+}
+
+func printComments(w io.Writer, cs []*clasp.Comment) {
+	for i, c := range cs {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s  %s  %s", fmtTime(c.CreatedAt), commentAuthor(c), c.ID)
+		if c.RunID != nil {
+			fmt.Fprintf(w, "  run %s", *c.RunID)
+		}
+		fmt.Fprintf(w, "\n%s\n", indent(c.Body, "    "))
+	}
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+func printActivity(w io.Writer, as []*clasp.Activity) {
+	t := newTable(w, "ID", "TIME", "ACTOR", "ACTION", "ENTITY", "RUN", "DETAILS")
+	for _, ac := range as {
+		actor := string(ac.ActorType)
+		if ac.ActorType == clasp.ActorAgent {
+			actor += " " + ac.ActorID
+		}
+		details := strings.TrimSpace(string(ac.Details))
+		if details == "{}" || details == "null" {
+			details = ""
+		}
+		t.row(strconv.FormatInt(ac.ID, 10), fmtTime(ac.CreatedAt), actor, ac.Action,
+			ac.EntityType+" "+ac.EntityID, optStr(ac.RunID), orNone(details))
+	}
+	t.flush()
+}

@@ -1,0 +1,393 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/clasp-dev/clasp/internal/httpapi"
+	"github.com/clasp-dev/clasp/internal/metrics"
+	"github.com/clasp-dev/clasp/internal/recovery"
+	"github.com/clasp-dev/clasp/internal/store/sqlite"
+)
+
+// Defaults of `clasp serve`.
+const (
+	DefaultDataDir         = ".clasp"
+	DefaultListen          = "127.0.0.1:3100"
+	DefaultLeaseTTL        = 60 * time.Second
+	DefaultSweepInterval   = 10 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// Files under the data directory.
+const (
+	DBFileName         = "clasp.db"
+	BoardTokenFileName = "board-token"
+)
+
+// boardTokenSetting is the store setting holding the board token's hash.
+const boardTokenSetting = "board_token_hash"
+
+// ServeConfig configures Serve. Zero fields take the defaults of `clasp serve`.
+type ServeConfig struct {
+	DataDir         string        // database at DataDir/clasp.db; board token at DataDir/board-token
+	Listen          string        // host:port; port 0 picks a free one
+	LeaseTTL        time.Duration // lease every sign of life gives a run
+	SweepInterval   time.Duration // time between sweeper passes
+	LocalTrusted    bool          // tokenless requests are the board; requires a loopback Listen
+	RequireRunToken bool          // checkout, release and PATCH by agents take run tokens only
+	Sync            string        // SQLite synchronous: "full" (default) or "normal"
+	ShutdownTimeout time.Duration // how long in-flight requests get after ctx ends
+	Logger          *slog.Logger  // default: discard
+	Stdout          io.Writer     // the banner (address, board token); default: discard
+}
+
+// ServeInfo describes a started server; Serve sends it on its ready channel.
+type ServeInfo struct {
+	Addr           string // the bound host:port
+	URL            string // http://Addr
+	DBPath         string
+	BoardToken     string // the board token when known: created at this start, or read back from BoardTokenFile
+	BoardTokenFile string // DataDir/board-token
+	SchemaVersion  int64
+}
+
+// Serve runs the clasp server until ctx ends, then shuts it down gracefully
+// (in-flight requests get cfg.ShutdownTimeout, then the sweeper stops and
+// the database is closed). It opens (creating and migrating) the SQLite
+// database under cfg.DataDir, creates the board token at first start
+// (printed on cfg.Stdout and written to DataDir/board-token, mode 0600),
+// binds cfg.Listen, starts the sweeper and serves the API. When the server
+// accepts connections it sends a ServeInfo on ready (if not nil; the send
+// gives up when ctx ends, so give it a buffer of 1 or a receiver).
+//
+// It returns nil after a graceful shutdown, and an error if the server
+// cannot start (bad config, database, address in use) or fails.
+func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	log := cfg.Logger
+	out := cfg.Stdout
+
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	info := ServeInfo{DBPath: filepath.Join(cfg.DataDir, DBFileName), BoardTokenFile: filepath.Join(cfg.DataDir, BoardTokenFileName)}
+	st, err := sqlite.Open(ctx, info.DBPath, sqlite.Options{Logger: log, Synchronous: strings.ToUpper(cfg.Sync)})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("close database", "err", err)
+		}
+	}()
+	if info.SchemaVersion, err = st.SchemaVersion(ctx); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	fmt.Fprintf(out, "database %s (schema version %d)\n", info.DBPath, info.SchemaVersion)
+
+	created, err := ensureBoardToken(ctx, st, &info)
+	if err != nil && !created {
+		return err
+	}
+	switch {
+	case created && err != nil:
+		// The hash is stored: this print is the token's only copy.
+		fmt.Fprintf(out, "board token: %s\n", info.BoardToken)
+		fmt.Fprintf(out, "  (shown only at this first start; writing it to %s failed: %v)\n", info.BoardTokenFile, err)
+		log.Warn("write board token file", "path", info.BoardTokenFile, "err", err)
+	case created:
+		fmt.Fprintf(out, "board token: %s\n", info.BoardToken)
+		fmt.Fprintf(out, "  (shown only at this first start; also written to %s with mode 0600 so scripts can read it)\n", info.BoardTokenFile)
+	case info.BoardToken != "":
+		fmt.Fprintf(out, "board token: in %s\n", info.BoardTokenFile)
+	default:
+		fmt.Fprintf(out, "board token: set at first start (its file %s is gone; only its hash is stored)\n", info.BoardTokenFile)
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); cfg.LocalTrusted && (!ok || !tcp.IP.IsLoopback()) {
+		ln.Close()
+		return fmt.Errorf("--local-trusted: %s is not a loopback address", ln.Addr())
+	}
+	info.Addr = ln.Addr().String()
+	info.URL = "http://" + info.Addr
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg)
+	api := httpapi.New(httpapi.Config{
+		Store:           st,
+		Logger:          log,
+		LeaseTTL:        cfg.LeaseTTL,
+		LocalTrusted:    cfg.LocalTrusted,
+		RequireRunToken: cfg.RequireRunToken,
+		Registry:        reg,
+		Metrics:         m,
+	})
+	sweeper := recovery.NewSweeper(st, recovery.Config{Interval: cfg.SweepInterval, Logger: log, Metrics: m})
+	if err := sweeper.Start(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("start sweeper: %w", err)
+	}
+	defer sweeper.Stop()
+
+	hs := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+
+	fmt.Fprintf(out, "clasp listening on %s\n", info.URL)
+	log.Info("serving", "addr", info.Addr, "lease_ttl", cfg.LeaseTTL, "sweep_interval", cfg.SweepInterval,
+		"local_trusted", cfg.LocalTrusted, "require_run_token", cfg.RequireRunToken)
+	if ready != nil {
+		select {
+		case ready <- info:
+		case <-ctx.Done():
+		}
+	}
+
+	select {
+	case err := <-serveErr:
+		// Serve never returns nil; the listener failed.
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	api.BeginShutdown()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("graceful shutdown timed out; closing connections", "err", err)
+		hs.Close()
+	}
+	<-serveErr // http.ErrServerClosed
+	return nil
+}
+
+func (c ServeConfig) withDefaults() ServeConfig {
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = DefaultSweepInterval
+	}
+	if c.Sync == "" {
+		c.Sync = "full"
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Stdout == nil {
+		c.Stdout = io.Discard
+	}
+	return c
+}
+
+func (c ServeConfig) validate() error {
+	switch strings.ToLower(c.Sync) {
+	case "full", "normal":
+	default:
+		return usageErr(fmt.Errorf("--sync must be full or normal, not %q", c.Sync))
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return usageErr(fmt.Errorf("--listen %q: want host:port: %w", c.Listen, err))
+	}
+	if c.LocalTrusted && !isLoopbackHost(host) {
+		return usageErr(fmt.Errorf("--local-trusted needs a loopback --listen address (127.0.0.1, ::1 or localhost), not %q", c.Listen))
+	}
+	return nil
+}
+
+// isLoopbackHost reports whether host is "localhost" or a loopback IP.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// settingStore is the part of the store ensureBoardToken needs.
+type settingStore interface {
+	SettingPutIfAbsent(ctx context.Context, key, value string) (string, error)
+}
+
+// ensureBoardToken creates the board token at first start: it stores the
+// token's hash (setting board_token_hash, if absent) and writes the token
+// to info.BoardTokenFile (mode 0600). It reports whether this call created
+// it (then an error is only the failure to write the file, and
+// info.BoardToken is set). Otherwise it reads info.BoardToken back from the file when the file
+// still holds the token whose hash is stored.
+func ensureBoardToken(ctx context.Context, st settingStore, info *ServeInfo) (bool, error) {
+	token, hash := httpapi.NewToken(httpapi.TokenBoard)
+	stored, err := st.SettingPutIfAbsent(ctx, boardTokenSetting, hash)
+	if err != nil {
+		return false, fmt.Errorf("store board token hash: %w", err)
+	}
+	if stored == hash {
+		info.BoardToken = token
+		if err := writeSecretFile(info.BoardTokenFile, token+"\n"); err != nil {
+			return true, fmt.Errorf("write board token file: %w", err)
+		}
+		return true, nil
+	}
+	b, err := os.ReadFile(info.BoardTokenFile)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("read board token file: %w", err)
+	}
+	if t := strings.TrimSpace(string(b)); t != "" && httpapi.HashToken(t) == stored {
+		info.BoardToken = t
+	}
+	return false, nil
+}
+
+// writeSecretFile writes s to path with mode 0600, replacing any file there.
+func writeSecretFile(path, s string) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(s); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// newLogger returns a text logger on w at the named level.
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageErr(fmt.Errorf("--log-level must be debug, info, warn or error, not %q", level))
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func (a *app) newServeCmd() *cobra.Command {
+	var cfg ServeConfig
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the clasp server on an embedded SQLite database",
+		Long: `Run the clasp server: the HTTP API under /api, /healthz, /readyz and /metrics,
+and the sweeper that fails runs whose lease expired and frees their locks.
+
+State lives in <data-dir>/clasp.db (SQLite, WAL), created and migrated at start.
+At first start the server creates the board token (the board's credential),
+prints it once and writes it to <data-dir>/board-token (mode 0600). It prints
+"clasp listening on http://ADDR" when it accepts connections (--listen with
+port 0 picks a free port). SIGINT or SIGTERM stops it gracefully.
+
+--local-trusted makes requests without a token act as the board; it only
+binds a loopback address and refuses cross-origin browser writes.
+
+Environment: ` + EnvDataDir + ` and ` + EnvListen + ` set --data-dir and --listen.`,
+		Example: `  clasp serve
+  clasp serve --listen 127.0.0.1:0 --data-dir /tmp/clasp --lease-ttl 30s
+  clasp serve --local-trusted --log-level debug`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			if !f.Changed("data-dir") {
+				cfg.DataDir = firstNonEmpty(a.getenv(EnvDataDir), cfg.DataDir)
+			}
+			if !f.Changed("listen") {
+				cfg.Listen = firstNonEmpty(a.getenv(EnvListen), cfg.Listen)
+			}
+			log, err := newLogger(a.stderr, logLevel)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			cfg.Stdout = a.stdout
+			return Serve(cmd.Context(), cfg, nil)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", DefaultDataDir, "directory of the database and the board token file (env "+EnvDataDir+")")
+	f.StringVar(&cfg.Listen, "listen", DefaultListen, "address to listen on, host:port (env "+EnvListen+")")
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "lease a run gets from each sign of life")
+	f.DurationVar(&cfg.SweepInterval, "sweep-interval", DefaultSweepInterval, "time between sweeper passes")
+	f.BoolVar(&cfg.LocalTrusted, "local-trusted", false, "requests without a token are the board (loopback --listen only)")
+	f.BoolVar(&cfg.RequireRunToken, "require-run-token", false, "checkout, release and issue PATCH by agents accept only run tokens")
+	f.StringVar(&cfg.Sync, "sync", "full", "SQLite synchronous mode: full (survives power loss) or normal (survives process crashes)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	return cmd
+}
+
+func (a *app) newMigrateCmd() *cobra.Command {
+	var dataDir string
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or upgrade the database and print its schema version",
+		Long: `Apply the pending migrations to <data-dir>/clasp.db (creating it if needed) and
+print the schema version. 'clasp serve' does the same at start; use migrate to
+upgrade ahead of a deployment.`,
+		Example: `  clasp migrate --data-dir /var/lib/clasp`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("data-dir") {
+				dataDir = firstNonEmpty(a.getenv(EnvDataDir), dataDir)
+			}
+			ctx := cmd.Context()
+			path := filepath.Join(dataDir, DBFileName)
+			st, err := sqlite.Open(ctx, path, sqlite.Options{})
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			v, err := st.SchemaVersion(ctx)
+			if err != nil {
+				return fmt.Errorf("read schema version: %w", err)
+			}
+			fmt.Fprintf(a.stdout, "%s: schema version %d\n", path, v)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", DefaultDataDir, "directory of the database (env "+EnvDataDir+")")
+	return cmd
+}

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clasp-dev/clasp/internal/swarm"
+)
+
+// newSwarmCmd is `clasp swarm` (package swarm, Run).
+func (a *app) newSwarmCmd() *cobra.Command {
+	var (
+		cfg     swarm.Config
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "swarm",
+		Short: "Prove with real processes and SIGKILLs that no issue is ever worked twice",
+		Long: `Start a clasp server on a fresh embedded SQLite database (or use --server), create
+a company and --agents agents, file one todo issue per regular file under --dir
+(skipping .git; the work of each issue is to compute the file's SHA-256), and
+launch one 'clasp agent work' process per agent. Each time a process announces a
+checkout, with probability --kill-rate the swarm SIGKILLs it at a random moment
+of its work and starts a replacement for the same agent at once (--slow stretches
+the work so that kills land mid-checkout).
+
+When the work is over and the sweeper has failed the runs of the killed
+processes, the swarm checks through the API: every issue done, exactly one
+result comment per issue with the right hash, no lock left, no run left
+running or queued, and an activity log that accounts for every lock change. It
+prints a progress line on stderr about once a second, then a report on stdout,
+and exits 1 if any check failed or the work timed out.`,
+		Example: `  clasp swarm                                   # the current directory, 8 agents
+  clasp swarm --dir /usr/share/doc --agents 16 --kill-rate 0.2 --slow 50ms
+  clasp swarm --server http://127.0.0.1:3100 --token clasp_bt_... --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.KillRate < 0 || cfg.KillRate > 1 {
+				return usageErr(errors.New("--kill-rate must be between 0 and 1"))
+			}
+			cfg.BoardToken = firstNonEmpty(cfg.BoardToken, a.getenv(EnvToken))
+			cfg.StartServer = startEmbeddedServer
+			rep, err := swarm.Run(cmd.Context(), cfg, a.stderr)
+			if rep == nil {
+				return err
+			}
+			if jsonOut {
+				if werr := writeJSON(a.stdout, rep); werr != nil {
+					return werr
+				}
+			} else {
+				rep.WriteText(a.stdout)
+			}
+			if err != nil {
+				return &exitError{Code: ExitError, Err: err}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Dir, "dir", ".", "directory tree to file one issue per regular file for (skips .git)")
+	f.IntVar(&cfg.Agents, "agents", 8, "number of agents, one process each at a time")
+	f.Float64Var(&cfg.KillRate, "kill-rate", 0.1, "probability that a checkout is answered by a SIGKILL of the agent process during its work")
+	f.DurationVar(&cfg.Slow, "slow", 0, "stretch each issue's work to at least this long, so kills land mid-checkout")
+	f.StringVar(&cfg.ServerURL, "server", "", "use the clasp server at this URL instead of an embedded one")
+	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server (default $"+EnvToken+"; none for --local-trusted)")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the embedded database and the agents' logs (default a fresh temporary directory)")
+	f.BoolVar(&cfg.Keep, "keep", false, "keep the temporary data directory")
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 3*time.Second, "lease TTL of the embedded server (with --server: the server's, to wait for its sweeper)")
+	f.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "sweep interval of the embedded server (with --server: the server's)")
+	f.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "give up (exit 1) when the whole swarm takes longer")
+	f.IntVar(&cfg.MaxFiles, "max-files", 0, "file issues for at most this many files (0: all)")
+	f.BoolVar(&jsonOut, "json", false, "print the report as JSON")
+	return cmd
+}
+
+// startEmbeddedServer starts the server of `clasp serve` (Serve) on a free
+// loopback port with its database in opts.DataDir, for the swarm. The
+// server runs until Stop, not until ctx ends, so that the swarm can still
+// check the outcome after its work was interrupted.
+func startEmbeddedServer(ctx context.Context, opts swarm.ServerOptions) (*swarm.EmbeddedServer, error) {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ready := make(chan ServeInfo, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- Serve(sctx, ServeConfig{
+			DataDir:       opts.DataDir,
+			Listen:        "127.0.0.1:0",
+			LeaseTTL:      opts.LeaseTTL,
+			SweepInterval: opts.SweepInterval,
+			Logger:        slog.New(slog.NewTextHandler(opts.Log, nil)),
+		}, ready)
+	}()
+	select {
+	case info := <-ready:
+		stop := func(ctx context.Context) error {
+			cancel()
+			select {
+			case err := <-served:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return &swarm.EmbeddedServer{URL: info.URL, BoardToken: info.BoardToken, Stop: stop}, nil
+	case err := <-served:
+		cancel()
+		return nil, err
+	case <-ctx.Done():
+		cancel()
+		<-served
+		return nil, ctx.Err()
+	}
+}
