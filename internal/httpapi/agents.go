@@ -1,0 +1,245 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// companyCreateIn is the body of POST /api/companies.
+type companyCreateIn struct {
+	Name        *string `json:"name"`
+	IssuePrefix *string `json:"issuePrefix"`
+}
+
+func (in *companyCreateIn) validate() error {
+	if err := requiredText("name", in.Name, maxNameLen); err != nil {
+		return err
+	}
+	if in.IssuePrefix == nil {
+		return clasp.InvalidField("issuePrefix", "Field \"issuePrefix\" is required.")
+	}
+	if !clasp.ValidIssuePrefix(*in.IssuePrefix) {
+		return clasp.InvalidField("issuePrefix", "Field \"issuePrefix\" must be 2 to 10 upper-case letters A-Z, not %q.", truncate(*in.IssuePrefix, 32))
+	}
+	return nil
+}
+
+// companyCreate: POST /api/companies (board). 201 company; 409 already_exists.
+func (s *Server) companyCreate(ctx context.Context, c *call, in *companyCreateIn) (int, any, error) {
+	co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: *in.IssuePrefix, Actor: c.actor()})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, co, nil
+}
+
+// companyList: GET /api/companies (board), oldest first, paged.
+func (s *Server) companyList(ctx context.Context, c *call) (int, any, error) {
+	p, err := pageParams(c.r.URL.Query())
+	if err != nil {
+		return 0, nil, err
+	}
+	items, next, err := s.st.CompanyList(ctx, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	setNextLink(c, "cursor", next)
+	return http.StatusOK, list(items), nil
+}
+
+// companyGet: GET /api/companies/{companyId} (board). 404 not_found.
+func (s *Server) companyGet(ctx context.Context, c *call) (int, any, error) {
+	id, _ := parseUUID(c.r.PathValue("companyId")) // prepare checked it
+	co, err := s.st.CompanyGet(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, co, nil
+}
+
+// companyID returns the {companyId} of a company route, canonical. For the
+// board it also checks that the company exists (404 not_found), so that a
+// list of a missing company is not an empty list; an agent's own company
+// exists (prepare allowed only that one).
+func (s *Server) companyID(ctx context.Context, c *call) (string, error) {
+	id, _ := parseUUID(c.r.PathValue("companyId"))
+	if c.who.board {
+		if _, err := s.st.CompanyGet(ctx, id); err != nil {
+			return "", err
+		}
+	}
+	return id, nil
+}
+
+// agentCreateIn is the body of POST /api/companies/{companyId}/agents.
+type agentCreateIn struct {
+	Name *string `json:"name"`
+	Role *string `json:"role"`
+}
+
+func (in *agentCreateIn) validate() error {
+	return firstErr(requiredText("name", in.Name, maxNameLen), optionalText("role", in.Role, maxNameLen))
+}
+
+// agentCreate: POST /api/companies/{companyId}/agents (board). 201 agent;
+// 404 company; 409 already_exists for a taken name key.
+func (s *Server) agentCreate(ctx context.Context, c *call, in *agentCreateIn) (int, any, error) {
+	cid, _ := parseUUID(c.r.PathValue("companyId"))
+	p := &store.AgentCreateParams{CompanyID: cid, Name: *in.Name, Actor: c.actor()}
+	if in.Role != nil {
+		p.Role = *in.Role
+	}
+	a, err := s.st.AgentCreate(ctx, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, a, nil
+}
+
+// agentList: GET /api/companies/{companyId}/agents (board), paged.
+func (s *Server) agentList(ctx context.Context, c *call) (int, any, error) {
+	p, err := pageParams(c.r.URL.Query())
+	if err != nil {
+		return 0, nil, err
+	}
+	cid, err := s.companyID(ctx, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	items, next, err := s.st.AgentList(ctx, cid, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	setNextLink(c, "cursor", next)
+	return http.StatusOK, list(items), nil
+}
+
+// pathAgentID returns the {id} of an agent route; 404 if it is not a UUID.
+func pathAgentID(c *call) (string, error) {
+	id, ok := parseUUID(c.r.PathValue("id"))
+	if !ok {
+		return "", clasp.Errorf(clasp.CodeNotFound, "Agent %q does not exist.", truncate(c.r.PathValue("id"), 64))
+	}
+	return id, nil
+}
+
+// agentGet: GET /api/agents/{id} (board). 404 not_found.
+func (s *Server) agentGet(ctx context.Context, c *call) (int, any, error) {
+	id, err := pathAgentID(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	a, err := s.st.AgentGet(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, a, nil
+}
+
+// agentUpdateIn is the body of PATCH /api/agents/{id}.
+type agentUpdateIn struct {
+	Status *clasp.AgentStatus `json:"status"`
+	Name   *string            `json:"name"`
+	Role   *string            `json:"role"`
+}
+
+func (in *agentUpdateIn) validate() error {
+	if in.Status == nil && in.Name == nil && in.Role == nil {
+		return clasp.Errorf(clasp.CodeInvalidRequest, "The body changes nothing: send status, name or role.")
+	}
+	if in.Status != nil && !in.Status.Valid() {
+		return clasp.InvalidField("status", "Field \"status\" must be one of active, paused, terminated; not %q.", truncate(string(*in.Status), 64))
+	}
+	if in.Name != nil {
+		if err := requiredText("name", in.Name, maxNameLen); err != nil {
+			return err
+		}
+	}
+	return optionalText("role", in.Role, maxNameLen)
+}
+
+// agentUpdate: PATCH /api/agents/{id} (board): status (terminating revokes
+// every key), name, role. 404 not_found; 409 already_exists for a taken name.
+func (s *Server) agentUpdate(ctx context.Context, c *call, in *agentUpdateIn) (int, any, error) {
+	id, err := pathAgentID(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	a, err := s.st.AgentUpdate(ctx, &store.AgentUpdateParams{AgentID: id, Status: in.Status, Name: in.Name, Role: in.Role, Actor: c.actor()})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, a, nil
+}
+
+// emptyIn is the body of endpoints that take none: empty or {}.
+type emptyIn struct{}
+
+// agentKeyCreate: POST /api/agents/{id}/keys (board). 201 {id, agentId,
+// prefix, createdAt, token}: token is the secret, shown this once and
+// stored only as its hash. 404 for a missing agent.
+func (s *Server) agentKeyCreate(ctx context.Context, c *call, _ *emptyIn) (int, any, error) {
+	id, err := pathAgentID(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	token, hash := NewToken(TokenAgentKey)
+	k, err := s.st.AgentKeyCreate(ctx, &store.AgentKeyCreateParams{AgentID: id, Prefix: token[:KeyPrefixLen], TokenHash: hash, Actor: c.actor()})
+	if err != nil {
+		return 0, nil, err
+	}
+	k.Token = token
+	return http.StatusCreated, k, nil
+}
+
+// agentKeyList: GET /api/agents/{id}/keys (board): the keys, never secrets.
+func (s *Server) agentKeyList(ctx context.Context, c *call) (int, any, error) {
+	id, err := pathAgentID(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	if _, err := s.st.AgentGet(ctx, id); err != nil {
+		return 0, nil, err
+	}
+	keys, err := s.st.AgentKeyList(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, list(keys), nil
+}
+
+// agentKeyRevoke: DELETE /api/agents/{id}/keys/{keyId} (board). 200 key
+// (revoking twice answers the key unchanged); 404 for no such key.
+func (s *Server) agentKeyRevoke(ctx context.Context, c *call) (int, any, error) {
+	id, err := pathAgentID(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	keyID, ok := parseUUID(c.r.PathValue("keyId"))
+	if !ok {
+		return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Key %q does not exist.", truncate(c.r.PathValue("keyId"), 64))
+	}
+	k, err := s.st.AgentKeyRevoke(ctx, id, keyID, c.actor())
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, k, nil
+}
+
+// agentMe: GET /api/agents/me (agent): the calling agent.
+func (s *Server) agentMe(ctx context.Context, c *call) (int, any, error) {
+	return http.StatusOK, c.who.agent, nil
+}
+
+// agentInbox: GET /api/agents/me/inbox-lite (agent): issues assigned to the
+// caller with status todo, in_progress or blocked, most urgent first.
+func (s *Server) agentInbox(ctx context.Context, c *call) (int, any, error) {
+	items, err := s.st.IssueInbox(ctx, c.who.agent.ID)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, list(items), nil
+}

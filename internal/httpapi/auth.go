@@ -1,0 +1,196 @@
+package httpapi
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+	"github.com/google/uuid"
+)
+
+// Run id headers (SPEC section 2). The second is the original protocol's.
+const (
+	RunIDHeader       = "X-Clasp-Run-Id"
+	PaperclipRunIDHdr = "X-Paperclip-Run-Id"
+)
+
+// boardTokenSetting is the store setting holding the board token's hash.
+const boardTokenSetting = "board_token_hash"
+
+// principal is who is calling: the board, or an agent (possibly through a
+// run token, which binds the request to one run).
+type principal struct {
+	board    bool
+	agent    *clasp.Agent
+	tokenRun *clasp.Run // set when the bearer is a run token
+}
+
+// authenticate resolves the caller (SPEC section 2). A bearer token is
+// matched, by its kind, against the board token hash (constant time), the
+// agent API keys and the run tokens; tokens without a clasp prefix are tried
+// against all three. Without Authorization, only LocalTrusted mode with a
+// loopback Host makes the board. Errors: 401 unauthenticated (no, bad,
+// revoked or terminated credentials), 403 forbidden (no token on a
+// non-loopback Host in local-trusted mode).
+func (s *Server) authenticate(r *http.Request) (principal, error) {
+	authz := r.Header.Get("Authorization")
+	if authz == "" {
+		if !s.cfg.LocalTrusted {
+			return principal{}, clasp.Errorf(clasp.CodeUnauthenticated, "Send Authorization: Bearer <token> (an agent API key, a run token or the board token).")
+		}
+		if !loopbackHost(r.Host) {
+			return principal{}, clasp.Errorf(clasp.CodeForbidden, "This server trusts requests without a token only when addressed by a loopback name (localhost, 127.0.0.1, [::1]), not %q.", r.Host)
+		}
+		return principal{board: true}, nil
+	}
+	scheme, token, ok := strings.Cut(authz, " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return principal{}, clasp.Errorf(clasp.CodeUnauthenticated, "The Authorization header must be \"Bearer <token>\".")
+	}
+	ctx := r.Context()
+	hash := HashToken(token)
+	kind := tokenKind(token)
+	if kind == TokenBoard || kind == "" {
+		ok, err := s.isBoardToken(ctx, hash)
+		if err != nil {
+			return principal{}, err
+		}
+		if ok {
+			return principal{board: true}, nil
+		}
+	}
+	if kind == TokenAgentKey || kind == "" {
+		a, err := s.st.AgentAuthenticate(ctx, hash)
+		if err == nil {
+			return principal{agent: a}, nil
+		}
+		if clasp.ErrorCode(err) != clasp.CodeUnauthenticated {
+			return principal{}, err
+		}
+	}
+	if kind == TokenRun || kind == "" {
+		a, run, err := s.st.RunAuthenticate(ctx, hash)
+		if err == nil {
+			return principal{agent: a, tokenRun: run}, nil
+		}
+		if clasp.ErrorCode(err) != clasp.CodeUnauthenticated {
+			return principal{}, err
+		}
+	}
+	return principal{}, clasp.Errorf(clasp.CodeUnauthenticated, "The bearer token is unknown, revoked, or belongs to a terminated agent or an ended run.")
+}
+
+// isBoardToken reports whether hash is the board token's hash. With no
+// board token configured, no token is the board's.
+func (s *Server) isBoardToken(ctx context.Context, hash string) (bool, error) {
+	want, err := s.st.SettingGet(ctx, boardTokenSetting)
+	if err != nil {
+		if clasp.ErrorCode(err) == clasp.CodeNotFound {
+			return false, nil
+		}
+		return false, err
+	}
+	return want != "" && hashEqual(hash, want), nil
+}
+
+// loopbackHost reports whether a Host header value names the local machine:
+// localhost, 127.0.0.1 (any 127/8 address) or [::1], with an optional port.
+func loopbackHost(host string) bool {
+	h := host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		h = hh
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		h = host[1 : len(host)-1]
+	}
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// parseUUID returns s in canonical (lower-case, hyphenated) form if it is a
+// UUID written in the 36-character hyphenated form, in either case.
+func parseUUID(s string) (string, bool) {
+	if len(s) != 36 {
+		return "", false
+	}
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return "", false
+	}
+	return u.String(), true
+}
+
+// runHeader returns the run id a request names in X-Clasp-Run-Id or
+// X-Paperclip-Run-Id ("" if none) and the header's name. 400
+// invalid_request (details.field the header) if it is not a UUID or the two
+// headers disagree.
+func runHeader(r *http.Request) (id, name string, err error) {
+	a := strings.TrimSpace(r.Header.Get(RunIDHeader))
+	b := strings.TrimSpace(r.Header.Get(PaperclipRunIDHdr))
+	for _, h := range []struct{ v, name string }{{a, RunIDHeader}, {b, PaperclipRunIDHdr}} {
+		if h.v == "" {
+			continue
+		}
+		u, ok := parseUUID(h.v)
+		if !ok {
+			return "", "", clasp.InvalidField(h.name, "Header %s must be a run id (a UUID), not %q.", h.name, truncate(h.v, 64))
+		}
+		if id != "" && id != u {
+			return "", "", clasp.InvalidField(h.name, "Headers %s and %s name different runs.", RunIDHeader, PaperclipRunIDHdr)
+		}
+		id, name = u, h.name
+	}
+	return id, name, nil
+}
+
+// truncate shortens s to at most n bytes for messages.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// actor returns the store actor of a call: the board, or the agent with its
+// company and (when it names one) its run.
+func (c *call) actor() store.Actor {
+	if c.who.board {
+		return store.Actor{Type: clasp.ActorBoard}
+	}
+	return store.Actor{Type: clasp.ActorAgent, AgentID: c.who.agent.ID, CompanyID: c.who.agent.CompanyID, RunID: c.runID}
+}
+
+// touch checks the run the call names, if any, and renews its lease (SPEC
+// section 2: a live run's request is a sign of life; at most one write per
+// min(MinRenewInterval, LeaseTTL/3) unless the endpoint forces it). Errors: 422
+// run_not_found (also for a run of another company, which is not visible),
+// 403 run_not_owned, 409 run_not_live.
+func (c *call) touch(ctx context.Context) error {
+	if c.runID == "" || c.who.board || c.run != nil {
+		return nil
+	}
+	run, err := c.s.st.RunTouch(ctx, &store.RunTouchParams{
+		RunID:            c.runID,
+		AgentID:          c.who.agent.ID,
+		LeaseTTL:         c.s.cfg.LeaseTTL,
+		Force:            c.ep.forceTouch,
+		MinRenewInterval: c.s.minRenew,
+	})
+	if err != nil {
+		if clasp.ErrorCode(err) == clasp.CodeRunNotOwned {
+			// Another company's run is not visible to this agent.
+			if other, gerr := c.s.st.RunGet(ctx, c.runID); gerr == nil && other.CompanyID != c.who.agent.CompanyID {
+				return clasp.Errorf(clasp.CodeRunNotFound, "Run %s does not exist.", c.runID).WithDetails("runId", c.runID)
+			}
+		}
+		return err
+	}
+	c.run = run
+	return nil
+}

@@ -1,0 +1,86 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// codeStatus maps every clasp error code to its HTTP status (SPEC section 3).
+// It is the only place a status is chosen for an error.
+var codeStatus = map[string]int{
+	clasp.CodeInvalidRequest:       http.StatusBadRequest,
+	clasp.CodeUnauthenticated:      http.StatusUnauthorized,
+	clasp.CodeRunIDRequired:        http.StatusUnauthorized,
+	clasp.CodeForbidden:            http.StatusForbidden,
+	clasp.CodeAgentMismatch:        http.StatusForbidden,
+	clasp.CodeRunNotOwned:          http.StatusForbidden,
+	clasp.CodeNotFound:             http.StatusNotFound,
+	clasp.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
+	clasp.CodeCheckoutConflict:     http.StatusConflict,
+	clasp.CodeOwnershipConflict:    http.StatusConflict,
+	clasp.CodeRunNotLive:           http.StatusConflict,
+	clasp.CodeAlreadyExists:        http.StatusConflict,
+	clasp.CodeIdempotencyInFlight:  http.StatusConflict,
+	clasp.CodeBodyTooLarge:         http.StatusRequestEntityTooLarge,
+	clasp.CodePreconditionFailed:   http.StatusUnprocessableEntity,
+	clasp.CodeRunNotFound:          http.StatusUnprocessableEntity,
+	clasp.CodeIdempotencyKeyReused: http.StatusUnprocessableEntity,
+	clasp.CodeUnavailable:          http.StatusServiceUnavailable,
+	clasp.CodeInternal:             http.StatusInternalServerError,
+}
+
+// errorBody is the JSON error body of SPEC section 3.
+type errorBody struct {
+	Error   string         `json:"error"`
+	Code    string         `json:"code"`
+	Details map[string]any `json:"details"`
+}
+
+// internalBody is the only body a 500 ever has: internal text is logged, not sent.
+var internalBody = errorBody{Error: "internal error", Code: clasp.CodeInternal, Details: map[string]any{}}
+
+// statusOf returns the status and body for err. Errors that are not a
+// *clasp.Error with a known code are internal (500).
+func statusOf(err error) (int, errorBody, bool) {
+	e := clasp.AsError(err)
+	if e == nil {
+		return http.StatusInternalServerError, internalBody, false
+	}
+	st, ok := codeStatus[e.Code]
+	if !ok || st == http.StatusInternalServerError {
+		return http.StatusInternalServerError, internalBody, false
+	}
+	d := e.Details
+	if d == nil {
+		d = map[string]any{}
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(st)
+	}
+	return st, errorBody{Error: msg, Code: e.Code, Details: d}, true
+}
+
+// writeError writes err as a JSON error response: the status of its code
+// and {"error", "code", "details"}. Anything that is not an expected
+// *clasp.Error answers 500 {"error":"internal error","code":"internal",
+// "details":{}}, and only the log sees its text. 401 answers carry
+// WWW-Authenticate: Bearer.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	st, body, expected := statusOf(err)
+	if !expected {
+		level := slog.LevelError
+		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+			level = slog.LevelDebug // the client went away
+		}
+		s.log.Log(r.Context(), level, "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if st == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="clasp"`)
+	}
+	writeJSON(w, st, body)
+}

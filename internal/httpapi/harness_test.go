@@ -1,0 +1,333 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store/sqlite"
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// bundle is one test's server: the real handler on a loopback listener over
+// a fresh SQLite file.
+type bundle struct {
+	t     testing.TB
+	st    *sqlite.Store
+	srv   *Server
+	ts    *httptest.Server
+	hc    *http.Client
+	board string // the board token
+}
+
+// setupOpts tweaks setup.
+type setupOpts struct {
+	localTrusted    bool
+	requireRunToken bool
+	leaseTTL        time.Duration
+	now             func() time.Time // the clock of store and server; default time.Now
+}
+
+// setup starts a server for one test and registers its cleanup.
+func setup(t testing.TB, opts ...func(*setupOpts)) *bundle {
+	t.Helper()
+	var o setupOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Synchronous: "NORMAL", Now: o.now})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	board, hash := NewToken(TokenBoard)
+	if _, err := st.SettingPutIfAbsent(ctx, boardTokenSetting, hash); err != nil {
+		t.Fatalf("store board token: %v", err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	srv := New(Config{
+		Store:           st,
+		Logger:          log,
+		LeaseTTL:        o.leaseTTL,
+		LocalTrusted:    o.localTrusted,
+		RequireRunToken: o.requireRunToken,
+		Registry:        prometheus.NewRegistry(),
+		Now:             o.now,
+	})
+	ts := httptest.NewServer(srv.Handler())
+	b := &bundle{t: t, st: st, srv: srv, ts: ts, hc: ts.Client(), board: board}
+	t.Cleanup(func() {
+		ts.Close()
+		if err := st.Close(); err != nil {
+			t.Errorf("close store: %v", err)
+		}
+	})
+	return b
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// resp is an HTTP answer.
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// errBody decodes the JSON error body.
+func (r *resp) errBody(t testing.TB) errorBody {
+	t.Helper()
+	var e errorBody
+	if err := json.Unmarshal(r.body, &e); err != nil {
+		t.Fatalf("error body %q is not JSON: %v", r.body, err)
+	}
+	return e
+}
+
+// req describes one request: auth token ("" = board; noAuth sends none),
+// run header, raw body or a value to marshal, extra headers.
+type req struct {
+	token   string
+	noAuth  bool
+	run     string
+	runHdr  string // header name for run, default X-Clasp-Run-Id
+	raw     []byte
+	body    any
+	headers map[string]string
+	host    string
+}
+
+// do sends one request and reads the whole answer.
+func (b *bundle) do(method, path string, r req) *resp {
+	b.t.Helper()
+	var rd io.Reader
+	switch {
+	case r.raw != nil:
+		rd = bytes.NewReader(r.raw)
+	case r.body != nil:
+		data, err := json.Marshal(r.body)
+		if err != nil {
+			b.t.Fatalf("marshal body: %v", err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	hr, err := http.NewRequest(method, b.ts.URL+path, rd)
+	if err != nil {
+		b.t.Fatalf("new request: %v", err)
+	}
+	if rd != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	if !r.noAuth {
+		tok := r.token
+		if tok == "" {
+			tok = b.board
+		}
+		hr.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if r.run != "" {
+		h := r.runHdr
+		if h == "" {
+			h = RunIDHeader
+		}
+		hr.Header.Set(h, r.run)
+	}
+	for k, v := range r.headers {
+		hr.Header.Set(k, v)
+	}
+	if r.host != "" {
+		hr.Host = r.host
+	}
+	res, err := b.hc.Do(hr)
+	if err != nil {
+		b.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		b.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	if res.StatusCode == http.StatusInternalServerError {
+		b.t.Errorf("%s %s: status %d: %s", method, path, res.StatusCode, data)
+	}
+	return &resp{status: res.StatusCode, header: res.Header, body: data}
+}
+
+// must sends a request, fails the test unless the status is want, and
+// decodes the body into out (if not nil).
+func (b *bundle) must(want int, method, path string, r req, out any) *resp {
+	b.t.Helper()
+	res := b.do(method, path, r)
+	if res.status != want {
+		b.t.Fatalf("%s %s: status %d, want %d; body %s", method, path, res.status, want, res.body)
+	}
+	if out != nil {
+		if err := json.Unmarshal(res.body, out); err != nil {
+			b.t.Fatalf("%s %s: decode %q: %v", method, path, res.body, err)
+		}
+	}
+	return res
+}
+
+// wantErr checks an error answer: status, code and (when not "") details.field.
+func wantErr(t testing.TB, r *resp, status int, code, field string) errorBody {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+	e := r.errBody(t)
+	if e.Code != code {
+		t.Errorf("code %q, want %q; body %s", e.Code, code, r.body)
+	}
+	if e.Details == nil {
+		t.Errorf("details is null, want an object; body %s", r.body)
+	}
+	if e.Error == "" {
+		t.Errorf("empty error message; body %s", r.body)
+	}
+	if field != "" && e.Details["field"] != field {
+		t.Errorf("details.field %v, want %q; body %s", e.Details["field"], field, r.body)
+	}
+	return e
+}
+
+// Fixtures.
+
+func (b *bundle) company(prefix string) *clasp.Company {
+	b.t.Helper()
+	var c clasp.Company
+	b.must(http.StatusCreated, "POST", "/api/companies", req{body: map[string]string{"name": "Co " + prefix, "issuePrefix": prefix}}, &c)
+	return &c
+}
+
+// agent creates an agent and one API key; it returns the agent and the key.
+func (b *bundle) agent(companyID, name string) (*clasp.Agent, string) {
+	b.t.Helper()
+	var a clasp.Agent
+	b.must(http.StatusCreated, "POST", "/api/companies/"+companyID+"/agents", req{body: map[string]string{"name": name}}, &a)
+	var k clasp.APIKey
+	b.must(http.StatusCreated, "POST", "/api/agents/"+a.ID+"/keys", req{body: map[string]any{}}, &k)
+	if !strings.HasPrefix(k.Token, "clasp_ak_") || k.Prefix != k.Token[:KeyPrefixLen] {
+		b.t.Fatalf("key token %q prefix %q: want clasp_ak_... and its first %d characters", k.Token, k.Prefix, KeyPrefixLen)
+	}
+	return &a, k.Token
+}
+
+// run opens a run with an agent key.
+func (b *bundle) run(key string) *clasp.Run {
+	b.t.Helper()
+	var r clasp.Run
+	b.must(http.StatusCreated, "POST", "/api/agents/me/runs", req{token: key, body: map[string]any{}}, &r)
+	if r.Status != clasp.RunRunning || !strings.HasPrefix(r.RunToken, "clasp_rt_") {
+		b.t.Fatalf("opened run %+v: want running with a clasp_rt_ token", r)
+	}
+	return &r
+}
+
+// issue creates an issue as the board.
+func (b *bundle) issue(companyID string, fields map[string]any) *clasp.Issue {
+	b.t.Helper()
+	body := map[string]any{"title": "an issue"}
+	for k, v := range fields {
+		body[k] = v
+	}
+	var iss clasp.Issue
+	b.must(http.StatusCreated, "POST", "/api/companies/"+companyID+"/issues", req{body: body}, &iss)
+	return &iss
+}
+
+// getIssue reads an issue as the board.
+func (b *bundle) getIssue(ref string) *clasp.Issue {
+	b.t.Helper()
+	var iss clasp.Issue
+	b.must(http.StatusOK, "GET", "/api/issues/"+ref, req{}, &iss)
+	return &iss
+}
+
+// activity reads an issue's activity as the board (up to 1000 rows).
+func (b *bundle) activity(ref string) []*clasp.Activity {
+	b.t.Helper()
+	var rows []*clasp.Activity
+	b.must(http.StatusOK, "GET", "/api/issues/"+ref+"/activity?limit=1000", req{}, &rows)
+	return rows
+}
+
+// countAction counts rows with the given action.
+func countAction(rows []*clasp.Activity, action string) int {
+	n := 0
+	for _, r := range rows {
+		if r.Action == action {
+			n++
+		}
+	}
+	return n
+}
+
+// checkout sends a checkout as an agent in a run.
+func (b *bundle) checkout(issueRef, key, runID, agentID string, statuses ...clasp.IssueStatus) *resp {
+	b.t.Helper()
+	if len(statuses) == 0 {
+		statuses = []clasp.IssueStatus{clasp.IssueTodo}
+	}
+	return b.do("POST", "/api/issues/"+issueRef+"/checkout", req{token: key, run: runID, body: map[string]any{"agentId": agentID, "expectedStatuses": statuses}})
+}
+
+// decode unmarshals a response body.
+func decode[T any](t testing.TB, r *resp) *T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("decode %q: %v", r.body, err)
+	}
+	return &v
+}
+
+// sameIssue fails if the issue changed.
+func sameIssue(t testing.TB, before, after *clasp.Issue) {
+	t.Helper()
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("issue changed (-before +after):\n%s", diff)
+	}
+}
+
+// world is the usual cast: company C (prefix), agents A and B with keys,
+// running runs RA1, RA2 (A) and RB (B).
+type world struct {
+	c        *clasp.Company
+	a, b     *clasp.Agent
+	ka, kb   string
+	ra1, ra2 *clasp.Run
+	rb       *clasp.Run
+}
+
+func (b *bundle) world(prefix string) *world {
+	b.t.Helper()
+	w := &world{c: b.company(prefix)}
+	w.a, w.ka = b.agent(w.c.ID, "alpha")
+	w.b, w.kb = b.agent(w.c.ID, "beta")
+	w.ra1, w.ra2, w.rb = b.run(w.ka), b.run(w.ka), b.run(w.kb)
+	return w
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,479 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/metrics"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// issueRef returns the {id} of an issue route (a UUID or an identifier);
+// 404 for values no issue can have.
+func issueRef(c *call) (string, error) {
+	ref := c.r.PathValue("id")
+	if !validRef(ref) {
+		return "", clasp.Errorf(clasp.CodeNotFound, "Issue %q does not exist.", truncate(ref, 64))
+	}
+	return ref, nil
+}
+
+// scope returns the company an agent's lookups are limited to ("" for the board).
+func (c *call) scope() string {
+	if c.who.board {
+		return ""
+	}
+	return c.who.agent.CompanyID
+}
+
+// issueCreateIn is the body of POST /api/companies/{companyId}/issues.
+type issueCreateIn struct {
+	Title           *string            `json:"title"`
+	Description     *string            `json:"description"`
+	Status          *clasp.IssueStatus `json:"status"`
+	Priority        *clasp.Priority    `json:"priority"`
+	AssigneeAgentID *string            `json:"assigneeAgentId"`
+}
+
+func (in *issueCreateIn) validate() error {
+	if err := firstErr(
+		requiredText("title", in.Title, maxTitleLen),
+		optionalText("description", in.Description, maxDescriptionLen),
+		issueStatus("status", in.Status),
+		priority("priority", in.Priority),
+		uuidField("assigneeAgentId", in.AssigneeAgentID),
+	); err != nil {
+		return err
+	}
+	if in.Status != nil && *in.Status == clasp.IssueInProgress && in.AssigneeAgentID == nil {
+		return clasp.Errorf(clasp.CodePreconditionFailed, "An issue can be in_progress only with an assignee.").WithDetails("field", "status")
+	}
+	return nil
+}
+
+// issueCreate: POST /api/companies/{companyId}/issues (board, or an agent of
+// the company). 201 issue with the next identifier PREFIX-N. Agents never
+// create an issue in_progress (422, rule L5: that takes a checkout).
+func (s *Server) issueCreate(ctx context.Context, c *call, in *issueCreateIn) (int, any, error) {
+	if !c.who.board && in.Status != nil && *in.Status == clasp.IssueInProgress {
+		return 0, nil, errAgentInProgress()
+	}
+	cid, _ := parseUUID(c.r.PathValue("companyId"))
+	p := &store.IssueCreateParams{CompanyID: cid, Title: *in.Title, Actor: c.actor()}
+	if in.Description != nil {
+		p.Description = *in.Description
+	}
+	if in.Status != nil {
+		p.Status = *in.Status
+	}
+	if in.Priority != nil {
+		p.Priority = *in.Priority
+	}
+	if in.AssigneeAgentID != nil {
+		p.AssigneeAgentID = *in.AssigneeAgentID
+	}
+	iss, err := s.st.IssueCreate(ctx, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, iss, nil
+}
+
+func errAgentInProgress() error {
+	return clasp.Errorf(clasp.CodePreconditionFailed, "An agent never sets in_progress directly: check the issue out, which takes the lock in the same write.").
+		WithDetails("field", "status")
+}
+
+// issueList: GET /api/companies/{companyId}/issues?status=a,b&assigneeAgentId=&q=&limit=&cursor=
+// (board, or an agent of the company), newest first. assigneeAgentId=none
+// (or unassigned=true) lists unassigned issues.
+func (s *Server) issueList(ctx context.Context, c *call) (int, any, error) {
+	q := c.r.URL.Query()
+	page, err := pageParams(q)
+	if err != nil {
+		return 0, nil, err
+	}
+	p := &store.IssueListParams{Page: page, Query: q.Get("q")}
+	if err := maxText("q", p.Query, maxTitleLen); err != nil {
+		return 0, nil, err
+	}
+	if v := q.Get("status"); v != "" {
+		for _, part := range strings.Split(v, ",") {
+			st := clasp.IssueStatus(strings.TrimSpace(part))
+			if !st.Valid() {
+				return 0, nil, clasp.InvalidField("status", "Query parameter status lists issue statuses (backlog, todo, in_progress, in_review, blocked, done, cancelled), not %q.", truncate(part, 64))
+			}
+			p.Statuses = append(p.Statuses, st)
+		}
+	}
+	switch v := q.Get("assigneeAgentId"); v {
+	case "":
+	case "none", "null":
+		p.Unassigned = true
+	default:
+		id, ok := parseUUID(v)
+		if !ok {
+			return 0, nil, clasp.InvalidField("assigneeAgentId", "Query parameter assigneeAgentId must be a UUID or \"none\", not %q.", truncate(v, 64))
+		}
+		p.AssigneeAgentID = id
+	}
+	switch v := q.Get("unassigned"); v {
+	case "", "false":
+	case "true":
+		p.Unassigned = true
+	default:
+		return 0, nil, clasp.InvalidField("unassigned", "Query parameter unassigned must be true or false.")
+	}
+	if p.Unassigned && p.AssigneeAgentID != "" {
+		return 0, nil, clasp.InvalidField("assigneeAgentId", "Ask for unassigned issues or for one assignee, not both.")
+	}
+	if p.CompanyID, err = s.companyID(ctx, c); err != nil {
+		return 0, nil, err
+	}
+	items, next, err := s.st.IssueList(ctx, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	setNextLink(c, "cursor", next)
+	return http.StatusOK, list(items), nil
+}
+
+// issueGet: GET /api/issues/{id} (UUID or identifier, case-insensitive).
+// 404 not_found, also for another company's issue.
+func (s *Server) issueGet(ctx context.Context, c *call) (int, any, error) {
+	ref, err := issueRef(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	iss, err := s.st.IssueGet(ctx, c.scope(), ref)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, iss, nil
+}
+
+// issueUpdateIn is the body of PATCH /api/issues/{id}. AssigneeAgentID is
+// raw so that null (unassign) differs from absent.
+type issueUpdateIn struct {
+	Title           *string            `json:"title"`
+	Description     *string            `json:"description"`
+	Status          *clasp.IssueStatus `json:"status"`
+	Priority        *clasp.Priority    `json:"priority"`
+	AssigneeAgentID json.RawMessage    `json:"assigneeAgentId"`
+	Comment         *string            `json:"comment"`
+
+	assignee *string // decoded AssigneeAgentID: nil absent, "" unassign, else a UUID
+}
+
+// issueReadOnly are the issue fields a PATCH may never set (SPEC section 3:
+// lock columns are never writable; scenario S18).
+var issueReadOnly = map[string]bool{
+	"id": true, "companyId": true, "identifier": true,
+	"checkoutRunId": true, "checkoutEpoch": true, "executionRunId": true,
+	"executionAgentNameKey": true, "executionLockedAt": true,
+	"startedAt": true, "completedAt": true, "cancelledAt": true,
+	"createdAt": true, "updatedAt": true,
+}
+
+func (in *issueUpdateIn) readOnlyField(name string) bool { return issueReadOnly[name] }
+
+func (in *issueUpdateIn) validate() error {
+	if in.Title != nil {
+		if err := requiredText("title", in.Title, maxTitleLen); err != nil {
+			return err
+		}
+	}
+	if err := firstErr(
+		optionalText("description", in.Description, maxDescriptionLen),
+		issueStatus("status", in.Status),
+		priority("priority", in.Priority),
+	); err != nil {
+		return err
+	}
+	if in.Comment != nil {
+		if err := requiredText("comment", in.Comment, maxCommentLen); err != nil {
+			return err
+		}
+	}
+	if in.AssigneeAgentID != nil {
+		var v *string
+		if err := json.Unmarshal(in.AssigneeAgentID, &v); err != nil {
+			return clasp.InvalidField("assigneeAgentId", "Field \"assigneeAgentId\" must be an agent id (a UUID) or null.")
+		}
+		if v == nil {
+			empty := ""
+			in.assignee = &empty
+		} else {
+			if err := uuidField("assigneeAgentId", v); err != nil {
+				return err
+			}
+			in.assignee = v
+		}
+	}
+	if in.Title == nil && in.Description == nil && in.Status == nil && in.Priority == nil && in.assignee == nil && in.Comment == nil {
+		return clasp.Errorf(clasp.CodeInvalidRequest, "The body changes nothing: send title, description, status, priority, assigneeAgentId or comment.")
+	}
+	return nil
+}
+
+// issueUpdate: PATCH /api/issues/{id} (rules L5, L6). Agents need their run:
+// while the issue is in_progress and locked, only the holding run (or one
+// adopting a dead holder) may write (409 ownership_conflict otherwise), and
+// an agent never sets in_progress (422). comment is written in the same
+// transaction. 200 issue.
+func (s *Server) issueUpdate(ctx context.Context, c *call, in *issueUpdateIn) (int, any, error) {
+	ref, err := issueRef(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !c.who.board && in.Status != nil && *in.Status == clasp.IssueInProgress {
+		return 0, nil, errAgentInProgress()
+	}
+	iss, err := s.st.IssueUpdate(ctx, &store.IssueUpdateParams{
+		Ref: ref, Title: in.Title, Description: in.Description, Status: in.Status,
+		Priority: in.Priority, AssigneeAgentID: in.assignee, Comment: in.Comment, Actor: c.actor(),
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, iss, nil
+}
+
+// checkoutIn is the body of POST /api/issues/{id}/checkout (rule L1).
+type checkoutIn struct {
+	AgentID          *string             `json:"agentId"`
+	ExpectedStatuses []clasp.IssueStatus `json:"expectedStatuses"`
+}
+
+func (in *checkoutIn) validate() error {
+	if in.AgentID == nil {
+		return clasp.InvalidField("agentId", "Field \"agentId\" is required: the id of the agent checking out.")
+	}
+	if err := uuidField("agentId", in.AgentID); err != nil {
+		return err
+	}
+	if len(in.ExpectedStatuses) == 0 {
+		return clasp.InvalidField("expectedStatuses", "Field \"expectedStatuses\" must be a non-empty list of issue statuses.")
+	}
+	for _, st := range in.ExpectedStatuses {
+		if err := issueStatus("expectedStatuses", &st); err != nil {
+			return err
+		}
+	}
+	for _, st := range in.ExpectedStatuses {
+		if st.Closed() {
+			return clasp.Errorf(clasp.CodePreconditionFailed, "A checkout never expects %s: closed issues cannot be checked out.", st).
+				WithDetails("field", "expectedStatuses")
+		}
+	}
+	return nil
+}
+
+// issueCheckout: POST /api/issues/{id}/checkout (rules L1-L3). An agent
+// checks out for itself (403 agent_mismatch otherwise) in its live run; the
+// board assigns agentId and sets in_progress without a lock (S12). 200
+// issue; 409 checkout_conflict with the holder in details; 404 for an
+// issue not visible to the caller.
+func (s *Server) issueCheckout(ctx context.Context, c *call, in *checkoutIn) (status int, v any, err error) {
+	ref, err := issueRef(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	start := s.now().Truncate(time.Microsecond)
+	defer func() { s.countCheckout(c, start, v, err) }()
+	if !c.who.board && *in.AgentID != c.who.agent.ID {
+		return 0, nil, clasp.Errorf(clasp.CodeAgentMismatch, "An agent checks out only for itself: agentId must be %s.", c.who.agent.ID).
+			WithDetails("field", "agentId")
+	}
+	iss, err := s.st.IssueCheckout(ctx, &store.IssueCheckoutParams{
+		Ref: ref, AgentID: *in.AgentID, ExpectedStatuses: in.ExpectedStatuses, LeaseTTL: s.cfg.LeaseTTL, Actor: c.actor(),
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, iss, nil
+}
+
+// countCheckout records a checkout's outcome. A success whose execution
+// lock predates the request is the holding run again (rule L2: nothing
+// changed), anything else a new acquisition.
+func (s *Server) countCheckout(c *call, start time.Time, v any, err error) {
+	if err != nil {
+		if e := clasp.AsError(err); e != nil && e.Code == clasp.CodeCheckoutConflict {
+			s.m.Checkouts.WithLabelValues(metrics.OutcomeConflict).Inc()
+			reason, _ := e.Details["reason"].(string)
+			if reason == "" {
+				reason = "unknown"
+			}
+			s.m.CheckoutConflicts.WithLabelValues(reason).Inc()
+			return
+		}
+		s.m.Checkouts.WithLabelValues(metrics.OutcomeError).Inc()
+		return
+	}
+	iss, _ := v.(*clasp.Issue)
+	if iss != nil && !c.who.board && iss.ExecutionLockedAt != nil && iss.ExecutionLockedAt.Before(start) {
+		s.m.Checkouts.WithLabelValues(metrics.OutcomeSameRun).Inc()
+		return
+	}
+	s.m.Checkouts.WithLabelValues(metrics.OutcomeOK).Inc()
+}
+
+// releaseIn is the body of POST /api/issues/{id}/release (rule L4).
+type releaseIn struct {
+	Unassign bool `json:"unassign"`
+}
+
+// issueRelease: POST /api/issues/{id}/release (rule L4): the holding run,
+// a live run of the assignee when the holder is dead, or the board. Locks
+// cleared, in_progress becomes todo, the assignee kept unless unassign.
+// 200 issue (also when there was no lock); 409 ownership_conflict.
+func (s *Server) issueRelease(ctx context.Context, c *call, in *releaseIn) (int, any, error) {
+	ref, err := issueRef(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	iss, err := s.st.IssueRelease(ctx, &store.IssueReleaseParams{Ref: ref, Unassign: in.Unassign, Actor: c.actor()})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, iss, nil
+}
+
+// forceReleaseIn is the body of POST /api/issues/{id}/admin/force-release.
+type forceReleaseIn struct {
+	Reason        *string `json:"reason"`
+	ClearAssignee bool    `json:"clearAssignee"`
+}
+
+func (in *forceReleaseIn) validate() error {
+	return requiredText("reason", in.Reason, maxReasonLen)
+}
+
+// issueForceRelease: POST /api/issues/{id}/admin/force-release (board):
+// clears every lock whoever holds it, audited with
+// issue.admin_force_release {previousCheckoutRunId, previousExecutionRunId, reason}.
+func (s *Server) issueForceRelease(ctx context.Context, c *call, in *forceReleaseIn) (int, any, error) {
+	ref, err := issueRef(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	iss, err := s.st.IssueForceRelease(ctx, &store.IssueForceReleaseParams{Ref: ref, Reason: *in.Reason, ClearAssignee: in.ClearAssignee, Actor: c.actor()})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, iss, nil
+}
+
+// commentCreateIn is the body of POST /api/issues/{id}/comments.
+type commentCreateIn struct {
+	Body *string `json:"body"`
+}
+
+func (in *commentCreateIn) validate() error {
+	return requiredText("body", in.Body, maxCommentLen)
+}
+
+// commentCreate: POST /api/issues/{id}/comments (board, or any agent of the
+// issue's company, with its run if it names one). 201 comment.
+func (s *Server) commentCreate(ctx context.Context, c *call, in *commentCreateIn) (int, any, error) {
+	ref, err := issueRef(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	cm, err := s.st.CommentCreate(ctx, &store.CommentCreateParams{Ref: ref, Body: *in.Body, Actor: c.actor()})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, cm, nil
+}
+
+// commentList: GET /api/issues/{id}/comments?after=&limit= oldest first;
+// Link rel="next" (after = the last id) when the page is full.
+func (s *Server) commentList(ctx context.Context, c *call) (int, any, error) {
+	ref, err := issueRef(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	q := c.r.URL.Query()
+	page, err := pageParams(q)
+	if err != nil {
+		return 0, nil, err
+	}
+	after := q.Get("after")
+	if after != "" {
+		id, ok := parseUUID(after)
+		if !ok {
+			return 0, nil, clasp.InvalidField("after", "Query parameter after must be a comment id (a UUID).")
+		}
+		after = id
+	}
+	items, err := s.st.CommentList(ctx, &store.CommentListParams{Ref: ref, CompanyID: c.scope(), After: after, Limit: page.Limit})
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(items) > 0 && len(items) >= page.Limit {
+		setNextLink(c, "after", items[len(items)-1].ID)
+	}
+	return http.StatusOK, list(items), nil
+}
+
+// activityFilters reads action and entityId.
+func activityFilters(c *call, p *store.ActivityListParams) error {
+	q := c.r.URL.Query()
+	p.Action, p.EntityID = q.Get("action"), q.Get("entityId")
+	return firstErr(maxText("action", p.Action, maxRefLen), maxText("entityId", p.EntityID, maxRefLen))
+}
+
+// issueActivity: GET /api/issues/{id}/activity?action=&limit=&cursor=, newest first.
+func (s *Server) issueActivity(ctx context.Context, c *call) (int, any, error) {
+	ref, err := issueRef(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	page, err := pageParams(c.r.URL.Query())
+	if err != nil {
+		return 0, nil, err
+	}
+	p := &store.ActivityListParams{Page: page}
+	if err := activityFilters(c, p); err != nil {
+		return 0, nil, err
+	}
+	iss, err := s.st.IssueGet(ctx, c.scope(), ref)
+	if err != nil {
+		return 0, nil, err
+	}
+	p.CompanyID, p.EntityID = iss.CompanyID, iss.ID
+	items, next, err := s.st.ActivityList(ctx, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	setNextLink(c, "cursor", next)
+	return http.StatusOK, list(items), nil
+}
+
+// companyActivity: GET /api/companies/{companyId}/activity?action=&entityId=&limit=&cursor=
+// (board, or an agent of the company), newest first.
+func (s *Server) companyActivity(ctx context.Context, c *call) (int, any, error) {
+	page, err := pageParams(c.r.URL.Query())
+	if err != nil {
+		return 0, nil, err
+	}
+	p := &store.ActivityListParams{Page: page}
+	if err := activityFilters(c, p); err != nil {
+		return 0, nil, err
+	}
+	if p.CompanyID, err = s.companyID(ctx, c); err != nil {
+		return 0, nil, err
+	}
+	items, next, err := s.st.ActivityList(ctx, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	setNextLink(c, "cursor", next)
+	return http.StatusOK, list(items), nil
+}

@@ -1,0 +1,299 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// DefaultMaxBodyBytes caps request bodies (issue 2: 1 MiB); more answers 413
+// body_too_large.
+const DefaultMaxBodyBytes int64 = 1 << 20
+
+// maxJSONDepth bounds the nesting of request bodies. No body of SPEC section
+// 3 nests deeper than 2; the bound keeps the key checks cheap.
+const maxJSONDepth = 32
+
+// readBody reads all of r. r should be an http.MaxBytesReader: its limit
+// error answers 413 body_too_large. Any other read error is 400
+// invalid_request (the client sent a broken body).
+func readBody(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, clasp.Errorf(clasp.CodeBodyTooLarge, "The request body is larger than %d bytes.", mbe.Limit).
+				WithDetails("limit", mbe.Limit)
+		}
+		return nil, clasp.Errorf(clasp.CodeInvalidRequest, "The request body could not be read.")
+	}
+	return data, nil
+}
+
+// decodeJSON reads a JSON object from r (capped by the caller with
+// http.MaxBytesReader) into v, a pointer to a struct whose fields carry json
+// tags. It is the only place request bodies are decoded (SPEC section 3,
+// scenario S26) and rejects, with 400 invalid_request:
+//   - bodies that are not valid UTF-8, not valid JSON, not an object, or
+//     followed by anything but white space;
+//   - duplicate keys, and keys that differ only in case, in any object
+//     (encoding/json would silently let the last one win);
+//   - top-level keys that are not exactly (case-sensitively) a json tag of v
+//     ("unknown field"), with details.field naming the key;
+//   - values of the wrong type, with details.field naming the field.
+//
+// A body over the cap answers 413 body_too_large. Every error is a
+// *clasp.Error; decodeJSON never panics on any input.
+func decodeJSON(r io.Reader, v any) error {
+	data, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeJSONBytes(data, v)
+}
+
+// decodeJSONBytes is decodeJSON on a body already read.
+func decodeJSONBytes(data []byte, v any) error {
+	if !utf8.Valid(data) {
+		return clasp.Errorf(clasp.CodeInvalidRequest, "The request body is not valid UTF-8 text.")
+	}
+	keys, err := checkJSONStructure(data)
+	if err != nil {
+		return err
+	}
+	known := jsonFieldNames(reflect.TypeOf(v))
+	ro, _ := v.(readOnlyFielder)
+	for _, k := range keys {
+		if _, ok := known[k]; ok {
+			continue
+		}
+		if ro != nil && ro.readOnlyField(k) {
+			return clasp.InvalidField(k, "Field %q is read-only: lock columns and server-kept fields are never writable.", k)
+		}
+		return clasp.InvalidField(k, "Unknown field %q in the request body.", k)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			f := te.Field
+			if i := strings.IndexByte(f, '.'); i >= 0 {
+				f = f[:i]
+			}
+			return clasp.InvalidField(f, "Field %q must be %s, not a JSON %s.", f, typeName(te.Type), te.Value)
+		}
+		// Structure and keys were checked above, so this is rare: e.g. a
+		// value a custom decoder refused.
+		return clasp.Errorf(clasp.CodeInvalidRequest, "The request body is not a valid JSON object: %s.", trimJSONErr(err))
+	}
+	return nil
+}
+
+// readOnlyFielder is implemented by request bodies whose resource has
+// fields a client may read but never write (SPEC section 3: lock columns);
+// decodeJSON names them as read-only rather than unknown (scenario S18).
+type readOnlyFielder interface {
+	readOnlyField(name string) bool
+}
+
+// checkJSONStructure validates data as exactly one JSON object followed only
+// by white space, with no duplicate (or case-folded duplicate) keys in any
+// object, at most maxJSONDepth deep. It returns the top-level keys in order.
+func checkJSONStructure(data []byte) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // numbers such as 1e999 are syntax, not a float64 to parse
+	syntaxErr := func(err error) error {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return clasp.Errorf(clasp.CodeInvalidRequest, "The request body is not valid JSON: it ends too early.")
+		}
+		return clasp.Errorf(clasp.CodeInvalidRequest, "The request body is not valid JSON: %s.", trimJSONErr(err))
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, clasp.Errorf(clasp.CodeInvalidRequest, "The request body is empty; send a JSON object.")
+		}
+		return nil, syntaxErr(err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, clasp.Errorf(clasp.CodeInvalidRequest, "The request body must be a JSON object.")
+	}
+	// One frame per open object or array. For an object, seen holds its
+	// folded keys so far and expectKey says whether the next token is a key
+	// (or its closing brace).
+	type frame struct {
+		object    bool
+		expectKey bool
+		seen      map[string]struct{}
+		path      string // dotted name of this value, for error details
+	}
+	stack := []frame{{object: true, expectKey: true, seen: map[string]struct{}{}}}
+	var top []string
+	lastKey := "" // dotted name of the value being read
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].expectKey = true
+		}
+	}
+	for len(stack) > 0 {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, syntaxErr(err)
+		}
+		f := &stack[len(stack)-1]
+		if f.object && f.expectKey {
+			if tok == json.Delim('}') {
+				stack = stack[:len(stack)-1]
+				valueDone()
+				continue
+			}
+			key, ok := tok.(string)
+			if !ok { // the decoder's own syntax check makes this unreachable
+				return nil, clasp.Errorf(clasp.CodeInvalidRequest, "The request body is not valid JSON.")
+			}
+			name := key
+			if f.path != "" {
+				name = f.path + "." + key
+			}
+			fk := foldKey(key)
+			if _, dup := f.seen[fk]; dup {
+				return nil, clasp.InvalidField(name, "Field %q appears more than once (keys are compared without regard to case).", name)
+			}
+			f.seen[fk] = struct{}{}
+			if len(stack) == 1 {
+				top = append(top, key)
+			}
+			f.expectKey = false
+			lastKey = name
+			continue
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			if len(stack) >= maxJSONDepth {
+				return nil, clasp.Errorf(clasp.CodeInvalidRequest, "The request body nests deeper than %d levels.", maxJSONDepth)
+			}
+			nf := frame{object: tok == json.Delim('{'), expectKey: true, path: lastKey}
+			if nf.object {
+				nf.seen = map[string]struct{}{}
+			}
+			stack = append(stack, nf)
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, clasp.Errorf(clasp.CodeInvalidRequest, "The request body has data after the JSON object.")
+	}
+	return top, nil
+}
+
+// foldKey returns a canonical form of s under Unicode simple case folding,
+// so that foldKey(a) == foldKey(b) exactly when strings.EqualFold(a, b),
+// which is how encoding/json matches keys to fields.
+func foldKey(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		min := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f < min {
+				min = f
+			}
+		}
+		b.WriteRune(min)
+	}
+	return b.String()
+}
+
+// jsonFieldNames returns the json names of the exported fields of the struct
+// t points to (request types embed no structs). It is recomputed per call:
+// request types have a handful of fields, and a cache would be package state.
+func jsonFieldNames(t reflect.Type) map[string]struct{} {
+	m := map[string]struct{}{}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return m
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		m[name] = struct{}{}
+	}
+	return m
+}
+
+// typeName names a Go type the way a JSON client thinks of it.
+func typeName(t reflect.Type) string {
+	if t == nil {
+		return "a valid value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a valid value"
+}
+
+// trimJSONErr returns err's text without encoding/json's "json: " prefix.
+func trimJSONErr(err error) string {
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// writeJSON writes v as the JSON body of a response with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		// Only our own types are marshalled; this is a bug.
+		panic(fmt.Sprintf("httpapi: marshal %T: %v", v, err))
+	}
+	writeRawJSON(w, status, body)
+}
+
+// writeRawJSON writes an already encoded JSON body.
+func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store") // answers may carry secrets (keys, run tokens)
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	_, _ = w.Write([]byte{'\n'})
+}

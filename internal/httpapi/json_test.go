@@ -1,0 +1,146 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// decodeTarget is a request body with the shapes decodeJSON meets.
+type decodeTarget struct {
+	AgentID          *string             `json:"agentId"`
+	ExpectedStatuses []clasp.IssueStatus `json:"expectedStatuses"`
+	Unassign         bool                `json:"unassign"`
+	ExitCode         *int                `json:"exitCode"`
+	Raw              json.RawMessage     `json:"raw"`
+}
+
+func TestDecodeJSON(t *testing.T) {
+	t.Parallel()
+	const limit = 256
+	for _, tc := range []struct {
+		name      string
+		body      string
+		wantCode  string // "" for success
+		wantField string
+	}{
+		{name: "OK", body: `{"agentId":"a","expectedStatuses":["todo"],"unassign":true,"exitCode":3}`},
+		{name: "OKWhitespaceAfter", body: "{\"unassign\":false} \n\t "},
+		{name: "OKNested", body: `{"raw":{"a":{"b":[1,{"c":2}]}}}`},
+		{name: "OKNullRaw", body: `{"raw":null}`},
+		{name: "Empty", body: ``, wantCode: clasp.CodeInvalidRequest},
+		{name: "Malformed", body: `{"agentId": `, wantCode: clasp.CodeInvalidRequest},
+		{name: "NotObject", body: `["todo"]`, wantCode: clasp.CodeInvalidRequest},
+		{name: "Scalar", body: `"x"`, wantCode: clasp.CodeInvalidRequest},
+		{name: "Null", body: `null`, wantCode: clasp.CodeInvalidRequest},
+		{name: "TrailingGarbage", body: `{"unassign":true} trailing`, wantCode: clasp.CodeInvalidRequest},
+		{name: "TwoValues", body: `{}{}`, wantCode: clasp.CodeInvalidRequest},
+		{name: "UnknownField", body: `{"agentID":"x"}`, wantCode: clasp.CodeInvalidRequest, wantField: "agentID"},
+		{name: "UnknownFieldOther", body: `{"foo":1}`, wantCode: clasp.CodeInvalidRequest, wantField: "foo"},
+		{name: "DuplicateKey", body: `{"agentId":"a","agentId":"b"}`, wantCode: clasp.CodeInvalidRequest, wantField: "agentId"},
+		{name: "CaseDuplicate", body: `{"unassign":true,"UNASSIGN":false}`, wantCode: clasp.CodeInvalidRequest, wantField: "UNASSIGN"},
+		{name: "KelvinDuplicate", body: "{\"raw\":{\"k\":1,\"\u212a\":2}}", wantCode: clasp.CodeInvalidRequest, wantField: "raw.\u212a"},
+		{name: "NestedDuplicate", body: `{"raw":{"a":1,"a":2}}`, wantCode: clasp.CodeInvalidRequest, wantField: "raw.a"},
+		{name: "WrongTypeString", body: `{"agentId":5}`, wantCode: clasp.CodeInvalidRequest, wantField: "agentId"},
+		{name: "WrongTypeBool", body: `{"unassign":"yes"}`, wantCode: clasp.CodeInvalidRequest, wantField: "unassign"},
+		{name: "WrongTypeArray", body: `{"expectedStatuses":"todo"}`, wantCode: clasp.CodeInvalidRequest, wantField: "expectedStatuses"},
+		{name: "WrongTypeElement", body: `{"expectedStatuses":[1]}`, wantCode: clasp.CodeInvalidRequest, wantField: "expectedStatuses"},
+		{name: "FloatForInt", body: `{"exitCode":1.5}`, wantCode: clasp.CodeInvalidRequest, wantField: "exitCode"},
+		{name: "HugeNumber", body: `{"exitCode":1e999}`, wantCode: clasp.CodeInvalidRequest, wantField: "exitCode"},
+		{name: "InvalidUTF8", body: "{\"agentId\":\"\xff\xfe\"}", wantCode: clasp.CodeInvalidRequest},
+		{name: "TooDeep", body: `{"raw":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`, wantCode: clasp.CodeInvalidRequest},
+		{name: "TooLarge", body: `{"agentId":"` + strings.Repeat("a", limit+1) + `"}`, wantCode: clasp.CodeBodyTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var v decodeTarget
+			err := decodeJSON(http.MaxBytesReader(nil, io.NopCloser(strings.NewReader(tc.body)), limit), &v)
+			if tc.wantCode == "" {
+				if err != nil {
+					t.Fatalf("decodeJSON(%q) = %v, want nil", tc.body, err)
+				}
+				return
+			}
+			e := clasp.AsError(err)
+			if e == nil {
+				t.Fatalf("decodeJSON(%q) = %v, want a *clasp.Error with code %s", tc.body, err, tc.wantCode)
+			}
+			if e.Code != tc.wantCode {
+				t.Errorf("decodeJSON(%q) code = %s, want %s (%v)", tc.body, e.Code, tc.wantCode, e)
+			}
+			if got := e.Details["field"]; tc.wantField != "" && got != tc.wantField {
+				t.Errorf("decodeJSON(%q) details.field = %v, want %q", tc.body, got, tc.wantField)
+			}
+		})
+	}
+}
+
+func TestDecodeJSONNullRawMessage(t *testing.T) {
+	t.Parallel()
+	var v issueUpdateIn
+	if err := decodeJSONBytes([]byte(`{"assigneeAgentId":null}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if v.assignee == nil || *v.assignee != "" {
+		t.Fatalf("assignee = %v, want pointer to empty (unassign)", v.assignee)
+	}
+}
+
+func TestDecodeJSONReadOnlyField(t *testing.T) {
+	t.Parallel()
+	var v issueUpdateIn
+	err := decodeJSONBytes([]byte(`{"checkoutEpoch":7}`), &v)
+	if e := clasp.AsError(err); e == nil || e.Code != clasp.CodeInvalidRequest || e.Details["field"] != "checkoutEpoch" || !strings.Contains(e.Message, "read-only") {
+		t.Fatalf("got %v, want invalid_request read-only naming checkoutEpoch", err)
+	}
+}
+
+func TestFoldKey(t *testing.T) {
+	t.Parallel()
+	for _, pair := range [][2]string{{"agentId", "AGENTID"}, {"k", "\u212a"}, {"s", "\u017f"}, {"straße", "STRASSE"}} {
+		same := foldKey(pair[0]) == foldKey(pair[1])
+		if want := strings.EqualFold(pair[0], pair[1]); same != want {
+			t.Errorf("foldKey(%q) == foldKey(%q) is %v, want %v (strings.EqualFold)", pair[0], pair[1], same, want)
+		}
+	}
+}
+
+// FuzzDecodeJSON checks that decodeJSON never panics and that every error is
+// a *clasp.Error with code invalid_request or body_too_large (S26).
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"agentId":"8c7f8e8a-3c1e-4a44-9d3c-6b1f0f0c2a11","expectedStatuses":["todo","backlog"]}`,
+		`{"unassign":true}`, `{}`, ``, `{"a":1,"A":2}`, `{"raw":{"x":[1,2,{"y":null}]}}`, `{} x`,
+		"{\"agentId\":\"\xff\"}", `{"exitCode":1e400}`, `[[[[`, `{"expectedStatuses":[1,"todo"]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var v decodeTarget
+		err := decodeJSON(http.MaxBytesReader(nil, io.NopCloser(bytes.NewReader(data)), 4096), &v)
+		if err == nil {
+			if len(data) > 4096 {
+				t.Fatalf("accepted a body of %d bytes over the 4096 cap", len(data))
+			}
+			return
+		}
+		e, ok := err.(*clasp.Error)
+		if !ok {
+			t.Fatalf("error %T %v is not a *clasp.Error", err, err)
+		}
+		if e.Code != clasp.CodeInvalidRequest && e.Code != clasp.CodeBodyTooLarge {
+			t.Fatalf("code %s, want invalid_request or body_too_large", e.Code)
+		}
+		if e.Message == "" {
+			t.Fatal("empty message")
+		}
+	})
+}

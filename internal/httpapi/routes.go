@@ -1,0 +1,48 @@
+package httpapi
+
+// routes registers every endpoint of SPEC section 3, with who may call it
+// and how it treats runs. Agents of one company get 403 on another
+// company's routes and 404 on its resources by id (SPEC section 2).
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", s.handleHealthz)
+	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
+	s.mux.Handle("GET /metrics", s.metricsHandler())
+
+	// Tenants and agents: the board's.
+	s.handle(endpoint{pattern: "POST /api/companies", access: boardOnly, serve: withBody(s.companyCreate)})
+	s.handle(endpoint{pattern: "GET /api/companies", access: boardOnly, serve: noBody(s.companyList)})
+	s.handle(endpoint{pattern: "GET /api/companies/{companyId}", access: boardOnly, serve: noBody(s.companyGet)})
+	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/agents", access: boardOnly, serve: withBody(s.agentCreate)})
+	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/agents", access: boardOnly, serve: noBody(s.agentList)})
+	s.handle(endpoint{pattern: "GET /api/agents/{id}", access: boardOnly, serve: noBody(s.agentGet)})
+	s.handle(endpoint{pattern: "PATCH /api/agents/{id}", access: boardOnly, serve: withBody(s.agentUpdate)})
+	s.handle(endpoint{pattern: "POST /api/agents/{id}/keys", access: boardOnly, serve: withBody(s.agentKeyCreate)})
+	s.handle(endpoint{pattern: "GET /api/agents/{id}/keys", access: boardOnly, serve: noBody(s.agentKeyList)})
+	s.handle(endpoint{pattern: "DELETE /api/agents/{id}/keys/{keyId}", access: boardOnly, serve: noBody(s.agentKeyRevoke)})
+
+	// The calling agent.
+	s.handle(endpoint{pattern: "GET /api/agents/me", access: agentOnly, serve: noBody(s.agentMe)})
+	s.handle(endpoint{pattern: "GET /api/agents/me/inbox-lite", access: agentOnly, serve: noBody(s.agentInbox)})
+	s.handle(endpoint{pattern: "POST /api/agents/me/runs", access: agentOnly, idempotent: true, serve: withBody(s.runOpen)})
+
+	// Runs.
+	s.handle(endpoint{pattern: "POST /api/runs/{id}/heartbeat", access: agentOnly, run: runInPath, forceTouch: true, serve: withBody(s.runHeartbeat)})
+	s.handle(endpoint{pattern: "POST /api/runs/{id}/finish", access: anyone, run: runInPath, serve: withBody(s.runFinish)})
+	s.handle(endpoint{pattern: "GET /api/runs/{id}", access: anyone, serve: noBody(s.runGet)})
+	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/runs", access: anyone, serve: noBody(s.runList)})
+
+	// Issues and their locks.
+	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/issues", access: anyone, idempotent: true, serve: withBody(s.issueCreate)})
+	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/issues", access: anyone, serve: noBody(s.issueList)})
+	s.handle(endpoint{pattern: "GET /api/issues/{id}", access: anyone, serve: noBody(s.issueGet)})
+	s.handle(endpoint{pattern: "PATCH /api/issues/{id}", access: anyone, run: runRequired, tokenOnly: true, serve: withBody(s.issueUpdate)})
+	s.handle(endpoint{pattern: "POST /api/issues/{id}/checkout", access: anyone, run: runRequired, tokenOnly: true, serve: withBody(s.issueCheckout)})
+	s.handle(endpoint{pattern: "POST /api/issues/{id}/release", access: anyone, run: runRequired, tokenOnly: true, serve: withBody(s.issueRelease)})
+	s.handle(endpoint{pattern: "POST /api/issues/{id}/admin/force-release", access: boardOnly, serve: withBody(s.issueForceRelease)})
+
+	// Comments and the audit trail.
+	s.handle(endpoint{pattern: "GET /api/issues/{id}/comments", access: anyone, serve: noBody(s.commentList)})
+	s.handle(endpoint{pattern: "POST /api/issues/{id}/comments", access: anyone, idempotent: true, serve: withBody(s.commentCreate)})
+	s.handle(endpoint{pattern: "GET /api/issues/{id}/activity", access: anyone, serve: noBody(s.issueActivity)})
+	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/activity", access: anyone, serve: noBody(s.companyActivity)})
+}

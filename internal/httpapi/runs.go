@@ -1,0 +1,152 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// runOpenIn is the body of POST /api/agents/me/runs.
+type runOpenIn struct {
+	IssueID          *string `json:"issueId"`
+	InvocationSource *string `json:"invocationSource"`
+}
+
+func (in *runOpenIn) validate() error {
+	if in.IssueID != nil && !validRef(*in.IssueID) {
+		return clasp.InvalidField("issueId", "Field \"issueId\" must be an issue id or identifier.")
+	}
+	if in.InvocationSource != nil {
+		if err := requiredText("invocationSource", in.InvocationSource, maxSourceLen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runOpen: POST /api/agents/me/runs (agent). Opens a self-reported run,
+// running with lease now + LeaseTTL, and answers 201 with the run and its
+// runToken (a credential bound to this run, shown this once). 404 if
+// issueId names no issue of the agent's company.
+func (s *Server) runOpen(ctx context.Context, c *call, in *runOpenIn) (int, any, error) {
+	token, hash := NewToken(TokenRun)
+	p := &store.RunOpenParams{
+		AgentID:          c.who.agent.ID,
+		InvocationSource: clasp.InvocationSelf,
+		LeaseTTL:         s.cfg.LeaseTTL,
+		TokenHash:        hash,
+		Actor:            c.actor(),
+	}
+	if in.IssueID != nil {
+		p.IssueID = *in.IssueID
+	}
+	if in.InvocationSource != nil {
+		p.InvocationSource = *in.InvocationSource
+	}
+	run, err := s.st.RunOpen(ctx, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	run.RunToken = token
+	return http.StatusCreated, run, nil
+}
+
+// runHeartbeat: POST /api/runs/{id}/heartbeat (the run's agent). The
+// endpoint's forced touch already renewed the lease; 200 run. 409
+// run_not_live if the run is terminal or lost, 403 run_not_owned, 422
+// run_not_found.
+func (s *Server) runHeartbeat(ctx context.Context, c *call, _ *emptyIn) (int, any, error) {
+	return http.StatusOK, c.run, nil
+}
+
+// runFinishIn is the body of POST /api/runs/{id}/finish.
+type runFinishIn struct {
+	Status   *clasp.RunStatus `json:"status"`
+	ExitCode *int             `json:"exitCode"`
+	Error    *string          `json:"error"`
+}
+
+func (in *runFinishIn) validate() error {
+	if in.Status == nil {
+		return clasp.InvalidField("status", "Field \"status\" is required: succeeded, failed, cancelled or timed_out.")
+	}
+	if !in.Status.Terminal() {
+		return clasp.InvalidField("status", "Field \"status\" must be one of succeeded, failed, cancelled, timed_out; not %q.", truncate(string(*in.Status), 64))
+	}
+	return optionalText("error", in.Error, maxRunErrorLen)
+}
+
+// runFinish: POST /api/runs/{id}/finish (the run's agent, or the board). It
+// ends the run and, in the same transaction, releases every lock naming it
+// (rule L6). 200 run; 409 run_not_live if it already ended (or, for its
+// agent, was lost).
+func (s *Server) runFinish(ctx context.Context, c *call, in *runFinishIn) (int, any, error) {
+	runID := c.runID // the agent's: checked and touched
+	if c.who.board {
+		id, ok := parseUUID(c.r.PathValue("id"))
+		if !ok {
+			return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Run %q does not exist.", truncate(c.r.PathValue("id"), 64))
+		}
+		runID = id
+	}
+	run, err := s.st.RunFinish(ctx, &store.RunFinishParams{RunID: runID, Status: *in.Status, ExitCode: in.ExitCode, Error: in.Error, Actor: c.actor()})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, run, nil
+}
+
+// runGet: GET /api/runs/{id} (board, or an agent of the run's company). 404 not_found.
+func (s *Server) runGet(ctx context.Context, c *call) (int, any, error) {
+	id, ok := parseUUID(c.r.PathValue("id"))
+	if !ok {
+		return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Run %q does not exist.", truncate(c.r.PathValue("id"), 64))
+	}
+	run, err := s.st.RunGet(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !c.who.board && run.CompanyID != c.who.agent.CompanyID {
+		return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Run %s does not exist.", id)
+	}
+	return http.StatusOK, run, nil
+}
+
+// runList: GET /api/companies/{companyId}/runs?status=a,b&agentId=&limit=&cursor=
+// (board, or an agent of the company), newest first.
+func (s *Server) runList(ctx context.Context, c *call) (int, any, error) {
+	q := c.r.URL.Query()
+	page, err := pageParams(q)
+	if err != nil {
+		return 0, nil, err
+	}
+	p := &store.RunListParams{Page: page}
+	if v := q.Get("status"); v != "" {
+		for _, part := range strings.Split(v, ",") {
+			st := clasp.RunStatus(strings.TrimSpace(part))
+			if !st.Valid() {
+				return 0, nil, clasp.InvalidField("status", "Query parameter status lists run statuses (queued, running, succeeded, failed, cancelled, timed_out), not %q.", truncate(part, 64))
+			}
+			p.Statuses = append(p.Statuses, st)
+		}
+	}
+	if v := q.Get("agentId"); v != "" {
+		id, ok := parseUUID(v)
+		if !ok {
+			return 0, nil, clasp.InvalidField("agentId", "Query parameter agentId must be a UUID, not %q.", truncate(v, 64))
+		}
+		p.AgentID = id
+	}
+	if p.CompanyID, err = s.companyID(ctx, c); err != nil {
+		return 0, nil, err
+	}
+	items, next, err := s.st.RunList(ctx, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	setNextLink(c, "cursor", next)
+	return http.StatusOK, list(items), nil
+}

@@ -1,0 +1,270 @@
+// Package httpapi is the HTTP API of the clasp server (SPEC sections 2 and
+// 3): the routes under /api, their authentication (board token, agent API
+// keys, run tokens, local-trusted loopback mode), strict JSON decoding, the
+// JSON error bodies, idempotent creation, and /healthz, /readyz and /metrics.
+//
+// It talks to the database only through store.Store, and every lock rule is
+// the store's: handlers validate input, check who may call, then make one
+// store call. Only internal/cli imports this package.
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/metrics"
+	"github.com/clasp-dev/clasp/internal/store"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// DefaultLeaseTTL is the lease a run gets from each sign of life when
+// Config.LeaseTTL is zero (SPEC section 5).
+const DefaultLeaseTTL = 60 * time.Second
+
+// MinRenewInterval is how often, at most, a request that names a run writes
+// the renewal of its lease (the heartbeat endpoint always writes). With a
+// lease TTL under 3 s the window shrinks to a third of the TTL, so that
+// ordinary requests still keep a busy run alive.
+const MinRenewInterval = time.Second
+
+// Config configures a Server. Store is required; every other field has a default.
+type Config struct {
+	// Store holds all state.
+	Store store.Store
+	// Logger receives request logs (debug) and internal errors (error).
+	// Default: slog.Default().
+	Logger *slog.Logger
+	// LeaseTTL is the lease a run gets from each sign of life. Default 60 s.
+	LeaseTTL time.Duration
+	// LocalTrusted makes a request without Authorization the board, when its
+	// Host is a loopback name, and turns on cross-origin protection (SPEC
+	// section 2). The caller must bind a loopback address only.
+	LocalTrusted bool
+	// RequireRunToken makes checkout, release and issue PATCH by agents
+	// accept only run tokens, not an agent key plus a run header.
+	RequireRunToken bool
+	// Registry is where /metrics gathers from. Default: a new registry with
+	// the Go and process collectors.
+	Registry *prometheus.Registry
+	// Metrics is shared with the sweeper. Default: metrics.New(Registry).
+	Metrics *metrics.Metrics
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// MaxBodyBytes caps request bodies (413 above it). Default 1 MiB.
+	MaxBodyBytes int64
+}
+
+// Server serves the clasp HTTP API. Build it with New; it is safe for
+// concurrent use.
+type Server struct {
+	cfg      Config
+	st       store.Store
+	log      *slog.Logger
+	m        *metrics.Metrics
+	now      func() time.Time
+	minRenew time.Duration // min(MinRenewInterval, LeaseTTL/3)
+	mux      *http.ServeMux
+	handler  http.Handler
+	stopping atomic.Bool
+}
+
+// New returns a Server for cfg. It panics if cfg.Store is nil.
+func New(cfg Config) *Server {
+	if cfg.Store == nil {
+		panic("httpapi.New: Config.Store is nil")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New(cfg.Registry)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger, m: cfg.Metrics, now: cfg.Now, mux: http.NewServeMux(),
+		minRenew: min(MinRenewInterval, cfg.LeaseTTL/3)}
+	s.routes()
+	var h http.Handler = http.HandlerFunc(s.serveMux)
+	if cfg.LocalTrusted {
+		// Refuse cross-origin browser writes, so that a web page cannot
+		// drive the board API through the user's browser (SPEC section 2).
+		cop := http.NewCrossOriginProtection()
+		cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.writeError(w, r, clasp.Errorf(clasp.CodeForbidden, "Cross-origin requests that change state are refused."))
+		}))
+		h = cop.Handler(h)
+	}
+	s.handler = s.observe(h)
+	return s
+}
+
+// Handler returns the server's root handler: /api/..., /healthz, /readyz
+// and /metrics.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// BeginShutdown makes /readyz answer 503 from now on, so load balancers stop
+// sending traffic while in-flight requests finish (call it before
+// http.Server.Shutdown).
+func (s *Server) BeginShutdown() { s.stopping.Store(true) }
+
+// Metrics returns the metrics the server records (shared with the sweeper).
+func (s *Server) Metrics() *metrics.Metrics { return s.m }
+
+// serveMux dispatches to the mux, answering unknown paths with 404 and
+// known paths with a wrong method with 405 (plus Allow), as JSON.
+func (s *Server) serveMux(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	// No pattern: the mux would answer 404, 405 or a redirect. Let it
+	// answer into a recorder and translate the first two into JSON.
+	rec := &headerRecorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	switch rec.status {
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", rec.header.Get("Allow"))
+		s.writeError(w, r, clasp.Errorf(clasp.CodeMethodNotAllowed, "Method %s is not allowed on %s.", r.Method, r.URL.Path).
+			WithDetails("allow", rec.header.Get("Allow")))
+	case http.StatusNotFound, 0:
+		s.writeError(w, r, clasp.Errorf(clasp.CodeNotFound, "There is no endpoint %s %s.", r.Method, r.URL.Path))
+	default:
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+	}
+}
+
+// headerRecorder records the status and headers a handler writes and drops its body.
+type headerRecorder struct {
+	header http.Header
+	status int
+}
+
+func (h *headerRecorder) Header() http.Header { return h.header }
+func (h *headerRecorder) Write(b []byte) (int, error) {
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (h *headerRecorder) WriteHeader(code int) {
+	if h.status == 0 {
+		h.status = code
+	}
+}
+
+// statusWriter remembers the status written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// observe wraps next with panic recovery, the request log (debug) and the
+// latency histogram, labelled with the route pattern (never the raw path).
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path,
+					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if sw.status == 0 {
+					writeJSON(sw, http.StatusInternalServerError, internalBody)
+				}
+			}
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			route := routeLabel(r.Pattern)
+			d := time.Since(start)
+			s.m.HTTPRequestDuration.WithLabelValues(r.Method, route, strconv.Itoa(status)).Observe(d.Seconds())
+			s.log.Debug("request", "method", r.Method, "route", route, "status", status, "duration", d)
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// routeLabel returns the path part of a mux pattern ("POST /api/x/{id}" →
+// "/api/x/{id}"), or "unmatched".
+func routeLabel(pattern string) string {
+	if pattern == "" {
+		return "unmatched"
+	}
+	if _, p, ok := strings.Cut(pattern, " "); ok {
+		return p
+	}
+	return pattern
+}
+
+// handleHealthz answers 200 while the process serves (liveness).
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// handleReadyz answers 200 when the database answers a ping within 2 s, and
+// 503 unavailable when it does not or the server is shutting down.
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if s.stopping.Load() {
+		s.writeError(w, r, clasp.Errorf(clasp.CodeUnavailable, "The server is shutting down."))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.st.Ping(ctx); err != nil {
+		s.log.Warn("readiness ping failed", "err", err)
+		s.writeError(w, r, clasp.Errorf(clasp.CodeUnavailable, "The database does not answer."))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// metricsHandler serves the registry in the Prometheus text format.
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)})
+}

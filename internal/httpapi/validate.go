@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// Length limits of text fields, in characters.
+const (
+	maxNameLen        = 200
+	maxTitleLen       = 500
+	maxDescriptionLen = 100_000
+	maxCommentLen     = 100_000
+	maxReasonLen      = 2_000
+	maxRunErrorLen    = 10_000
+	maxSourceLen      = 64
+	maxRefLen         = 100 // an issue UUID or identifier in a path or body
+)
+
+// requiredText checks a required text field: present, not blank, at most
+// max characters. 400 invalid_request naming field.
+func requiredText(field string, v *string, max int) error {
+	if v == nil {
+		return clasp.InvalidField(field, "Field %q is required.", field)
+	}
+	if strings.TrimSpace(*v) == "" {
+		return clasp.InvalidField(field, "Field %q must not be blank.", field)
+	}
+	return maxText(field, *v, max)
+}
+
+// optionalText checks an optional text field's length (nil is fine).
+func optionalText(field string, v *string, max int) error {
+	if v == nil {
+		return nil
+	}
+	return maxText(field, *v, max)
+}
+
+// maxText checks that v has at most max characters and no NUL.
+func maxText(field, v string, max int) error {
+	if n := utf8.RuneCountInString(v); n > max {
+		return clasp.InvalidField(field, "Field %q is %d characters long; at most %d are allowed.", field, n, max).WithDetails("max", max)
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return clasp.InvalidField(field, "Field %q must not contain NUL characters.", field)
+	}
+	return nil
+}
+
+// uuidField checks and canonicalises an optional UUID field in place.
+func uuidField(field string, v *string) error {
+	if v == nil {
+		return nil
+	}
+	u, ok := parseUUID(*v)
+	if !ok {
+		return clasp.InvalidField(field, "Field %q must be a UUID, not %q.", field, truncate(*v, 64))
+	}
+	*v = u
+	return nil
+}
+
+// issueStatus checks an optional issue status field.
+func issueStatus(field string, v *clasp.IssueStatus) error {
+	if v != nil && !v.Valid() {
+		return clasp.InvalidField(field, "Field %q must be one of backlog, todo, in_progress, in_review, blocked, done, cancelled; not %q.", field, truncate(string(*v), 64))
+	}
+	return nil
+}
+
+// priority checks an optional priority field.
+func priority(field string, v *clasp.Priority) error {
+	if v != nil && !v.Valid() {
+		return clasp.InvalidField(field, "Field %q must be one of critical, high, medium, low; not %q.", field, truncate(string(*v), 64))
+	}
+	return nil
+}
+
+// firstErr returns the first non-nil error.
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// validRef reports whether a path's issue reference (UUID or identifier)
+// is worth looking up; others answer 404 without a query.
+func validRef(ref string) bool {
+	return ref != "" && len(ref) <= maxRefLen && utf8.ValidString(ref)
+}

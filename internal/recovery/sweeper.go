@@ -1,0 +1,144 @@
+// Package recovery holds the sweeper of SPEC section 5: the background loop
+// that fails running runs whose lease expired (pass 1) and then clears the
+// locks of issues whose referenced runs are all dead (pass 2).
+//
+// Both passes are guarded single statements inside the store
+// (store.Store.SweepExpiredRuns, SweepStaleLocks), so any number of
+// sweepers, on any number of replicas, may run at once. Only the server
+// wiring (internal/cli) imports this package.
+package recovery
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/clasp-dev/clasp/internal/metrics"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// DefaultInterval is the time between sweeps when Config.Interval is zero
+// (SPEC section 5, flag --sweep-interval).
+const DefaultInterval = 10 * time.Second
+
+// Config configures a Sweeper.
+type Config struct {
+	// Interval is the time between the end of one sweep and the next.
+	// Default 10 s.
+	Interval time.Duration
+	// Logger receives a line per sweep that changed something, and errors.
+	// Default slog.Default().
+	Logger *slog.Logger
+	// Metrics, when not nil, counts sweeps, expired runs and cleared locks.
+	Metrics *metrics.Metrics
+}
+
+// Sweeper runs the two sweeper passes at start and then every Interval.
+// Build it with NewSweeper; Start and Stop it once.
+type Sweeper struct {
+	st  store.Store
+	cfg Config
+
+	mu      sync.Mutex
+	started bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	// afterPass, when set (tests only), is called after every pass of the loop.
+	afterPass func(store.SweepResult, error)
+}
+
+// NewSweeper returns a sweeper over st. It panics if st is nil.
+func NewSweeper(st store.Store, cfg Config) *Sweeper {
+	if st == nil {
+		panic("recovery.NewSweeper: store is nil")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Sweeper{st: st, cfg: cfg}
+}
+
+// Start starts the sweeper's goroutine: one sweep at once, then one every
+// Interval, until Stop is called or ctx ends. It returns an error if the
+// sweeper was already started.
+func (s *Sweeper) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("recovery: sweeper already started")
+	}
+	s.started = true
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	go s.loop(ctx, s.done)
+	return nil
+}
+
+// Stop stops the goroutine and waits for it (and for a sweep in progress,
+// which sees its context cancelled). It does nothing if the sweeper was
+// never started, and may be called more than once.
+func (s *Sweeper) Stop() {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// loop sweeps at once, then every Interval, until ctx ends.
+func (s *Sweeper) loop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := s.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Error("sweep failed", "err", err)
+		}
+		if s.afterPass != nil {
+			s.afterPass(res, err)
+		}
+		t.Reset(s.cfg.Interval)
+	}
+}
+
+// RunOnce runs one sweep: pass 1 (store.SweepExpiredRuns: running runs whose
+// lease expired become failed, lease_expired) and then pass 2
+// (store.SweepStaleLocks: locks that name only dead runs are cleared, one
+// issue.stale_lock_cleared each). Pass 2 runs even if pass 1 failed. It
+// logs the counts when they are not zero and returns what changed; the
+// error joins the failures of both passes.
+func (s *Sweeper) RunOnce(ctx context.Context) (store.SweepResult, error) {
+	var res store.SweepResult
+	expired, err1 := s.st.SweepExpiredRuns(ctx)
+	res.RunsExpired = expired
+	cleared, err2 := s.st.SweepStaleLocks(ctx)
+	res.LocksCleared = cleared
+	err := errors.Join(err1, err2)
+	if m := s.cfg.Metrics; m != nil {
+		m.Sweeps.Inc()
+		if err != nil {
+			m.SweepErrors.Inc()
+		}
+		m.SweepRunsExpired.Add(float64(res.RunsExpired))
+		m.SweepLocksCleared.Add(float64(res.LocksCleared))
+	}
+	if res.RunsExpired > 0 || res.LocksCleared > 0 {
+		s.cfg.Logger.Info("sweep", "runsExpired", res.RunsExpired, "locksCleared", res.LocksCleared)
+	}
+	return res, err
+}
