@@ -3,9 +3,6 @@ package cli
 import (
 	"errors"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,8 +39,8 @@ unreachable or refuses the key.`,
 			if token == "" {
 				return usageErr(errors.New("an agent API key is required (--token or " + EnvToken + ")"))
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
-			defer stop()
+			// cmd/clasp ends the context on SIGTERM and SIGINT: the worker
+			// then completes the issue in hand, finishes its run and returns.
 			w := swarm.NewWorker(swarm.WorkerConfig{
 				URL:    firstNonEmpty(a.url, a.getenv(EnvURL), DefaultURL),
 				Token:  token,
@@ -51,7 +48,7 @@ unreachable or refuses the key.`,
 				Events: a.stdout,
 				Log:    slog.New(slog.NewTextHandler(a.stderr, nil)),
 			})
-			return w.Run(ctx)
+			return w.Run(cmd.Context())
 		},
 	}
 	cmd.Flags().DurationVar(&slow, "slow", 0, "stretch the work on each issue to at least this long (e.g. 200ms)")

@@ -72,7 +72,7 @@ and exits 1 if any check failed or the work timed out.`,
 	f.BoolVar(&cfg.Keep, "keep", false, "keep the temporary data directory")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 3*time.Second, "lease TTL of the embedded server (with --server: the server's, to wait for its sweeper)")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "sweep interval of the embedded server (with --server: the server's)")
-	f.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "give up (exit 1) when the whole swarm takes longer")
+	f.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "give up (exit 1) when setting up and working take longer")
 	f.IntVar(&cfg.MaxFiles, "max-files", 0, "file issues for at most this many files (0: all)")
 	f.BoolVar(&jsonOut, "json", false, "print the report as JSON")
 	return cmd

@@ -1,0 +1,629 @@
+package swarm
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/client"
+)
+
+// Config configures Run. Zero fields take the defaults in their comments.
+type Config struct {
+	Dir      string  // tree to file issues for; default "."
+	Agents   int     // agents, one process each at a time; default 8
+	KillRate float64 // chance (0..1) that a checkout announced by a process is answered by a SIGKILL during the work
+	Slow     time.Duration
+
+	// ServerURL targets an existing server (with BoardToken, "" if it runs
+	// --local-trusted) instead of starting an embedded one.
+	ServerURL  string
+	BoardToken string
+
+	// DataDir holds the embedded server's database and the logs; default a
+	// fresh temporary directory, removed at the end unless Keep.
+	DataDir string
+	Keep    bool
+
+	// LeaseTTL and SweepInterval configure the embedded server (defaults 3 s
+	// and 1 s, so that runs of killed processes are swept quickly); with
+	// ServerURL they tell how long to wait for its sweeper.
+	LeaseTTL      time.Duration
+	SweepInterval time.Duration
+
+	Timeout  time.Duration // setup and work (the final checks get their own few minutes); default 10 min
+	MaxFiles int           // > 0: only the first MaxFiles files (sorted by path)
+
+	// AgentCommand is the agent process to start, to which CLASP_URL and
+	// CLASP_TOKEN are passed in the environment (and --slow when Slow > 0);
+	// default: this executable with "agent work".
+	AgentCommand []string
+	// StartServer starts the embedded server (required unless ServerURL).
+	StartServer StartServerFunc
+}
+
+// ServerOptions are what Run asks of an embedded server.
+type ServerOptions struct {
+	DataDir       string        // directory for the SQLite database
+	LeaseTTL      time.Duration // --lease-ttl
+	SweepInterval time.Duration // --sweep-interval
+	Log           io.Writer     // where the server logs
+}
+
+// EmbeddedServer is a running server started by a StartServerFunc.
+type EmbeddedServer struct {
+	URL        string // server root, e.g. http://127.0.0.1:41234
+	BoardToken string // "" when the server trusts loopback callers
+	// Stop shuts the server (and its sweeper) down.
+	Stop func(ctx context.Context) error
+}
+
+// StartServerFunc starts an embedded clasp server on a loopback port
+// (internal/cli passes one built on cli.Serve; this package cannot import
+// internal/cli, which imports it).
+type StartServerFunc func(ctx context.Context, opts ServerOptions) (*EmbeddedServer, error)
+
+// Report is the outcome of Run.
+type Report struct {
+	Dir              string `json:"dir"`
+	Server           string `json:"server"`
+	Embedded         bool   `json:"embedded"`
+	DataDir          string `json:"dataDir,omitempty"` // set when kept
+	CompanyID        string `json:"companyId"`
+	IssuePrefix      string `json:"issuePrefix"`
+	Issues           int    `json:"issues"`
+	Agents           int    `json:"agents"`
+	ProcessesStarted int    `json:"processesStarted"`
+	Kills            int    `json:"kills"`
+	Conflicts        int    `json:"conflicts"` // 409 checkout_conflict answers, summed from the agents' event lines
+	// ConflictsByReason splits Conflicts by details.reason:
+	// held_by_live_run (another run, or a killed process's run whose lease
+	// has not expired yet), status_not_expected (taken and finished
+	// between list and checkout), assigned_to_other_agent.
+	ConflictsByReason map[string]int `json:"conflictsByReason"`
+	// RunsDropped counts runs a live (not killed) agent process found
+	// swept under it (event run_lost: it stalled past the lease TTL) and
+	// LocksTakenOver the results it then could not write (event
+	// lock_lost); both are recoveries, not violations.
+	RunsDropped     int         `json:"runsDropped"`
+	LocksTakenOver  int         `json:"locksTakenOver"`
+	AgentFailures   []string    `json:"agentFailures,omitempty"`
+	TimedOut        bool        `json:"timedOut"`
+	Tally                       // what Check counted: done, adoptions, stale locks swept, runs lost, ...
+	ElapsedSeconds  float64     `json:"elapsedSeconds"`
+	IssuesPerSecond float64     `json:"issuesPerSecond"`
+	Violations      []Violation `json:"violations"`
+}
+
+// maxListed caps the violations WriteText lists.
+const maxListed = 50
+
+// WriteText prints r for people (at most maxListed violations).
+func (r *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "swarm report (%s, company %s)\n", r.Server, r.IssuePrefix)
+	fmt.Fprintf(w, "  issues              %d (%d done)\n", r.Issues, r.Tally.Done)
+	fmt.Fprintf(w, "  agents              %d\n", r.Agents)
+	fmt.Fprintf(w, "  processes started   %d\n", r.ProcessesStarted)
+	fmt.Fprintf(w, "  kills (SIGKILL)     %d\n", r.Kills)
+	fmt.Fprintf(w, "  checkout conflicts  %d%s\n", r.Conflicts, byReason(r.ConflictsByReason))
+	fmt.Fprintf(w, "  checkouts           %d\n", r.Tally.CheckedOut)
+	fmt.Fprintf(w, "  adoptions           %d\n", r.Tally.Adoptions)
+	fmt.Fprintf(w, "  stale locks swept   %d\n", r.Tally.StaleLocksCleared)
+	fmt.Fprintf(w, "  runs lost           %d\n", r.Tally.RunsLost)
+	if r.RunsDropped+r.LocksTakenOver > 0 {
+		fmt.Fprintf(w, "    under live agents %d runs swept after a stall, %d results refused (lock taken over)\n", r.RunsDropped, r.LocksTakenOver)
+	}
+	fmt.Fprintf(w, "  locks cleared       %d by release or done, %d by run end, %d swept, %d forced\n", r.Tally.Released, r.Tally.LocksReleased, r.Tally.StaleLocksCleared, r.Tally.ForceReleases)
+	fmt.Fprintf(w, "  elapsed             %.1f s\n", r.ElapsedSeconds)
+	fmt.Fprintf(w, "  issues per second   %.1f\n", r.IssuesPerSecond)
+	if len(r.Tally.FilesChanged) > 0 {
+		fmt.Fprintf(w, "  files changed on disk during the run (result matches the new content): %d\n", len(r.Tally.FilesChanged))
+		for _, f := range r.Tally.FilesChanged {
+			fmt.Fprintf(w, "    %s\n", f)
+		}
+	}
+	for _, f := range r.AgentFailures {
+		fmt.Fprintf(w, "  agent failure: %s\n", f)
+	}
+	if r.TimedOut {
+		fmt.Fprintf(w, "  TIMED OUT\n")
+	}
+	if r.DataDir != "" {
+		fmt.Fprintf(w, "  data kept in        %s\n", r.DataDir)
+	}
+	if len(r.Violations) == 0 {
+		fmt.Fprintf(w, "  violations          none\n")
+		return
+	}
+	fmt.Fprintf(w, "  violations          %d\n", len(r.Violations))
+	for i, v := range r.Violations {
+		if i == maxListed {
+			fmt.Fprintf(w, "    ... and %d more (--json lists them all)\n", len(r.Violations)-maxListed)
+			break
+		}
+		fmt.Fprintf(w, "    %s\n", v)
+	}
+}
+
+// byReason formats conflict counts as " (reason n, ...)", sorted by reason.
+func byReason(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// ErrViolations is returned (wrapped) by Run when Check found violations.
+var ErrViolations = errors.New("swarm found violations")
+
+// ErrTimeout is returned (wrapped) by Run when the work did not end within
+// Config.Timeout.
+var ErrTimeout = errors.New("swarm timed out")
+
+// Run runs a swarm (see the package doc) and returns its report. progress
+// gets a line about once a second, and the setup steps. The error is nil
+// only when every check passed; it wraps ErrViolations or ErrTimeout when
+// the report says why, and the report is then returned too.
+func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	logf := func(format string, args ...any) { fmt.Fprintf(progress, "swarm: "+format+"\n", args...) }
+
+	dataDir := cfg.DataDir
+	if dataDir == "" {
+		d, err := os.MkdirTemp("", "clasp-swarm-")
+		if err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
+		dataDir = d
+		if !cfg.Keep {
+			defer os.RemoveAll(dataDir)
+		}
+	} else if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	logDir := filepath.Join(dataDir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create log directory: %w", err)
+	}
+
+	files, err := ListFiles(ctx, cfg.Dir, []string{dataDir}, cfg.MaxFiles)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no regular files under %s", cfg.Dir)
+	}
+	logf("%d files under %s", len(files), cfg.Dir)
+
+	rep := &Report{Dir: cfg.Dir, Agents: cfg.Agents}
+	if abs, err := filepath.Abs(cfg.Dir); err == nil {
+		rep.Dir = abs
+	}
+	if cfg.Keep || cfg.DataDir != "" {
+		rep.DataDir = dataDir
+	}
+	url, token := cfg.ServerURL, cfg.BoardToken
+	if url == "" {
+		logFile, err := os.Create(filepath.Join(logDir, "server.log"))
+		if err != nil {
+			return nil, fmt.Errorf("create server log: %w", err)
+		}
+		defer logFile.Close()
+		srv, err := cfg.StartServer(ctx, ServerOptions{DataDir: dataDir, LeaseTTL: cfg.LeaseTTL, SweepInterval: cfg.SweepInterval, Log: logFile})
+		if err != nil {
+			return nil, fmt.Errorf("start embedded server: %w", err)
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := srv.Stop(sctx); err != nil {
+				logf("stop embedded server: %v", err)
+			}
+		}()
+		url, token = srv.URL, srv.BoardToken
+		rep.Embedded = true
+		logf("embedded server at %s (lease TTL %s, sweep every %s), data in %s", url, cfg.LeaseTTL, cfg.SweepInterval, dataDir)
+	}
+	rep.Server = url
+	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: time.Minute}
+	defer hc.CloseIdleConnections()
+	board := client.New(url, client.WithToken(token), client.WithHTTPClient(hc), client.WithUserAgent("clasp-swarm"))
+
+	co, keys, expected, err := setUp(ctx, board, cfg.Agents, files)
+	if err != nil {
+		return nil, err
+	}
+	rep.CompanyID, rep.IssuePrefix, rep.Issues = co.ID, co.IssuePrefix, len(expected)
+	logf("company %s: %d agents, %d issues filed in %.1fs", co.IssuePrefix, cfg.Agents, len(expected), time.Since(start).Seconds())
+
+	wctx, cancel := context.WithTimeout(ctx, cfg.Timeout-time.Since(start))
+	defer cancel()
+	sup := &supervisor{cfg: &cfg, url: url, total: len(expected), done: map[string]bool{}, byReason: map[string]int{}, logDir: logDir}
+	sup.run(wctx, keys, progress)
+	rep.TimedOut = wctx.Err() != nil && ctx.Err() == nil
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	workElapsed := time.Since(sup.start)
+
+	// Let the sweeper fail the runs of killed processes: the board must not
+	// finish them, the point is to see them recovered.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer ccancel()
+	waitForSweep(cctx, board, co.ID, cfg, logf)
+
+	tally, vs := Check(cctx, board, co.ID, expected)
+	sup.mu.Lock()
+	rep.ProcessesStarted, rep.Kills, rep.Conflicts = sup.started, sup.kills, sup.conflicts
+	rep.ConflictsByReason = sup.byReason
+	rep.AgentFailures = sup.failures
+	rep.RunsDropped, rep.LocksTakenOver = sup.runsDropped, sup.locksTakenOver
+	sup.mu.Unlock()
+	rep.Tally = tally
+	rep.Violations = vs
+	if rep.Violations == nil {
+		rep.Violations = []Violation{}
+	}
+	rep.ElapsedSeconds = time.Since(start).Seconds()
+	if s := workElapsed.Seconds(); s > 0 {
+		rep.IssuesPerSecond = float64(tally.Done) / s
+	}
+	switch {
+	case rep.TimedOut:
+		return rep, fmt.Errorf("%w after %s", ErrTimeout, cfg.Timeout)
+	case len(vs) > 0:
+		return rep, fmt.Errorf("%w: %d", ErrViolations, len(vs))
+	}
+	return rep, nil
+}
+
+func (cfg *Config) defaults() error {
+	if cfg.Dir == "" {
+		cfg.Dir = "."
+	}
+	if cfg.Agents <= 0 {
+		cfg.Agents = 8
+	}
+	if cfg.KillRate < 0 || cfg.KillRate > 1 {
+		return fmt.Errorf("kill rate %v is not between 0 and 1", cfg.KillRate)
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 3 * time.Second
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	if len(cfg.AgentCommand) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find own executable for the agent processes: %w", err)
+		}
+		cfg.AgentCommand = []string{exe, "agent", "work"}
+	}
+	if cfg.ServerURL == "" && cfg.StartServer == nil {
+		return errors.New("no server: set ServerURL or StartServer")
+	}
+	return nil
+}
+
+// setUp creates the swarm's company, its agents with one API key each
+// (returned in keys) and one todo issue per file (expected maps issue id to
+// the file's SHA-256).
+func setUp(ctx context.Context, board *client.Client, agents int, files []File) (co *clasp.Company, keys []string, expected map[string]string, err error) {
+	co, err = createCompany(ctx, board)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for i := range agents {
+		a, err := board.AgentCreate(ctx, co.ID, client.AgentCreateRequest{Name: fmt.Sprintf("swarm-agent-%02d", i+1), Role: "hasher"})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("create agent: %w", err)
+		}
+		k, err := board.AgentKeyCreate(ctx, a.ID)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("create key of agent %s: %w", a.Name, err)
+		}
+		keys = append(keys, k.Token)
+	}
+	expected, err = fileIssues(ctx, board, co, files)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return co, keys, expected, nil
+}
+
+// createCompany creates the swarm's company with a fresh random issue prefix.
+func createCompany(ctx context.Context, board *client.Client) (*clasp.Company, error) {
+	for attempt := 0; ; attempt++ {
+		prefix := []byte("SW")
+		for range 6 {
+			prefix = append(prefix, byte('A'+rand.IntN(26)))
+		}
+		co, err := board.CompanyCreate(ctx, client.CompanyCreateRequest{
+			Name:        fmt.Sprintf("swarm %s %s", time.Now().UTC().Format(time.RFC3339), prefix),
+			IssuePrefix: string(prefix),
+		})
+		if clasp.ErrorCode(err) == clasp.CodeAlreadyExists && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create company: %w", err)
+		}
+		return co, nil
+	}
+}
+
+// fileIssues files one todo issue per file, a few at a time, and returns
+// the expected result per issue id. Each create carries an Idempotency-Key
+// derived from the company and the path, so a retry after a lost answer
+// files nothing twice.
+func fileIssues(ctx context.Context, board *client.Client, co *clasp.Company, files []File) (map[string]string, error) {
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		expected = make(map[string]string, len(files))
+		firstErr error
+		next     = make(chan File)
+	)
+	for range 8 {
+		wg.Go(func() {
+			for f := range next {
+				k := sha256.Sum256([]byte(co.ID + "\x00" + f.Rel))
+				ictx := client.WithIdempotencyKey(ctx, hex.EncodeToString(k[:16]))
+				iss, err := board.IssueCreate(ictx, co.ID, client.IssueCreateRequest{
+					Title: f.Rel, Description: f.Abs, Status: clasp.IssueTodo,
+				})
+				mu.Lock()
+				if err != nil {
+					if firstErr == nil {
+						firstErr = fmt.Errorf("file issue for %s: %w", f.Rel, err)
+					}
+				} else {
+					expected[iss.ID] = f.SHA256
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, f := range files {
+		next <- f
+	}
+	close(next)
+	wg.Wait()
+	return expected, firstErr
+}
+
+// waitForSweep waits until no run of the company is queued or running, for
+// at most a lease TTL plus two sweep intervals plus slack (the lease TTL of
+// a remote server is read off its runs).
+func waitForSweep(ctx context.Context, board *client.Client, companyID string, cfg Config, logf func(string, ...any)) {
+	ttl := cfg.LeaseTTL
+	if cfg.ServerURL != "" {
+		if p, err := board.RunList(ctx, companyID, client.RunListParams{Limit: 1}); err == nil && len(p.Items) > 0 {
+			ttl = leaseTTL(p.Items[0])
+		}
+	}
+	deadline := time.Now().Add(ttl + 2*cfg.SweepInterval + 2*time.Second)
+	waited := false
+	for {
+		p, err := board.RunList(ctx, companyID, client.RunListParams{Statuses: []clasp.RunStatus{clasp.RunQueued, clasp.RunRunning}, Limit: 1})
+		if err == nil && len(p.Items) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			logf("runs still live after waiting for the sweeper; checking anyway")
+			return
+		}
+		if !waited {
+			logf("waiting for the sweeper to fail the runs of killed processes")
+			waited = true
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// supervisor runs the agent processes and follows their event lines.
+type supervisor struct {
+	cfg    *Config
+	url    string
+	total  int
+	logDir string
+	start  time.Time // when the first process started
+
+	mu        sync.Mutex
+	started   int
+	live      int
+	kills     int
+	conflicts int
+	byReason  map[string]int
+	// runsDropped and locksTakenOver count run_lost and lock_lost events.
+	runsDropped, locksTakenOver int
+	done                        map[string]bool
+	failures                    []string
+}
+
+// run runs one slot per key (runSlot) and prints a progress line about
+// once a second until every slot has ended.
+func (s *supervisor) run(ctx context.Context, keys []string, progress io.Writer) {
+	s.start = time.Now()
+	var wg sync.WaitGroup
+	for i, key := range keys {
+		wg.Go(func() { s.runSlot(ctx, i+1, key) })
+	}
+	stop := make(chan struct{})
+	var pwg sync.WaitGroup
+	pwg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				fmt.Fprintln(progress, s.progressLine())
+			}
+		}
+	})
+	wg.Wait()
+	close(stop)
+	pwg.Wait()
+	fmt.Fprintln(progress, s.progressLine())
+}
+
+// maxFailures is how many times in a row an agent process may exit with an
+// error before its slot gives up.
+const maxFailures = 3
+
+// runSlot keeps agent number n working: it starts a process with key, and
+// starts a replacement at once whenever the swarm killed it, until a
+// process exits by itself (no work left), or fails maxFailures times in a
+// row, or ctx ends (then it kills the process).
+func (s *supervisor) runSlot(ctx context.Context, n int, key string) {
+	logFile, err := os.OpenFile(filepath.Join(s.logDir, fmt.Sprintf("agent-%02d.log", n)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.fail(fmt.Sprintf("agent %d: open log: %v", n, err))
+		return
+	}
+	defer logFile.Close()
+	failures := 0
+	for ctx.Err() == nil {
+		killed, err := s.runProcess(ctx, key, logFile)
+		switch {
+		case killed:
+			failures = 0 // killed by us: replace at once
+		case err == nil:
+			return // no work left
+		case ctx.Err() != nil:
+			return
+		default:
+			failures++
+			s.fail(fmt.Sprintf("agent %d: process failed: %v (see %s)", n, err, logFile.Name()))
+			if failures >= maxFailures {
+				return
+			}
+			sleepCtx(ctx, time.Second)
+		}
+	}
+}
+
+// runProcess runs one agent process to its end. killed reports that it died
+// of a SIGKILL sent by the swarm (the kill was counted).
+func (s *supervisor) runProcess(ctx context.Context, key string, logFile *os.File) (killed bool, err error) {
+	args := append([]string(nil), s.cfg.AgentCommand...)
+	if s.cfg.Slow > 0 {
+		args = append(args, "--slow", s.cfg.Slow.String())
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), "CLASP_URL="+s.url, "CLASP_TOKEN="+key)
+	cmd.Stderr = logFile
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return false, err
+	}
+	if err := cmd.Start(); err != nil {
+		return false, fmt.Errorf("start %s: %w", args[0], err)
+	}
+	s.mu.Lock()
+	s.started++
+	s.live++
+	s.mu.Unlock()
+	kill := func() { _ = cmd.Process.Kill() } // SIGKILL; a no-op once the process is reaped
+	stopOnCancel := context.AfterFunc(ctx, kill)
+	var timers []*time.Timer
+
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		ev, ok := ParseEvent(sc.Text())
+		if !ok {
+			continue
+		}
+		switch ev.Name {
+		case EventCheckedOut:
+			if s.cfg.KillRate > 0 && rand.Float64() < s.cfg.KillRate {
+				// A random moment of the work: the work lasts about Slow.
+				timers = append(timers, time.AfterFunc(rand.N(max(s.cfg.Slow, time.Millisecond)), kill))
+			}
+		case EventConflict:
+			s.mu.Lock()
+			s.conflicts++
+			s.byReason[ev.Fields["reason"]]++
+			s.mu.Unlock()
+		case EventRunLost:
+			s.mu.Lock()
+			s.runsDropped++
+			s.mu.Unlock()
+		case EventLockLost:
+			s.mu.Lock()
+			s.locksTakenOver++
+			s.mu.Unlock()
+		case EventDone:
+			s.mu.Lock()
+			s.done[ev.Fields["issue"]] = true
+			s.mu.Unlock()
+		}
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+	err = cmd.Wait()
+	stopOnCancel()
+	for _, t := range timers {
+		t.Stop()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.live--
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		s.kills++
+		return true, nil
+	}
+	return false, err
+}
+
+func (s *supervisor) fail(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = append(s.failures, msg)
+}
+
+// progressLine is the once-a-second line: done/total, kills, live agent
+// processes, conflicts, elapsed time.
+func (s *supervisor) progressLine() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprintf("swarm: done %d/%d  kills %d  live %d  conflicts %d  elapsed %.1fs",
+		len(s.done), s.total, s.kills, s.live, s.conflicts, time.Since(s.start).Seconds())
+}

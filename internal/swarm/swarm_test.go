@@ -1,0 +1,114 @@
+package swarm_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/clasp-dev/clasp/internal/swarm"
+)
+
+// claspBin is the clasp binary built once by TestMain: the end-to-end tests
+// run it as real OS processes, as a user would.
+var claspBin string
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		dir, err := os.MkdirTemp("", "clasp-swarm-test-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		claspBin = filepath.Join(dir, "clasp")
+		out, err := exec.Command("go", "build", "-o", claspBin, "github.com/clasp-dev/clasp/cmd/clasp").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build clasp: %v\n%s", err, out)
+			return 1
+		}
+		code := m.Run()
+		if code == 0 {
+			if err := goleak.Find(); err != nil {
+				fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+				return 1
+			}
+		}
+		return code
+	}()
+	os.Exit(code)
+}
+
+// writeTree writes n files of random content (1 B to 4 KiB) in nested
+// directories under dir, plus a .git directory the swarm must skip.
+func writeTree(t *testing.T, dir string, n int) {
+	t.Helper()
+	for i := range n {
+		sub := filepath.Join(dir, fmt.Sprintf("d%d", i%5), fmt.Sprintf("e%d", i%3))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 1+i*67%4096)
+		_, _ = rand.Read(b)
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%03d.bin", i)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, ".git", "objects"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".git", "objects", "skip-me"), []byte("not work"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "d0"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSwarmSurvivesKills runs `clasp swarm` on 60 files with 4 agents, a
+// third of whose checkouts are answered by a SIGKILL in the middle of the
+// work (scenario S24 at scale): it must exit 0 with every check passed.
+func TestSwarmSurvivesKills(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeTree(t, dir, 60)
+	cmd := exec.Command(claspBin, "swarm", "--dir", dir, "--agents", "4", "--kill-rate", "0.3", "--slow", "20ms",
+		"--lease-ttl", "1s", "--sweep-interval", "200ms", "--timeout", "4m", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("stderr:\n%s", stderr.String())
+	if err != nil {
+		t.Fatalf("clasp swarm: %v\nstdout:\n%s", err, stdout.String())
+	}
+	var rep swarm.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("decode report: %v\n%s", err, stdout.String())
+	}
+	if rep.Issues != 60 || rep.Done != 60 {
+		t.Errorf("issues %d, done %d; want 60, 60", rep.Issues, rep.Done)
+	}
+	if rep.Kills == 0 {
+		t.Errorf("kills = 0, want > 0 (kill rate 0.3 over 60 checkouts)")
+	}
+	if rep.ProcessesStarted != 4+rep.Kills {
+		t.Errorf("processes started %d, want 4 agents + %d kills", rep.ProcessesStarted, rep.Kills)
+	}
+	// With --slow 20ms the kills land during the work, so the killed
+	// processes leave runs for the sweeper and locks to adopt or sweep.
+	if rep.Kills > 0 && (rep.RunsLost == 0 || rep.Adoptions+rep.StaleLocksCleared == 0) {
+		t.Errorf("%d kills but %d runs lost, %d adoptions, %d stale locks swept; want recoveries", rep.Kills, rep.RunsLost, rep.Adoptions, rep.StaleLocksCleared)
+	}
+	if rep.CheckedOut < 60 {
+		t.Errorf("checkouts %d, want at least one per issue", rep.CheckedOut)
+	}
+	if len(rep.Violations) != 0 {
+		t.Errorf("violations: %v", rep.Violations)
+	}
+}

@@ -1,0 +1,527 @@
+package swarm
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/client"
+)
+
+// ResultPrefix starts every result comment an agent writes: "sha256 <hex>",
+// or "sha256 error: <why>" when the file could not be read.
+const ResultPrefix = "sha256 "
+
+// WorkerConfig configures one agent process (`clasp agent work`).
+type WorkerConfig struct {
+	URL   string // server root, e.g. http://127.0.0.1:3100 (CLASP_URL)
+	Token string // the agent's API key (CLASP_TOKEN)
+	// Slow stretches the work on each issue to at least this long (0: as
+	// fast as the file can be hashed).
+	Slow time.Duration
+	// IdlePause is the pause between looks for work; the worker exits when
+	// two looks in a row find nothing. Default 250 ms.
+	IdlePause time.Duration
+	// ConnRetry bounds how long connection errors are retried, with
+	// backoff, before the worker gives up. Default 60 s.
+	ConnRetry time.Duration
+	// HTTPClient defaults to a client with a 30 s timeout per request.
+	HTTPClient *http.Client
+	Events     io.Writer    // event lines (stdout); default os.Stdout
+	Log        *slog.Logger // human logs (stderr); default slog.Default()
+}
+
+// Worker is one agent process: the loop of `clasp agent work`. Build it
+// with NewWorker and call Run once.
+type Worker struct {
+	cfg WorkerConfig
+	c   *client.Client
+	ev  *EventWriter
+	log *slog.Logger
+	me  *clasp.Agent
+
+	done      int // issues this process set done
+	conflicts int // checkouts answered 409
+}
+
+// NewWorker returns a Worker for cfg, filling in defaults.
+func NewWorker(cfg WorkerConfig) *Worker {
+	if cfg.IdlePause <= 0 {
+		cfg.IdlePause = 250 * time.Millisecond
+	}
+	if cfg.ConnRetry <= 0 {
+		cfg.ConnRetry = 60 * time.Second
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.Events == nil {
+		cfg.Events = os.Stdout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Worker{
+		cfg: cfg,
+		c:   client.New(cfg.URL, client.WithToken(cfg.Token), client.WithHTTPClient(cfg.HTTPClient), client.WithUserAgent("clasp-agent-work")),
+		ev:  NewEventWriter(cfg.Events),
+		log: cfg.Log,
+	}
+}
+
+// errNoWork ends the loop: two looks in a row found nothing to do.
+var errNoWork = errors.New("no work left")
+
+// Run works issues until there is none left (it returns nil), ctx ends (it
+// completes the issue in hand, finishes its run and returns nil: this is
+// SIGTERM), or a call fails for good (an error; connection errors are
+// retried for ConnRetry first).
+//
+// Each turn of the loop opens a run, finds an issue (the inbox first, so
+// that an issue this agent held in a process that was killed is adopted by
+// checkout, rule L1/S08; then an unassigned todo issue picked at random on
+// the first page, to spread contention), checks it out, hashes the file
+// named by its description while a goroutine heartbeats the run, writes the
+// result and status done in one PATCH, and finishes the run.
+func (w *Worker) Run(ctx context.Context) error {
+	err := w.retry(ctx, func() error {
+		me, err := w.c.Me(ctx)
+		w.me = me
+		return err
+	})
+	if err != nil {
+		w.ev.Emit(EventExit, "reason", "error", "error", err)
+		return fmt.Errorf("identify agent: %w", err)
+	}
+	w.ev.Emit(EventStarted, "agent", w.me.ID, "name", w.me.Name, "pid", os.Getpid())
+	for {
+		err := w.turn(ctx)
+		switch {
+		case ctx.Err() != nil:
+			w.ev.Emit(EventExit, "reason", "signal", "done", w.done, "conflicts", w.conflicts)
+			return nil
+		case errors.Is(err, errNoWork):
+			w.ev.Emit(EventExit, "reason", "no_work", "done", w.done, "conflicts", w.conflicts)
+			return nil
+		case err != nil:
+			w.ev.Emit(EventExit, "reason", "error", "done", w.done, "conflicts", w.conflicts, "error", err)
+			return err
+		}
+	}
+}
+
+// turn is one run: open, find, work, finish. It returns errNoWork when there
+// is nothing left, nil after an issue (done or lost), or an error.
+func (w *Worker) turn(ctx context.Context) error {
+	var run *clasp.Run
+	ictx := client.WithIdempotencyKey(ctx, client.NewIdempotencyKey())
+	if err := w.retry(ctx, func() error {
+		var err error
+		run, err = w.c.RunOpen(ictx, client.RunOpenRequest{InvocationSource: "swarm"})
+		return err
+	}); err != nil {
+		return fmt.Errorf("open run: %w", err)
+	}
+	// The run token is a credential bound to this run (SPEC section 2): every
+	// call of the turn names the run.
+	rc := w.c.WithRun(run.ID)
+	if run.RunToken != "" {
+		rc = w.c.WithToken(run.RunToken)
+	}
+	w.ev.Emit(EventRunOpened, "run", run.ID)
+
+	// runCtx lives as long as the run: SIGTERM does not end it (the issue in
+	// hand is completed: the work is short, and leaving cleanly is the point
+	// of SIGTERM), the heartbeat does when it finds the run gone. findCtx
+	// also ends on SIGTERM.
+	runCtx, lose := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer lose(nil)
+	stopHeartbeat := sync.OnceFunc(w.heartbeat(runCtx, rc, run, lose))
+	defer stopHeartbeat()
+	findCtx, stopFind := context.WithCancel(runCtx)
+	defer stopFind()
+	defer context.AfterFunc(ctx, stopFind)()
+
+	iss, from, err := w.find(findCtx, rc, run)
+	if lost := context.Cause(runCtx); lost != nil || runGone(err) {
+		// Our own run was swept while we looked for work (a stall past the
+		// lease TTL): start over with a new run.
+		stopHeartbeat()
+		w.ev.Emit(EventRunLost, "run", run.ID, "error", cmp.Or(lost, err))
+		return nil
+	}
+	if err != nil || iss == nil {
+		stopHeartbeat()
+		status := clasp.RunSucceeded
+		if ctx.Err() != nil {
+			status = clasp.RunCancelled
+		}
+		w.finish(runCtx, rc, run.ID, status, "")
+		if err == nil {
+			err = errNoWork
+		}
+		return err
+	}
+	w.ev.Emit(EventCheckedOut, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "from", from)
+	return w.work(runCtx, rc, run, iss, stopHeartbeat)
+}
+
+// errRunLost is the cause of a turn's context when its run was swept.
+var errRunLost = errors.New("run is no longer live")
+
+// heartbeat renews run's lease every third of the lease TTL until the
+// returned stop is called (stop waits for the goroutine; call it once). When the server
+// says the run is gone (swept: this process stalled past the TTL) it calls
+// lose, which ends the turn's work: its lock is gone.
+func (w *Worker) heartbeat(ctx context.Context, rc *client.Client, run *clasp.Run, lose context.CancelCauseFunc) (stop func()) {
+	hbCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	interval := max(leaseTTL(run)/3, 50*time.Millisecond)
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-hbCtx.Done():
+				return
+			case <-t.C:
+			}
+			_, err := rc.RunHeartbeat(hbCtx, run.ID)
+			switch {
+			case err == nil, hbCtx.Err() != nil:
+			case runGone(err):
+				lose(fmt.Errorf("%w: %w", errRunLost, err))
+				return
+			default:
+				w.log.Warn("heartbeat failed", "run", run.ID, "err", err)
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// find looks for an issue and checks it out with rc's run. It returns nil,
+// "", nil when two looks in a row, IdlePause apart, found nothing to do.
+//
+// The inbox comes first: an in_progress issue assigned to this agent is one
+// a killed process of the agent held, and checkout adopts it (rule L1:
+// in_progress and assigned to A; L3 when the dead run still holds the
+// lock). While the dead run's lease runs the answer is 409
+// held_by_live_run (the inbox shows it as the item's activeRun); the worker
+// then does todo work first and, when there is none, waits the lease out
+// with CheckoutWithRetry.
+func (w *Worker) find(ctx context.Context, rc *client.Client, run *clasp.Run) (*clasp.Issue, string, error) {
+	ttl := leaseTTL(run)
+	want := client.CheckoutRequest{AgentID: w.me.ID, ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo}}
+	empty := 0
+	for ctx.Err() == nil {
+		var inbox []*clasp.InboxItem
+		if err := w.retry(ctx, func() error {
+			var err error
+			inbox, err = rc.Inbox(ctx)
+			return err
+		}); err != nil {
+			return nil, "", fmt.Errorf("read inbox: %w", err)
+		}
+		var mine, held []*clasp.InboxItem
+		for _, it := range inbox {
+			if it.Status == clasp.IssueTodo || it.Status == clasp.IssueInProgress {
+				mine = append(mine, it)
+			}
+		}
+		for _, it := range mine {
+			if it.ActiveRun != nil && it.ActiveRun.ID != run.ID {
+				// Held by a live run: a killed process of ours whose
+				// lease has not run out. Work elsewhere meanwhile.
+				held = append(held, it)
+				continue
+			}
+			var iss *clasp.Issue
+			err := w.retry(ctx, func() error {
+				var err error
+				iss, err = rc.IssueCheckout(ctx, it.ID, want)
+				return err
+			})
+			if err == nil {
+				return iss, "inbox", nil
+			}
+			if e := clasp.AsError(err); e != nil && e.Code == clasp.CodeCheckoutConflict && e.Details["reason"] == clasp.ReasonHeldByLiveRun {
+				held = append(held, it)
+			}
+			if stop, err := w.checkoutFailed(ctx, it.Identifier, run.ID, err); stop {
+				return nil, "", err
+			}
+		}
+
+		iss, seen, err := w.findTodo(ctx, rc, run)
+		if err != nil || iss != nil {
+			return iss, "todo", err
+		}
+
+		for _, it := range held {
+			w.ev.Emit(EventWaiting, "issue", it.Identifier, "run", run.ID)
+			cctx, cancel := context.WithTimeout(ctx, ttl+time.Second)
+			iss, err := rc.CheckoutWithRetry(cctx, it.ID, want, client.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond})
+			cancel()
+			if err == nil {
+				return iss, "inbox", nil
+			}
+			if stop, err := w.checkoutFailed(ctx, it.Identifier, run.ID, err); stop {
+				return nil, "", err
+			}
+		}
+
+		if len(mine) > 0 || seen {
+			empty = 0
+		} else if empty++; empty >= 2 {
+			return nil, "", nil
+		}
+		if !sleepCtx(ctx, w.cfg.IdlePause) {
+			return nil, "", nil
+		}
+	}
+	return nil, "", nil
+}
+
+// checkoutFailed records a failed checkout: a 409 checkout_conflict is
+// counted and printed. stop is true when the look for work must end: ctx
+// ended (err nil), or our own run is gone (err says so).
+func (w *Worker) checkoutFailed(ctx context.Context, issue, run string, err error) (stop bool, _ error) {
+	switch {
+	case ctx.Err() != nil:
+		return true, nil
+	case clasp.ErrorCode(err) == clasp.CodeCheckoutConflict:
+		w.conflict(issue, run, err)
+	case runGone(err):
+		return true, err
+	default:
+		w.log.Warn("checkout failed", "issue", issue, "err", err)
+	}
+	return false, nil
+}
+
+// findTodo tries the unassigned (or ours) todo issues of the first page in
+// random order until a checkout succeeds. seen reports whether there was
+// any candidate at all.
+func (w *Worker) findTodo(ctx context.Context, rc *client.Client, run *clasp.Run) (iss *clasp.Issue, seen bool, err error) {
+	var page *client.Page[*clasp.Issue]
+	if err := w.retry(ctx, func() error {
+		var err error
+		page, err = rc.IssueList(ctx, w.me.CompanyID, client.IssueListParams{Statuses: []clasp.IssueStatus{clasp.IssueTodo}, Limit: 100})
+		return err
+	}); err != nil {
+		return nil, false, fmt.Errorf("list todo issues: %w", err)
+	}
+	var cands []*clasp.Issue
+	for _, it := range page.Items {
+		if it.AssigneeAgentID == nil || *it.AssigneeAgentID == w.me.ID {
+			cands = append(cands, it)
+		}
+	}
+	rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+	for _, it := range cands {
+		if ctx.Err() != nil {
+			return nil, true, nil
+		}
+		var got *clasp.Issue
+		err := w.retry(ctx, func() error {
+			var err error
+			// A retry after a lost answer is safe: the same run checking
+			// out again is idempotent (rule L2).
+			got, err = rc.IssueCheckout(ctx, it.ID, client.CheckoutRequest{
+				AgentID: w.me.ID, ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo},
+			})
+			return err
+		})
+		if err == nil {
+			return got, true, nil
+		}
+		if stop, err := w.checkoutFailed(ctx, it.Identifier, run.ID, err); stop {
+			return nil, true, err
+		}
+	}
+	return nil, len(cands) > 0, nil
+}
+
+func (w *Worker) conflict(issue, run string, err error) {
+	w.conflicts++
+	reason := ""
+	if e := clasp.AsError(err); e != nil {
+		reason, _ = e.Details["reason"].(string)
+		if reason == "" {
+			reason = e.Code
+		}
+	}
+	w.ev.Emit(EventConflict, "issue", issue, "run", run, "reason", reason)
+}
+
+// work hashes the issue's file (the heartbeat still running), then writes
+// the result and finishes the run. It returns nil whether the issue ended
+// done or was lost to a takeover; an error only when the server cannot be
+// reached for good. ctx ends only when the run is lost.
+func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, iss *clasp.Issue, stopHeartbeat func()) error {
+	sum, herr := HashFile(ctx, iss.Description, w.cfg.Slow)
+	if lost := context.Cause(ctx); lost != nil {
+		stopHeartbeat()
+		w.ev.Emit(EventRunLost, "issue", iss.Identifier, "run", run.ID, "error", lost)
+		return nil
+	}
+	// From here on the calls must not be cut short: a PATCH cancelled
+	// client-side may still commit.
+	ctx = context.WithoutCancel(ctx)
+	result := ResultPrefix + sum
+	if herr != nil {
+		w.log.Warn("cannot hash the issue's file", "issue", iss.Identifier, "err", herr)
+		result = ResultPrefix + "error: " + herr.Error()
+	}
+
+	// The result comment and status done go in ONE PATCH: the server writes
+	// the comment in the same transaction as the status change (SPEC
+	// section 3), so a SIGKILL at any moment leaves either both or neither.
+	// That is what makes "exactly one result comment per issue" hold
+	// however the swarm kills us: a replacement that adopts the issue finds
+	// it without a result and writes its own; a process killed after the
+	// commit leaves a done issue nobody works again.
+	done := clasp.IssueDone
+	sent := false
+	err := w.retry(ctx, func() error {
+		if sent {
+			// The previous attempt got no answer and may have committed: a
+			// second PATCH of a done, unlocked issue would add a second
+			// comment, so look first.
+			ok, err := w.landed(ctx, rc, iss.ID, run.ID)
+			if err != nil || ok {
+				return err
+			}
+		}
+		sent = true
+		_, err := rc.IssueUpdate(ctx, iss.ID, client.IssueUpdateRequest{Status: &done, Comment: &result})
+		return err
+	})
+	var lockErr error
+	switch code := clasp.ErrorCode(err); {
+	case err == nil:
+	case code == clasp.CodeOwnershipConflict || code == clasp.CodeRunNotLive || code == clasp.CodeUnauthenticated || code == clasp.CodeCheckoutConflict:
+		// The lock was taken over (our run was swept and another run
+		// adopted the issue): never retry the write (rule L6: a late call
+		// changes nothing and gets 409).
+		lockErr = err
+	default:
+		return fmt.Errorf("write result of %s: %w", iss.Identifier, err)
+	}
+	stopHeartbeat()
+	if lockErr != nil {
+		w.ev.Emit(EventLockLost, "issue", iss.Identifier, "run", run.ID, "code", clasp.ErrorCode(lockErr))
+		w.finish(ctx, rc, run.ID, clasp.RunFailed, "lock taken over: "+lockErr.Error())
+		return nil
+	}
+	w.done++
+	w.ev.Emit(EventDone, "issue", iss.Identifier, "run", run.ID, "sha256", strings.TrimPrefix(result, ResultPrefix))
+	w.finish(ctx, rc, run.ID, clasp.RunSucceeded, "")
+	return nil
+}
+
+// landed reports whether a PATCH to done by runID committed: the issue is
+// done and has a comment written in runID.
+func (w *Worker) landed(ctx context.Context, rc *client.Client, issueID, runID string) (bool, error) {
+	iss, err := rc.IssueGet(ctx, issueID)
+	if err != nil {
+		return false, err
+	}
+	if iss.Status != clasp.IssueDone {
+		return false, nil
+	}
+	cs, err := rc.CommentList(ctx, issueID, client.CommentListParams{Limit: 1000})
+	if err != nil {
+		return false, err
+	}
+	for _, c := range cs {
+		if c.RunID != nil && *c.RunID == runID {
+			return true, nil
+		}
+	}
+	// Done by someone else: our lock was taken over.
+	return false, clasp.Errorf(clasp.CodeOwnershipConflict, "issue %s was set done by another run", iss.Identifier)
+}
+
+// finish ends run with status; a run that already ended (swept) is fine.
+func (w *Worker) finish(ctx context.Context, rc *client.Client, runID string, status clasp.RunStatus, why string) {
+	req := client.RunFinishRequest{Status: status}
+	if why != "" {
+		req.Error = &why
+	}
+	err := w.retry(ctx, func() error {
+		_, err := rc.RunFinish(ctx, runID, req)
+		return err
+	})
+	if err != nil && clasp.AsError(err) == nil {
+		w.log.Warn("finish run failed", "run", runID, "err", err)
+	}
+	w.ev.Emit(EventRunClosed, "run", runID, "status", status, "code", clasp.ErrorCode(err))
+}
+
+// retry calls f until it returns anything but a connection error (no HTTP
+// answer), waiting with jittered backoff, for at most ConnRetry.
+func (w *Worker) retry(ctx context.Context, f func() error) error {
+	b := client.Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second}
+	deadline := time.Now().Add(w.cfg.ConnRetry)
+	for n := 0; ; n++ {
+		err := f()
+		if err == nil || clasp.AsError(err) != nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		w.log.Warn("server unreachable, retrying", "err", err)
+		if !sleepCtx(ctx, b.Delay(n)) {
+			return err
+		}
+	}
+}
+
+// runGone reports whether err says the calling run is no longer live: 409
+// run_not_live with an agent key and run header, 401 with its run token.
+func runGone(err error) bool {
+	code := clasp.ErrorCode(err)
+	return err != nil && (code == clasp.CodeRunNotLive || code == clasp.CodeUnauthenticated)
+}
+
+// leaseTTL is the lease TTL the server grants, read off a fresh run (its
+// lease minus its last sign of life); 3 s if the run does not say.
+func leaseTTL(r *clasp.Run) time.Duration {
+	if r.LeaseExpiresAt != nil {
+		from := r.StartedAt
+		if r.LastSignOfLifeAt != nil {
+			from = r.LastSignOfLifeAt
+		}
+		if from != nil {
+			if d := r.LeaseExpiresAt.Sub(*from); d > 0 {
+				return d
+			}
+		}
+	}
+	return 3 * time.Second
+}
+
+// sleepCtx waits d; false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
