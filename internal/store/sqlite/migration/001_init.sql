@@ -1,5 +1,9 @@
 -- clasp schema v1 (SPEC section 1). Times are INTEGER unix microseconds UTC.
--- Ids are UUID text, except activity.id (monotonic integer, for resume).
+-- Ids are UUID text (lower case), except activity.id (monotonic integer, for
+-- resume). Applied by goose (internal/store/sqlite/migrate.go); there are no
+-- down migrations.
+
+-- +goose Up
 
 CREATE TABLE settings (
     key   TEXT PRIMARY KEY,
@@ -66,7 +70,7 @@ CREATE INDEX runs_running_lease ON runs(lease_expires_at) WHERE status = 'runnin
 CREATE TABLE issues (
     id                       TEXT PRIMARY KEY,
     company_id               TEXT NOT NULL REFERENCES companies(id),
-    identifier               TEXT NOT NULL UNIQUE,
+    identifier               TEXT NOT NULL UNIQUE, -- PREFIX-N, upper case
     title                    TEXT NOT NULL,
     description              TEXT NOT NULL DEFAULT '',
     status                   TEXT NOT NULL CHECK (status IN ('backlog','todo','in_progress','in_review','blocked','done','cancelled')),
@@ -102,13 +106,16 @@ CREATE TABLE comments (
     author_agent_id TEXT,
     author_board    INTEGER NOT NULL DEFAULT 0,
     run_id          TEXT,
-    seq             INTEGER NOT NULL, -- insertion order within the database
+    seq             INTEGER NOT NULL, -- insertion order within the issue (1, 2, ...)
     created_at      INTEGER NOT NULL
 ) STRICT;
 CREATE INDEX comments_issue ON comments(issue_id, seq);
 
+-- Append-only: rows are never deleted, so the rowid alias id (max + 1) is
+-- monotonic without AUTOINCREMENT (which would write sqlite_sequence in every
+-- transaction that logs a row).
 CREATE TABLE activity (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    id          INTEGER PRIMARY KEY,
     company_id  TEXT NOT NULL,
     actor_type  TEXT NOT NULL CHECK (actor_type IN ('agent','board','system')),
     actor_id    TEXT NOT NULL,
@@ -131,3 +138,5 @@ CREATE TABLE idempotency_keys (
     created_at   INTEGER NOT NULL,
     PRIMARY KEY (actor_id, key)
 ) STRICT;
+-- Expired records (older than 24 hours) are deleted by age.
+CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at);

@@ -1,0 +1,258 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+const (
+	sqlAgentInsert = `INSERT INTO agents (id, company_id, name, name_key, role, status, created_at)
+	SELECT ?, c.id, ?, ?, ?, 'active', ? FROM companies c WHERE c.id = ?
+	RETURNING ` + agentCols
+	sqlAgentGet             = `SELECT ` + agentCols + ` FROM agents WHERE id = ?`
+	sqlAgentStatusInCompany = `SELECT status FROM agents WHERE id = ? AND company_id = ?`
+	sqlAgentUpdate          = `UPDATE agents SET
+		status = coalesce(:status, status),
+		name = coalesce(:name, name),
+		name_key = coalesce(:name_key, name_key),
+		role = coalesce(:role, role)
+	WHERE id = :id
+	RETURNING ` + agentCols
+	sqlAgentRevokeKeys = `UPDATE agent_api_keys SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL`
+	sqlAgentHeartbeat  = `UPDATE agents SET last_heartbeat_at = ? WHERE id = ?`
+
+	sqlKeyInsert = `INSERT INTO agent_api_keys (id, agent_id, prefix, token_hash, created_at) VALUES (?, ?, ?, ?, ?)
+	RETURNING ` + keyCols
+	sqlKeyRevoke = `UPDATE agent_api_keys SET revoked_at = ? WHERE id = ? AND agent_id = ? AND revoked_at IS NULL
+	RETURNING ` + keyCols
+	sqlKeyGet  = `SELECT ` + keyCols + ` FROM agent_api_keys WHERE id = ? AND agent_id = ?`
+	sqlKeyList = `SELECT ` + keyCols + ` FROM agent_api_keys WHERE agent_id = ? ORDER BY created_at, id`
+	// sqlKeyAuth finds the unrevoked key with a hash and its agent.
+	sqlKeyAuth = `SELECT k.id, coalesce(k.last_used_at, 0), a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at
+	FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
+	WHERE k.token_hash = ? AND k.revoked_at IS NULL`
+	// sqlKeyUsed records a key's use at most once a minute.
+	sqlKeyUsed = `UPDATE agent_api_keys SET last_used_at = :now
+	WHERE id = :id AND (last_used_at IS NULL OR last_used_at <= :now - 60000000)`
+)
+
+// AgentCreate creates an active agent of a company. 400 invalid_request
+// for an empty name, 404 not_found if the company is missing, 409
+// already_exists if the name key is taken in the company.
+func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*clasp.Agent, error) {
+	name := strings.TrimSpace(p.Name)
+	if name == "" {
+		return nil, clasp.InvalidField("name", "name is required.")
+	}
+	var out *clasp.Agent
+	err := s.write(ctx, func(tx *wtx) error {
+		a, err := scanAgent(tx.queryRow(ctx, qAgentInsert, tx.s.newID(), name, clasp.NameKey(name), p.Role, tx.now, p.CompanyID))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return notFound("company", p.CompanyID)
+		case isUnique(err):
+			return clasp.Errorf(clasp.CodeAlreadyExists, "The company has an agent named %q already.", name).WithDetails("field", "name")
+		case err != nil:
+			return fmt.Errorf("create agent: %w", err)
+		}
+		out = a
+		return tx.logActivity(ctx, a.CompanyID, p.Actor, clasp.ActionAgentCreated, "agent", a.ID, map[string]any{
+			"name": a.Name, "role": a.Role,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AgentGet returns an agent; 404 not_found.
+func (s *Store) AgentGet(ctx context.Context, id string) (*clasp.Agent, error) {
+	a, err := scanAgent(s.readRow(ctx, qAgentGet, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("agent", id)
+	}
+	if err != nil {
+		return nil, translate(fmt.Errorf("get agent %s: %w", id, err))
+	}
+	return a, nil
+}
+
+// AgentList returns the agents of a company, oldest first.
+func (s *Store) AgentList(ctx context.Context, companyID string, page store.Page) ([]*clasp.Agent, string, error) {
+	return listPage(ctx, s, "agents", agentCols, []string{"company_id = ?"}, []any{companyID}, page, true, scanAgent,
+		func(a *clasp.Agent) string { return encodeCursor(a.CreatedAt, a.ID) })
+}
+
+// AgentUpdate changes an agent's status, name or role; terminating it
+// revokes its keys in the same transaction. 400 invalid_request for a bad
+// status or an empty name, 404 not_found, 409 already_exists for a taken
+// name.
+func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*clasp.Agent, error) {
+	var status, name, nameKey any
+	changes := map[string]any{}
+	if p.Status != nil {
+		if !p.Status.Valid() {
+			return nil, clasp.InvalidField("status", "status must be active, paused or terminated.")
+		}
+		status, changes["status"] = string(*p.Status), *p.Status
+	}
+	if p.Name != nil {
+		n := strings.TrimSpace(*p.Name)
+		if n == "" {
+			return nil, clasp.InvalidField("name", "name must not be empty.")
+		}
+		name, nameKey, changes["name"] = n, clasp.NameKey(n), n
+	}
+	if p.Role != nil {
+		changes["role"] = *p.Role
+	}
+	var out *clasp.Agent
+	err := s.write(ctx, func(tx *wtx) error {
+		a, err := scanAgent(tx.queryRow(ctx, qAgentUpdate, sql.Named("id", p.AgentID), sql.Named("status", status),
+			sql.Named("name", name), sql.Named("name_key", nameKey), sql.Named("role", nullString(p.Role))))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return notFound("agent", p.AgentID)
+		case isUnique(err):
+			return clasp.Errorf(clasp.CodeAlreadyExists, "The company has an agent named %q already.", *p.Name).WithDetails("field", "name")
+		case err != nil:
+			return fmt.Errorf("update agent %s: %w", p.AgentID, err)
+		}
+		out = a
+		if a.Status == clasp.AgentTerminated {
+			if _, err := tx.exec(ctx, qAgentRevokeKeys, tx.now, a.ID); err != nil {
+				return fmt.Errorf("revoke keys of agent %s: %w", a.ID, err)
+			}
+		}
+		return tx.logActivity(ctx, a.CompanyID, p.Actor, clasp.ActionAgentUpdated, "agent", a.ID, changes)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AgentKeyCreate stores a key hash for an agent. 404 not_found if the agent
+// is missing, 409 already_exists if the hash is in use.
+func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParams) (*clasp.APIKey, error) {
+	var out *clasp.APIKey
+	err := s.write(ctx, func(tx *wtx) error {
+		a, err := tx.agent(ctx, p.AgentID)
+		if err != nil {
+			return err
+		}
+		k, err := scanKey(tx.queryRow(ctx, qKeyInsert, tx.s.newID(), a.ID, p.Prefix, p.TokenHash, tx.now))
+		if err != nil {
+			return fmt.Errorf("create key of agent %s: %w", a.ID, err)
+		}
+		out = k
+		return tx.logActivity(ctx, a.CompanyID, p.Actor, clasp.ActionAgentKeyCreated, "agent", a.ID, map[string]any{
+			"keyId": k.ID, "prefix": k.Prefix,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AgentKeyRevoke revokes key keyID of agent agentID and answers it;
+// revoking a revoked key answers it unchanged. 404 not_found if the agent
+// has no such key.
+func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor store.Actor) (*clasp.APIKey, error) {
+	var out *clasp.APIKey
+	err := s.write(ctx, func(tx *wtx) error {
+		k, err := scanKey(tx.queryRow(ctx, qKeyRevoke, tx.now, keyID, agentID))
+		if errors.Is(err, sql.ErrNoRows) {
+			out, err = scanKey(tx.queryRow(ctx, qKeyGet, keyID, agentID))
+			if errors.Is(err, sql.ErrNoRows) {
+				return notFound("key", keyID)
+			}
+			return wrap(err, "get key %s", keyID)
+		}
+		if err != nil {
+			return fmt.Errorf("revoke key %s: %w", keyID, err)
+		}
+		out = k
+		a, err := tx.agent(ctx, agentID)
+		if err != nil {
+			return err
+		}
+		return tx.logActivity(ctx, a.CompanyID, actor, clasp.ActionAgentKeyRevoked, "agent", agentID, map[string]any{
+			"keyId": k.ID, "prefix": k.Prefix,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AgentKeyList lists an agent's keys, oldest first (never the secrets).
+func (s *Store) AgentKeyList(ctx context.Context, agentID string) ([]*clasp.APIKey, error) {
+	rows, err := s.read(ctx, qKeyList, agentID)
+	if err != nil {
+		return nil, translate(fmt.Errorf("list keys of agent %s: %w", agentID, err))
+	}
+	keys, err := scanAll(rows, scanKey)
+	if err != nil {
+		return nil, translate(fmt.Errorf("list keys of agent %s: %w", agentID, err))
+	}
+	return keys, nil
+}
+
+// AgentAuthenticate finds the agent owning the unrevoked key whose hash is
+// tokenHash, and records the key's use (at most once a minute). 401
+// unauthenticated if there is none or the agent is terminated.
+func (s *Store) AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, error) {
+	var (
+		keyID    string
+		lastUsed int64
+	)
+	row := s.readRow(ctx, qKeyAuth, tokenHash)
+	a, err := scanAgent(scanFunc(func(dest ...any) error { return row.Scan(append([]any{&keyID, &lastUsed}, dest...)...) }))
+	if errors.Is(err, sql.ErrNoRows) || err == nil && a.Status == clasp.AgentTerminated {
+		return nil, unauthenticated()
+	}
+	if err != nil {
+		return nil, translate(fmt.Errorf("authenticate agent key: %w", err))
+	}
+	if now := s.nowMicros(); now-lastUsed >= 60_000_000 {
+		err := s.write(ctx, func(tx *wtx) error {
+			_, err := tx.exec(ctx, qKeyUsed, sql.Named("id", keyID), sql.Named("now", tx.now))
+			return wrap(err, "record use of key %s", keyID)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// scanFunc adapts a function to the scanner interface.
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+
+func unauthenticated() error {
+	return clasp.Errorf(clasp.CodeUnauthenticated, "The credentials are unknown, revoked or of a terminated agent.")
+}
+
+// agent reads an agent in the write transaction; 404 not_found.
+func (t *wtx) agent(ctx context.Context, id string) (*clasp.Agent, error) {
+	a, err := scanAgent(t.queryRow(ctx, qAgentGet, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("agent", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get agent %s: %w", id, err)
+	}
+	return a, nil
+}

@@ -1,0 +1,217 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// benchGoroutines are the concurrent clients of the benchmarks.
+var benchGoroutines = []int{1, 8, 32}
+
+// BenchmarkCheckoutRelease measures checkout+release cycles through the
+// store (each cycle two write transactions, each with its activity row), at
+// 1, 8 and 32 goroutines, uncontended (each goroutine its own agent, run
+// and issues) and contended (every goroutine a run of one agent, all on one
+// issue: conflicts are counted, cycles/s counts successful cycles), with
+// synchronous FULL and NORMAL. One op is one attempted cycle.
+//
+//	go test -run '^$' -bench CheckoutRelease -benchtime 2s ./internal/store/sqlite/
+func BenchmarkCheckoutRelease(b *testing.B) {
+	for _, syncMode := range []string{"FULL", "NORMAL"} {
+		for _, contended := range []bool{false, true} {
+			mode := map[bool]string{false: "uncontended", true: "contended"}[contended]
+			for _, n := range benchGoroutines {
+				b.Run(fmt.Sprintf("sync=%s/%s/goroutines=%d", syncMode, mode, n), func(b *testing.B) {
+					benchStore(b, syncMode, contended, n)
+				})
+			}
+		}
+	}
+}
+
+func benchStore(b *testing.B, syncMode string, contended bool, n int) {
+	ctx := context.Background()
+	s := openTest(b, Options{Synchronous: syncMode})
+	co, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Bench", IssuePrefix: "BENCH", Actor: board})
+	if err != nil {
+		b.Fatal(err)
+	}
+	newAgent := func(name string) *clasp.Agent {
+		a, err := s.AgentCreate(ctx, &store.AgentCreateParams{CompanyID: co.ID, Name: name, Actor: board})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return a
+	}
+	newRun := func(a *clasp.Agent) store.Actor {
+		r, err := s.RunOpen(ctx, &store.RunOpenParams{AgentID: a.ID, LeaseTTL: time.Hour, Actor: agentOf(a, "")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return agentOf(a, r.ID)
+	}
+	newIssue := func() string {
+		iss, err := s.IssueCreate(ctx, &store.IssueCreateParams{CompanyID: co.ID, Title: "bench", Status: clasp.IssueTodo, Actor: board})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return iss.ID
+	}
+	expected := []clasp.IssueStatus{clasp.IssueTodo}
+	var conflicts atomic.Int64
+	cycles := make([]func() error, n)
+	shared, sharedAgent := "", (*clasp.Agent)(nil)
+	if contended {
+		shared, sharedAgent = newIssue(), newAgent("shared")
+	}
+	for g := range cycles {
+		var actor store.Actor
+		var issues []string
+		if contended {
+			actor, issues = newRun(sharedAgent), []string{shared}
+		} else {
+			actor = newRun(newAgent("agent-" + strconv.Itoa(g)))
+			issues = []string{newIssue(), newIssue(), newIssue(), newIssue()}
+		}
+		k := 0
+		cycles[g] = func() error {
+			ref := issues[k%len(issues)]
+			k++
+			_, err := s.IssueCheckout(ctx, &store.IssueCheckoutParams{Ref: ref, AgentID: actor.AgentID, ExpectedStatuses: expected, Actor: actor})
+			if clasp.ErrorCode(err) == clasp.CodeCheckoutConflict {
+				conflicts.Add(1)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			_, err = s.IssueRelease(ctx, &store.IssueReleaseParams{Ref: ref, Actor: actor})
+			return err
+		}
+	}
+	runCycles(b, cycles)
+	ok := float64(int64(b.N) - conflicts.Load())
+	b.ReportMetric(ok/b.Elapsed().Seconds(), "cycles/s")
+	b.ReportMetric(float64(conflicts.Load())/float64(b.N), "conflicts/op")
+}
+
+// runCycles runs b.N calls spread over the goroutines, one goroutine per
+// element of cycles, and fails the benchmark on the first error.
+func runCycles(b *testing.B, cycles []func() error) {
+	b.ReportAllocs()
+	var (
+		next    atomic.Int64
+		errOnce sync.Once
+		wg      sync.WaitGroup
+	)
+	b.ResetTimer()
+	for _, cycle := range cycles {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if err := cycle(); err != nil {
+					errOnce.Do(func() { b.Error(err) })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+}
+
+// BenchmarkRawSQL runs the statements of an uncontended checkout+release
+// cycle (checkout UPDATE ... RETURNING, activity INSERT, commit; release
+// UPDATE ... RETURNING, activity INSERT, commit) straight
+// through database/sql on the store's own writer connection and prepared
+// statements, without the store's Go code: the floor the store is compared
+// with (store ns/op divided by raw ns/op).
+//
+//	go test -run '^$' -bench 'CheckoutRelease|RawSQL' -benchtime 2s ./internal/store/sqlite/
+func BenchmarkRawSQL(b *testing.B) {
+	for _, syncMode := range []string{"FULL", "NORMAL"} {
+		for _, n := range benchGoroutines {
+			b.Run(fmt.Sprintf("sync=%s/uncontended/goroutines=%d", syncMode, n), func(b *testing.B) { benchRaw(b, syncMode, n) })
+		}
+	}
+}
+
+func benchRaw(b *testing.B, syncMode string, n int) {
+	ctx := context.Background()
+	s := openTest(b, Options{Synchronous: syncMode})
+	co, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Bench", IssuePrefix: "BENCH", Actor: board})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cycles := make([]func() error, n)
+	for g := range cycles {
+		a, err := s.AgentCreate(ctx, &store.AgentCreateParams{CompanyID: co.ID, Name: "agent-" + strconv.Itoa(g), Actor: board})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := s.RunOpen(ctx, &store.RunOpenParams{AgentID: a.ID, LeaseTTL: time.Hour, Actor: agentOf(a, "")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var issues []string
+		for range 4 {
+			iss, err := s.IssueCreate(ctx, &store.IssueCreateParams{CompanyID: co.ID, Title: "bench", Status: clasp.IssueTodo, Actor: board})
+			if err != nil {
+				b.Fatal(err)
+			}
+			issues = append(issues, iss.ID)
+		}
+		k := 0
+		cycles[g] = func() error {
+			id := issues[k%len(issues)]
+			k++
+			if err := rawStep(ctx, s, qCheckout, id, a.ID, r.ID, co.ID, "issue.checked_out",
+				sql.Named("unlocked_only", true), sql.Named("expected", ",todo,")); err != nil {
+				return err
+			}
+			return rawStep(ctx, s, qRelease, id, a.ID, r.ID, co.ID, "issue.released",
+				sql.Named("held_only", true), sql.Named("unassign", false), sql.Named("board", false))
+		}
+	}
+	runCycles(b, cycles)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cycles/s")
+}
+
+// rawStep is one write transaction of the raw cycle: the lock rule's
+// UPDATE on its fast path (its RETURNING row scanned into plain
+// variables), one activity row, commit.
+func rawStep(ctx context.Context, s *Store, q query, id, agentID, runID, companyID, action string, extra ...any) error {
+	now := time.Now().UnixMicro()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var (
+		t1, t2, t3, t4, t5, t6, t7 string
+		n1, n2, n3, n4             sql.NullString
+		epoch                      int64
+		i1, i2, i3, i4             sql.NullInt64
+		created, updated           int64
+	)
+	args := append([]any{sql.Named("rid", id), sql.Named("rident", ""), sql.Named("company", companyID),
+		sql.Named("agent", agentID), sql.Named("run", runID), sql.Named("now", now)}, extra...)
+	err = tx.Stmt(s.ws[q]).QueryRowContext(ctx, args...).Scan(&t1, &t2, &t3, &t4, &t5, &t6, &t7, &n1, &n2, &epoch, &n3, &n4,
+		&i1, &i2, &i3, &i4, &created, &updated)
+	if err != nil {
+		return fmt.Errorf("raw %s: %w", action, err)
+	}
+	details := `{"agentId":"` + agentID + `","runId":"` + runID + `","checkoutEpoch":` + strconv.FormatInt(epoch, 10) + `}`
+	if _, err := tx.Stmt(s.ws[qActivityInsert]).ExecContext(ctx, companyID, "agent", agentID, runID, action, "issue", id, details, now); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,139 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+const (
+	sqlSettingGet    = `SELECT value FROM settings WHERE key = ?`
+	sqlSettingInsert = `INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`
+
+	sqlCompanyInsert = `INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (?, ?, ?, ?)
+	RETURNING ` + companyCols
+	sqlCompanyGet = `SELECT ` + companyCols + ` FROM companies WHERE id = ?`
+)
+
+// SettingGet returns the server setting key; 404 not_found if it is unset.
+func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
+	var v string
+	err := s.readRow(ctx, qSettingGet, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", notFound("setting", key)
+	}
+	if err != nil {
+		return "", translate(fmt.Errorf("get setting %s: %w", key, err))
+	}
+	return v, nil
+}
+
+// SettingPutIfAbsent stores value under key unless the key is set, and
+// returns the stored value (the existing one if there was one).
+func (s *Store) SettingPutIfAbsent(ctx context.Context, key, value string) (string, error) {
+	var stored string
+	err := s.write(ctx, func(tx *wtx) error {
+		if _, err := tx.exec(ctx, qSettingInsert, key, value); err != nil {
+			return fmt.Errorf("put setting %s: %w", key, err)
+		}
+		return wrap(tx.queryRow(ctx, qSettingGet, key).Scan(&stored), "get setting %s", key)
+	})
+	return stored, err
+}
+
+// CompanyCreate creates a company. 400 invalid_request for an empty name or
+// a prefix that is not 2-10 upper-case letters; 409 already_exists if the
+// issue prefix is taken.
+func (s *Store) CompanyCreate(ctx context.Context, p *store.CompanyCreateParams) (*clasp.Company, error) {
+	name := strings.TrimSpace(p.Name)
+	if name == "" {
+		return nil, clasp.InvalidField("name", "name is required.")
+	}
+	if !clasp.ValidIssuePrefix(p.IssuePrefix) {
+		return nil, clasp.InvalidField("issuePrefix", "issuePrefix must be 2 to 10 upper-case letters.")
+	}
+	var out *clasp.Company
+	err := s.write(ctx, func(tx *wtx) error {
+		c, err := scanCompany(tx.queryRow(ctx, qCompanyInsert, tx.s.newID(), name, p.IssuePrefix, tx.now))
+		if isUnique(err) {
+			return clasp.Errorf(clasp.CodeAlreadyExists, "Issue prefix %s is taken by another company.", p.IssuePrefix).
+				WithDetails("field", "issuePrefix")
+		}
+		if err != nil {
+			return fmt.Errorf("create company: %w", err)
+		}
+		out = c
+		return tx.logActivity(ctx, c.ID, p.Actor, clasp.ActionCompanyCreated, "company", c.ID, map[string]any{
+			"name": c.Name, "issuePrefix": c.IssuePrefix,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CompanyGet returns a company; 404 not_found.
+func (s *Store) CompanyGet(ctx context.Context, id string) (*clasp.Company, error) {
+	c, err := scanCompany(s.readRow(ctx, qCompanyGet, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("company", id)
+	}
+	if err != nil {
+		return nil, translate(fmt.Errorf("get company %s: %w", id, err))
+	}
+	return c, nil
+}
+
+// CompanyList returns companies, oldest first, one keyset page at a time.
+func (s *Store) CompanyList(ctx context.Context, page store.Page) ([]*clasp.Company, string, error) {
+	return listPage(ctx, s, "companies", companyCols, nil, nil, page, true, scanCompany,
+		func(c *clasp.Company) string { return encodeCursor(c.CreatedAt, c.ID) })
+}
+
+// listPage runs one keyset page of a list ordered by (created_at, id):
+// oldest first when asc, else newest first. where and args narrow it.
+// It fetches one row more than the limit to know whether a next page exists.
+func listPage[T any](ctx context.Context, s *Store, table, cols string, where []string, args []any, page store.Page,
+	asc bool, scan func(scanner) (*T, error), cursorOf func(*T) string) ([]*T, string, error) {
+	if page.Cursor != "" {
+		at, id, err := decodeCursor(page.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		cmp := "<"
+		if asc {
+			cmp = ">"
+		}
+		where, args = append(where, "(created_at, id) "+cmp+" (?, ?)"), append(args, at, id)
+	}
+	q := "SELECT " + cols + " FROM " + table
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	if asc {
+		q += " ORDER BY created_at, id LIMIT ?"
+	} else {
+		q += " ORDER BY created_at DESC, id DESC LIMIT ?"
+	}
+	limit := pageLimit(page.Limit)
+	rows, err := s.r.QueryContext(ctx, q, append(args, limit+1)...)
+	if err != nil {
+		return nil, "", translate(fmt.Errorf("list %s: %w", table, err))
+	}
+	list, err := scanAll(rows, scan)
+	if err != nil {
+		return nil, "", translate(fmt.Errorf("list %s: %w", table, err))
+	}
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		next = cursorOf(list[limit-1])
+	}
+	return list, next, nil
+}

@@ -1,0 +1,81 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// TestHooks reaches states the store API cannot, with raw writes and no
+// activity rows. For tests only (it implements storetest.Hooks); never use
+// it in the server.
+type TestHooks struct{ S *Store }
+
+// DeleteRun deletes a run's row, so locks naming it name a missing run (S06).
+func (h *TestHooks) DeleteRun(ctx context.Context, runID string) error {
+	return h.exec(ctx, `DELETE FROM runs WHERE id = ?`, runID)
+}
+
+// ExpireRunLease sets a run's lease_expires_at one second before the
+// store's now, leaving its status as it is (a lost run not yet swept).
+func (h *TestHooks) ExpireRunLease(ctx context.Context, runID string) error {
+	return h.exec(ctx, `UPDATE runs SET lease_expires_at = ? WHERE id = ?`, h.S.nowMicros()-1_000_000, runID)
+}
+
+// SetRunStatus changes a run's status only (finished_at too for a terminal
+// status); no lock is released.
+func (h *TestHooks) SetRunStatus(ctx context.Context, runID string, status clasp.RunStatus) error {
+	var finished any
+	if status.Terminal() {
+		finished = h.S.nowMicros()
+	}
+	return h.exec(ctx, `UPDATE runs SET status = ?, finished_at = coalesce(?, finished_at) WHERE id = ?`, string(status), finished, runID)
+}
+
+// ForceIssueLocks writes an issue's status, assignee and lock columns as
+// given (nil clears; the execution name key and time follow the execution
+// lock). A state that breaks the L7 CHECK (S22: the two lock columns name
+// different runs) is written with CHECK constraints ignored for that one
+// statement.
+func (h *TestHooks) ForceIssueLocks(ctx context.Context, issueID string, status clasp.IssueStatus, assigneeAgentID, checkoutRunID, executionRunID *string) error {
+	const q = `UPDATE issues SET status = ?, assignee_agent_id = ?, checkout_run_id = ?, execution_run_id = ?,
+		execution_agent_name_key = CASE WHEN ?4 IS NULL THEN NULL
+			ELSE (SELECT a.name_key FROM runs r JOIN agents a ON a.id = r.agent_id WHERE r.id = ?4) END,
+		execution_locked_at = CASE WHEN ?4 IS NULL THEN NULL ELSE ? END
+	WHERE id = ?`
+	args := []any{string(status), nullString(assigneeAgentID), nullString(checkoutRunID), nullString(executionRunID),
+		h.S.nowMicros(), issueID}
+	err := h.exec(ctx, q, args...)
+	var se *sqlite.Error
+	if !errors.As(err, &se) || se.Code() != sqlite3.SQLITE_CONSTRAINT_CHECK {
+		return err
+	}
+	conn, err := h.S.w.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA ignore_check_constraints = ON`); err != nil {
+		return err
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA ignore_check_constraints = OFF`)
+	_, err = conn.ExecContext(ctx, q, args...)
+	return err
+}
+
+func (h *TestHooks) exec(ctx context.Context, q string, args ...any) error {
+	res, err := h.S.w.ExecContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("test hook: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("test hook: %d rows changed, want 1: %w", n, sql.ErrNoRows)
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// inboxLimit caps IssueInbox.
+const inboxLimit = 1000
+
+const (
+	// sqlNextIdentifier hands out the company's next issue number inside
+	// the creating transaction: identifiers PREFIX-N are gapless and never
+	// repeat (SPEC section 1, S27).
+	sqlNextIdentifier = `UPDATE companies SET issue_counter = issue_counter + 1 WHERE id = ?
+	RETURNING issue_counter, issue_prefix`
+	sqlIssueInsert = `INSERT INTO issues (id, company_id, identifier, title, description, status, priority, priority_rank,
+		assignee_agent_id, started_at, completed_at, cancelled_at, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	RETURNING ` + issueCols
+	sqlIssueGet = `SELECT ` + issueCols + ` FROM issues
+	WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)`
+	sqlIssueByID = `SELECT ` + issueCols + ` FROM issues WHERE id = ?`
+	sqlInbox     = `SELECT i.id, i.identifier, i.title, i.status, i.priority, i.updated_at, r.id, r.status
+	FROM issues i LEFT JOIN runs r ON r.id = i.execution_run_id
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))
+	WHERE i.assignee_agent_id = :agent AND i.status IN ('todo', 'in_progress', 'blocked')
+	ORDER BY i.priority_rank, i.created_at, i.id
+	LIMIT :limit`
+)
+
+// IssueCreate creates an issue with the next identifier PREFIX-N of its
+// company. Status defaults to backlog, priority to medium. Errors: 400
+// invalid_request (empty title, bad status or priority), 403 forbidden (an
+// agent creating in another company), 404 not_found (company), 422
+// precondition_failed (an agent creating it in_progress, in_progress
+// without an assignee, an assignee that is no active agent of the
+// company).
+func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*clasp.Issue, error) {
+	title := strings.TrimSpace(p.Title)
+	status := cmp.Or(p.Status, clasp.IssueBacklog)
+	priority := cmp.Or(p.Priority, clasp.PriorityMedium)
+	a := p.Actor
+	switch {
+	case title == "":
+		return nil, clasp.InvalidField("title", "title is required.")
+	case !status.Valid():
+		return nil, clasp.InvalidField("status", "status %q is not an issue status.", status)
+	case !priority.Valid():
+		return nil, clasp.InvalidField("priority", "priority %q is not a priority.", priority)
+	case a.Type == clasp.ActorAgent && a.CompanyID != p.CompanyID:
+		return nil, clasp.Errorf(clasp.CodeForbidden, "An agent creates issues only in its own company.")
+	case status == clasp.IssueInProgress && a.Type == clasp.ActorAgent:
+		return nil, clasp.Errorf(clasp.CodePreconditionFailed,
+			"An agent cannot create an issue in_progress: create it, then check it out.").WithDetails("field", "status")
+	case status == clasp.IssueInProgress && p.AssigneeAgentID == "":
+		return nil, clasp.Errorf(clasp.CodePreconditionFailed, "An issue is in_progress only with an assignee.").
+			WithDetails("field", "assigneeAgentId")
+	}
+	var out *clasp.Issue
+	err := s.write(ctx, func(tx *wtx) error {
+		var (
+			n      int64
+			prefix string
+		)
+		err := tx.queryRow(ctx, qNextIdentifier, p.CompanyID).Scan(&n, &prefix)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("company", p.CompanyID)
+		}
+		if err != nil {
+			return fmt.Errorf("next identifier of company %s: %w", p.CompanyID, err)
+		}
+		if p.AssigneeAgentID != "" {
+			if err := tx.agentInCompany(ctx, p.AssigneeAgentID, p.CompanyID, "assigneeAgentId"); err != nil {
+				return err
+			}
+		}
+		var started, completed, cancelled any
+		switch status {
+		case clasp.IssueInProgress:
+			started = tx.now
+		case clasp.IssueDone:
+			completed = tx.now
+		case clasp.IssueCancelled:
+			cancelled = tx.now
+		}
+		ident := prefix + "-" + strconv.FormatInt(n, 10)
+		iss, err := scanIssue(tx.queryRow(ctx, qIssueInsert, tx.s.newID(), p.CompanyID, ident, title, p.Description,
+			string(status), string(priority), priority.Rank(), nullable(p.AssigneeAgentID), started, completed, cancelled, tx.now, tx.now))
+		if err != nil {
+			return fmt.Errorf("create issue %s: %w", ident, err)
+		}
+		out = iss
+		return tx.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueCreated, "issue", iss.ID, map[string]any{
+			"identifier": iss.Identifier, "title": iss.Title, "status": iss.Status, "priority": iss.Priority,
+			"assigneeAgentId": iss.AssigneeAgentID,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// IssueGet returns the issue whose UUID or identifier (case-insensitive) is
+// ref; companyID, when not empty, scopes the lookup. 404 not_found.
+func (s *Store) IssueGet(ctx context.Context, companyID, ref string) (*clasp.Issue, error) {
+	rid, rident := splitRef(ref)
+	iss, err := scanIssue(s.readRow(ctx, qIssueGet, sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", companyID)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("issue", ref)
+	}
+	if err != nil {
+		return nil, translate(fmt.Errorf("get issue %s: %w", ref, err))
+	}
+	return iss, nil
+}
+
+// issueByID reads an issue by id in the write transaction.
+func (t *wtx) issueByID(ctx context.Context, id string) (*clasp.Issue, error) {
+	iss, err := scanIssue(t.queryRow(ctx, qIssueByID, id))
+	if err != nil {
+		return nil, fmt.Errorf("get issue %s: %w", id, err)
+	}
+	return iss, nil
+}
+
+// IssueList lists issues of a company, newest first, narrowed to statuses,
+// an assignee (or unassigned ones) and a case-insensitive substring of the
+// title or identifier when set.
+func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*clasp.Issue, string, error) {
+	where, args := []string{"company_id = ?"}, []any{p.CompanyID}
+	if len(p.Statuses) > 0 {
+		where = append(where, "status IN (?"+strings.Repeat(", ?", len(p.Statuses)-1)+")")
+		for _, st := range p.Statuses {
+			args = append(args, string(st))
+		}
+	}
+	switch {
+	case p.Unassigned:
+		where = append(where, "assignee_agent_id IS NULL")
+	case p.AssigneeAgentID != "":
+		where, args = append(where, "assignee_agent_id = ?"), append(args, p.AssigneeAgentID)
+	}
+	if p.Query != "" {
+		like := "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p.Query) + "%"
+		where = append(where, `(title LIKE ? ESCAPE '\' OR identifier LIKE ? ESCAPE '\')`)
+		args = append(args, like, like)
+	}
+	return listPage(ctx, s, "issues", issueCols, where, args, p.Page, false, scanIssue,
+		func(i *clasp.Issue) string { return encodeCursor(i.CreatedAt, i.ID) })
+}
+
+// IssueInbox lists the issues assigned to agentID with status todo,
+// in_progress or blocked, most urgent first (then oldest first), at most
+// 1000, each with the live run holding its execution lock, if any.
+func (s *Store) IssueInbox(ctx context.Context, agentID string) ([]*clasp.InboxItem, error) {
+	rows, err := s.read(ctx, qInbox, sql.Named("agent", agentID), sql.Named("now", s.nowMicros()), sql.Named("limit", inboxLimit))
+	if err != nil {
+		return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
+	}
+	defer rows.Close()
+	var out []*clasp.InboxItem
+	for rows.Next() {
+		var (
+			it               clasp.InboxItem
+			status, priority string
+			updated          int64
+			runID, runStatus sql.NullString
+		)
+		if err := rows.Scan(&it.ID, &it.Identifier, &it.Title, &status, &priority, &updated, &runID, &runStatus); err != nil {
+			return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
+		}
+		it.Status, it.Priority, it.UpdatedAt = clasp.IssueStatus(status), clasp.Priority(priority), fromMicros(updated)
+		if runID.Valid {
+			it.ActiveRun = &clasp.ActiveRun{ID: runID.String, Status: clasp.RunStatus(runStatus.String)}
+		}
+		out = append(out, &it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
+	}
+	return out, nil
+}

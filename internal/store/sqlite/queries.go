@@ -1,0 +1,124 @@
+package sqlite
+
+// query names a static statement. Open prepares every one on the writer
+// connection, and the SELECTs also on the reader pool, so the hot paths
+// never parse SQL. The text of each lives next to the code that runs it.
+type query int
+
+const (
+	// lock.go: the lock rules and the sweeper
+	qLockRead query = iota
+	qCallerRunRead
+	qCheckout
+	qBoardCheckout
+	qRelease
+	qPatch
+	qForceRelease
+	qRunFinish
+	qReleaseRunLocks
+	qSweepExpiredRuns
+	qStaleLockCandidates
+	qClearStaleLock
+	// activity.go
+	qActivityInsert
+	// company.go
+	qSettingGet
+	qSettingInsert
+	qCompanyInsert
+	qCompanyGet
+	// agent.go
+	qAgentInsert
+	qAgentGet
+	qAgentStatusInCompany
+	qAgentUpdate
+	qAgentRevokeKeys
+	qAgentHeartbeat
+	qKeyInsert
+	qKeyRevoke
+	qKeyGet
+	qKeyList
+	qKeyAuth
+	qKeyUsed
+	// run.go
+	qRunInsert
+	qRunGet
+	qRunAuth
+	qRunTouch
+	// issue.go
+	qNextIdentifier
+	qIssueInsert
+	qIssueGet
+	qIssueByID
+	qInbox
+	// comment.go
+	qIssueRef
+	qCommentInsert
+	qCommentList
+	qCommentSeq
+	// idempotency.go
+	qIdempotencyReserve
+	qIdempotencyGet
+	qIdempotencyComplete
+	qIdempotencyAbort
+	qIdempotencyPurge
+
+	numQueries
+)
+
+// queries is the text of every static statement.
+var queries = [numQueries]string{
+	qLockRead:            sqlLockRead,
+	qCallerRunRead:       sqlCallerRunRead,
+	qCheckout:            sqlCheckout,
+	qBoardCheckout:       sqlBoardCheckout,
+	qRelease:             sqlRelease,
+	qPatch:               sqlPatch,
+	qForceRelease:        sqlForceRelease,
+	qRunFinish:           sqlRunFinish,
+	qReleaseRunLocks:     sqlReleaseRunLocks,
+	qSweepExpiredRuns:    sqlSweepExpiredRuns,
+	qStaleLockCandidates: sqlStaleLockCandidates,
+	qClearStaleLock:      sqlClearStaleLock,
+
+	qActivityInsert: sqlActivityInsert,
+
+	qSettingGet:    sqlSettingGet,
+	qSettingInsert: sqlSettingInsert,
+	qCompanyInsert: sqlCompanyInsert,
+	qCompanyGet:    sqlCompanyGet,
+
+	qAgentInsert:          sqlAgentInsert,
+	qAgentGet:             sqlAgentGet,
+	qAgentStatusInCompany: sqlAgentStatusInCompany,
+	qAgentUpdate:          sqlAgentUpdate,
+	qAgentRevokeKeys:      sqlAgentRevokeKeys,
+	qAgentHeartbeat:       sqlAgentHeartbeat,
+	qKeyInsert:            sqlKeyInsert,
+	qKeyRevoke:            sqlKeyRevoke,
+	qKeyGet:               sqlKeyGet,
+	qKeyList:              sqlKeyList,
+	qKeyAuth:              sqlKeyAuth,
+	qKeyUsed:              sqlKeyUsed,
+
+	qRunInsert: sqlRunInsert,
+	qRunGet:    sqlRunGet,
+	qRunAuth:   sqlRunAuth,
+	qRunTouch:  sqlRunTouch,
+
+	qNextIdentifier: sqlNextIdentifier,
+	qIssueInsert:    sqlIssueInsert,
+	qIssueGet:       sqlIssueGet,
+	qIssueByID:      sqlIssueByID,
+	qInbox:          sqlInbox,
+
+	qIssueRef:      sqlIssueRef,
+	qCommentInsert: sqlCommentInsert,
+	qCommentList:   sqlCommentList,
+	qCommentSeq:    sqlCommentSeq,
+
+	qIdempotencyReserve:  sqlIdempotencyReserve,
+	qIdempotencyGet:      sqlIdempotencyGet,
+	qIdempotencyComplete: sqlIdempotencyComplete,
+	qIdempotencyAbort:    sqlIdempotencyAbort,
+	qIdempotencyPurge:    sqlIdempotencyPurge,
+}

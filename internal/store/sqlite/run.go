@@ -1,0 +1,192 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// defaultLeaseTTL is the lease of a run when the caller passes none (SPEC
+// section 5: --lease-ttl defaults to 60 s).
+const defaultLeaseTTL = 60 * time.Second
+
+const (
+	sqlRunInsert = `INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id, attempt,
+		lease_expires_at, last_sign_of_life_at, started_at, token_hash, created_at)
+	VALUES (?, ?, ?, 'running', ?, ?, 1, ?, ?, ?, ?, ?)
+	RETURNING ` + runCols
+	sqlRunGet = `SELECT ` + runCols + ` FROM runs WHERE id = ?`
+	// sqlRunAuth finds the run whose token has a hash, and its agent.
+	sqlRunAuth = `SELECT ` + runCols + ` FROM runs WHERE token_hash = ?`
+
+	// sqlRunTouch: a live run's sign of life renews its lease, one
+	// conditional write (a run that is terminal or lost is not revived).
+	sqlRunTouch = `UPDATE runs SET
+		lease_expires_at = :now + :ttl,
+		last_sign_of_life_at = :now
+	WHERE id = :run AND agent_id = :agent
+		AND (status = 'queued' OR (status = 'running' AND lease_expires_at > :now))
+	RETURNING ` + runCols
+)
+
+// RunOpen opens a running run of agent AgentID with a lease of LeaseTTL
+// (default 60 s) from now, and records the run token's hash. IssueID, when
+// set, is a UUID or identifier of an issue of the agent's company. Errors:
+// 403 forbidden (the actor is another agent, or the agent is terminated),
+// 404 not_found (agent, or issue of its company).
+func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run, error) {
+	if p.Actor.Type == clasp.ActorAgent && p.Actor.AgentID != p.AgentID {
+		return nil, clasp.Errorf(clasp.CodeForbidden, "An agent opens runs only for itself.")
+	}
+	ttl := cmp.Or(p.LeaseTTL, defaultLeaseTTL)
+	source := cmp.Or(p.InvocationSource, clasp.InvocationSelf)
+	var out *clasp.Run
+	err := s.write(ctx, func(tx *wtx) error {
+		a, err := tx.agent(ctx, p.AgentID)
+		if err != nil {
+			return err
+		}
+		if a.Status == clasp.AgentTerminated {
+			return clasp.Errorf(clasp.CodeForbidden, "Agent %s is terminated.", a.ID)
+		}
+		var issueID any
+		if p.IssueID != "" {
+			rid, rident := splitRef(p.IssueID)
+			var id, company string
+			err := tx.queryRow(ctx, qIssueRef, sql.Named("rid", rid), sql.Named("rident", rident),
+				sql.Named("company", a.CompanyID)).Scan(&id, &company)
+			if errors.Is(err, sql.ErrNoRows) {
+				return notFound("issue", p.IssueID)
+			}
+			if err != nil {
+				return fmt.Errorf("find issue %s: %w", p.IssueID, err)
+			}
+			issueID = id
+		}
+		run, err := scanRun(tx.queryRow(ctx, qRunInsert, tx.s.newID(), a.CompanyID, a.ID, source, issueID,
+			tx.now+ttl.Microseconds(), tx.now, tx.now, nullable(p.TokenHash), tx.now))
+		if err != nil {
+			return fmt.Errorf("open run of agent %s: %w", a.ID, err)
+		}
+		out = run
+		if _, err := tx.exec(ctx, qAgentHeartbeat, tx.now, a.ID); err != nil {
+			return fmt.Errorf("heartbeat of agent %s: %w", a.ID, err)
+		}
+		return tx.logActivity(ctx, run.CompanyID, p.Actor, clasp.ActionRunStarted, "run", run.ID, map[string]any{
+			"agentId": a.ID, "issueId": run.IssueID, "invocationSource": source,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RunGet returns a run; 404 not_found.
+func (s *Store) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
+	r, err := scanRun(s.readRow(ctx, qRunGet, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("run", id)
+	}
+	if err != nil {
+		return nil, translate(fmt.Errorf("get run %s: %w", id, err))
+	}
+	return r, nil
+}
+
+// RunList lists runs of a company, newest first, narrowed to statuses and
+// an agent when set.
+func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.Run, string, error) {
+	where, args := []string{"company_id = ?"}, []any{p.CompanyID}
+	if len(p.Statuses) > 0 {
+		where = append(where, "status IN (?"+strings.Repeat(", ?", len(p.Statuses)-1)+")")
+		for _, st := range p.Statuses {
+			args = append(args, string(st))
+		}
+	}
+	if p.AgentID != "" {
+		where, args = append(where, "agent_id = ?"), append(args, p.AgentID)
+	}
+	return listPage(ctx, s, "runs", runCols, where, args, p.Page, false, scanRun,
+		func(r *clasp.Run) string { return encodeCursor(r.CreatedAt, r.ID) })
+}
+
+// RunTouch checks that run RunID exists (else 422 run_not_found), is
+// AgentID's (else 403 run_not_owned) and is live (else 409 run_not_live),
+// and renews its lease to now + LeaseTTL with the agent's heartbeat. Unless
+// Force, the write is skipped when the last sign of life is less than
+// MinRenewInterval old (read on a reader connection).
+func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.Run, error) {
+	if !p.Force && p.MinRenewInterval > 0 {
+		now := s.now()
+		r, err := scanRun(s.readRow(ctx, qRunGet, p.RunID))
+		if err == nil && r.AgentID == p.AgentID && r.Live(now) && r.LastSignOfLifeAt != nil &&
+			now.Sub(*r.LastSignOfLifeAt) < p.MinRenewInterval {
+			return r, nil
+		}
+	}
+	ttl := cmp.Or(p.LeaseTTL, defaultLeaseTTL)
+	var out *clasp.Run
+	err := s.write(ctx, func(tx *wtx) error {
+		r, err := scanRun(tx.queryRow(ctx, qRunTouch, sql.Named("run", p.RunID), sql.Named("agent", p.AgentID),
+			sql.Named("ttl", ttl.Microseconds()), sql.Named("now", tx.now)))
+		if errors.Is(err, sql.ErrNoRows) {
+			var owner, company, state string
+			err := tx.queryRow(ctx, qCallerRunRead, sql.Named("run", p.RunID), sql.Named("now", tx.now)).Scan(&owner, &company, &state)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				return clasp.Errorf(clasp.CodeRunNotFound, "Run %s does not exist.", p.RunID).WithDetails("runId", p.RunID)
+			case err != nil:
+				return fmt.Errorf("read run %s: %w", p.RunID, err)
+			case owner != p.AgentID:
+				return clasp.Errorf(clasp.CodeRunNotOwned, "Run %s belongs to another agent.", p.RunID).WithDetails("runId", p.RunID)
+			}
+			return clasp.Errorf(clasp.CodeRunNotLive, "Run %s is %s: it can no longer act; open a new run.", p.RunID, state).
+				WithDetails("runId", p.RunID)
+		}
+		if err != nil {
+			return fmt.Errorf("renew lease of run %s: %w", p.RunID, err)
+		}
+		out = r
+		_, err = tx.exec(ctx, qAgentHeartbeat, tx.now, r.AgentID)
+		return wrap(err, "heartbeat of agent %s", r.AgentID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RunAuthenticate finds the live run whose run token hashes to tokenHash,
+// and its agent. 401 unauthenticated if the token is unknown, the run is
+// not live, or the agent is terminated.
+func (s *Store) RunAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, *clasp.Run, error) {
+	if tokenHash == "" {
+		return nil, nil, unauthenticated()
+	}
+	r, err := scanRun(s.readRow(ctx, qRunAuth, tokenHash))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, unauthenticated()
+	}
+	if err != nil {
+		return nil, nil, translate(fmt.Errorf("authenticate run token: %w", err))
+	}
+	if !r.Live(s.now()) {
+		return nil, nil, unauthenticated()
+	}
+	a, err := s.AgentGet(ctx, r.AgentID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if a.Status == clasp.AgentTerminated {
+		return nil, nil, unauthenticated()
+	}
+	return a, r, nil
+}

@@ -1,0 +1,246 @@
+// Package sqlite is the embedded SQLite implementation of store.Store, on
+// modernc.org/sqlite (pure Go, no cgo).
+//
+// One database file in WAL mode. Every write transaction runs on a single
+// writer connection and starts with BEGIN IMMEDIATE, so writers queue in Go
+// instead of failing with SQLITE_BUSY; reads run on a separate pool of
+// query-only connections and never wait for the writer. The versioned
+// migrations under migration/ are embedded and applied by Open.
+//
+// The lock rules of SPEC section 4 and the sweeper of SPEC section 5 are in
+// lock.go, one conditional statement each, tagged with their rule numbers.
+// Only internal/cli and tests import this package; the server sees
+// store.Store.
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Options configures Open. The zero value is valid.
+type Options struct {
+	// Now returns the current time (default time.Now). Every lease, expiry
+	// and timestamp decision of the store uses it, read once per
+	// transaction; nothing calls time.Now directly.
+	Now func() time.Time
+	// Logger receives migration and maintenance messages (default: discard).
+	Logger *slog.Logger
+	// Synchronous is PRAGMA synchronous of the writer: "FULL" (default: a
+	// committed write survives power loss) or "NORMAL" (in WAL mode a
+	// commit survives a crash of the process, but the last commits may be
+	// lost on power loss).
+	Synchronous string
+	// NewID returns a fresh id for companies, agents, keys, runs, issues
+	// and comments (default: a UUIDv7, time-ordered so inserts append to
+	// the primary key index).
+	NewID func() string
+}
+
+// Store is the SQLite store. It is safe for concurrent use; Close it when done.
+type Store struct {
+	w *sql.DB // the writer: exactly one connection, BEGIN IMMEDIATE
+	r *sql.DB // readers: several query_only connections
+
+	ws [numQueries]*sql.Stmt // every static statement, prepared on the writer
+	rs [numQueries]*sql.Stmt // the static SELECTs, prepared on the reader pool
+
+	migrator *goose.Provider
+	now      func() time.Time
+	newID    func() string
+	log      *slog.Logger
+
+	idemSweptAt atomic.Int64 // unix µs of the last purge of expired idempotency records
+}
+
+// Open opens (creating it and its parent directory if needed) the database
+// file at path, applies the pending migrations, and prepares the store's
+// statements. The writer connection runs with journal_mode=WAL,
+// foreign_keys=ON, busy_timeout=10s and synchronous=opts.Synchronous; the
+// reader connections are query_only.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	syncMode := strings.ToUpper(cmp.Or(opts.Synchronous, "FULL"))
+	if syncMode != "FULL" && syncMode != "NORMAL" {
+		return nil, fmt.Errorf("open sqlite store: synchronous %q: want FULL or NORMAL", opts.Synchronous)
+	}
+	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") || path == ":memory:" {
+		return nil, fmt.Errorf("open sqlite store: path %q: want a plain file path without '?'", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("open sqlite store: create directory: %w", err)
+	}
+	s := &Store{now: opts.Now, newID: opts.NewID, log: opts.Logger}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.newID == nil {
+		s.newID = newUUIDv7
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if err := s.open(ctx, path, syncMode); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *Store) open(ctx context.Context, path, syncMode string) error {
+	var err error
+	// _txlock=immediate makes every BeginTx a BEGIN IMMEDIATE: the write
+	// lock is taken at the start, so a transaction never fails half-way on
+	// a lock upgrade, and the lock rules' reads and writes see one state.
+	s.w, err = sql.Open("sqlite", path+"?_txlock=immediate"+
+		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)"+
+		"&_pragma=synchronous("+syncMode+")&_pragma=cache_size(-32000)")
+	if err != nil {
+		return err
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxLifetime(0)
+	s.w.SetConnMaxIdleTime(0)
+	if err := s.w.PingContext(ctx); err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+
+	n := max(4, runtime.NumCPU())
+	s.r, err = sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=query_only(1)")
+	if err != nil {
+		return err
+	}
+	s.r.SetMaxOpenConns(n)
+	s.r.SetMaxIdleConns(n)
+	s.r.SetConnMaxLifetime(0)
+	s.r.SetConnMaxIdleTime(0)
+
+	for q, text := range queries {
+		if s.ws[q], err = s.w.PrepareContext(ctx, text); err != nil {
+			return fmt.Errorf("prepare %.60q: %w", text, err)
+		}
+		if strings.HasPrefix(text, "SELECT") {
+			if s.rs[q], err = s.r.PrepareContext(ctx, text); err != nil {
+				return fmt.Errorf("prepare %.60q on readers: %w", text, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Close closes the statements and both connection pools. It runs PRAGMA
+// optimize first (best effort).
+func (s *Store) Close() error {
+	var errs []error
+	for i := range s.ws {
+		for _, st := range []*sql.Stmt{s.ws[i], s.rs[i]} {
+			if st != nil {
+				errs = append(errs, st.Close())
+			}
+		}
+	}
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	if s.w != nil {
+		_, _ = s.w.Exec("PRAGMA optimize")
+		errs = append(errs, s.w.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close sqlite store: %w", err)
+	}
+	return nil
+}
+
+// Ping checks that a reader connection answers a query (for /readyz).
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return translate(fmt.Errorf("ping sqlite: %w", err))
+	}
+	return nil
+}
+
+// wtx is one write transaction on the writer connection. now is the
+// transaction's time (unix µs), read once from Options.Now at its start.
+type wtx struct {
+	tx  *sql.Tx
+	s   *Store
+	now int64
+}
+
+// write runs fn in one write transaction (BEGIN IMMEDIATE on the writer
+// connection) and commits it if fn returns nil; otherwise it rolls back and
+// returns fn's error translated (see translate). Every write of the store
+// goes through here, and fn touches the database only through tx: this is
+// the seam where group commit (several callers' fn, each under its own
+// SAVEPOINT, sharing one COMMIT and its fsync) can be put in.
+func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
+	t, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return translate(fmt.Errorf("begin write transaction: %w", err))
+	}
+	tx := &wtx{tx: t, s: s, now: micros(s.now())}
+	if err := fn(tx); err != nil {
+		_ = t.Rollback()
+		return translate(err)
+	}
+	if err := t.Commit(); err != nil {
+		return translate(fmt.Errorf("commit: %w", err))
+	}
+	return nil
+}
+
+func (t *wtx) exec(ctx context.Context, q query, args ...any) (sql.Result, error) {
+	return t.tx.StmtContext(ctx, t.s.ws[q]).ExecContext(ctx, args...)
+}
+
+func (t *wtx) queryRow(ctx context.Context, q query, args ...any) *sql.Row {
+	return t.tx.StmtContext(ctx, t.s.ws[q]).QueryRowContext(ctx, args...)
+}
+
+func (t *wtx) query(ctx context.Context, q query, args ...any) (*sql.Rows, error) {
+	return t.tx.StmtContext(ctx, t.s.ws[q]).QueryContext(ctx, args...)
+}
+
+// readRow runs a static SELECT on the reader pool.
+func (s *Store) readRow(ctx context.Context, q query, args ...any) *sql.Row {
+	return s.rs[q].QueryRowContext(ctx, args...)
+}
+
+// read runs a static SELECT on the reader pool.
+func (s *Store) read(ctx context.Context, q query, args ...any) (*sql.Rows, error) {
+	return s.rs[q].QueryContext(ctx, args...)
+}
+
+// nowMicros is the store clock in unix µs.
+func (s *Store) nowMicros() int64 { return micros(s.now()) }
+
+func newUUIDv7() string {
+	u, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return u.String()
+}

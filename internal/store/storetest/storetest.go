@@ -1,0 +1,118 @@
+// Package storetest is the contract suite every clasp store passes (DESIGN.md
+// "Storage", STYLE.md rule 3). A store's test calls Run with a function that
+// opens a fresh, empty store; the suite then pins the behaviour of SPEC.md
+// sections 1-5 and of the scenarios of scenarios.md that make sense below
+// HTTP, each subtest named after its scenario (S01_CheckoutTodo, ...) or
+// lock rule (L5_..., L7_...).
+//
+// The suite is store-agnostic: it uses only the store.Store interface and
+// the Hooks below (raw writes that reach states the API cannot), never SQL.
+// It is imported only by store tests.
+package storetest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// Hooks reach states the Store API cannot (raw writes), for tests only.
+type Hooks interface {
+	// DeleteRun deletes the run row, so locks naming it name a missing run
+	// (S06 "missing" holder).
+	DeleteRun(ctx context.Context, runID string) error
+	// ExpireRunLease sets the run's lease_expires_at into the past, leaving
+	// its status as it is (a lost run that the sweeper has not seen yet).
+	ExpireRunLease(ctx context.Context, runID string) error
+	// ForceIssueLocks writes the issue's status, assignee and both lock
+	// columns as given (nil clears), with no activity row and no checks
+	// (S07, S22).
+	ForceIssueLocks(ctx context.Context, issueID string, status clasp.IssueStatus, assigneeAgentID, checkoutRunID, executionRunID *string) error
+	// SetRunStatus changes the run's status only: no lock is released.
+	SetRunStatus(ctx context.Context, runID string, status clasp.RunStatus) error
+}
+
+// opener opens a fresh, empty store and its hooks; the store is closed by
+// the opener's own t.Cleanup.
+type opener = func(t *testing.T) (store.Store, Hooks)
+
+// Run runs every contract test against stores made by open; each call of
+// open returns a fresh, empty store. Most subtests run in parallel; S21,
+// whose leases are real 300 ms ones, runs alone first so that no other
+// subtest starves its renewals.
+func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
+	serial := []struct {
+		name string
+		fn   func(*testing.T, opener)
+	}{
+		{"S21_RenewedRunNeverSwept", testS21RenewedRunNeverSwept},
+	}
+	for _, tc := range serial {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
+	}
+
+	parallel := []struct {
+		name string
+		fn   func(*testing.T, opener)
+	}{
+		// Checkout (scenarios S01-S12, rules L1-L3).
+		{"S01_CheckoutTodo", testS01CheckoutTodo},
+		{"S02_SameRunRetry", testS02SameRunRetry},
+		{"S03_TwoRunsSameAgentRace", testS03TwoRunsSameAgentRace},
+		{"S04_ManyAgentsRace", testS04ManyAgentsRace},
+		{"S05_HeldByLiveRun", testS05HeldByLiveRun},
+		{"S06_AdoptDeadHolder", testS06AdoptDeadHolder},
+		{"S07_DeadExecutionLock", testS07DeadExecutionLock},
+		{"S08_InProgressUnlocked", testS08InProgressUnlocked},
+		{"S09_AssignedToOtherAgent", testS09AssignedToOtherAgent},
+		{"S10_ClosedStatuses", testS10ClosedStatuses},
+		{"S11_RunTouchCodes", testS11RunTouchCodes},
+		{"S12_BoardCheckout", testS12BoardCheckout},
+		{"L1_CallerRunMustBeLive", testL1CallerRunMustBeLive},
+		// Release and writes (S13-S18, rules L4-L6).
+		{"S13_Release", testS13Release},
+		{"S14_ReleaseDeadHolder", testS14ReleaseDeadHolder},
+		{"S15_ReleaseByOtherAgent", testS15ReleaseByOtherAgent},
+		{"S16_BoardPatchReleases", testS16BoardPatchReleases},
+		{"S17_ForceRelease", testS17ForceRelease},
+		{"L5_AgentPatchIntoInProgress", testL5AgentPatchIntoInProgress},
+		{"L5_BoardPatchIntoInProgress", testL5BoardPatchIntoInProgress},
+		{"L5_HolderPatchKeepsLock", testL5HolderPatchKeepsLock},
+		{"L5_DeadHolderPatch", testL5DeadHolderPatch},
+		{"L6_HolderPatchLeavesInProgress", testL6HolderPatchLeavesInProgress},
+		// Runs, leases, sweeper (S19-S24, SPEC section 5).
+		{"S19_FinishReleasesLocks", testS19FinishReleasesLocks},
+		{"S20_SweepExpiredLease", testS20SweepExpiredLease},
+		{"S22_SweepLeavesLiveHolders", testS22SweepLeavesLiveHolders},
+		{"S23_ConcurrentSweepers", testS23ConcurrentSweepers},
+		{"S24_AdoptLostHolderBeforeSweep", testS24AdoptLostHolderBeforeSweep},
+		// Tenancy and identifiers (S25, S27).
+		{"S25_OtherCompanyNotFound", testS25OtherCompanyNotFound},
+		{"S27_ConcurrentIdentifiers", testS27ConcurrentIdentifiers},
+		// Other contract points.
+		{"Fencing_EpochSequence", testFencingEpochSequence},
+		{"Company_PrefixUnique", testCompanyPrefixUnique},
+		{"Agent_NameKeyUnique", testAgentNameKeyUnique},
+		{"AgentKey_AuthenticateRevokeTerminate", testAgentKeys},
+		{"Run_TokenAuthenticate", testRunAuthenticate},
+		{"Run_List", testRunList},
+		{"Issue_Pagination", testIssuePagination},
+		{"Issue_ListFilters", testIssueListFilters},
+		{"Issue_GetByIdentifier", testIssueGetByIdentifier},
+		{"Inbox", testInbox},
+		{"Comments", testComments},
+		{"Activity_ListNewestFirst", testActivityList},
+		{"Idempotency", testIdempotency},
+		{"Settings", testSettings},
+		// Random sequences from several goroutines, invariant L7 after each.
+		{"Property_L7", testPropertyL7},
+	}
+	for _, tc := range parallel {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, open)
+		})
+	}
+}
