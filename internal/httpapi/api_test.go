@@ -500,3 +500,38 @@ func TestShortLeaseRenewedByRequests(t *testing.T) {
 		t.Errorf("lease %v after a request 400ms in, want %v", got.LeaseExpiresAt, want)
 	}
 }
+
+// TestS24_AdoptionCountedInMetrics: a run whose lease lapsed (its process
+// died) holds I1; the same agent's new run checks it out at once by
+// adoption (rules L1/L3, scenario S24 before any sweep), and
+// clasp_lock_adoptions_total counts it.
+func TestS24_AdoptionCountedInMetrics(t *testing.T) {
+	t.Parallel()
+	clk := &testClock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
+	const ttl = 10 * time.Second
+	b := setup(t, func(o *setupOpts) { o.leaseTTL = ttl; o.now = clk.Now })
+	c := b.company("AD")
+	a, key := b.agent(c.ID, "adopter")
+	i1 := b.issue(c.ID, map[string]any{"status": "todo"})
+	r1 := b.run(key)
+	b.checkout(i1.ID, key, r1.ID, a.ID)
+	clk.Advance(ttl + time.Second) // R1 is lost: no sign of life for the TTL
+	r2 := b.run(key)
+	got := decode[clasp.Issue](t, b.checkout(i1.ID, key, r2.ID, a.ID))
+	if deref(got.CheckoutRunID) != r2.ID || got.CheckoutEpoch != 2 {
+		t.Fatalf("after adoption: checkoutRunId %q epoch %d, want %q and 2", deref(got.CheckoutRunID), got.CheckoutEpoch, r2.ID)
+	}
+	text := string(b.must(http.StatusOK, "GET", "/metrics", req{noAuth: true}, nil).body)
+	for _, want := range []string{"clasp_lock_adoptions_total 1", `clasp_checkouts_total{outcome="ok"} 2`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

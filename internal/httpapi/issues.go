@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/metrics"
@@ -283,14 +282,15 @@ func (s *Server) issueCheckout(ctx context.Context, c *call, in *checkoutIn) (st
 	if err != nil {
 		return 0, nil, err
 	}
-	start := s.now().Truncate(time.Microsecond)
-	defer func() { s.countCheckout(c, start, v, err) }()
+	var res store.CheckoutResult
+	defer func() { s.countCheckout(&res, err) }()
 	if !c.who.board && *in.AgentID != c.who.agent.ID {
 		return 0, nil, clasp.Errorf(clasp.CodeAgentMismatch, "An agent checks out only for itself: agentId must be %s.", c.who.agent.ID).
 			WithDetails("field", "agentId")
 	}
 	iss, err := s.st.IssueCheckout(ctx, &store.IssueCheckoutParams{
 		Ref: ref, AgentID: *in.AgentID, ExpectedStatuses: in.ExpectedStatuses, LeaseTTL: s.cfg.LeaseTTL, Actor: c.actor(),
+		Result: &res,
 	})
 	if err != nil {
 		return 0, nil, err
@@ -298,10 +298,10 @@ func (s *Server) issueCheckout(ctx context.Context, c *call, in *checkoutIn) (st
 	return http.StatusOK, iss, nil
 }
 
-// countCheckout records a checkout's outcome. A success whose execution
-// lock predates the request is the holding run again (rule L2: nothing
-// changed), anything else a new acquisition.
-func (s *Server) countCheckout(c *call, start time.Time, v any, err error) {
+// countCheckout records a checkout's outcome as the store reported it:
+// same run again (rule L2), adoption of a dead holder (rule L3), conflict
+// by reason, or error.
+func (s *Server) countCheckout(res *store.CheckoutResult, err error) {
 	if err != nil {
 		if e := clasp.AsError(err); e != nil && e.Code == clasp.CodeCheckoutConflict {
 			s.m.Checkouts.WithLabelValues(metrics.OutcomeConflict).Inc()
@@ -315,10 +315,12 @@ func (s *Server) countCheckout(c *call, start time.Time, v any, err error) {
 		s.m.Checkouts.WithLabelValues(metrics.OutcomeError).Inc()
 		return
 	}
-	iss, _ := v.(*clasp.Issue)
-	if iss != nil && !c.who.board && iss.ExecutionLockedAt != nil && iss.ExecutionLockedAt.Before(start) {
+	if res.SameRun {
 		s.m.Checkouts.WithLabelValues(metrics.OutcomeSameRun).Inc()
 		return
+	}
+	if res.AdoptedWhy != "" {
+		s.m.LockAdoptions.Inc()
 	}
 	s.m.Checkouts.WithLabelValues(metrics.OutcomeOK).Inc()
 }

@@ -159,6 +159,18 @@ type IssueCheckoutParams struct {
 	ExpectedStatuses []clasp.IssueStatus
 	LeaseTTL         time.Duration
 	Actor            Actor
+	// Result, when not nil, is filled on success with how the checkout went
+	// (for metrics); it never changes what the store does.
+	Result *CheckoutResult
+}
+
+// CheckoutResult says how a successful checkout went.
+type CheckoutResult struct {
+	// SameRun is true when the run already held the issue (rule L2: nothing written).
+	SameRun bool
+	// AdoptedWhy is "terminal", "lost" or "missing" when the checkout
+	// displaced a dead holder (rule L3), "" otherwise.
+	AdoptedWhy string
 }
 
 // IssueReleaseParams is a release (rule L4).

@@ -383,7 +383,7 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 			return err
 		}
 		var err error
-		out, err = tx.checkout(ctx, p.Ref, p.AgentID, expected, a)
+		out, err = tx.checkout(ctx, p.Ref, p.AgentID, expected, a, p.Result)
 		return err
 	})
 	if err != nil {
@@ -415,7 +415,7 @@ func expectedList(statuses []clasp.IssueStatus) (string, error) {
 }
 
 // checkout is L1-L3 for agent agentID's run a.RunID on issue ref.
-func (t *wtx) checkout(ctx context.Context, ref, agentID, expected string, a store.Actor) (*clasp.Issue, error) {
+func (t *wtx) checkout(ctx context.Context, ref, agentID, expected string, a store.Actor, res *store.CheckoutResult) (*clasp.Issue, error) {
 	rid, rident := splitRef(ref)
 	checkout := func(rid, rident, company string, unlockedOnly bool) (*clasp.Issue, error) {
 		return scanIssue(t.queryRow(ctx, qCheckout, sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
@@ -431,13 +431,20 @@ func (t *wtx) checkout(ctx context.Context, ref, agentID, expected string, a sto
 		}
 		iss, err = checkout(old.id, "", "", false)
 		if errors.Is(err, sql.ErrNoRows) {
-			return t.checkoutRefused(ctx, old, agentID, a.RunID, expected)
+			iss, err = t.checkoutRefused(ctx, old, agentID, a.RunID, expected)
+			if err == nil && res != nil {
+				res.SameRun = true // checkoutRefused answers a row only for L2
+			}
+			return iss, err
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("check out issue %s: %w", ref, err)
 	}
 	if why, ok := old.displaced(a.RunID); ok { // L3
+		if res != nil {
+			res.AdoptedWhy = why
+		}
 		if err := t.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueLockAdopted, "issue", iss.ID, lockAdoptedDetails{
 			PreviousCheckoutRunID: orNil(old.checkout), PreviousExecutionRunID: orNil(old.execution), Why: why,
 		}); err != nil {

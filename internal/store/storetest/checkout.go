@@ -53,7 +53,10 @@ func testS02SameRunRetry(t *testing.T, open opener) {
 	nActivity := len(e.issueActivity(t, i1.ID, ""))
 
 	for i := range 3 {
-		got := mustCheckout(t, e.st, r1, i1.ID, clasp.IssueTodo, clasp.IssueBacklog, clasp.IssueBlocked, clasp.IssueInReview)
+		got, res := checkoutResult(t, e.st, r1, i1.ID, clasp.IssueTodo, clasp.IssueBacklog, clasp.IssueBlocked, clasp.IssueInReview)
+		if want := (store.CheckoutResult{SameRun: true}); res != want {
+			t.Errorf("retry %d: checkout result %+v, want %+v", i+1, res, want)
+		}
 		if diff := cmp.Diff(first, got); diff != "" {
 			t.Errorf("retry %d: answer differs from the first (-first +retry):\n%s", i+1, diff)
 		}
@@ -218,7 +221,10 @@ func testS06AdoptDeadHolder(t *testing.T, open opener) {
 				t.Fatalf("setup: make R1 %s: %v", tc.why, err)
 			}
 			r2 := openRun(t, e.st, e.a)
-			got := mustCheckout(t, e.st, r2, i1.ID, clasp.IssueTodo)
+			got, res := checkoutResult(t, e.st, r2, i1.ID, clasp.IssueTodo)
+			if want := (store.CheckoutResult{AdoptedWhy: tc.why}); res != want {
+				t.Errorf("checkout result: got %+v, want %+v", res, want)
+			}
 			wantLock(t, "R2 checkout answer", got, held(e.a.ID, r2.ID, 2))
 			wantLock(t, "row", getIssue(t, e.st, i1.ID), held(e.a.ID, r2.ID, 2))
 			e.wantLockActivity(t, "after adoption", i1.ID, map[string]int{clasp.ActionIssueCheckedOut: 2, clasp.ActionIssueLockAdopted: 1})

@@ -161,6 +161,19 @@ func mustCheckout(t *testing.T, st store.Store, r *clasp.Run, ref string, expect
 	return iss
 }
 
+// checkoutResult is mustCheckout that also returns what the store reported
+// in IssueCheckoutParams.Result.
+func checkoutResult(t *testing.T, st store.Store, r *clasp.Run, ref string, expected ...clasp.IssueStatus) (*clasp.Issue, store.CheckoutResult) {
+	t.Helper()
+	var res store.CheckoutResult
+	iss, err := st.IssueCheckout(t.Context(), &store.IssueCheckoutParams{Ref: ref, AgentID: r.AgentID, ExpectedStatuses: expected,
+		LeaseTTL: leaseTTL, Actor: runActor(r), Result: &res})
+	if err != nil {
+		t.Fatalf("checkout of %s by run %s: got error %v, want nil", ref, r.ID, err)
+	}
+	return iss, res
+}
+
 // release is a release of ref by actor (rule L4).
 func release(ctx context.Context, st store.Store, actor store.Actor, ref string, unassign bool) (*clasp.Issue, error) {
 	return st.IssueRelease(ctx, &store.IssueReleaseParams{Ref: ref, Unassign: unassign, Actor: actor})
