@@ -125,6 +125,7 @@ Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409).`
 		a.newIssueCmd(),
 		a.newRunCmd(),
 		a.newActivityCmd(),
+		a.newEventsCmd(),
 	)
 	return root
 }

@@ -242,6 +242,18 @@ func TestClientCommands(t *testing.T) {
 			t.Errorf("issue activity lacks %s: %v", want, seen)
 		}
 	}
+	// clasp events replays the history with --after 0, one JSON row per line.
+	ev := runCLI(t, board, "", "events", "--company", co.ID, "--after", "0", "--action", clasp.ActionIssueCheckedOut, "--count", "2", "--json")
+	lines := strings.Split(strings.TrimSpace(ev.stdout), "\n")
+	if ev.code != 0 || len(lines) != 2 {
+		t.Fatalf("events: exit %d, %d lines, want 0 and 2; stdout %q stderr %q", ev.code, len(lines), ev.stdout, ev.stderr)
+	}
+	for i, line := range lines {
+		var a clasp.Activity
+		if err := json.Unmarshal([]byte(line), &a); err != nil || a.Action != clasp.ActionIssueCheckedOut || a.RunID == nil || *a.RunID != run.ID {
+			t.Errorf("events line %d = %q (%v), want issue.checked_out of run %s", i, line, err, run.ID)
+		}
+	}
 	var runs []clasp.Run
 	mustJSON(board, &runs, "run", "list", "--company", co.ID, "--status", "succeeded")
 	if len(runs) != 1 || runs[0].ID != run.ID {

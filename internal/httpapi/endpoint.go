@@ -135,6 +135,9 @@ func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request, ep *endpo
 		s.writeError(w, r, err)
 		return
 	}
+	if v == streamed {
+		return // the endpoint wrote its own response (event stream)
+	}
 	writeJSON(w, status, v)
 }
 

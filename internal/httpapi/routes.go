@@ -45,4 +45,5 @@ func (s *Server) routes() {
 	s.handle(endpoint{pattern: "POST /api/issues/{id}/comments", access: anyone, idempotent: true, serve: withBody(s.commentCreate)})
 	s.handle(endpoint{pattern: "GET /api/issues/{id}/activity", access: anyone, serve: noBody(s.issueActivity)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/activity", access: anyone, serve: noBody(s.companyActivity)})
+	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/events", access: anyone, serve: noBody(s.companyEvents)})
 }

@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -76,6 +77,8 @@ type Server struct {
 	mux      *http.ServeMux
 	handler  http.Handler
 	stopping atomic.Bool
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by BeginShutdown: event streams end
 }
 
 // New returns a Server for cfg. It panics if cfg.Store is nil.
@@ -102,7 +105,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger, m: cfg.Metrics, now: cfg.Now, mux: http.NewServeMux(),
+	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger, m: cfg.Metrics, now: cfg.Now, mux: http.NewServeMux(), stopped: make(chan struct{}),
 		minRenew: min(MinRenewInterval, cfg.LeaseTTL/3)}
 	s.routes()
 	var h http.Handler = http.HandlerFunc(s.serveMux)
@@ -126,7 +129,10 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // BeginShutdown makes /readyz answer 503 from now on, so load balancers stop
 // sending traffic while in-flight requests finish (call it before
 // http.Server.Shutdown).
-func (s *Server) BeginShutdown() { s.stopping.Store(true) }
+func (s *Server) BeginShutdown() {
+	s.stopping.Store(true)
+	s.stopOnce.Do(func() { close(s.stopped) })
+}
 
 // Metrics returns the metrics the server records (shared with the sweeper).
 func (s *Server) Metrics() *metrics.Metrics { return s.m }

@@ -350,3 +350,23 @@ type Store interface {
 	// IdempotencyAbort drops a reservation whose request failed, so a retry may run.
 	IdempotencyAbort(ctx context.Context, actorID, key string) error
 }
+
+// ActivityStream is what the live event stream (GET
+// /api/companies/{companyId}/events, issue 3) needs of a store: reading
+// activity forward from an id, and a wake-up when new rows may exist.
+type ActivityStream interface {
+	// ActivityAfter returns up to limit (1..1000) activity rows of companyID
+	// with id > afterID, oldest first, and the id to resume after next time
+	// (through >= afterID). Every row of the company with an id <= through
+	// is committed and was returned now or before: a store whose ids can
+	// commit out of order (PostgreSQL) stops short of a hole until the hole
+	// is known to be a rolled-back insert.
+	ActivityAfter(ctx context.Context, companyID string, afterID int64, limit int) (rows []*clasp.Activity, through int64, err error)
+	// ActivityLatestID returns the highest activity id of companyID, 0 if it has none.
+	ActivityLatestID(ctx context.Context, companyID string) (int64, error)
+	// WatchActivity returns a channel that receives a value whenever
+	// activity rows may have been committed since the last value (sends are
+	// coalesced, never blocking the writer): by this process on SQLite, by
+	// any replica on PostgreSQL. The channel is closed when ctx ends.
+	WatchActivity(ctx context.Context) <-chan struct{}
+}

@@ -30,6 +30,7 @@ func (t *wtx) logActivity(ctx context.Context, companyID string, actor store.Act
 		action, entityType, entityID, string(b), t.now); err != nil {
 		return fmt.Errorf("write activity %s of %s %s: %w", action, entityType, entityID, err)
 	}
+	t.wroteActivity = true
 	return nil
 }
 

@@ -21,6 +21,9 @@ const (
 	qClearStaleLock
 	// activity.go
 	qActivityInsert
+	// watch.go
+	qActivityAfter
+	qActivityLatestID
 	// company.go
 	qSettingGet
 	qSettingInsert
@@ -81,6 +84,9 @@ var queries = [numQueries]string{
 	qClearStaleLock:      sqlClearStaleLock,
 
 	qActivityInsert: sqlActivityInsert,
+
+	qActivityAfter:    sqlActivityAfter,
+	qActivityLatestID: sqlActivityLatestID,
 
 	qSettingGet:    sqlSettingGet,
 	qSettingInsert: sqlSettingInsert,

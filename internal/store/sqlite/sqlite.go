@@ -69,6 +69,8 @@ type Store struct {
 	log      *slog.Logger
 
 	idemSweptAt atomic.Int64 // unix µs of the last purge of expired idempotency records
+
+	watch watchers // WatchActivity channels, woken after commits that wrote activity
 }
 
 // Open opens (creating it and its parent directory if needed) the database
@@ -188,6 +190,8 @@ type wtx struct {
 	tx  *sql.Tx
 	s   *Store
 	now int64
+
+	wroteActivity bool // set by logActivity: wake the watchers after commit
 }
 
 // write runs fn in one write transaction (BEGIN IMMEDIATE on the writer
@@ -208,6 +212,9 @@ func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
 	}
 	if err := t.Commit(); err != nil {
 		return translate(fmt.Errorf("commit: %w", err))
+	}
+	if tx.wroteActivity {
+		s.watch.notify()
 	}
 	return nil
 }

@@ -1,0 +1,138 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// EventsOptions tunes Events.
+type EventsOptions struct {
+	// AfterID resumes after this activity id; 0 replays the whole history.
+	// Negative (the default through NewEventsOptions) starts with rows
+	// written from the moment the stream opens.
+	AfterID int64
+	// Actions, when not empty, narrows the stream to these actions.
+	Actions []string
+	// MaxBackoff bounds the wait between reconnections (default 5 s).
+	MaxBackoff time.Duration
+}
+
+// Events follows the company's live event stream (GET
+// /api/companies/{companyId}/events, Server-Sent Events) and calls fn with
+// each activity row, oldest first. After a dropped connection it
+// reconnects with jittered backoff and resumes after the last id it
+// delivered (Last-Event-ID), so no row is skipped or repeated. It returns
+// ctx's error when ctx ends, fn's error when fn fails, and a *clasp.Error
+// when the server refuses the stream (403 for another company's agent, 404
+// for an unknown company).
+func (c *Client) Events(ctx context.Context, companyID string, opt EventsOptions, fn func(*clasp.Activity) error) error {
+	after := opt.AfterID
+	maxBackoff := opt.MaxBackoff
+	if maxBackoff <= 0 {
+		maxBackoff = 5 * time.Second
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		delivered, err := c.eventsOnce(ctx, companyID, after, opt.Actions, func(a *clasp.Activity) error {
+			after = a.ID
+			return fn(a)
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if _, ok := err.(*clasp.Error); ok {
+			return err
+		}
+		if err != nil && !isConnError(err) && !isStreamError(err) {
+			return err
+		}
+		if delivered {
+			backoff = 100 * time.Millisecond
+		}
+		wait := time.Duration(float64(backoff) * (0.5 + rand.Float64()))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// streamError marks a stream that ended or broke after it was accepted.
+type streamError struct{ err error }
+
+func (e *streamError) Error() string { return "event stream: " + e.err.Error() }
+func (e *streamError) Unwrap() error { return e.err }
+
+func isStreamError(err error) bool {
+	_, ok := err.(*streamError)
+	return ok
+}
+
+// eventsOnce reads one connection of the stream; delivered reports whether
+// any event reached fn.
+func (c *Client) eventsOnce(ctx context.Context, companyID string, after int64, actions []string, fn func(*clasp.Activity) error) (delivered bool, err error) {
+	u := c.base + "/api" + pathf("/companies/%s/events", companyID)
+	if len(actions) > 0 {
+		u += "?action=" + strings.Join(actions, ",")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false, fmt.Errorf("build events request: %w", err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if c.userAgent != "" {
+		req.Header.Set("User-Agent", c.userAgent)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.runID != "" {
+		req.Header.Set(RunIDHeader, c.runID)
+	}
+	if after >= 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return false, &connError{err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return false, decodeError(resp)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var data strings.Builder
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "data:"):
+			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		case line == "" && data.Len() > 0:
+			var a clasp.Activity
+			if err := json.Unmarshal([]byte(data.String()), &a); err != nil {
+				return delivered, &streamError{fmt.Errorf("decode event: %w", err)}
+			}
+			data.Reset()
+			if err := fn(&a); err != nil {
+				return delivered, err
+			}
+			delivered = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return delivered, &streamError{err}
+	}
+	return delivered, &streamError{fmt.Errorf("server closed the stream")}
+}

@@ -1,0 +1,142 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// Event stream tuning. eventHeartbeat keeps proxies from closing an idle
+// stream; eventPoll re-reads without a wake-up, as a safety net (and to
+// pass holes in the ids that a store holds back, see store.ActivityStream).
+const (
+	eventHeartbeat = 15 * time.Second
+	eventPoll      = time.Second
+	eventBatch     = 500
+)
+
+// streamed is returned by serve functions that wrote their own response.
+var streamed = new(struct{})
+
+// companyEvents: GET /api/companies/{companyId}/events (board, or an agent
+// of the company; issue 3 item 4). A Server-Sent Events stream of the
+// company's activity rows, oldest first: each event has `id:` the activity
+// id, `event:` the action (issue.checked_out, issue.released, ...) and
+// `data:` the activity JSON. It resumes after the Last-Event-ID header (or
+// ?after=ID); without either it starts with rows written from now on
+// (?after=0 replays the whole history). ?action=a,b narrows to actions.
+// A comment line is sent every 15 s so proxies keep the stream open. The
+// stream ends when the client goes away or the server shuts down.
+func (s *Server) companyEvents(ctx context.Context, c *call) (int, any, error) {
+	src, ok := s.st.(store.ActivityStream)
+	if !ok {
+		return 0, nil, clasp.Errorf(clasp.CodeUnavailable, "This store does not stream events.")
+	}
+	companyID, err := s.companyID(ctx, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	q := c.r.URL.Query()
+	var actions map[string]bool
+	if v := q.Get("action"); v != "" {
+		actions = map[string]bool{}
+		for _, a := range strings.Split(v, ",") {
+			actions[strings.TrimSpace(a)] = true
+		}
+	}
+	after := int64(-1)
+	for _, src := range []struct{ name, v string }{{"Last-Event-ID", c.r.Header.Get("Last-Event-ID")}, {"after", q.Get("after")}} {
+		if src.v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(src.v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, nil, clasp.InvalidField(src.name, "%s must be an activity id (a non-negative integer), not %q.", src.name, truncate(src.v, 32))
+		}
+		after = n
+		break
+	}
+	// Subscribe before reading the start, so no commit falls between.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wake := src.WatchActivity(wctx)
+	if after < 0 {
+		if after, err = src.ActivityLatestID(ctx, companyID); err != nil {
+			return 0, nil, err
+		}
+	}
+
+	rc := http.NewResponseController(c.w)
+	h := c.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	c.w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(c.w, ": clasp events for company %s after %d\nretry: 2000\n\n", companyID, after)
+	if err := rc.Flush(); err != nil {
+		return 0, streamed, nil
+	}
+
+	heartbeat := time.NewTicker(eventHeartbeat)
+	defer heartbeat.Stop()
+	poll := time.NewTimer(0) // read at once
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, streamed, nil
+		case <-s.stopped:
+			return 0, streamed, nil
+		case <-heartbeat.C:
+			if _, err := fmt.Fprint(c.w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return 0, streamed, nil
+			}
+			continue
+		case <-wake:
+		case <-poll.C:
+		}
+		for {
+			rows, through, err := src.ActivityAfter(ctx, companyID, after, eventBatch)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Error("event stream read", "company", companyID, "err", err)
+				}
+				return 0, streamed, nil
+			}
+			for _, a := range rows {
+				if actions != nil && !actions[a.Action] {
+					continue
+				}
+				if err := writeEvent(c.w, a); err != nil {
+					return 0, streamed, nil
+				}
+			}
+			if len(rows) > 0 && rc.Flush() != nil {
+				return 0, streamed, nil
+			}
+			moved := through > after
+			after = through
+			if len(rows) < eventBatch || !moved {
+				break
+			}
+		}
+		poll.Reset(eventPoll)
+	}
+}
+
+// writeEvent writes one activity row as an SSE event.
+func writeEvent(w http.ResponseWriter, a *clasp.Activity) error {
+	data, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", a.ID, a.Action, data)
+	return err
+}

@@ -1,0 +1,167 @@
+// Package postgres is the PostgreSQL implementation of store.Store, on a
+// pgx v5 connection pool, for several clasp servers (replicas) sharing one
+// database.
+//
+// Every lock rule of SPEC section 4 is ONE statement: a data-modifying CTE
+// that locks and reads the old row (FOR UPDATE), decides in the
+// UPDATE's WHERE, writes the activity rows of the change and answers the
+// row with the old lock columns (lock.go). A statement outside an explicit
+// transaction is its own transaction, so a lock rule costs one round trip
+// and its activity rows commit with it. Liveness, leases and timestamps use
+// the database clock (now(), the transaction's start), never a replica's,
+// so replicas whose clocks disagree still agree on who is live. Per-company
+// identifiers come from a row-locked counter in the creating statement, and
+// both sweeper passes pick their rows with FOR UPDATE SKIP LOCKED, so any
+// number of replicas may create and sweep at once.
+//
+// Open applies the embedded migrations (goose, PostgreSQL dialect) under a
+// session advisory lock, so replicas starting together migrate once.
+// Deadlocks and serialization failures (40P01, 40001) are retried a few
+// times inside the store. Only internal/cli and tests import this package;
+// the server sees store.Store.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Options configures Open. The zero value is valid.
+type Options struct {
+	// Logger receives migration messages (default: discard).
+	Logger *slog.Logger
+	// Schema, when set, is the schema the store's tables live in: it is
+	// created if missing and is the connections' search_path (tests give
+	// each store its own). Default: the URL's own search_path (public).
+	Schema string
+	// MaxConns caps the pool's connections (default: pgxpool's, the larger
+	// of 4 and the number of CPUs, unless the URL sets pool_max_conns).
+	MaxConns int32
+}
+
+// Store is the PostgreSQL store. It is safe for concurrent use; Close it
+// when done.
+type Store struct {
+	pool   *pgxpool.Pool
+	schema string
+	log    *slog.Logger
+	newID  func() string
+
+	idemPurgedAt atomicTime // when this process last purged expired idempotency records
+}
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// DSN, as pgx reads it), applies the pending migrations under an advisory
+// lock, and returns the store. Errors: an invalid URL or Schema, an
+// unreachable database, a failed migration.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: parse url: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.Schema != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
+	}
+	s := &Store{schema: opts.Schema, log: opts.Logger, newID: newUUIDv7}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if err := s.pool.Ping(ctx); err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("open postgres store: connect to %s: %w", cfg.ConnConfig.Host, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	return s, nil
+}
+
+// Close closes the pool, waiting for connections in use to be returned.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Ping checks that the database answers a query (for /readyz); 503
+// unavailable when it does not.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		return translate(fmt.Errorf("ping postgres: %w", err))
+	}
+	return nil
+}
+
+// maxAttempts bounds the tries of a write that fails with a deadlock or a
+// serialization failure (the database rolled it back, so it is safe to run
+// again).
+const maxAttempts = 5
+
+// retry runs fn until it succeeds, fails with an error that is not a
+// deadlock or serialization failure, or has been tried maxAttempts times,
+// sleeping a few random milliseconds between tries. It returns fn's last
+// error translated (see translate).
+func (s *Store) retry(ctx context.Context, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || attempt == maxAttempts || !retryable(err) {
+			return translate(err)
+		}
+		t := time.NewTimer(backoff(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return translate(err)
+		case <-t.C:
+		}
+	}
+}
+
+// tx runs fn in one transaction (READ COMMITTED) and commits it if fn
+// returns nil, retrying the whole transaction on a deadlock or
+// serialization failure (see retry). fn must touch the database only
+// through tx and may run more than once.
+func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return s.retry(ctx, func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
+}
+
+// retryable reports whether err is a deadlock (40P01) or a serialization
+// failure (40001), after which the statement's transaction was rolled back.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// backoff is the pause before try attempt+1: 1-2 ms, doubling.
+func backoff(attempt int) time.Duration {
+	base := time.Millisecond << (attempt - 1)
+	return base + time.Duration(uuid.New().ID()%uint32(base))
+}
+
+func newUUIDv7() string {
+	u, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return u.String()
+}

@@ -1,0 +1,102 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+var _ store.ActivityStream = (*Store)(nil)
+
+const (
+	// sqlActivityAfter reads a company's activity forward from an id
+	// (index activity_company).
+	sqlActivityAfter = `SELECT ` + activityCols + ` FROM activity
+	WHERE company_id = ? AND id > ? ORDER BY id LIMIT ?`
+	sqlActivityLatestID = `SELECT coalesce(max(id), 0) FROM activity WHERE company_id = ?`
+)
+
+// watchers fans "activity committed" out to WatchActivity channels. On
+// SQLite the single writer is in this process, so an in-process signal after
+// each commit that wrote activity reaches every watcher.
+type watchers struct {
+	mu  sync.Mutex
+	chs map[chan struct{}]struct{}
+}
+
+// notify wakes every watcher without blocking: each channel has room for
+// one pending value, and a pending value already says "look again".
+func (w *watchers) notify() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ch := range w.chs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// WatchActivity implements store.ActivityStream.
+func (s *Store) WatchActivity(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	s.watch.mu.Lock()
+	if s.watch.chs == nil {
+		s.watch.chs = map[chan struct{}]struct{}{}
+	}
+	s.watch.chs[ch] = struct{}{}
+	s.watch.mu.Unlock()
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		defer func() {
+			s.watch.mu.Lock()
+			delete(s.watch.chs, ch)
+			s.watch.mu.Unlock()
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				select {
+				case out <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// ActivityAfter implements store.ActivityStream. On SQLite the single
+// writer assigns ids in commit order, so there are no holes to wait for:
+// through is the last row's id (afterID when there is none).
+func (s *Store) ActivityAfter(ctx context.Context, companyID string, afterID int64, limit int) ([]*clasp.Activity, int64, error) {
+	rows, err := s.read(ctx, qActivityAfter, companyID, afterID, pageLimit(limit))
+	if err != nil {
+		return nil, afterID, translate(fmt.Errorf("read activity after %d: %w", afterID, err))
+	}
+	list, err := scanAll(rows, scanActivity)
+	if err != nil {
+		return nil, afterID, translate(fmt.Errorf("read activity after %d: %w", afterID, err))
+	}
+	through := afterID
+	if len(list) > 0 {
+		through = list[len(list)-1].ID
+	}
+	return list, through, nil
+}
+
+// ActivityLatestID implements store.ActivityStream.
+func (s *Store) ActivityLatestID(ctx context.Context, companyID string) (int64, error) {
+	var id int64
+	if err := s.readRow(ctx, qActivityLatestID, companyID).Scan(&id); err != nil {
+		return 0, translate(fmt.Errorf("read latest activity id: %w", err))
+	}
+	return id, nil
+}
