@@ -18,7 +18,9 @@ func (a *app) newAgentWorkCmd() *cobra.Command {
 		Use:   "work",
 		Short: "Work issues as one agent until none is left (the swarm's agent process)",
 		Long: `Work issues as the agent whose API key is $` + EnvToken + ` (or --token), on the server
-at $` + EnvURL + ` (or --url), until there is no work left.
+at $` + EnvURL + ` (or --url), until there is no work left. The URL may be a
+comma-separated list of replicas on one database: requests go to the first and
+move to the next whenever a connection cannot be made.
 
 Each turn opens a run, finds an issue (the agent's inbox first, so that an issue
 a killed process of this agent held is adopted by checkout; then an unassigned

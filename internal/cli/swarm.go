@@ -28,19 +28,41 @@ checkout, with probability --kill-rate the swarm SIGKILLs it at a random moment
 of its work and starts a replacement for the same agent at once (--slow stretches
 the work so that kills land mid-checkout).
 
+With --database-url the swarm runs no embedded server: it starts --replicas
+processes of 'clasp serve' against that PostgreSQL database (passed to them in
+CLASP_DATABASE_URL), each on its own loopback port. The first replica creates
+the board token on a fresh database and prints it, and the swarm reads it there;
+the replicas need no copy of it, as they check tokens against the hash stored in
+the database (on a database that already has a token, pass it with --token).
+Each agent process gets the list of replicas, starting at a different one, and
+moves to the next when it cannot connect. --kill-replica-every kills a random
+replica with SIGKILL at that interval and restarts it on the same port while
+the agents carry on.
+
 When the work is over and the sweeper has failed the runs of the killed
 processes, the swarm checks through the API: every issue done, exactly one
 result comment per issue with the right hash, no lock left, no run left
-running or queued, and an activity log that accounts for every lock change. It
-prints a progress line on stderr about once a second, then a report on stdout,
-and exits 1 if any check failed or the work timed out.`,
+running or queued, an activity log that accounts for every lock change, and
+every checkout and result an agent saw acknowledged (its event lines) reflected
+in the database. It prints a progress line on stderr about once a second, then
+a report on stdout, and exits 1 if any check failed or the work timed out.`,
 		Example: `  clasp swarm                                   # the current directory, 8 agents
   clasp swarm --dir /usr/share/doc --agents 16 --kill-rate 0.2 --slow 50ms
-  clasp swarm --server http://127.0.0.1:3100 --token clasp_bt_... --json`,
+  clasp swarm --server http://127.0.0.1:3100 --token clasp_bt_... --json
+  clasp swarm --database-url postgres://clasp@127.0.0.1/clasp --replicas 3 --agents 16 --kill-rate 0.2 --kill-replica-every 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.KillRate < 0 || cfg.KillRate > 1 {
 				return usageErr(errors.New("--kill-rate must be between 0 and 1"))
+			}
+			if cfg.DatabaseURL != "" && cfg.ServerURL != "" {
+				return usageErr(errors.New("--database-url and --server exclude each other"))
+			}
+			if cfg.KillReplicaEvery > 0 && cfg.DatabaseURL == "" {
+				return usageErr(errors.New("--kill-replica-every needs --database-url"))
+			}
+			if cfg.Replicas < 1 {
+				return usageErr(errors.New("--replicas must be at least 1"))
 			}
 			cfg.BoardToken = firstNonEmpty(cfg.BoardToken, a.getenv(EnvToken))
 			cfg.StartServer = startEmbeddedServer
@@ -67,7 +89,10 @@ and exits 1 if any check failed or the work timed out.`,
 	f.Float64Var(&cfg.KillRate, "kill-rate", 0.1, "probability that a checkout is answered by a SIGKILL of the agent process during its work")
 	f.DurationVar(&cfg.Slow, "slow", 0, "stretch each issue's work to at least this long, so kills land mid-checkout")
 	f.StringVar(&cfg.ServerURL, "server", "", "use the clasp server at this URL instead of an embedded one")
-	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server (default $"+EnvToken+"; none for --local-trusted)")
+	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server, or of a --database-url that has one already (default $"+EnvToken+"; none for --local-trusted)")
+	f.StringVar(&cfg.DatabaseURL, "database-url", "", "run --replicas clasp serve processes on this PostgreSQL database instead of an embedded server")
+	f.IntVar(&cfg.Replicas, "replicas", 3, "with --database-url: number of clasp serve processes")
+	f.DurationVar(&cfg.KillReplicaEvery, "kill-replica-every", 0, "with --database-url: SIGKILL a random replica this often and restart it on its port (0: never)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the embedded database and the agents' logs (default a fresh temporary directory)")
 	f.BoolVar(&cfg.Keep, "keep", false, "keep the temporary data directory")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 3*time.Second, "lease TTL of the embedded server (with --server: the server's, to wait for its sweeper)")

@@ -54,6 +54,7 @@ type Tally struct {
 	Released          int      `json:"released"`          // issue.released rows
 	LocksReleased     int      `json:"locksReleased"`     // issue.lock_released rows
 	ForceReleases     int      `json:"forceReleases"`     // issue.admin_force_release rows
+	AcksChecked       int      `json:"acksChecked"`       // writes the agents saw acknowledged, checked against the database
 	FilesChanged      []string `json:"filesChanged,omitempty"`
 }
 
@@ -79,6 +80,13 @@ type Tally struct {
 //     written once, by the run holding the lock, the run its result comment
 //     carries.
 func Check(ctx context.Context, c *client.Client, companyID string, expected map[string]string) (Tally, []Violation) {
+	return CheckWithAcks(ctx, c, companyID, expected, nil)
+}
+
+// CheckWithAcks is Check plus the check of every write the agents saw
+// acknowledged (acks, from their event lines): each must be reflected in
+// the database (see checkAcks; violations CheckAck).
+func CheckWithAcks(ctx context.Context, c *client.Client, companyID string, expected map[string]string, acks []Ack) (Tally, []Violation) {
 	var t Tally
 	var vs []Violation
 	add := func(issue, check, format string, args ...any) {
@@ -146,6 +154,7 @@ func Check(ctx context.Context, c *client.Client, companyID string, expected map
 		return t, vs
 	}
 	replayActivity(acts, issues, results, &t, add)
+	t.AcksChecked = checkAcks(acks, acts, issues, add)
 	sort.SliceStable(vs, func(i, j int) bool { return vs[i].Issue < vs[j].Issue })
 	return t, vs
 }

@@ -17,5 +17,15 @@
 // It prints one machine-readable event line per step on stdout (see Event),
 // which Run follows to time its kills and count conflicts.
 //
+// With Config.DatabaseURL (issue 3, item 5) Run starts no embedded server
+// but N processes of `clasp serve` on one PostgreSQL database (replica.go,
+// through internal/crashtest's Server), gives each agent process the list
+// of replicas starting at a different one (its HTTP client fails over when
+// it cannot connect), may SIGKILL a random replica every
+// Config.KillReplicaEvery and restart it on the same port, and adds a
+// check: every checkout and result an agent saw acknowledged (its event
+// lines, Ack) is reflected in the database (CheckWithAcks). That check
+// runs on the embedded server too.
+//
 // Only internal/cli imports this package.
 package swarm

@@ -16,7 +16,7 @@ const (
 	EventRunOpened  = "run_opened"  // run=
 	EventCheckedOut = "checked_out" // issue=, run=, epoch=, from=inbox|todo: the work starts now
 	EventConflict   = "conflict"    // issue=, run=, reason=: a checkout answered 409
-	EventDone       = "done"        // issue=, run=, sha256=: result and status done written in one PATCH
+	EventDone       = "done"        // issue=, run=, epoch=, sha256=: result and status done written in one PATCH by the run holding the lock at epoch
 	EventLockLost   = "lock_lost"   // issue=, run=, code=: the PATCH answered 409, the lock was taken over
 	EventRunLost    = "run_lost"    // run=, issue= if any: the run was swept under this process (a stall past the TTL); its work is dropped
 	EventRunClosed  = "run_closed"  // run=, status=

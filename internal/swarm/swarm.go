@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +48,20 @@ type Config struct {
 	Timeout  time.Duration // setup and work (the final checks get their own few minutes); default 10 min
 	MaxFiles int           // > 0: only the first MaxFiles files (sorted by path)
 
+	// DatabaseURL, when set, makes the swarm start Replicas processes of
+	// `clasp serve` (ServerBinary) against this PostgreSQL database, each on
+	// its own loopback port, instead of an embedded server; agents spread
+	// over them (each gets the list, starting at a different replica, and
+	// fails over on connection errors). KillReplicaEvery > 0 SIGKILLs a
+	// random replica at that interval and restarts it on the same port
+	// while the agents carry on (issue 3, item 5).
+	DatabaseURL      string
+	Replicas         int // default 3
+	KillReplicaEvery time.Duration
+	// ServerBinary is the clasp executable the replicas run; default this
+	// executable.
+	ServerBinary string
+
 	// AgentCommand is the agent process to start, to which CLASP_URL and
 	// CLASP_TOKEN are passed in the environment (and --slow when Slow > 0);
 	// default: this executable with "agent work".
@@ -81,13 +94,16 @@ type StartServerFunc func(ctx context.Context, opts ServerOptions) (*EmbeddedSer
 // Report is the outcome of Run.
 type Report struct {
 	Dir              string `json:"dir"`
-	Server           string `json:"server"`
+	Server           string `json:"server"` // the server root; with replicas, their roots separated by commas
 	Embedded         bool   `json:"embedded"`
 	DataDir          string `json:"dataDir,omitempty"` // set when kept
 	CompanyID        string `json:"companyId"`
 	IssuePrefix      string `json:"issuePrefix"`
 	Issues           int    `json:"issues"`
 	Agents           int    `json:"agents"`
+	Replicas         int    `json:"replicas,omitempty"` // `clasp serve` processes on the PostgreSQL database (--database-url)
+	ReplicaKills     int    `json:"replicaKills"`       // replicas killed with SIGKILL (--kill-replica-every)
+	ReplicaRestarts  int    `json:"replicaRestarts"`    // replicas started again on their port after a kill
 	ProcessesStarted int    `json:"processesStarted"`
 	Kills            int    `json:"kills"`
 	Conflicts        int    `json:"conflicts"` // 409 checkout_conflict answers, summed from the agents' event lines
@@ -118,6 +134,10 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "swarm report (%s, company %s)\n", r.Server, r.IssuePrefix)
 	fmt.Fprintf(w, "  issues              %d (%d done)\n", r.Issues, r.Tally.Done)
 	fmt.Fprintf(w, "  agents              %d\n", r.Agents)
+	if r.Replicas > 0 {
+		fmt.Fprintf(w, "  server replicas     %d on one PostgreSQL database\n", r.Replicas)
+		fmt.Fprintf(w, "  replica kills       %d (SIGKILL), %d restarts on the same port\n", r.ReplicaKills, r.ReplicaRestarts)
+	}
 	fmt.Fprintf(w, "  processes started   %d\n", r.ProcessesStarted)
 	fmt.Fprintf(w, "  kills (SIGKILL)     %d\n", r.Kills)
 	fmt.Fprintf(w, "  checkout conflicts  %d%s\n", r.Conflicts, byReason(r.ConflictsByReason))
@@ -129,6 +149,7 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "    under live agents %d runs swept after a stall, %d results refused (lock taken over)\n", r.RunsDropped, r.LocksTakenOver)
 	}
 	fmt.Fprintf(w, "  locks cleared       %d by release or done, %d by run end, %d swept, %d forced\n", r.Tally.Released, r.Tally.LocksReleased, r.Tally.StaleLocksCleared, r.Tally.ForceReleases)
+	fmt.Fprintf(w, "  acknowledged writes %d checked against the database\n", r.Tally.AcksChecked)
 	fmt.Fprintf(w, "  elapsed             %.1f s\n", r.ElapsedSeconds)
 	fmt.Fprintf(w, "  issues per second   %.1f\n", r.IssuesPerSecond)
 	if len(r.Tally.FilesChanged) > 0 {
@@ -230,7 +251,19 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		rep.DataDir = dataDir
 	}
 	url, token := cfg.ServerURL, cfg.BoardToken
-	if url == "" {
+	urlsFor := func(n int) []string { return []string{url} } // the server(s) agent n calls, preferred first
+	var replicas *replicaSet
+	if cfg.DatabaseURL != "" {
+		rs, err := startReplicas(ctx, &cfg, dataDir, logDir)
+		if err != nil {
+			return nil, err
+		}
+		replicas = rs
+		defer rs.stop(ctx)
+		url, token, urlsFor = rs.servers[0].URL(), rs.token, rs.urls
+		rep.Replicas = len(rs.servers)
+		logf("%d replicas of clasp serve on PostgreSQL at %s (lease TTL %s, sweep every %s), logs in %s", len(rs.servers), strings.Join(rs.urls(0), ", "), cfg.LeaseTTL, cfg.SweepInterval, logDir)
+	} else if url == "" {
 		logFile, err := os.Create(filepath.Join(logDir, "server.log"))
 		if err != nil {
 			return nil, fmt.Errorf("create server log: %w", err)
@@ -251,8 +284,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		rep.Embedded = true
 		logf("embedded server at %s (lease TTL %s, sweep every %s), data in %s", url, cfg.LeaseTTL, cfg.SweepInterval, dataDir)
 	}
-	rep.Server = url
-	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: time.Minute}
+	rep.Server = strings.Join(urlsFor(0), ",")
+	hc, err := newFailoverClient(urlsFor(0), time.Minute)
+	if err != nil {
+		return nil, err
+	}
 	defer hc.CloseIdleConnections()
 	board := client.New(url, client.WithToken(token), client.WithHTTPClient(hc), client.WithUserAgent("clasp-swarm"))
 
@@ -265,8 +301,22 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 
 	wctx, cancel := context.WithTimeout(ctx, cfg.Timeout-time.Since(start))
 	defer cancel()
-	sup := &supervisor{cfg: &cfg, url: url, total: len(expected), done: map[string]bool{}, byReason: map[string]int{}, logDir: logDir}
+	sup := &supervisor{cfg: &cfg, urls: urlsFor, total: len(expected), done: map[string]bool{}, byReason: map[string]int{}, logDir: logDir}
+	var kwg sync.WaitGroup
+	kctx, stopKills := context.WithCancel(wctx)
+	if replicas != nil {
+		sup.replicaKills = func() int {
+			replicas.mu.Lock()
+			defer replicas.mu.Unlock()
+			return replicas.kills
+		}
+	}
+	if replicas != nil && cfg.KillReplicaEvery > 0 {
+		kwg.Go(func() { replicas.killLoop(kctx, cfg.KillReplicaEvery, logf) })
+	}
 	sup.run(wctx, keys, progress)
+	stopKills()
+	kwg.Wait()
 	rep.TimedOut = wctx.Err() != nil && ctx.Err() == nil
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -277,13 +327,25 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	// finish them, the point is to see them recovered.
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer ccancel()
+	if replicas != nil {
+		replicas.ensureRunning(cctx, logf)
+	}
 	waitForSweep(cctx, board, co.ID, cfg, logf)
 
-	tally, vs := Check(cctx, board, co.ID, expected)
+	sup.mu.Lock()
+	acks := append([]Ack(nil), sup.acks...)
+	sup.mu.Unlock()
+	tally, vs := CheckWithAcks(cctx, board, co.ID, expected, acks)
+	if replicas != nil {
+		replicas.mu.Lock()
+		rep.ReplicaKills, rep.ReplicaRestarts = replicas.kills, replicas.restarts
+		rep.AgentFailures = append(rep.AgentFailures, replicas.failures...)
+		replicas.mu.Unlock()
+	}
 	sup.mu.Lock()
 	rep.ProcessesStarted, rep.Kills, rep.Conflicts = sup.started, sup.kills, sup.conflicts
 	rep.ConflictsByReason = sup.byReason
-	rep.AgentFailures = sup.failures
+	rep.AgentFailures = append(sup.failures, rep.AgentFailures...)
 	rep.RunsDropped, rep.LocksTakenOver = sup.runsDropped, sup.locksTakenOver
 	sup.mu.Unlock()
 	rep.Tally = tally
@@ -330,8 +392,25 @@ func (cfg *Config) defaults() error {
 		}
 		cfg.AgentCommand = []string{exe, "agent", "work"}
 	}
-	if cfg.ServerURL == "" && cfg.StartServer == nil {
-		return errors.New("no server: set ServerURL or StartServer")
+	if cfg.DatabaseURL != "" {
+		if cfg.ServerURL != "" {
+			return errors.New("a database URL (replicas) and a server URL exclude each other")
+		}
+		if cfg.Replicas <= 0 {
+			cfg.Replicas = 3
+		}
+		if cfg.ServerBinary == "" {
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find own executable for the replicas: %w", err)
+			}
+			cfg.ServerBinary = exe
+		}
+	} else if cfg.KillReplicaEvery > 0 {
+		return errors.New("killing replicas needs a database URL (replicas)")
+	}
+	if cfg.ServerURL == "" && cfg.DatabaseURL == "" && cfg.StartServer == nil {
+		return errors.New("no server: set ServerURL, DatabaseURL or StartServer")
 	}
 	return nil
 }
@@ -456,11 +535,13 @@ func waitForSweep(ctx context.Context, board *client.Client, companyID string, c
 
 // supervisor runs the agent processes and follows their event lines.
 type supervisor struct {
-	cfg    *Config
-	url    string
-	total  int
-	logDir string
-	start  time.Time // when the first process started
+	cfg  *Config
+	urls func(n int) []string // the server(s) agent n calls, preferred first
+	// replicaKills, when not nil, counts the replica kills (progress line).
+	replicaKills func() int
+	total        int
+	logDir       string
+	start        time.Time // when the first process started
 
 	mu        sync.Mutex
 	started   int
@@ -472,6 +553,7 @@ type supervisor struct {
 	runsDropped, locksTakenOver int
 	done                        map[string]bool
 	failures                    []string
+	acks                        []Ack // writes the agents saw acknowledged (their event lines)
 }
 
 // run runs one slot per key (runSlot) and prints a progress line about
@@ -519,7 +601,7 @@ func (s *supervisor) runSlot(ctx context.Context, n int, key string) {
 	defer logFile.Close()
 	failures := 0
 	for ctx.Err() == nil {
-		killed, err := s.runProcess(ctx, key, logFile)
+		killed, err := s.runProcess(ctx, n, key, logFile)
 		switch {
 		case killed:
 			failures = 0 // killed by us: replace at once
@@ -540,13 +622,15 @@ func (s *supervisor) runSlot(ctx context.Context, n int, key string) {
 
 // runProcess runs one agent process to its end. killed reports that it died
 // of a SIGKILL sent by the swarm (the kill was counted).
-func (s *supervisor) runProcess(ctx context.Context, key string, logFile *os.File) (killed bool, err error) {
+func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile *os.File) (killed bool, err error) {
 	args := append([]string(nil), s.cfg.AgentCommand...)
 	if s.cfg.Slow > 0 {
 		args = append(args, "--slow", s.cfg.Slow.String())
 	}
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), "CLASP_URL="+s.url, "CLASP_TOKEN="+key)
+	// CLASP_URL lists the replicas (one URL without them), starting at a
+	// different one per agent: the agents spread over the replicas.
+	cmd.Env = append(os.Environ(), "CLASP_URL="+strings.Join(s.urls(n-1), ","), "CLASP_TOKEN="+key)
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -568,6 +652,11 @@ func (s *supervisor) runProcess(ctx context.Context, key string, logFile *os.Fil
 		ev, ok := ParseEvent(sc.Text())
 		if !ok {
 			continue
+		}
+		if a, ok := ackFromEvent(ev); ok {
+			s.mu.Lock()
+			s.acks = append(s.acks, a)
+			s.mu.Unlock()
 		}
 		switch ev.Name {
 		case EventCheckedOut:
@@ -624,6 +713,10 @@ func (s *supervisor) fail(msg string) {
 func (s *supervisor) progressLine() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fmt.Sprintf("swarm: done %d/%d  kills %d  live %d  conflicts %d  elapsed %.1fs",
-		len(s.done), s.total, s.kills, s.live, s.conflicts, time.Since(s.start).Seconds())
+	replicas := ""
+	if s.replicaKills != nil {
+		replicas = fmt.Sprintf("  replica kills %d", s.replicaKills())
+	}
+	return fmt.Sprintf("swarm: done %d/%d  kills %d%s  live %d  conflicts %d  elapsed %.1fs",
+		len(s.done), s.total, s.kills, replicas, s.live, s.conflicts, time.Since(s.start).Seconds())
 }

@@ -24,7 +24,11 @@ const ResultPrefix = "sha256 "
 
 // WorkerConfig configures one agent process (`clasp agent work`).
 type WorkerConfig struct {
-	URL   string // server root, e.g. http://127.0.0.1:3100 (CLASP_URL)
+	// URL is the server root, e.g. http://127.0.0.1:3100 (CLASP_URL), or
+	// a comma-separated list of the roots of replicas on one database:
+	// requests go to the first and move on to the next whenever a
+	// connection cannot be made (a killed replica), see failoverTransport.
+	URL   string
 	Token string // the agent's API key (CLASP_TOKEN)
 	// Slow stretches the work on each issue to at least this long (0: as
 	// fast as the file can be hashed).
@@ -35,7 +39,8 @@ type WorkerConfig struct {
 	// ConnRetry bounds how long connection errors are retried, with
 	// backoff, before the worker gives up. Default 60 s.
 	ConnRetry time.Duration
-	// HTTPClient defaults to a client with a 30 s timeout per request.
+	// HTTPClient defaults to a client with a 30 s timeout per request
+	// (failing over between the replicas of URL).
 	HTTPClient *http.Client
 	Events     io.Writer    // event lines (stdout); default os.Stdout
 	Log        *slog.Logger // human logs (stderr); default slog.Default()
@@ -62,8 +67,13 @@ func NewWorker(cfg WorkerConfig) *Worker {
 	if cfg.ConnRetry <= 0 {
 		cfg.ConnRetry = 60 * time.Second
 	}
+	urls := strings.Split(cfg.URL, ",")
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+		hc, err := newFailoverClient(urls, 30*time.Second)
+		if err != nil {
+			hc = &http.Client{Timeout: 30 * time.Second} // the first request reports the bad URL
+		}
+		cfg.HTTPClient = hc
 	}
 	if cfg.Events == nil {
 		cfg.Events = os.Stdout
@@ -73,7 +83,7 @@ func NewWorker(cfg WorkerConfig) *Worker {
 	}
 	return &Worker{
 		cfg: cfg,
-		c:   client.New(cfg.URL, client.WithToken(cfg.Token), client.WithHTTPClient(cfg.HTTPClient), client.WithUserAgent("clasp-agent-work")),
+		c:   client.New(strings.TrimSpace(urls[0]), client.WithToken(cfg.Token), client.WithHTTPClient(cfg.HTTPClient), client.WithUserAgent("clasp-agent-work")),
 		ev:  NewEventWriter(cfg.Events),
 		log: cfg.Log,
 	}
@@ -128,6 +138,17 @@ func (w *Worker) turn(ctx context.Context) error {
 	if err := w.retry(ctx, func() error {
 		var err error
 		run, err = w.c.RunOpen(ictx, client.RunOpenRequest{InvocationSource: "swarm"})
+		if clasp.ErrorCode(err) == clasp.CodeIdempotencyInFlight {
+			// The server that took this key died before it answered (a
+			// killed replica): the key stays in flight until the store
+			// deems it abandoned (minutes). A run that request may have
+			// opened is never used, and the sweeper fails it when its
+			// lease runs out; open another under a fresh key. The error
+			// is not a *clasp.Error, so retry tries again.
+			ictx = client.WithIdempotencyKey(ctx, client.NewIdempotencyKey())
+			w.log.Warn("run open stuck in flight on a dead server; retrying with a new Idempotency-Key", "err", err)
+			return fmt.Errorf("open run: idempotency key stuck in flight: %v", err)
+		}
 		return err
 	}); err != nil {
 		return fmt.Errorf("open run: %w", err)
@@ -429,7 +450,7 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 		return nil
 	}
 	w.done++
-	w.ev.Emit(EventDone, "issue", iss.Identifier, "run", run.ID, "sha256", strings.TrimPrefix(result, ResultPrefix))
+	w.ev.Emit(EventDone, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "sha256", strings.TrimPrefix(result, ResultPrefix))
 	w.finish(ctx, rc, run.ID, clasp.RunSucceeded, "")
 	return nil
 }
