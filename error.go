@@ -9,6 +9,7 @@ import (
 const (
 	CodeInvalidRequest       = "invalid_request"        // 400: malformed JSON, unknown field, bad enum or UUID, missing field
 	CodeBodyTooLarge         = "body_too_large"         // 413: request body over the cap (1 MiB)
+	CodeRequestTimeout       = "request_timeout"        // 408: the request body did not arrive in time
 	CodeUnauthenticated      = "unauthenticated"        // 401: no, bad, revoked or terminated credentials
 	CodeRunIDRequired        = "run_id_required"        // 401: an agent call that needs a run sent no run header
 	CodeForbidden            = "forbidden"              // 403: the actor may not do this
@@ -19,7 +20,7 @@ const (
 	CodeOwnershipConflict    = "ownership_conflict"     // 409: rules L4/L5 refused a write by a non-holder
 	CodeRunNotLive           = "run_not_live"           // 409: the named run is terminal or lost
 	CodeAlreadyExists        = "already_exists"         // 409: a unique name or prefix is taken
-	CodeIdempotencyInFlight  = "idempotency_in_flight"  // 409: the first request with this Idempotency-Key is still running
+	CodeIdempotencyInFlight  = "idempotency_in_flight"  // 409: the first request with this Idempotency-Key is still running (no longer sent: the key is recorded in the creating transaction)
 	CodePreconditionFailed   = "precondition_failed"    // 422: a state precondition failed (e.g. checkout of a done issue)
 	CodeRunNotFound          = "run_not_found"          // 422: the named run does not exist
 	CodeIdempotencyKeyReused = "idempotency_key_reused" // 422: same Idempotency-Key, different body

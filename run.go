@@ -34,10 +34,12 @@ func (s RunStatus) Terminal() bool {
 	return false
 }
 
-// Error codes a lost run is failed with (SPEC section 1).
+// Error codes a lost run is failed with (SPEC section 1), and the one a
+// run is cancelled with when its agent is terminated.
 const (
-	RunErrorLeaseExpired = "lease_expired"
-	RunErrorProcessLost  = "process_lost"
+	RunErrorLeaseExpired    = "lease_expired"
+	RunErrorProcessLost     = "process_lost"
+	RunErrorAgentTerminated = "agent_terminated"
 )
 
 // Invocation sources of a run.

@@ -415,8 +415,18 @@ func (a *app) newIssueForceReleaseCmd() *cobra.Command {
 		Use:   "force-release ISSUE --reason TEXT",
 		Short: "Clear every lock of an issue, even a live run's (board, audited)",
 		Long: `Clear the checkout and execution locks of an issue whatever holds them. Only
-the board may; the reason is written to the activity log. The run that held
-the issue gets 409 on its next write.`,
+the board may; the reason is written to the activity log. An in_progress
+issue goes back to todo; the assignee stays unless --clear-assignee.
+
+The run that held the issue is not stopped, and nothing refuses it for having
+held the issue: the issue is simply unlocked. While that run is live it may
+check the issue out again (if the issue is still its agent's, or unassigned),
+under a new checkoutEpoch (the fencing token: systems that check the epoch
+refuse writes made under the old one). To keep the old run away, assign the
+issue to another agent ('clasp issue update ISSUE --assignee AGENT_ID'), or end
+the run ('clasp run finish RUN_ID --status cancelled', as the board).
+--clear-assignee takes the issue out of the agent's inbox, but any agent, the
+old one included, may check out an unassigned issue.`,
 		Example: `  clasp issue force-release ACME-12 --reason "agent host lost" --clear-assignee`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -168,9 +168,11 @@ func (c *call) actor() store.Actor {
 
 // touch checks the run the call names, if any, and renews its lease (SPEC
 // section 2: a live run's request is a sign of life; at most one write per
-// min(MinRenewInterval, LeaseTTL/3) unless the endpoint forces it). Errors: 422
-// run_not_found (also for a run of another company, which is not visible),
-// 403 run_not_owned, 409 run_not_live.
+// min(MinRenewInterval, LeaseTTL/3) unless the endpoint forces it). Errors:
+// for a run named by a header, 422 run_not_found (also for a run of another
+// company, which is not visible); for the run of the path (heartbeat,
+// finish), 404 not_found in both cases, as for any resource by id (SPEC
+// section 2); 403 run_not_owned, 409 run_not_live.
 func (c *call) touch(ctx context.Context) error {
 	if c.runID == "" || c.who.board || c.run != nil {
 		return nil
@@ -183,14 +185,27 @@ func (c *call) touch(ctx context.Context) error {
 		MinRenewInterval: c.s.minRenew,
 	})
 	if err != nil {
-		if clasp.ErrorCode(err) == clasp.CodeRunNotOwned {
+		switch clasp.ErrorCode(err) {
+		case clasp.CodeRunNotFound:
+			return c.runNotFound()
+		case clasp.CodeRunNotOwned:
 			// Another company's run is not visible to this agent.
 			if other, gerr := c.s.st.RunGet(ctx, c.runID); gerr == nil && other.CompanyID != c.who.agent.CompanyID {
-				return clasp.Errorf(clasp.CodeRunNotFound, "Run %s does not exist.", c.runID).WithDetails("runId", c.runID)
+				return c.runNotFound()
 			}
 		}
 		return err
 	}
 	c.run = run
 	return nil
+}
+
+// runNotFound is the error for a named run that does not exist or is not
+// visible to the caller: 404 not_found when the path names it, 422
+// run_not_found when a header does (SPEC section 2).
+func (c *call) runNotFound() error {
+	if c.ep.run == runInPath {
+		return clasp.Errorf(clasp.CodeNotFound, "Run %s does not exist.", c.runID)
+	}
+	return clasp.Errorf(clasp.CodeRunNotFound, "Run %s does not exist.", c.runID).WithDetails("runId", c.runID)
 }

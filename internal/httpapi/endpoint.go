@@ -5,11 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -48,7 +49,8 @@ type endpoint struct {
 	// forceTouch: renew the run's lease even if renewed less than
 	// MinRenewInterval ago (the heartbeat).
 	forceTouch bool
-	// idempotent: honours the Idempotency-Key header (creating requests).
+	// idempotent: honours the Idempotency-Key header (creating requests):
+	// prepare fills call.idem, which serve passes to the store's create.
 	idempotent bool
 	// serve does the work and returns the status and value of a success.
 	serve func(ctx context.Context, c *call) (int, any, error)
@@ -64,6 +66,10 @@ type call struct {
 	runID string     // the run the call names (header, run token or path), "" if none
 	run   *clasp.Run // the named run, once touch checked it
 	body  []byte     // the raw body, nil for none
+	// idem is the request's Idempotency-Key on an idempotent endpoint, nil
+	// without one. The store sets idem.Replayed when it answered an earlier
+	// creation; serveEndpoint then adds Idempotent-Replayed: true.
+	idem *store.IdempotencyParams
 }
 
 // validator is implemented by request bodies with rules beyond JSON types.
@@ -118,25 +124,25 @@ func (s *Server) handle(ep endpoint) {
 // serveEndpoint runs the common steps of every /api endpoint, in order:
 // authenticate (401/403), check access (403), read the run header (400) and
 // the run rules (401 run_id_required), check the company of a company route
-// (403), read the capped body (413), honour Idempotency-Key, then serve.
+// (403), read the capped body (413, or 408 if it does not arrive in time),
+// read Idempotency-Key (400), then serve. A creation the store replayed for
+// an Idempotency-Key answers with the header Idempotent-Replayed: true.
 func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request, ep *endpoint) {
 	c, err := s.prepare(w, r, ep)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	ctx := r.Context()
-	if key := r.Header.Get("Idempotency-Key"); ep.idempotent && key != "" {
-		s.serveIdempotent(ctx, c, key)
-		return
-	}
-	status, v, err := ep.serve(ctx, c)
+	status, v, err := ep.serve(r.Context(), c)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	if v == streamed {
 		return // the endpoint wrote its own response (event stream)
+	}
+	if c.idem != nil && c.idem.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	writeJSON(w, status, v)
 }
@@ -203,96 +209,79 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep *endpoint) (
 		}
 	}
 	if r.Body != nil && r.Body != http.NoBody && (r.Method == http.MethodPost || r.Method == http.MethodPatch || r.Method == http.MethodPut) {
-		body, err := readBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+		body, err := s.readRequestBody(w, r)
 		if err != nil {
 			return nil, err
 		}
 		c.body = body
 	}
+	if key := r.Header.Get("Idempotency-Key"); ep.idempotent && key != "" {
+		if c.idem, err = idempotencyParams(c, key); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// readRequestBody reads the request body, capped at Config.MaxBodyBytes
+// (413 body_too_large), within Config.BodyReadTimeout of real time (408
+// request_timeout): a client that announces a body and never sends it
+// would otherwise hold the request forever, since the http.Server has no
+// ReadTimeout (it would cut the event stream). The read deadline is set on
+// the connection for the read only and cleared after it. A timed-out
+// answer closes the connection, so that the server does not wait for the
+// rest of the body to reuse it.
+func (s *Server) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	// A socket deadline is wall-clock time, not the store's clock (Config.Now).
+	if err := rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)); err == nil {
+		defer rc.SetReadDeadline(time.Time{})
+	}
+	body, err := readBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if clasp.ErrorCode(err) == clasp.CodeRequestTimeout {
+		w.Header().Set("Connection", "close")
+	}
+	return body, err
 }
 
 // maxIdempotencyKey bounds the Idempotency-Key header.
 const maxIdempotencyKey = 255
 
-// serveIdempotent serves a creating request that carries an Idempotency-Key
-// (SPEC section 3): the first request with (actor, key) runs and its 2xx
-// answer is stored; a repeat with the same method, path and body gets the
-// stored answer again (header Idempotent-Replayed: true) and creates
-// nothing; the same key with another request answers 422
-// idempotency_key_reused; a repeat while the first is still running, 409
-// idempotency_in_flight. A failed first request (4xx/5xx) drops the
-// reservation, so a retry runs afresh.
-func (s *Server) serveIdempotent(ctx context.Context, c *call, key string) {
-	w, r := c.w, c.r
+// idempotencyParams returns the store parameters of a creating request's
+// Idempotency-Key (SPEC section 3): the key is the caller's (the actor id),
+// and the request hash covers method, path and body, so the same key on
+// another endpoint or with another body is another request (422
+// idempotency_key_reused from the store). The store records the key in the
+// creating transaction and replays the creation on a repeat. 400
+// invalid_request for a key that is not 1-255 printable ASCII characters.
+func idempotencyParams(c *call, key string) (*store.IdempotencyParams, error) {
 	if len(key) > maxIdempotencyKey || strings.IndexFunc(key, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
-		s.writeError(w, r, clasp.InvalidField("Idempotency-Key", "The Idempotency-Key header must be 1 to %d printable ASCII characters.", maxIdempotencyKey))
-		return
+		return nil, clasp.InvalidField("Idempotency-Key", "The Idempotency-Key header must be 1 to %d printable ASCII characters.", maxIdempotencyKey)
 	}
-	actorID := c.actor().ID()
 	h := sha256.New()
-	h.Write([]byte(r.Method + "\n" + r.URL.Path + "\n"))
+	h.Write([]byte(c.r.Method + "\n" + c.r.URL.Path + "\n"))
 	h.Write(c.body)
-	reqHash := hex.EncodeToString(h.Sum(nil))
-	rec, err := s.st.IdempotencyBegin(ctx, actorID, key, reqHash)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if rec != nil {
-		switch {
-		case rec.RequestHash != reqHash:
-			s.writeError(w, r, clasp.Errorf(clasp.CodeIdempotencyKeyReused, "This Idempotency-Key was used for a different request; use a new key.").
-				WithDetails("field", "Idempotency-Key"))
-		case rec.StatusCode == 0:
-			s.writeError(w, r, clasp.Errorf(clasp.CodeIdempotencyInFlight, "The first request with this Idempotency-Key is still being handled; retry shortly."))
-		default:
-			w.Header().Set("Idempotent-Replayed", "true")
-			writeRawJSON(w, rec.StatusCode, bytes.TrimRight(rec.Body, "\n"))
-		}
-		return
-	}
-	// The reservation is ours: complete it on success, drop it otherwise
-	// (also on panic), detached from the request's cancellation.
-	bg := context.WithoutCancel(ctx)
-	done := false
-	defer func() {
-		if !done {
-			if err := s.st.IdempotencyAbort(bg, actorID, key); err != nil {
-				s.log.Error("idempotency abort", "actor", actorID, "err", err)
-			}
-		}
-	}()
-	status, v, err := c.ep.serve(ctx, c)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	body, err := json.Marshal(v)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := s.st.IdempotencyComplete(bg, actorID, key, status, body); err != nil {
-		// The resource exists; answer it, but a retry will see the key as
-		// in flight until the record expires.
-		s.log.Error("idempotency complete", "actor", actorID, "err", err)
-	}
-	done = true
-	writeRawJSON(w, status, body)
+	return &store.IdempotencyParams{ActorID: c.actor().ID(), Key: key, RequestHash: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// pageParams reads limit (1..1000, default 100; larger values are clamped
-// to 1000) and cursor from the query. 400 invalid_request naming the
-// parameter for a limit that is not a positive integer or an overlong cursor.
+// maxPageLimit is the most rows one page returns (SPEC section 3).
+const maxPageLimit = 1000
+
+// pageParams reads limit (a positive integer, default 100; larger values
+// than 1000 are clamped to 1000) and cursor from the query. 400
+// invalid_request naming the parameter for a limit that is not a positive
+// integer or an overlong cursor.
 func pageParams(q url.Values) (store.Page, error) {
 	p := store.Page{Limit: 100}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return p, clasp.InvalidField("limit", "Query parameter limit must be an integer from 1 to 1000, not %q.", truncate(v, 32))
+		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v, "-") {
+			n, err = maxPageLimit, nil // a huge limit is clamped like any other
 		}
-		p.Limit = min(n, 1000)
+		if err != nil || n < 1 {
+			return p, clasp.InvalidField("limit", "Query parameter limit must be an integer, 1 or more (at most %d are returned), not %q.", maxPageLimit, truncate(v, 32))
+		}
+		p.Limit = min(n, maxPageLimit)
 	}
 	p.Cursor = q.Get("cursor")
 	if len(p.Cursor) > 512 {

@@ -26,6 +26,7 @@ var codeStatus = map[string]int{
 	clasp.CodeAlreadyExists:        http.StatusConflict,
 	clasp.CodeIdempotencyInFlight:  http.StatusConflict,
 	clasp.CodeBodyTooLarge:         http.StatusRequestEntityTooLarge,
+	clasp.CodeRequestTimeout:       http.StatusRequestTimeout,
 	clasp.CodePreconditionFailed:   http.StatusUnprocessableEntity,
 	clasp.CodeRunNotFound:          http.StatusUnprocessableEntity,
 	clasp.CodeIdempotencyKeyReused: http.StatusUnprocessableEntity,

@@ -28,6 +28,7 @@ type bundle struct {
 	ts    *httptest.Server
 	hc    *http.Client
 	board string // the board token
+	db    string // the SQLite file
 }
 
 // setupOpts tweaks setup.
@@ -36,6 +37,7 @@ type setupOpts struct {
 	requireRunToken bool
 	leaseTTL        time.Duration
 	now             func() time.Time // the clock of store and server; default time.Now
+	bodyReadTimeout time.Duration
 }
 
 // setup starts a server for one test and registers its cleanup.
@@ -46,7 +48,8 @@ func setup(t testing.TB, opts ...func(*setupOpts)) *bundle {
 		f(&o)
 	}
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Synchronous: "NORMAL", Now: o.now})
+	db := filepath.Join(t.TempDir(), "clasp.db")
+	st, err := sqlite.Open(ctx, db, sqlite.Options{Synchronous: "NORMAL", Now: o.now})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -66,9 +69,10 @@ func setup(t testing.TB, opts ...func(*setupOpts)) *bundle {
 		RequireRunToken: o.requireRunToken,
 		Registry:        prometheus.NewRegistry(),
 		Now:             o.now,
+		BodyReadTimeout: o.bodyReadTimeout,
 	})
 	ts := httptest.NewServer(srv.Handler())
-	b := &bundle{t: t, st: st, srv: srv, ts: ts, hc: ts.Client(), board: board}
+	b := &bundle{t: t, st: st, srv: srv, ts: ts, hc: ts.Client(), board: board, db: db}
 	t.Cleanup(func() {
 		ts.Close()
 		if err := st.Close(); err != nil {

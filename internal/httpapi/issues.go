@@ -56,13 +56,15 @@ func (in *issueCreateIn) validate() error {
 
 // issueCreate: POST /api/companies/{companyId}/issues (board, or an agent of
 // the company). 201 issue with the next identifier PREFIX-N. Agents never
-// create an issue in_progress (422, rule L5: that takes a checkout).
+// create an issue in_progress (422, rule L5: that takes a checkout). A
+// repeat with the same Idempotency-Key answers the issue created first, as
+// it is now.
 func (s *Server) issueCreate(ctx context.Context, c *call, in *issueCreateIn) (int, any, error) {
 	if !c.who.board && in.Status != nil && *in.Status == clasp.IssueInProgress {
 		return 0, nil, errAgentInProgress()
 	}
 	cid, _ := parseUUID(c.r.PathValue("companyId"))
-	p := &store.IssueCreateParams{CompanyID: cid, Title: *in.Title, Actor: c.actor()}
+	p := &store.IssueCreateParams{CompanyID: cid, Title: *in.Title, Actor: c.actor(), Idempotency: c.idem}
 	if in.Description != nil {
 		p.Description = *in.Description
 	}
@@ -381,13 +383,14 @@ func (in *commentCreateIn) validate() error {
 }
 
 // commentCreate: POST /api/issues/{id}/comments (board, or any agent of the
-// issue's company, with its run if it names one). 201 comment.
+// issue's company, with its run if it names one). 201 comment; a repeat
+// with the same Idempotency-Key answers the comment created first.
 func (s *Server) commentCreate(ctx context.Context, c *call, in *commentCreateIn) (int, any, error) {
 	ref, err := issueRef(c)
 	if err != nil {
 		return 0, nil, err
 	}
-	cm, err := s.st.CommentCreate(ctx, &store.CommentCreateParams{Ref: ref, Body: *in.Body, Actor: c.actor()})
+	cm, err := s.st.CommentCreate(ctx, &store.CommentCreateParams{Ref: ref, Body: *in.Body, Actor: c.actor(), Idempotency: c.idem})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 	"unicode"
@@ -24,8 +26,9 @@ const DefaultMaxBodyBytes int64 = 1 << 20
 const maxJSONDepth = 32
 
 // readBody reads all of r. r should be an http.MaxBytesReader: its limit
-// error answers 413 body_too_large. Any other read error is 400
-// invalid_request (the client sent a broken body).
+// error answers 413 body_too_large. A read that hits the connection's read
+// deadline (Server.readRequestBody) answers 408 request_timeout. Any other
+// read error is 400 invalid_request (the client sent a broken body).
 func readBody(r io.Reader) ([]byte, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -33,6 +36,10 @@ func readBody(r io.Reader) ([]byte, error) {
 		if errors.As(err, &mbe) {
 			return nil, clasp.Errorf(clasp.CodeBodyTooLarge, "The request body is larger than %d bytes.", mbe.Limit).
 				WithDetails("limit", mbe.Limit)
+		}
+		var ne net.Error
+		if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+			return nil, clasp.Errorf(clasp.CodeRequestTimeout, "The request body did not arrive in time; send the whole body at once.")
 		}
 		return nil, clasp.Errorf(clasp.CodeInvalidRequest, "The request body could not be read.")
 	}

@@ -26,8 +26,10 @@ func (s *Server) routes() {
 	s.handle(endpoint{pattern: "POST /api/agents/me/runs", access: agentOnly, idempotent: true, serve: withBody(s.runOpen)})
 
 	// Runs.
-	s.handle(endpoint{pattern: "POST /api/runs/{id}/heartbeat", access: agentOnly, run: runInPath, forceTouch: true, serve: withBody(s.runHeartbeat)})
-	s.handle(endpoint{pattern: "POST /api/runs/{id}/finish", access: anyone, run: runInPath, serve: withBody(s.runFinish)})
+	// A run's heartbeat and finish are owner-only writes: with
+	// --require-run-token an agent must use the run's token (SPEC section 2).
+	s.handle(endpoint{pattern: "POST /api/runs/{id}/heartbeat", access: agentOnly, run: runInPath, tokenOnly: true, forceTouch: true, serve: withBody(s.runHeartbeat)})
+	s.handle(endpoint{pattern: "POST /api/runs/{id}/finish", access: anyone, run: runInPath, tokenOnly: true, serve: withBody(s.runFinish)})
 	s.handle(endpoint{pattern: "GET /api/runs/{id}", access: anyone, serve: noBody(s.runGet)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/runs", access: anyone, serve: noBody(s.runList)})
 

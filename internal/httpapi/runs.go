@@ -30,7 +30,10 @@ func (in *runOpenIn) validate() error {
 // runOpen: POST /api/agents/me/runs (agent). Opens a self-reported run,
 // running with lease now + LeaseTTL, and answers 201 with the run and its
 // runToken (a credential bound to this run, shown this once). 404 if
-// issueId names no issue of the agent's company.
+// issueId names no issue of the agent's company. A repeat with the same
+// Idempotency-Key opens nothing: it answers the run opened first with a
+// fresh runToken (the earlier token stops working, as only token hashes are
+// stored), or 409 run_not_live once that run has ended.
 func (s *Server) runOpen(ctx context.Context, c *call, in *runOpenIn) (int, any, error) {
 	token, hash := NewToken(TokenRun)
 	p := &store.RunOpenParams{
@@ -39,6 +42,7 @@ func (s *Server) runOpen(ctx context.Context, c *call, in *runOpenIn) (int, any,
 		LeaseTTL:         s.cfg.LeaseTTL,
 		TokenHash:        hash,
 		Actor:            c.actor(),
+		Idempotency:      c.idem,
 	}
 	if in.IssueID != nil {
 		p.IssueID = *in.IssueID
@@ -56,8 +60,8 @@ func (s *Server) runOpen(ctx context.Context, c *call, in *runOpenIn) (int, any,
 
 // runHeartbeat: POST /api/runs/{id}/heartbeat (the run's agent). The
 // endpoint's forced touch already renewed the lease; 200 run. 409
-// run_not_live if the run is terminal or lost, 403 run_not_owned, 422
-// run_not_found.
+// run_not_live if the run is terminal or lost, 403 run_not_owned, 404
+// not_found (also for another company's run).
 func (s *Server) runHeartbeat(ctx context.Context, c *call, _ *emptyIn) (int, any, error) {
 	return http.StatusOK, c.run, nil
 }
@@ -82,7 +86,8 @@ func (in *runFinishIn) validate() error {
 // runFinish: POST /api/runs/{id}/finish (the run's agent, or the board). It
 // ends the run and, in the same transaction, releases every lock naming it
 // (rule L6). 200 run; 409 run_not_live if it already ended (or, for its
-// agent, was lost).
+// agent, was lost); 404 not_found for a missing run or, for an agent,
+// another company's.
 func (s *Server) runFinish(ctx context.Context, c *call, in *runFinishIn) (int, any, error) {
 	runID := c.runID // the agent's: checked and touched
 	if c.who.board {

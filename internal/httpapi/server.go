@@ -51,8 +51,10 @@ type Config struct {
 	// Host is a loopback name, and turns on cross-origin protection (SPEC
 	// section 2). The caller must bind a loopback address only.
 	LocalTrusted bool
-	// RequireRunToken makes checkout, release and issue PATCH by agents
-	// accept only run tokens, not an agent key plus a run header.
+	// RequireRunToken makes checkout, release, issue PATCH, and a run's
+	// heartbeat and finish, by agents accept only run tokens, not an agent
+	// key plus a run header (SPEC section 2). The board may still finish
+	// any run.
 	RequireRunToken bool
 	// Registry is where /metrics gathers from. Default: a new registry with
 	// the Go and process collectors.
@@ -63,7 +65,15 @@ type Config struct {
 	Now func() time.Time
 	// MaxBodyBytes caps request bodies (413 above it). Default 1 MiB.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds the reading of one request's body, from when
+	// the handler starts reading it (408 request_timeout after it). It is
+	// a per-request read deadline, so the http.Server needs no ReadTimeout,
+	// which would also cut the event stream. Default 30 s.
+	BodyReadTimeout time.Duration
 }
+
+// DefaultBodyReadTimeout is Config.BodyReadTimeout's default.
+const DefaultBodyReadTimeout = 30 * time.Second
 
 // Server serves the clasp HTTP API. Build it with New; it is safe for
 // concurrent use.
@@ -104,6 +114,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger, m: cfg.Metrics, now: cfg.Now, mux: http.NewServeMux(), stopped: make(chan struct{}),
 		minRenew: min(MinRenewInterval, cfg.LeaseTTL/3)}

@@ -64,7 +64,9 @@ type AgentCreateParams struct {
 }
 
 // AgentUpdateParams changes an agent. Nil fields are left as they are.
-// Terminating an agent revokes its keys in the same transaction.
+// Terminating an agent is final and, in the same transaction, revokes its
+// keys and ends its queued and running runs as cancelled (errorCode
+// agent_terminated), releasing their locks (rule L6). See Store.AgentUpdate.
 type AgentUpdateParams struct {
 	AgentID string
 	Status  *clasp.AgentStatus
@@ -83,7 +85,9 @@ type AgentKeyCreateParams struct {
 }
 
 // RunOpenParams opens a self-reported run: running, lease = now + LeaseTTL.
-// TokenHash is the hash of the run token returned to the caller.
+// TokenHash is the hash of the run token returned to the caller. With
+// Idempotency, a replay opens nothing: TokenHash replaces the token hash of
+// the run opened first (whose old token stops working), see Store.RunOpen.
 type RunOpenParams struct {
 	AgentID          string
 	IssueID          string // optional; a UUID or identifier of the agent's company
@@ -91,6 +95,7 @@ type RunOpenParams struct {
 	LeaseTTL         time.Duration
 	TokenHash        string
 	Actor            Actor
+	Idempotency      *IdempotencyParams // optional: the request's Idempotency-Key
 }
 
 // RunTouchParams checks that RunID exists (else 422 run_not_found), belongs
@@ -135,6 +140,7 @@ type IssueCreateParams struct {
 	Priority        clasp.Priority    // default medium
 	AssigneeAgentID string            // optional; must be an agent of CompanyID
 	Actor           Actor
+	Idempotency     *IdempotencyParams // optional: the request's Idempotency-Key
 }
 
 // IssueListParams filters issues of a company, newest first.
@@ -204,9 +210,10 @@ type IssueUpdateParams struct {
 
 // CommentCreateParams adds a comment to an issue of the actor's company.
 type CommentCreateParams struct {
-	Ref   string
-	Body  string
-	Actor Actor
+	Ref         string
+	Body        string
+	Actor       Actor
+	Idempotency *IdempotencyParams // optional: the request's Idempotency-Key
 }
 
 // CommentListParams lists comments of an issue, oldest first, after the
@@ -233,11 +240,38 @@ type SweepResult struct {
 	LocksCleared int // pass 2: issues whose locks named only dead runs, now unlocked
 }
 
-// IdempotencyRecord is a stored answer to a creating request (SPEC section 3).
-type IdempotencyRecord struct {
-	RequestHash string
-	StatusCode  int    // 0 while the first request is still being handled
-	Body        []byte // the first response's body
+// IdempotencyWindow is how long an Idempotency-Key is remembered (SPEC
+// section 3: a repeat within 24 hours answers the first creation again).
+const IdempotencyWindow = 24 * time.Hour
+
+// IdempotencyParams makes a creating call (IssueCreate, CommentCreate,
+// RunOpen) idempotent (SPEC section 3), inside the creating transaction
+// itself, so that a crash leaves both the resource and its record, or
+// neither:
+//
+//   - The store first looks up (ActorID, Key) among the records of the last
+//     IdempotencyWindow. With the same RequestHash (and the same kind of
+//     resource) it creates nothing, returns the resource recorded there and
+//     sets Replayed. With another RequestHash, or a record of another kind
+//     of resource: 422 idempotency_key_reused (details.field
+//     "Idempotency-Key").
+//   - Otherwise it creates the resource and inserts the record (actor, key,
+//     request hash, resource kind and id, time) in the same transaction.
+//     The insert is guarded by the unique (actor, key): a concurrent
+//     duplicate that committed first makes it fail, and the store retries
+//     the whole call, which then replays (the PostgreSQL store; SQLite's
+//     single writer serialises them).
+//
+// A record holds the created resource's id, never a response body: a
+// replay re-reads the resource as it is now (an issue may have changed
+// since; a run gets a fresh token, see RunOpen), so no secret is ever
+// stored. Records older than the window are ignored and replaced, and
+// purged from time to time.
+type IdempotencyParams struct {
+	ActorID     string // whose key it is: the Actor.ID() of the caller
+	Key         string // the Idempotency-Key header (1-255 printable ASCII, checked by the caller)
+	RequestHash string // hex SHA-256 of the request (method, path and body)
+	Replayed    bool   // out: true when the store answered an earlier creation and created nothing
 }
 
 // Store is everything the server keeps. Implementations must pass
@@ -270,7 +304,13 @@ type Store interface {
 	AgentGet(ctx context.Context, id string) (*clasp.Agent, error)
 	// AgentList returns the agents of a company, oldest first.
 	AgentList(ctx context.Context, companyID string, page Page) ([]*clasp.Agent, string, error)
-	// AgentUpdate changes an agent; terminating revokes its keys. 404 not_found.
+	// AgentUpdate changes an agent. Setting status terminated, in the same
+	// transaction: revokes its keys, ends its queued and running runs as
+	// cancelled with errorCode agent_terminated (one run.finished row
+	// each), and clears every lock naming those runs with one
+	// issue.lock_released row per issue (rule L6, as RunFinish).
+	// terminated is final: 422 precondition_failed (details.field status)
+	// for a change to any other status. 404 not_found.
 	AgentUpdate(ctx context.Context, p *AgentUpdateParams) (*clasp.Agent, error)
 	// AgentKeyCreate stores a key hash. 404 if the agent is missing.
 	AgentKeyCreate(ctx context.Context, p *AgentKeyCreateParams) (*clasp.APIKey, error)
@@ -288,7 +328,11 @@ type Store interface {
 	RunAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, *clasp.Run, error)
 
 	// RunOpen opens a running run with a lease. 404 if IssueID names no
-	// issue of the agent's company.
+	// issue of the agent's company. With p.Idempotency (see
+	// IdempotencyParams) a replay opens nothing: while the recorded run is
+	// live, p.TokenHash replaces its token hash (the old token stops
+	// working) and its lease is renewed, as by a sign of life; once it is
+	// terminal or lost, 409 run_not_live (its token cannot be issued again).
 	RunOpen(ctx context.Context, p *RunOpenParams) (*clasp.Run, error)
 	// RunGet returns a run; 404 not_found.
 	RunGet(ctx context.Context, id string) (*clasp.Run, error)
@@ -303,6 +347,7 @@ type Store interface {
 	RunFinish(ctx context.Context, p *RunFinishParams) (*clasp.Run, error)
 
 	// IssueCreate creates an issue with the next identifier of its company.
+	// With p.Idempotency a replay returns the recorded issue as it is now.
 	IssueCreate(ctx context.Context, p *IssueCreateParams) (*clasp.Issue, error)
 	// IssueGet returns an issue by UUID or identifier (case-insensitive).
 	// companyID, when not empty, scopes the lookup (404 for other companies).
@@ -322,7 +367,8 @@ type Store interface {
 	// IssueUpdate applies a PATCH under rules L5 and L6.
 	IssueUpdate(ctx context.Context, p *IssueUpdateParams) (*clasp.Issue, error)
 
-	// CommentCreate adds a comment.
+	// CommentCreate adds a comment. With p.Idempotency a replay returns the
+	// recorded comment.
 	CommentCreate(ctx context.Context, p *CommentCreateParams) (*clasp.Comment, error)
 	// CommentList lists comments of an issue, oldest first.
 	CommentList(ctx context.Context, p *CommentListParams) ([]*clasp.Comment, error)
@@ -338,17 +384,6 @@ type Store interface {
 	// referenced runs are all dead, compare-and-set on the old values, one
 	// issue.stale_lock_cleared row each. Safe to run concurrently.
 	SweepStaleLocks(ctx context.Context) (int, error)
-
-	// IdempotencyBegin reserves (actorID, key) for a request with the given
-	// body hash. It returns nil, nil when the reservation is new (the caller
-	// must later call IdempotencyComplete or IdempotencyAbort); otherwise the
-	// existing record (StatusCode 0 while the first request is in flight).
-	// Records older than 24 hours are ignored and replaced.
-	IdempotencyBegin(ctx context.Context, actorID, key, requestHash string) (*IdempotencyRecord, error)
-	// IdempotencyComplete stores the answer to a reserved request.
-	IdempotencyComplete(ctx context.Context, actorID, key string, status int, body []byte) error
-	// IdempotencyAbort drops a reservation whose request failed, so a retry may run.
-	IdempotencyAbort(ctx context.Context, actorID, key string) error
 }
 
 // ActivityStream is what the live event stream (GET

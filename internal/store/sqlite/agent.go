@@ -23,9 +23,21 @@ const (
 		name_key = coalesce(:name_key, name_key),
 		role = coalesce(:role, role)
 	WHERE id = :id
+		-- terminated is final: no other status is ever set again
+		AND (status <> 'terminated' OR coalesce(:status, 'terminated') = 'terminated')
 	RETURNING ` + agentCols
 	sqlAgentRevokeKeys = `UPDATE agent_api_keys SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL`
-	sqlAgentHeartbeat  = `UPDATE agents SET last_heartbeat_at = ? WHERE id = ?`
+	// sqlAgentEndRuns ends the queued and running runs of an agent being
+	// terminated (lost ones too), one statement; their locks are released
+	// next (rule L6, releaseRunLocks).
+	sqlAgentEndRuns = `UPDATE runs SET
+		status = 'cancelled',
+		error_code = 'agent_terminated',
+		error = coalesce(error, 'agent terminated'),
+		finished_at = :now
+	WHERE agent_id = :agent AND status IN ('queued', 'running')
+	RETURNING ` + runCols
+	sqlAgentHeartbeat = `UPDATE agents SET last_heartbeat_at = ? WHERE id = ?`
 
 	sqlKeyInsert = `INSERT INTO agent_api_keys (id, agent_id, prefix, token_hash, created_at) VALUES (?, ?, ?, ?, ?)
 	RETURNING ` + keyCols
@@ -90,10 +102,15 @@ func (s *Store) AgentList(ctx context.Context, companyID string, page store.Page
 		func(a *clasp.Agent) string { return encodeCursor(a.CreatedAt, a.ID) })
 }
 
-// AgentUpdate changes an agent's status, name or role; terminating it
-// revokes its keys in the same transaction. 400 invalid_request for a bad
-// status or an empty name, 404 not_found, 409 already_exists for a taken
-// name.
+// AgentUpdate changes an agent's status, name or role. Setting status
+// terminated, in the same transaction: revokes its keys, ends its queued
+// and running runs as cancelled with errorCode agent_terminated (one
+// run.finished row each), and clears every lock naming those runs with one
+// issue.lock_released {runId, runStatus} per issue (rule L6, as RunFinish).
+// terminated is final. Errors: 400 invalid_request for a bad status or an
+// empty name, 404 not_found, 409 already_exists for a taken name, 422
+// precondition_failed (details.field status) for a terminated agent set to
+// another status.
 func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*clasp.Agent, error) {
 	var status, name, nameKey any
 	changes := map[string]any{}
@@ -119,24 +136,69 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 			sql.Named("name", name), sql.Named("name_key", nameKey), sql.Named("role", nullString(p.Role))))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return notFound("agent", p.AgentID)
+			return tx.agentUpdateRefused(ctx, p)
 		case isUnique(err):
 			return clasp.Errorf(clasp.CodeAlreadyExists, "The company has an agent named %q already.", *p.Name).WithDetails("field", "name")
 		case err != nil:
 			return fmt.Errorf("update agent %s: %w", p.AgentID, err)
 		}
 		out = a
-		if a.Status == clasp.AgentTerminated {
-			if _, err := tx.exec(ctx, qAgentRevokeKeys, tx.now, a.ID); err != nil {
-				return fmt.Errorf("revoke keys of agent %s: %w", a.ID, err)
-			}
+		if err := tx.logActivity(ctx, a.CompanyID, p.Actor, clasp.ActionAgentUpdated, "agent", a.ID, changes); err != nil {
+			return err
 		}
-		return tx.logActivity(ctx, a.CompanyID, p.Actor, clasp.ActionAgentUpdated, "agent", a.ID, changes)
+		if p.Status != nil && *p.Status == clasp.AgentTerminated {
+			return tx.agentTerminate(ctx, a, p.Actor)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// agentUpdateRefused explains an agent UPDATE that matched no row: 404
+// not_found, or 422 precondition_failed for a terminated agent.
+func (t *wtx) agentUpdateRefused(ctx context.Context, p *store.AgentUpdateParams) error {
+	a, err := t.agent(ctx, p.AgentID)
+	if err != nil {
+		return err
+	}
+	if a.Status == clasp.AgentTerminated {
+		return clasp.Errorf(clasp.CodePreconditionFailed,
+			"Agent %s is terminated, which is final: its status cannot change; create a new agent instead.", a.ID).
+			WithDetails("field", "status")
+	}
+	return fmt.Errorf("update agent %s: refused for no known reason", a.ID)
+}
+
+// agentTerminate does the rest of a termination of agent a: it revokes its
+// keys, ends its queued and running runs as cancelled (agent_terminated)
+// with a run.finished row each, and releases every lock naming them (rule
+// L6, releaseRunLocks: one issue.lock_released per issue).
+func (t *wtx) agentTerminate(ctx context.Context, a *clasp.Agent, actor store.Actor) error {
+	if _, err := t.exec(ctx, qAgentRevokeKeys, t.now, a.ID); err != nil {
+		return fmt.Errorf("revoke keys of agent %s: %w", a.ID, err)
+	}
+	rows, err := t.query(ctx, qAgentEndRuns, sql.Named("agent", a.ID), sql.Named("now", t.now))
+	if err != nil {
+		return fmt.Errorf("end runs of agent %s: %w", a.ID, err)
+	}
+	runs, err := scanAll(rows, scanRun)
+	if err != nil {
+		return fmt.Errorf("end runs of agent %s: %w", a.ID, err)
+	}
+	for _, run := range runs {
+		if err := t.releaseRunLocks(ctx, run, actor); err != nil {
+			return err
+		}
+		if err := t.logActivity(ctx, run.CompanyID, actor, clasp.ActionRunFinished, "run", run.ID, map[string]any{
+			"status": run.Status, "exitCode": run.ExitCode, "error": run.Error, "errorCode": run.ErrorCode,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AgentKeyCreate stores a key hash for an agent. 404 not_found if the agent

@@ -20,18 +20,32 @@ const (
 	RETURNING ` + commentCols
 	sqlCommentList = `SELECT ` + commentCols + ` FROM comments
 	WHERE issue_id = :issue AND seq > :after_seq ORDER BY seq LIMIT :limit`
-	sqlCommentSeq = `SELECT seq FROM comments WHERE id = ? AND issue_id = ?`
+	sqlCommentSeq  = `SELECT seq FROM comments WHERE id = ? AND issue_id = ?`
+	sqlCommentByID = `SELECT ` + commentCols + ` FROM comments WHERE id = ?`
 )
 
 // CommentCreate adds a comment by the actor (an agent, in its run if any,
-// or the board) to an issue of the actor's company. 400 invalid_request for
-// an empty body; 404 not_found.
+// or the board) to an issue of the actor's company. With p.Idempotency, a
+// repeat of an earlier creation adds nothing and returns that comment
+// (store.IdempotencyParams). 400 invalid_request for an empty body; 404
+// not_found; 422 idempotency_key_reused.
 func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams) (*clasp.Comment, error) {
 	if strings.TrimSpace(p.Body) == "" {
 		return nil, clasp.InvalidField("body", "body is required.")
 	}
 	var out *clasp.Comment
 	err := s.write(ctx, func(tx *wtx) error {
+		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, idemComment); err != nil || id != "" {
+			if err != nil {
+				return err
+			}
+			out, err = scanComment(tx.queryRow(ctx, qCommentByID, id))
+			if err != nil {
+				return fmt.Errorf("get comment %s: %w", id, err)
+			}
+			p.Idempotency.Replayed = true
+			return nil
+		}
 		rid, rident := splitRef(p.Ref)
 		var issueID, companyID string
 		err := tx.queryRow(ctx, qIssueRef, sql.Named("rid", rid), sql.Named("rident", rident),
@@ -43,7 +57,10 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 			return fmt.Errorf("find issue %s: %w", p.Ref, err)
 		}
 		out, err = tx.commentInsert(ctx, issueID, companyID, p.Body, p.Actor)
-		return err
+		if err != nil {
+			return err
+		}
+		return tx.idempotencyRecord(ctx, p.Idempotency, idemComment, out.ID)
 	})
 	if err != nil {
 		return nil, err

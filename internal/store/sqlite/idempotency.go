@@ -7,83 +7,88 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
+// idempotencyPurgeEvery spaces the deletions of expired idempotency records.
+const idempotencyPurgeEvery = time.Hour
+
+// Kinds of resource an idempotency record names (column resource_type).
 const (
-	// idempotencyWindow is how long a stored answer is replayed (SPEC section 3).
-	idempotencyWindow = 24 * time.Hour
-	// idempotencyAbandoned is when a reservation whose request never
-	// completed (the server died mid-request) may be taken again: far
-	// longer than any request may take.
-	idempotencyAbandoned = 10 * time.Minute
-	// idempotencyPurgeEvery spaces the deletions of expired records.
-	idempotencyPurgeEvery = time.Hour
+	idemIssue   = "issue"
+	idemComment = "comment"
+	idemRun     = "run"
 )
 
 const (
-	// sqlIdempotencyReserve takes (actor, key) unless a record of it is
-	// still in force: one answered within the window, or one in flight and
-	// not abandoned. It returns a row only when it took the reservation.
-	sqlIdempotencyReserve = `INSERT INTO idempotency_keys (actor_id, key, request_hash, status_code, body, created_at)
-	VALUES (:actor, :key, :hash, 0, NULL, :now)
+	// sqlIdempotencyGet reads the record of (actor, key) still in force:
+	// one written less than the window ago.
+	sqlIdempotencyGet = `SELECT request_hash, resource_type, resource_id FROM idempotency_keys
+	WHERE actor_id = :actor AND key = :key AND created_at > :now - :window`
+	// sqlIdempotencyInsert records a creation in its own transaction. An
+	// expired record of the same (actor, key) is replaced; a record in
+	// force makes it return no row (impossible here: the single writer
+	// read it as absent in this transaction).
+	sqlIdempotencyInsert = `INSERT INTO idempotency_keys (actor_id, key, request_hash, resource_type, resource_id, created_at)
+	VALUES (:actor, :key, :hash, :type, :id, :now)
 	ON CONFLICT (actor_id, key) DO UPDATE SET
-		request_hash = excluded.request_hash, status_code = 0, body = NULL, created_at = excluded.created_at
+		request_hash = excluded.request_hash, resource_type = excluded.resource_type,
+		resource_id = excluded.resource_id, created_at = excluded.created_at
 	WHERE idempotency_keys.created_at <= :now - :window
-		OR (idempotency_keys.status_code = 0 AND idempotency_keys.created_at <= :now - :abandoned)
 	RETURNING 1`
-	sqlIdempotencyGet      = `SELECT request_hash, status_code, body FROM idempotency_keys WHERE actor_id = ? AND key = ?`
-	sqlIdempotencyComplete = `UPDATE idempotency_keys SET status_code = ?, body = ? WHERE actor_id = ? AND key = ?`
-	sqlIdempotencyAbort    = `DELETE FROM idempotency_keys WHERE actor_id = ? AND key = ? AND status_code = 0`
-	sqlIdempotencyPurge    = `DELETE FROM idempotency_keys WHERE created_at <= ?`
+	sqlIdempotencyPurge = `DELETE FROM idempotency_keys WHERE created_at <= ?`
 )
 
-// IdempotencyBegin reserves (actorID, key) for a request whose body hashes
-// to requestHash. It returns nil, nil when the reservation is new (the
-// caller then calls IdempotencyComplete or IdempotencyAbort); otherwise the
-// record in force (StatusCode 0 while the first request is in flight; the
-// caller compares RequestHash). Records older than 24 hours, and
-// reservations in flight for more than 10 minutes, are replaced.
-func (s *Store) IdempotencyBegin(ctx context.Context, actorID, key, requestHash string) (*store.IdempotencyRecord, error) {
-	var rec *store.IdempotencyRecord
-	err := s.write(ctx, func(tx *wtx) error {
-		if last := s.idemSweptAt.Load(); tx.now-last >= idempotencyPurgeEvery.Microseconds() && s.idemSweptAt.CompareAndSwap(last, tx.now) {
-			if _, err := tx.exec(ctx, qIdempotencyPurge, tx.now-idempotencyWindow.Microseconds()); err != nil {
-				return fmt.Errorf("purge idempotency records: %w", err)
-			}
-		}
-		var one int
-		err := tx.queryRow(ctx, qIdempotencyReserve, sql.Named("actor", actorID), sql.Named("key", key),
-			sql.Named("hash", requestHash), sql.Named("now", tx.now), sql.Named("window", idempotencyWindow.Microseconds()),
-			sql.Named("abandoned", idempotencyAbandoned.Microseconds())).Scan(&one)
-		if err == nil {
-			return nil // reserved
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("reserve idempotency key: %w", err)
-		}
-		rec = &store.IdempotencyRecord{}
-		err = tx.queryRow(ctx, qIdempotencyGet, actorID, key).Scan(&rec.RequestHash, &rec.StatusCode, &rec.Body)
-		return wrap(err, "read idempotency record")
-	})
-	if err != nil {
-		return nil, err
+// idempotencyLookup is the first step of a creating call with an
+// Idempotency-Key (store.IdempotencyParams), in its write transaction. It
+// returns the id of the resource of kind recorded for (actor, key) within
+// the window, or "" when there is none (the caller creates, then calls
+// idempotencyRecord). 422 idempotency_key_reused if the record is of
+// another request (hash) or another kind of resource; 400 invalid_request
+// for an empty actor or key. p == nil returns "".
+func (t *wtx) idempotencyLookup(ctx context.Context, p *store.IdempotencyParams, kind string) (string, error) {
+	if p == nil {
+		return "", nil
 	}
-	return rec, nil
+	p.Replayed = false
+	if p.ActorID == "" || p.Key == "" {
+		return "", clasp.InvalidField("Idempotency-Key", "An Idempotency-Key needs a key and an actor.")
+	}
+	window := store.IdempotencyWindow.Microseconds()
+	if last := t.s.idemSweptAt.Load(); t.now-last >= idempotencyPurgeEvery.Microseconds() && t.s.idemSweptAt.CompareAndSwap(last, t.now) {
+		if _, err := t.exec(ctx, qIdempotencyPurge, t.now-window); err != nil {
+			return "", fmt.Errorf("purge idempotency records: %w", err)
+		}
+	}
+	var hash, gotKind, id string
+	err := t.queryRow(ctx, qIdempotencyGet, sql.Named("actor", p.ActorID), sql.Named("key", p.Key),
+		sql.Named("now", t.now), sql.Named("window", window)).Scan(&hash, &gotKind, &id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("read idempotency record: %w", err)
+	case hash != p.RequestHash || gotKind != kind:
+		return "", clasp.Errorf(clasp.CodeIdempotencyKeyReused,
+			"This Idempotency-Key was used for a different request in the last 24 hours; use a new key.").
+			WithDetails("field", "Idempotency-Key")
+	}
+	return id, nil
 }
 
-// IdempotencyComplete stores the answer (status and body) to a reserved request.
-func (s *Store) IdempotencyComplete(ctx context.Context, actorID, key string, status int, body []byte) error {
-	return s.write(ctx, func(tx *wtx) error {
-		_, err := tx.exec(ctx, qIdempotencyComplete, status, body, actorID, key)
-		return wrap(err, "complete idempotency record")
-	})
-}
-
-// IdempotencyAbort drops a reservation still in flight, so a retry may run.
-func (s *Store) IdempotencyAbort(ctx context.Context, actorID, key string) error {
-	return s.write(ctx, func(tx *wtx) error {
-		_, err := tx.exec(ctx, qIdempotencyAbort, actorID, key)
-		return wrap(err, "abort idempotency record")
-	})
+// idempotencyRecord records, in the creating transaction, that (actor, key)
+// created resource id of kind. p == nil records nothing.
+func (t *wtx) idempotencyRecord(ctx context.Context, p *store.IdempotencyParams, kind, id string) error {
+	if p == nil {
+		return nil
+	}
+	var one int
+	err := t.queryRow(ctx, qIdempotencyInsert, sql.Named("actor", p.ActorID), sql.Named("key", p.Key),
+		sql.Named("hash", p.RequestHash), sql.Named("type", kind), sql.Named("id", id),
+		sql.Named("now", t.now), sql.Named("window", store.IdempotencyWindow.Microseconds())).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("record idempotency key: a record in force appeared within the transaction")
+	}
+	return wrap(err, "record idempotency key")
 }

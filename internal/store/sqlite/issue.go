@@ -38,12 +38,15 @@ const (
 )
 
 // IssueCreate creates an issue with the next identifier PREFIX-N of its
-// company. Status defaults to backlog, priority to medium. Errors: 400
+// company. Status defaults to backlog, priority to medium. With
+// p.Idempotency, a repeat of an earlier creation creates nothing and
+// returns that issue as it is now (store.IdempotencyParams), and the record
+// of a new creation is written in the same transaction. Errors: 400
 // invalid_request (empty title, bad status or priority), 403 forbidden (an
 // agent creating in another company), 404 not_found (company), 422
 // precondition_failed (an agent creating it in_progress, in_progress
 // without an assignee, an assignee that is no active agent of the
-// company).
+// company), 422 idempotency_key_reused.
 func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*clasp.Issue, error) {
 	title := strings.TrimSpace(p.Title)
 	status := cmp.Or(p.Status, clasp.IssueBacklog)
@@ -67,6 +70,14 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 	}
 	var out *clasp.Issue
 	err := s.write(ctx, func(tx *wtx) error {
+		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, idemIssue); err != nil || id != "" {
+			if err != nil {
+				return err
+			}
+			out, err = tx.issueByID(ctx, id)
+			p.Idempotency.Replayed = err == nil
+			return err
+		}
 		var (
 			n      int64
 			prefix string
@@ -99,10 +110,13 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 			return fmt.Errorf("create issue %s: %w", ident, err)
 		}
 		out = iss
-		return tx.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueCreated, "issue", iss.ID, map[string]any{
+		if err := tx.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueCreated, "issue", iss.ID, map[string]any{
 			"identifier": iss.Identifier, "title": iss.Title, "status": iss.Status, "priority": iss.Priority,
 			"assigneeAgentId": iss.AssigneeAgentID,
-		})
+		}); err != nil {
+			return err
+		}
+		return tx.idempotencyRecord(ctx, p.Idempotency, idemIssue, iss.ID)
 	})
 	if err != nil {
 		return nil, err

@@ -35,6 +35,7 @@ const (
 	qAgentStatusInCompany
 	qAgentUpdate
 	qAgentRevokeKeys
+	qAgentEndRuns
 	qAgentHeartbeat
 	qKeyInsert
 	qKeyRevoke
@@ -47,6 +48,7 @@ const (
 	qRunGet
 	qRunAuth
 	qRunTouch
+	qRunReissueToken
 	// issue.go
 	qNextIdentifier
 	qIssueInsert
@@ -58,11 +60,10 @@ const (
 	qCommentInsert
 	qCommentList
 	qCommentSeq
+	qCommentByID
 	// idempotency.go
-	qIdempotencyReserve
 	qIdempotencyGet
-	qIdempotencyComplete
-	qIdempotencyAbort
+	qIdempotencyInsert
 	qIdempotencyPurge
 
 	numQueries
@@ -98,6 +99,7 @@ var queries = [numQueries]string{
 	qAgentStatusInCompany: sqlAgentStatusInCompany,
 	qAgentUpdate:          sqlAgentUpdate,
 	qAgentRevokeKeys:      sqlAgentRevokeKeys,
+	qAgentEndRuns:         sqlAgentEndRuns,
 	qAgentHeartbeat:       sqlAgentHeartbeat,
 	qKeyInsert:            sqlKeyInsert,
 	qKeyRevoke:            sqlKeyRevoke,
@@ -106,10 +108,11 @@ var queries = [numQueries]string{
 	qKeyAuth:              sqlKeyAuth,
 	qKeyUsed:              sqlKeyUsed,
 
-	qRunInsert: sqlRunInsert,
-	qRunGet:    sqlRunGet,
-	qRunAuth:   sqlRunAuth,
-	qRunTouch:  sqlRunTouch,
+	qRunInsert:       sqlRunInsert,
+	qRunGet:          sqlRunGet,
+	qRunAuth:         sqlRunAuth,
+	qRunTouch:        sqlRunTouch,
+	qRunReissueToken: sqlRunReissueToken,
 
 	qNextIdentifier: sqlNextIdentifier,
 	qIssueInsert:    sqlIssueInsert,
@@ -121,10 +124,9 @@ var queries = [numQueries]string{
 	qCommentInsert: sqlCommentInsert,
 	qCommentList:   sqlCommentList,
 	qCommentSeq:    sqlCommentSeq,
+	qCommentByID:   sqlCommentByID,
 
-	qIdempotencyReserve:  sqlIdempotencyReserve,
-	qIdempotencyGet:      sqlIdempotencyGet,
-	qIdempotencyComplete: sqlIdempotencyComplete,
-	qIdempotencyAbort:    sqlIdempotencyAbort,
-	qIdempotencyPurge:    sqlIdempotencyPurge,
+	qIdempotencyGet:    sqlIdempotencyGet,
+	qIdempotencyInsert: sqlIdempotencyInsert,
+	qIdempotencyPurge:  sqlIdempotencyPurge,
 }

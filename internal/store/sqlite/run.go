@@ -34,13 +34,35 @@ const (
 	WHERE id = :run AND agent_id = :agent
 		AND (status = 'queued' OR (status = 'running' AND lease_expires_at > :now))
 	RETURNING ` + runCols
+
+	// sqlRunReissueToken: a replayed RunOpen (Idempotency-Key) gives the
+	// run it opened first a new token hash, so the old token stops working,
+	// and renews its lease as a sign of life; only while the run is live,
+	// in one conditional write.
+	sqlRunReissueToken = `UPDATE runs SET
+		token_hash = :hash,
+		lease_expires_at = :now + :ttl,
+		last_sign_of_life_at = :now
+	WHERE id = :run AND agent_id = :agent
+		AND (status = 'queued' OR (status = 'running' AND lease_expires_at > :now))
+	RETURNING ` + runCols
 )
 
 // RunOpen opens a running run of agent AgentID with a lease of LeaseTTL
 // (default 60 s) from now, and records the run token's hash. IssueID, when
-// set, is a UUID or identifier of an issue of the agent's company. Errors:
-// 403 forbidden (the actor is another agent, or the agent is terminated),
-// 404 not_found (agent, or issue of its company).
+// set, is a UUID or identifier of an issue of the agent's company.
+//
+// With p.Idempotency (store.IdempotencyParams), a repeat of an earlier open
+// opens nothing: while the run opened first is live, TokenHash replaces its
+// token hash (its old token stops working: no token is ever stored in
+// clear to be answered again) and its lease is renewed to now + LeaseTTL,
+// and that run is returned with Replayed set. The record of a new open is
+// written in the same transaction.
+//
+// Errors: 403 forbidden (the actor is another agent, or the agent is
+// terminated), 404 not_found (agent, or issue of its company), 409
+// run_not_live (a replay whose run is terminal or lost), 422
+// idempotency_key_reused.
 func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run, error) {
 	if p.Actor.Type == clasp.ActorAgent && p.Actor.AgentID != p.AgentID {
 		return nil, clasp.Errorf(clasp.CodeForbidden, "An agent opens runs only for itself.")
@@ -49,6 +71,14 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 	source := cmp.Or(p.InvocationSource, clasp.InvocationSelf)
 	var out *clasp.Run
 	err := s.write(ctx, func(tx *wtx) error {
+		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, idemRun); err != nil || id != "" {
+			if err != nil {
+				return err
+			}
+			out, err = tx.runReissueToken(ctx, id, p.AgentID, p.TokenHash, ttl)
+			p.Idempotency.Replayed = err == nil
+			return err
+		}
 		a, err := tx.agent(ctx, p.AgentID)
 		if err != nil {
 			return err
@@ -79,14 +109,46 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 		if _, err := tx.exec(ctx, qAgentHeartbeat, tx.now, a.ID); err != nil {
 			return fmt.Errorf("heartbeat of agent %s: %w", a.ID, err)
 		}
-		return tx.logActivity(ctx, run.CompanyID, p.Actor, clasp.ActionRunStarted, "run", run.ID, map[string]any{
+		if err := tx.logActivity(ctx, run.CompanyID, p.Actor, clasp.ActionRunStarted, "run", run.ID, map[string]any{
 			"agentId": a.ID, "issueId": run.IssueID, "invocationSource": source,
-		})
+		}); err != nil {
+			return err
+		}
+		return tx.idempotencyRecord(ctx, p.Idempotency, idemRun, run.ID)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// runReissueToken answers a replayed RunOpen: while run runID of agentID is
+// live, tokenHash becomes its token hash and its lease is renewed to now +
+// ttl, with the agent's heartbeat. 409 run_not_live once it is terminal or
+// lost; 404 not_found if it is gone.
+func (t *wtx) runReissueToken(ctx context.Context, runID, agentID, tokenHash string, ttl time.Duration) (*clasp.Run, error) {
+	r, err := scanRun(t.queryRow(ctx, qRunReissueToken, sql.Named("run", runID), sql.Named("agent", agentID),
+		sql.Named("hash", nullable(tokenHash)), sql.Named("ttl", ttl.Microseconds()), sql.Named("now", t.now)))
+	if errors.Is(err, sql.ErrNoRows) {
+		var owner, company, state string
+		err := t.queryRow(ctx, qCallerRunRead, sql.Named("run", runID), sql.Named("now", t.now)).Scan(&owner, &company, &state)
+		switch {
+		case errors.Is(err, sql.ErrNoRows), err == nil && owner != agentID:
+			return nil, notFound("run", runID)
+		case err != nil:
+			return nil, fmt.Errorf("read run %s: %w", runID, err)
+		}
+		return nil, clasp.Errorf(clasp.CodeRunNotLive,
+			"Run %s, opened earlier with this Idempotency-Key, is %s: its run token cannot be issued again; open a new run with a new Idempotency-Key.",
+			runID, state).WithDetails("runId", runID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reissue token of run %s: %w", runID, err)
+	}
+	if _, err := t.exec(ctx, qAgentHeartbeat, t.now, agentID); err != nil {
+		return nil, fmt.Errorf("heartbeat of agent %s: %w", agentID, err)
+	}
+	return r, nil
 }
 
 // RunGet returns a run; 404 not_found.

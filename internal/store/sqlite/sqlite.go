@@ -3,8 +3,10 @@
 //
 // One database file in WAL mode. Every write transaction runs on a single
 // writer connection and starts with BEGIN IMMEDIATE, so writers queue in Go
-// instead of failing with SQLITE_BUSY; reads run on a separate pool of
-// query-only connections and never wait for the writer. The versioned
+// instead of failing with SQLITE_BUSY; the writes that queue up while a
+// commit is in flight share the next commit and its fsync, each under its
+// own savepoint (group commit, groupcommit.go). Reads run on a separate
+// pool of query-only connections and never wait for the writer. The versioned
 // migrations under migration/ are embedded and applied by Open.
 //
 // The lock rules of SPEC section 4 and the sweeper of SPEC section 5 are in
@@ -70,7 +72,8 @@ type Store struct {
 
 	idemSweptAt atomic.Int64 // unix µs of the last purge of expired idempotency records
 
-	watch watchers // WatchActivity channels, woken after commits that wrote activity
+	watch watchers  // WatchActivity channels, woken after commits that wrote activity
+	gc    committer // the writer's queue: group commit (groupcommit.go)
 }
 
 // Open opens (creating it and its parent directory if needed) the database
@@ -111,9 +114,15 @@ func (s *Store) open(ctx context.Context, path, syncMode string) error {
 	// _txlock=immediate makes every BeginTx a BEGIN IMMEDIATE: the write
 	// lock is taken at the start, so a transaction never fails half-way on
 	// a lock upgrade, and the lock rules' reads and writes see one state.
+	// temp_store=MEMORY keeps the statement journal of the group-commit
+	// savepoints and the temporary tables of RETURNING in memory: with the
+	// default, the sub-journal spills to a temporary file past 64 KiB and
+	// then every page a request first touches is written there (a pwrite
+	// per page in the writer's serial path). A batch is at most maxBatch
+	// requests, so the memory stays small.
 	s.w, err = sql.Open("sqlite", path+"?_txlock=immediate"+
 		"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)"+
-		"&_pragma=synchronous("+syncMode+")&_pragma=cache_size(-32000)")
+		"&_pragma=synchronous("+syncMode+")&_pragma=cache_size(-32000)&_pragma=temp_store(MEMORY)")
 	if err != nil {
 		return err
 	}
@@ -138,6 +147,9 @@ func (s *Store) open(ctx context.Context, path, syncMode string) error {
 	s.r.SetConnMaxLifetime(0)
 	s.r.SetConnMaxIdleTime(0)
 
+	if err := s.prepareSavepoints(ctx); err != nil {
+		return err
+	}
 	for q, text := range queries {
 		if s.ws[q], err = s.w.PrepareContext(ctx, text); err != nil {
 			return fmt.Errorf("prepare %.60q: %w", text, err)
@@ -155,6 +167,11 @@ func (s *Store) open(ctx context.Context, path, syncMode string) error {
 // optimize first (best effort).
 func (s *Store) Close() error {
 	var errs []error
+	for _, st := range s.gc.sp {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
 	for i := range s.ws {
 		for _, st := range []*sql.Stmt{s.ws[i], s.rs[i]} {
 			if st != nil {
@@ -184,51 +201,52 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// wtx is one write transaction on the writer connection. now is the
-// transaction's time (unix µs), read once from Options.Now at its start.
+// wtx is one caller's write (one call of Store.write) inside a write
+// transaction on the writer connection, which it may share with other
+// callers' writes (group commit, groupcommit.go). now is the write's time
+// (unix µs), read once from Options.Now when its function starts.
 type wtx struct {
-	tx  *sql.Tx
+	b   *txBatch
 	s   *Store
 	now int64
 
 	wroteActivity bool // set by logActivity: wake the watchers after commit
 }
 
-// write runs fn in one write transaction (BEGIN IMMEDIATE on the writer
-// connection) and commits it if fn returns nil; otherwise it rolls back and
-// returns fn's error translated (see translate). Every write of the store
-// goes through here, and fn touches the database only through tx: this is
-// the seam where group commit (several callers' fn, each under its own
-// SAVEPOINT, sharing one COMMIT and its fsync) can be put in.
-func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
-	t, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return translate(fmt.Errorf("begin write transaction: %w", err))
+// stmt returns statement q bound to the transaction, and the context to run
+// it with. A statement, once started, runs to its end: if ctx has ended
+// already, the returned ctx is ctx itself, so that database/sql fails the
+// call before it reaches SQLite; otherwise it is a context that never
+// ends. SQLite answers a write interrupted inside a transaction by rolling
+// back the whole transaction, which group commit shares with other
+// requests; and the driver watches a cancelable context with a goroutine
+// and a progress handler per statement, which a write of a few hundred
+// microseconds does not need.
+func (t *wtx) stmt(ctx context.Context, q query) (*sql.Stmt, context.Context) {
+	st := t.b.stmts[q]
+	if st == nil {
+		st = t.b.tx.Stmt(t.s.ws[q])
+		t.b.stmts[q] = st
 	}
-	tx := &wtx{tx: t, s: s, now: micros(s.now())}
-	if err := fn(tx); err != nil {
-		_ = t.Rollback()
-		return translate(err)
+	if ctx.Err() != nil {
+		return st, ctx
 	}
-	if err := t.Commit(); err != nil {
-		return translate(fmt.Errorf("commit: %w", err))
-	}
-	if tx.wroteActivity {
-		s.watch.notify()
-	}
-	return nil
+	return st, context.Background()
 }
 
 func (t *wtx) exec(ctx context.Context, q query, args ...any) (sql.Result, error) {
-	return t.tx.StmtContext(ctx, t.s.ws[q]).ExecContext(ctx, args...)
+	st, ctx := t.stmt(ctx, q)
+	return st.ExecContext(ctx, args...)
 }
 
 func (t *wtx) queryRow(ctx context.Context, q query, args ...any) *sql.Row {
-	return t.tx.StmtContext(ctx, t.s.ws[q]).QueryRowContext(ctx, args...)
+	st, ctx := t.stmt(ctx, q)
+	return st.QueryRowContext(ctx, args...)
 }
 
 func (t *wtx) query(ctx context.Context, q query, args ...any) (*sql.Rows, error) {
-	return t.tx.StmtContext(ctx, t.s.ws[q]).QueryContext(ctx, args...)
+	st, ctx := t.stmt(ctx, q)
+	return st.QueryContext(ctx, args...)
 }
 
 // readRow runs a static SELECT on the reader pool.

@@ -70,6 +70,7 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 		}
 		for _, p := range []struct{ name, want string }{
 			{"journal_mode", "wal"}, {"foreign_keys", "1"}, {"synchronous", tc.want}, {"busy_timeout", "10000"}, {"query_only", "0"},
+			{"secure_delete", "0"}, // migration 002 turns it on for one statement only
 		} {
 			var got string
 			if err := s.w.QueryRowContext(ctx, "PRAGMA "+p.name).Scan(&got); err != nil {
@@ -91,8 +92,8 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 		if _, err := s.r.ExecContext(ctx, "INSERT INTO settings (key, value) VALUES ('x', 'y')"); err == nil {
 			t.Errorf("write through a reader connection: got nil error, want query_only refusal")
 		}
-		if v, err := s.SchemaVersion(ctx); err != nil || v != 1 {
-			t.Errorf("SchemaVersion (open %d): got %d, %v, want 1, nil", 1, v, err)
+		if v, err := s.SchemaVersion(ctx); err != nil || v != latestSchema {
+			t.Errorf("SchemaVersion (synchronous %q): got %d, %v, want %d, nil", tc.sync, v, err, latestSchema)
 		}
 		if err := s.Close(); err != nil {
 			t.Fatalf("close: %v", err)
@@ -123,12 +124,14 @@ func TestMigrationsIdempotentOnReopen(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	defer s.Close()
-	if v, err := s.SchemaVersion(ctx); err != nil || v != 1 {
-		t.Errorf("SchemaVersion after reopen: got %d, %v, want 1, nil", v, err)
+	if v, err := s.SchemaVersion(ctx); err != nil || v != latestSchema {
+		t.Errorf("SchemaVersion after reopen: got %d, %v, want %d, nil", v, err, latestSchema)
 	}
-	var applied int
-	if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM goose_db_version WHERE version_id = 1").Scan(&applied); err != nil || applied != 1 {
-		t.Errorf("rows of version 1 in goose_db_version: got %d, %v, want 1", applied, err)
+	for v := 1; v <= latestSchema; v++ {
+		var applied int
+		if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM goose_db_version WHERE version_id = ?", v).Scan(&applied); err != nil || applied != 1 {
+			t.Errorf("rows of version %d in goose_db_version: got %d, %v, want 1", v, applied, err)
+		}
 	}
 	if got, err := s.CompanyGet(ctx, co.ID); err != nil || got.IssuePrefix != "ACME" {
 		t.Errorf("company after reopen: got %+v, %v, want ACME", got, err)
@@ -136,6 +139,9 @@ func TestMigrationsIdempotentOnReopen(t *testing.T) {
 }
 
 var board = store.Actor{Type: clasp.ActorBoard}
+
+// latestSchema is the version of the newest file under migration/.
+const latestSchema = 2
 
 // fixture is a company with agents A and B and one running run each.
 type fixture struct {
@@ -276,6 +282,9 @@ func TestConcurrentCheckoutOneWinner(t *testing.T) {
 	}
 }
 
+// TestSweepAndIdempotencyWindow: the sweeper's two passes, and an
+// Idempotency-Key that is replayed within 24 hours and creates anew after
+// (its expired record is replaced in the creating transaction).
 func TestSweepAndIdempotencyWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -284,14 +293,18 @@ func TestSweepAndIdempotencyWindow(t *testing.T) {
 	if _, err := f.checkout(f.ra, iss.ID, clasp.IssueTodo); err != nil {
 		t.Fatalf("checkout: %v", err)
 	}
-	if rec, err := f.s.IdempotencyBegin(ctx, "board", "k1", "h1"); rec != nil || err != nil {
-		t.Fatalf("first reservation: got %+v, %v, want nil, nil", rec, err)
+	create := func() (*clasp.Issue, bool) {
+		t.Helper()
+		p := &store.IdempotencyParams{ActorID: board.ID(), Key: "k1", RequestHash: "h1"}
+		got, err := f.s.IssueCreate(ctx, &store.IssueCreateParams{CompanyID: f.co.ID, Title: "once", Actor: board, Idempotency: p})
+		if err != nil {
+			t.Fatalf("create with k1: %v", err)
+		}
+		return got, p.Replayed
 	}
-	if err := f.s.IdempotencyComplete(ctx, "board", "k1", 201, []byte(`{"ok":true}`)); err != nil {
-		t.Fatalf("complete: %v", err)
-	}
-	if rec, err := f.s.IdempotencyBegin(ctx, "board", "k1", "h2"); err != nil || rec == nil || rec.StatusCode != 201 || rec.RequestHash != "h1" {
-		t.Fatalf("repeat: got %+v, %v, want the stored answer", rec, err)
+	first, replayed := create()
+	if replayed {
+		t.Fatalf("first create: replayed, want created")
 	}
 
 	f.clock.Add(61 * time.Second) // both runs' leases lapse
@@ -307,9 +320,17 @@ func TestSweepAndIdempotencyWindow(t *testing.T) {
 		t.Fatalf("second pass 2: got %d, %v, want 0", n, err)
 	}
 
-	f.clock.Add(25 * time.Hour)
-	if rec, err := f.s.IdempotencyBegin(ctx, "board", "k1", "h3"); rec != nil || err != nil {
-		t.Errorf("reservation after 25 h: got %+v, %v, want nil, nil (expired record replaced)", rec, err)
+	f.clock.Add(23 * time.Hour)
+	if again, replayed := create(); !replayed || again.ID != first.ID {
+		t.Errorf("repeat after 23 h: got %s, replayed %v, want %s replayed", again.Identifier, replayed, first.Identifier)
+	}
+	f.clock.Add(time.Hour)
+	if later, replayed := create(); replayed || later.ID == first.ID {
+		t.Errorf("repeat after 24 h: got %s, replayed %v, want a new issue (the record expired)", later.Identifier, replayed)
+	}
+	var records int
+	if err := f.s.w.QueryRowContext(ctx, "SELECT count(*) FROM idempotency_keys").Scan(&records); err != nil || records != 1 {
+		t.Errorf("idempotency records: got %d, %v, want 1 (the expired one replaced)", records, err)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -564,66 +563,6 @@ func testComments(t *testing.T, open opener) {
 	wantLock(t, "after comments", getIssue(t, e.st, i1.ID), held(e.a.ID, ra.ID, 1))
 	_, err := e.st.CommentCreate(ctx, &store.CommentCreateParams{Ref: "ACME-99", Body: "x", Actor: boardActor()})
 	wantCode(t, "comment on unknown issue", err, clasp.CodeNotFound)
-}
-
-// Idempotency records (SPEC section 3): begin reserves a key per actor,
-// a second begin sees the record (status 0 while in flight, then the stored
-// answer, with the first request's hash), abort drops the reservation.
-func testIdempotency(t *testing.T, open opener) {
-	st, _ := open(t)
-	ctx := t.Context()
-	begin := func(actor, key, hash string) *store.IdempotencyRecord {
-		t.Helper()
-		rec, err := st.IdempotencyBegin(ctx, actor, key, hash)
-		if err != nil {
-			t.Fatalf("begin %s/%s: %v", actor, key, err)
-		}
-		return rec
-	}
-	if rec := begin("agent-1", "k1", "h1"); rec != nil {
-		t.Fatalf("first begin: got %+v, want nil (new reservation)", rec)
-	}
-	if diff := cmp.Diff(&store.IdempotencyRecord{RequestHash: "h1"}, begin("agent-1", "k1", "h1"), cmpopts.EquateEmpty()); diff != "" {
-		t.Errorf("begin while in flight (-want +got):\n%s", diff)
-	}
-	if rec := begin("agent-2", "k1", "h1"); rec != nil {
-		t.Errorf("same key, other actor: got %+v, want nil (keys are per actor)", rec)
-	}
-	if err := st.IdempotencyComplete(ctx, "agent-1", "k1", 201, []byte(`{"id":"x"}`)); err != nil {
-		t.Fatalf("complete: %v", err)
-	}
-	want := &store.IdempotencyRecord{RequestHash: "h1", StatusCode: 201, Body: []byte(`{"id":"x"}`)}
-	if diff := cmp.Diff(want, begin("agent-1", "k1", "h1")); diff != "" {
-		t.Errorf("begin after complete (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(want, begin("agent-1", "k1", "h2")); diff != "" {
-		t.Errorf("begin with another body hash (-want +got):\n%s", diff)
-	}
-	// Concurrent first requests with one key: exactly one reservation.
-	var recs [8]*store.IdempotencyRecord
-	var errs [8]error
-	race(len(recs), func(i int) { recs[i], errs[i] = st.IdempotencyBegin(ctx, "agent-3", "k-race", "h") })
-	reserved := 0
-	for i := range recs {
-		if errs[i] != nil {
-			t.Fatalf("concurrent begin %d: %v", i, errs[i])
-		}
-		if recs[i] == nil {
-			reserved++
-		}
-	}
-	if reserved != 1 {
-		t.Errorf("concurrent begins with one key: got %d reservations, want 1", reserved)
-	}
-	if rec := begin("agent-1", "k2", "h3"); rec != nil {
-		t.Fatalf("begin k2: got %+v, want nil", rec)
-	}
-	if err := st.IdempotencyAbort(ctx, "agent-1", "k2"); err != nil {
-		t.Fatalf("abort: %v", err)
-	}
-	if rec := begin("agent-1", "k2", "h4"); rec != nil {
-		t.Errorf("begin after abort: got %+v, want nil (the retry may run)", rec)
-	}
 }
 
 // Settings: get of a missing key is 404; put-if-absent keeps the first value.

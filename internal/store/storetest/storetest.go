@@ -104,7 +104,11 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"Inbox", testInbox},
 		{"Comments", testComments},
 		{"Activity_ListNewestFirst", testActivityList},
-		{"Idempotency", testIdempotency},
+		{"Idempotency_ReplayCreatesNothing", testIdempotencyReplayCreatesNothing},
+		{"Idempotency_ConcurrentDuplicatesCreateOnce", testIdempotencyConcurrentDuplicates},
+		{"Idempotency_RunReplayReissuesToken", testIdempotencyRunReplayReissuesToken},
+		{"Agent_TerminateEndsRunsAndReleasesLocks", testAgentTerminateEndsRunsAndLocks},
+		{"Agent_TerminatedIsFinal", testAgentTerminatedIsFinal},
 		{"Settings", testSettings},
 		// Random sequences from several goroutines, invariant L7 after each.
 		{"Property_L7", testPropertyL7},

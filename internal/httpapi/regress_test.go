@@ -1,0 +1,266 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// crashingStore creates issues with the real store, then panics once: the
+// server dies after the creating transaction committed and before it
+// answered.
+type crashingStore struct {
+	store.Store
+	crashed atomic.Bool
+}
+
+func (s *crashingStore) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*clasp.Issue, error) {
+	iss, err := s.Store.IssueCreate(ctx, p)
+	if err == nil && s.crashed.CompareAndSwap(false, true) {
+		panic("crash after the create committed")
+	}
+	return iss, err
+}
+
+// TestIdempotencyKeyCrashAfterCreateReplays: the Idempotency-Key was
+// reserved, the issue created and the key completed in three transactions,
+// so a crash after the create left the key stranded (409 for ten minutes,
+// then a duplicate). Now the key is recorded in the creating transaction:
+// the retry after the crash answers the issue created, replayed, and
+// creates nothing.
+func TestIdempotencyKeyCrashAfterCreateReplays(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	co := b.company("CR")
+	srv := New(Config{Store: &crashingStore{Store: b.st}, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	crashing := &bundle{t: t, st: b.st, srv: srv, ts: ts, hc: ts.Client(), board: b.board}
+
+	path := "/api/companies/" + co.ID + "/issues"
+	hr, _ := http.NewRequest("POST", ts.URL+path, strings.NewReader(`{"title":"once"}`))
+	hr.Header.Set("Authorization", "Bearer "+b.board)
+	hr.Header.Set("Idempotency-Key", "crash-1")
+	res, err := ts.Client().Do(hr)
+	if err != nil {
+		t.Fatalf("first request: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("first request: status %d, want 500 (the crash)", res.StatusCode)
+	}
+
+	retry := crashing.must(http.StatusCreated, "POST", path, req{raw: []byte(`{"title":"once"}`), headers: map[string]string{"Idempotency-Key": "crash-1"}}, nil)
+	if retry.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retry after the crash: Idempotent-Replayed %q, want true (the issue was created before the crash)", retry.header.Get("Idempotent-Replayed"))
+	}
+	var issues []*clasp.Issue
+	b.must(http.StatusOK, "GET", path, req{}, &issues)
+	if len(issues) != 1 || issues[0].ID != decode[clasp.Issue](t, retry).ID {
+		t.Errorf("issues after crash and retry: got %d, want exactly the one the retry answered", len(issues))
+	}
+}
+
+// TestIdempotentRunOpenReissuesTokenStoresNone: a replayed POST
+// /agents/me/runs answered the stored first response, run token included,
+// so run tokens were kept in clear in the database. Now a replay answers
+// the same run with a fresh token (the first one stops working), no token
+// is anywhere in the database file, and a replay once the run has ended
+// answers 409 run_not_live.
+func TestIdempotentRunOpenReissuesTokenStoresNone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world("RK")
+	key := map[string]string{"Idempotency-Key": "run-1"}
+	var first, again clasp.Run
+	b.must(http.StatusCreated, "POST", "/api/agents/me/runs", req{token: w.ka, body: map[string]any{}, headers: key}, &first)
+	res := b.must(http.StatusCreated, "POST", "/api/agents/me/runs", req{token: w.ka, body: map[string]any{}, headers: key}, &again)
+	if res.header.Get("Idempotent-Replayed") != "true" || again.ID != first.ID {
+		t.Fatalf("replay: got run %s (Idempotent-Replayed %q), want run %s replayed", again.ID, res.header.Get("Idempotent-Replayed"), first.ID)
+	}
+	if !strings.HasPrefix(again.RunToken, "clasp_rt_") || again.RunToken == first.RunToken {
+		t.Errorf("replayed runToken %q: want a fresh clasp_rt_ token, not the first one", again.RunToken)
+	}
+	wantErr(t, b.do("POST", "/api/runs/"+first.ID+"/heartbeat", req{token: first.RunToken}), 401, clasp.CodeUnauthenticated, "")
+	b.must(http.StatusOK, "POST", "/api/runs/"+first.ID+"/heartbeat", req{token: again.RunToken}, nil)
+
+	for _, f := range []string{b.db, b.db + "-wal"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, tok := range []string{first.RunToken, again.RunToken} {
+			if bytes.Contains(data, []byte(tok)) {
+				t.Errorf("%s holds a run token in clear", f)
+			}
+		}
+	}
+
+	b.must(http.StatusOK, "POST", "/api/runs/"+first.ID+"/finish", req{token: again.RunToken, body: map[string]any{"status": "succeeded"}}, nil)
+	wantErr(t, b.do("POST", "/api/agents/me/runs", req{token: w.ka, body: map[string]any{}, headers: key}), 409, clasp.CodeRunNotLive, "")
+	var runs []*clasp.Run
+	b.must(http.StatusOK, "GET", "/api/companies/"+w.c.ID+"/runs?agentId="+w.a.ID, req{}, &runs)
+	if len(runs) != 3 { // the world's two, and the one opened with the key
+		t.Errorf("runs of A: got %d, want 3", len(runs))
+	}
+}
+
+// TestTerminateAgentEndsRunsAndLocks: terminating an agent left its runs
+// running and their locks held, and setting it active again revived its run
+// tokens. Now PATCH status terminated cancels its runs (errorCode
+// agent_terminated) and frees their issues in the same transaction, and
+// terminated is final (422 precondition_failed).
+func TestTerminateAgentEndsRunsAndLocks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world("TM")
+	i1 := b.issue(w.c.ID, map[string]any{"status": "todo"})
+	if res := b.checkout(i1.ID, w.ra1.RunToken, "", w.a.ID); res.status != http.StatusOK {
+		t.Fatalf("checkout: %d %s", res.status, res.body)
+	}
+	b.must(http.StatusOK, "PATCH", "/api/agents/"+w.a.ID, req{body: map[string]any{"status": "terminated"}}, nil)
+	for _, r := range []*clasp.Run{w.ra1, w.ra2} {
+		var got clasp.Run
+		b.must(http.StatusOK, "GET", "/api/runs/"+r.ID, req{}, &got)
+		if got.Status != clasp.RunCancelled || got.ErrorCode == nil || *got.ErrorCode != clasp.RunErrorAgentTerminated {
+			t.Errorf("run %s of the terminated agent: got %s (errorCode %v), want cancelled, agent_terminated", r.ID, got.Status, got.ErrorCode)
+		}
+	}
+	if iss := b.getIssue(i1.ID); iss.CheckoutRunID != nil || iss.ExecutionRunID != nil {
+		t.Errorf("issue of the terminated agent's run: locks %v/%v, want none", iss.CheckoutRunID, iss.ExecutionRunID)
+	}
+	if n := countAction(b.activity(i1.ID), clasp.ActionIssueLockReleased); n != 1 {
+		t.Errorf("issue.lock_released rows: got %d, want 1", n)
+	}
+	for _, st := range []string{"active", "paused"} {
+		wantErr(t, b.do("PATCH", "/api/agents/"+w.a.ID, req{body: map[string]any{"status": st}}), 422, clasp.CodePreconditionFailed, "status")
+	}
+	wantErr(t, b.do("GET", "/api/agents/me", req{token: w.ra1.RunToken}), 401, clasp.CodeUnauthenticated, "")
+	var rb clasp.Run
+	b.must(http.StatusOK, "GET", "/api/runs/"+w.rb.ID, req{}, &rb)
+	if rb.Status != clasp.RunRunning {
+		t.Errorf("B's run: got %s, want running", rb.Status)
+	}
+}
+
+// TestRequireRunTokenHeartbeatAndFinish: with --require-run-token, a run's
+// heartbeat and finish still took the agent API key. Now they take only
+// the run's token from an agent; the board still finishes any run.
+func TestRequireRunTokenHeartbeatAndFinish(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOpts) { o.requireRunToken = true })
+	w := b.world("RF")
+	hb := "/api/runs/" + w.ra1.ID + "/heartbeat"
+	fin := "/api/runs/" + w.ra1.ID + "/finish"
+	done := map[string]any{"status": "succeeded"}
+	wantErr(t, b.do("POST", hb, req{token: w.ka}), 401, clasp.CodeUnauthenticated, "")
+	wantErr(t, b.do("POST", hb, req{token: w.ka, run: w.ra1.ID}), 401, clasp.CodeUnauthenticated, "")
+	wantErr(t, b.do("POST", fin, req{token: w.ka, body: done}), 401, clasp.CodeUnauthenticated, "")
+	wantErr(t, b.do("POST", fin, req{token: w.ka, run: w.ra1.ID, body: done}), 401, clasp.CodeUnauthenticated, "")
+	b.must(http.StatusOK, "POST", hb, req{token: w.ra1.RunToken}, nil)
+	b.must(http.StatusOK, "POST", fin, req{token: w.ra1.RunToken, body: done}, nil)
+	b.must(http.StatusOK, "POST", "/api/runs/"+w.ra2.ID+"/finish", req{body: map[string]any{"status": "cancelled"}}, nil)
+}
+
+// TestBodyNeverArrivesAnswers408: a request announcing Content-Length: 100
+// and sending 4 bytes hung forever. Now the body read has a deadline
+// (Config.BodyReadTimeout) and answers 408 request_timeout, closing the
+// connection.
+func TestBodyNeverArrivesAnswers408(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOpts) { o.bodyReadTimeout = 300 * time.Millisecond })
+	co := b.company("BT")
+	conn, err := net.Dial("tcp", b.ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer conn.Close()
+	// A safety net so that a regression fails instead of hanging; the test
+	// asserts the answer, not the time it took.
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "POST /api/companies/%s/issues HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"ti", co.ID, b.ts.Listener.Addr(), b.board)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("read answer: %v", err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("status %d, want 408; body %s", res.StatusCode, body)
+	}
+	var e errorBody
+	if err := json.Unmarshal(body, &e); err != nil || e.Code != clasp.CodeRequestTimeout || e.Details == nil || e.Error == "" {
+		t.Errorf("body %s (%v), want a JSON error with code request_timeout", body, err)
+	}
+	if !res.Close {
+		t.Errorf("408 answer keeps the connection open, want Connection: close")
+	}
+	var issues []*clasp.Issue
+	b.must(http.StatusOK, "GET", "/api/companies/"+co.ID+"/issues", req{}, &issues)
+	if len(issues) != 0 {
+		t.Errorf("%d issues after the timed-out request, want 0", len(issues))
+	}
+}
+
+// TestPathRunOfOtherCompanyIsNotFound: another company's run id in the path
+// of /runs/{id}/heartbeat and /finish answered 422 run_not_found while GET
+// /runs/{id} answered 404. A run in the path is a resource by id: 404
+// not_found when missing or of another company (SPEC section 2); a run
+// named by a header still answers 422 run_not_found.
+func TestPathRunOfOtherCompanyIsNotFound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w1 := b.world("PA")
+	w2 := b.world("PB")
+	const missing = "0b0e2b53-6f42-4d6e-8f0c-2b7c1b9d1c3e"
+	for _, id := range []string{w2.ra1.ID, missing} {
+		wantErr(t, b.do("GET", "/api/runs/"+id, req{token: w1.ka}), 404, clasp.CodeNotFound, "")
+		wantErr(t, b.do("POST", "/api/runs/"+id+"/heartbeat", req{token: w1.ka}), 404, clasp.CodeNotFound, "")
+		wantErr(t, b.do("POST", "/api/runs/"+id+"/finish", req{token: w1.ka, body: map[string]any{"status": "cancelled"}}), 404, clasp.CodeNotFound, "")
+		wantErr(t, b.do("GET", "/api/agents/me", req{token: w1.ka, run: id}), 422, clasp.CodeRunNotFound, "")
+	}
+	wantErr(t, b.do("POST", "/api/runs/"+missing+"/finish", req{body: map[string]any{"status": "cancelled"}}), 404, clasp.CodeNotFound, "")
+	var r clasp.Run
+	b.must(http.StatusOK, "GET", "/api/runs/"+w2.ra1.ID, req{}, &r)
+	if r.Status != clasp.RunRunning {
+		t.Errorf("the other company's run: got %s, want running (untouched)", r.Status)
+	}
+}
+
+// TestPageLimitAboveMaxIsClampedAndSaidSo: limit=0 answered "an integer from
+// 1 to 1000" while limit=5000 was silently clamped. The clamp stays; the
+// message now says what the server does.
+func TestPageLimitAboveMaxIsClampedAndSaidSo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	co := b.company("LM")
+	path := "/api/companies/" + co.ID + "/issues?limit="
+	for _, v := range []string{"0", "-1", "x"} {
+		e := wantErr(t, b.do("GET", path+v, req{}), 400, clasp.CodeInvalidRequest, "limit")
+		// The message is the finding here: it must not claim an upper bound that is not enforced.
+		if !strings.Contains(e.Error, "1 or more (at most 1000 are returned)") {
+			t.Errorf("limit=%s: message %q, want it to say 1 or more, at most 1000 returned", v, e.Error)
+		}
+	}
+	for _, v := range []string{"1000", "5000", "99999999999999999999"} {
+		b.must(http.StatusOK, "GET", path+v, req{}, nil)
+	}
+}

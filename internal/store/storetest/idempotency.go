@@ -1,0 +1,206 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// idem returns the idempotency parameters of a request of actor with key
+// and request hash.
+func idem(actor store.Actor, key, hash string) *store.IdempotencyParams {
+	return &store.IdempotencyParams{ActorID: actor.ID(), Key: key, RequestHash: hash}
+}
+
+// Idempotency-Key (SPEC section 3), recorded in the creating transaction
+// (issue: the key was reserved, created and completed in three
+// transactions, so a crash in between stranded it): a repeat of (actor,
+// key, request hash) creates nothing and returns the resource the first
+// call created, as it is now, with Replayed set; the same key with another
+// request hash, or for another kind of resource, answers 422
+// idempotency_key_reused; keys are per actor; a call that fails records
+// nothing, so a retry with the same key creates.
+func testIdempotencyReplayCreatesNothing(t *testing.T, open opener) {
+	e := newEnv(t, open)
+	ctx := t.Context()
+	create := func(actor store.Actor, key, hash, title string) (*clasp.Issue, *store.IdempotencyParams, error) {
+		p := idem(actor, key, hash)
+		iss, err := e.st.IssueCreate(ctx, &store.IssueCreateParams{CompanyID: e.co.ID, Title: title, Actor: actor, Idempotency: p})
+		return iss, p, err
+	}
+	first, p, err := create(boardActor(), "k1", "h1", "once")
+	if err != nil || p.Replayed {
+		t.Fatalf("first create: got %v, replayed %v, want a new issue", err, p.Replayed)
+	}
+	again, p, err := create(boardActor(), "k1", "h1", "once")
+	if err != nil || !p.Replayed {
+		t.Fatalf("repeat: got %v, replayed %v, want the first issue replayed", err, p.Replayed)
+	}
+	if diff := cmp.Diff(first, again); diff != "" {
+		t.Errorf("replayed issue differs from the first answer (-first +replay):\n%s", diff)
+	}
+	_, p, err = create(boardActor(), "k1", "h2", "other")
+	wantCode(t, "same key, another request", err, clasp.CodeIdempotencyKeyReused)
+	if e := clasp.AsError(err); e != nil && e.Details["field"] != "Idempotency-Key" {
+		t.Errorf("key reused: details %v, want field Idempotency-Key", e.Details)
+	}
+	byA, p, err := create(agentActor(e.a), "k1", "h1", "once")
+	if err != nil || p.Replayed || byA.ID == first.ID {
+		t.Errorf("same key by another actor: got %+v, %v, replayed %v, want a second issue", byA, err, p.Replayed)
+	}
+
+	// The replay answers the issue as it is now (the record names it; no
+	// response body is stored).
+	if _, err := e.st.IssueUpdate(ctx, &store.IssueUpdateParams{Ref: first.ID, Title: ptr("renamed"), Actor: boardActor()}); err != nil {
+		t.Fatalf("rename: %v", err)
+	}
+	now, p, err := create(boardActor(), "k1", "h1", "once")
+	if err != nil || !p.Replayed || now.ID != first.ID || now.Title != "renamed" {
+		t.Errorf("repeat after a rename: got %+v, %v, replayed %v, want the first issue, titled renamed", now, err, p.Replayed)
+	}
+
+	// A failed call records nothing: the retry (here with a fixed body) creates.
+	_, p, err = create(boardActor(), "k2", "h3", "   ")
+	wantCode(t, "failed first call", err, clasp.CodeInvalidRequest)
+	retry, p, err := create(boardActor(), "k2", "h4", "fixed")
+	if err != nil || p.Replayed || retry.Title != "fixed" {
+		t.Errorf("retry after a failed call: got %+v, %v, replayed %v, want a new issue", retry, err, p.Replayed)
+	}
+	issues, _, err := e.st.IssueList(ctx, &store.IssueListParams{CompanyID: e.co.ID, Page: store.Page{Limit: 100}})
+	if err != nil || len(issues) != 3 {
+		t.Errorf("issues of the company: got %d, %v, want 3", len(issues), err)
+	}
+	created := allActivity(t, e.st, store.ActivityListParams{CompanyID: e.co.ID, Action: clasp.ActionIssueCreated})
+	if len(created) != 3 {
+		t.Errorf("issue.created rows: got %d, want 3 (replays write none)", len(created))
+	}
+
+	// Comments.
+	comment := func(actor store.Actor, key, hash string) (*clasp.Comment, *store.IdempotencyParams, error) {
+		p := idem(actor, key, hash)
+		c, err := e.st.CommentCreate(ctx, &store.CommentCreateParams{Ref: first.ID, Body: "result", Actor: actor, Idempotency: p})
+		return c, p, err
+	}
+	c1, p, err := comment(agentActor(e.a), "c1", "hc")
+	if err != nil || p.Replayed {
+		t.Fatalf("first comment: got %v, replayed %v", err, p.Replayed)
+	}
+	c2, p, err := comment(agentActor(e.a), "c1", "hc")
+	if err != nil || !p.Replayed {
+		t.Fatalf("repeated comment: got %v, replayed %v, want a replay", err, p.Replayed)
+	}
+	if diff := cmp.Diff(c1, c2); diff != "" {
+		t.Errorf("replayed comment differs (-first +replay):\n%s", diff)
+	}
+	_, _, err = comment(agentActor(e.a), "c1", "hc-other")
+	wantCode(t, "comment key reused", err, clasp.CodeIdempotencyKeyReused)
+	// The board's k1 names an issue: a comment with it is another request.
+	_, _, err = comment(boardActor(), "k1", "h1")
+	wantCode(t, "issue key used for a comment", err, clasp.CodeIdempotencyKeyReused)
+	cs, err := e.st.CommentList(ctx, &store.CommentListParams{Ref: first.ID})
+	if err != nil || len(cs) != 1 {
+		t.Errorf("comments: got %d, %v, want 1", len(cs), err)
+	}
+}
+
+// Concurrent first calls with one Idempotency-Key create one resource: the
+// others replay it (SQLite's single writer serialises them; on PostgreSQL
+// the unique (actor, key) record makes the later transactions fail and
+// retry into the replay).
+func testIdempotencyConcurrentDuplicates(t *testing.T, open opener) {
+	e := newEnv(t, open)
+	ctx := t.Context()
+	const n = 8
+	var (
+		issues [n]*clasp.Issue
+		params [n]*store.IdempotencyParams
+		errs   [n]error
+	)
+	race(n, func(i int) {
+		params[i] = idem(agentActor(e.a), "race", "h")
+		issues[i], errs[i] = e.st.IssueCreate(ctx, &store.IssueCreateParams{CompanyID: e.co.ID, Title: "once",
+			Actor: agentActor(e.a), Idempotency: params[i]})
+	})
+	fresh := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("concurrent create %d: %v", i, errs[i])
+		}
+		if !params[i].Replayed {
+			fresh++
+		}
+		if issues[i].ID != issues[0].ID {
+			t.Errorf("concurrent create %d: got issue %s, want %s (the one created)", i, issues[i].Identifier, issues[0].Identifier)
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("concurrent creates with one key: %d created, want 1 (the others replayed)", fresh)
+	}
+	list, _, err := e.st.IssueList(ctx, &store.IssueListParams{CompanyID: e.co.ID, Page: store.Page{Limit: 100}})
+	if err != nil || len(list) != 1 || list[0].Identifier != "ACME-1" {
+		t.Errorf("issues after the race: got %d, %v, want just ACME-1", len(list), err)
+	}
+}
+
+// A replayed run open (issue: the replay answered the stored response with
+// the run token in it, so tokens were kept in clear) opens nothing and gives
+// the run a fresh token: the request's token hash replaces the run's, the
+// old token stops authenticating, the new one does. Once the run is
+// terminal or lost, a replay answers 409 run_not_live and changes nothing.
+func testIdempotencyRunReplayReissuesToken(t *testing.T, open opener) {
+	e := newEnv(t, open)
+	ctx := t.Context()
+	openRun := func(key string) (*clasp.Run, *store.RunOpenParams, error) {
+		p := runOpenParams(e.a, leaseTTL)
+		p.Idempotency = idem(agentActor(e.a), key, "h")
+		r, err := e.st.RunOpen(ctx, p)
+		return r, p, err
+	}
+	r1, p1, err := openRun("run-1")
+	if err != nil || p1.Idempotency.Replayed {
+		t.Fatalf("open: got %v, replayed %v", err, p1.Idempotency.Replayed)
+	}
+	r2, p2, err := openRun("run-1")
+	if err != nil || !p2.Idempotency.Replayed || r2.ID != r1.ID || r2.Status != clasp.RunRunning {
+		t.Fatalf("replay: got %+v, %v, replayed %v, want run %s running, replayed", r2, err, p2.Idempotency.Replayed, r1.ID)
+	}
+	_, _, err = e.st.RunAuthenticate(ctx, p1.TokenHash)
+	wantCode(t, "first token after the replay", err, clasp.CodeUnauthenticated)
+	if a, r, err := e.st.RunAuthenticate(ctx, p2.TokenHash); err != nil || a.ID != e.a.ID || r.ID != r1.ID {
+		t.Errorf("reissued token: got %v, %v, %v, want agent A in run %s", a, r, err, r1.ID)
+	}
+
+	if _, err := finish(ctx, e.st, r1, clasp.RunSucceeded); err != nil {
+		t.Fatalf("finish: %v", err)
+	}
+	_, p3, err := openRun("run-1")
+	wantCode(t, "replay of a finished run", err, clasp.CodeRunNotLive)
+	_, _, err = e.st.RunAuthenticate(ctx, p3.TokenHash)
+	wantCode(t, "token of a replay of a finished run", err, clasp.CodeUnauthenticated)
+
+	lost, _, err := openRun("run-2")
+	if err != nil {
+		t.Fatalf("open run-2: %v", err)
+	}
+	if err := e.h.ExpireRunLease(ctx, lost.ID); err != nil {
+		t.Fatalf("expire run-2: %v", err)
+	}
+	before := getRun(t, e.st, lost.ID)
+	_, _, err = openRun("run-2")
+	wantCode(t, "replay of a lost run", err, clasp.CodeRunNotLive)
+	if diff := cmp.Diff(before, getRun(t, e.st, lost.ID)); diff != "" {
+		t.Errorf("lost run changed by a refused replay (-before +after):\n%s", diff)
+	}
+
+	runs, _, err := e.st.RunList(ctx, &store.RunListParams{CompanyID: e.co.ID, AgentID: e.a.ID, Page: store.Page{Limit: 100}})
+	if err != nil || len(runs) != 2 {
+		t.Errorf("runs of A: got %d, %v, want 2 (replays open none)", len(runs), err)
+	}
+	started := allActivity(t, e.st, store.ActivityListParams{CompanyID: e.co.ID, Action: clasp.ActionRunStarted})
+	if len(started) != 2 {
+		t.Errorf("run.started rows: got %d, want 2", len(started))
+	}
+}
