@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,8 +22,13 @@ import (
 	"github.com/clasp-dev/clasp/internal/httpapi"
 	"github.com/clasp-dev/clasp/internal/metrics"
 	"github.com/clasp-dev/clasp/internal/recovery"
+	"github.com/clasp-dev/clasp/internal/store"
+	"github.com/clasp-dev/clasp/internal/store/postgres"
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
 )
+
+// EnvDatabaseURL sets --database-url of serve and migrate.
+const EnvDatabaseURL = "CLASP_DATABASE_URL"
 
 // Defaults of `clasp serve`.
 const (
@@ -44,12 +50,13 @@ const boardTokenSetting = "board_token_hash"
 
 // ServeConfig configures Serve. Zero fields take the defaults of `clasp serve`.
 type ServeConfig struct {
-	DataDir         string        // database at DataDir/clasp.db; board token at DataDir/board-token
+	DataDir         string        // database at DataDir/clasp.db (unless DatabaseURL); board token at DataDir/board-token
+	DatabaseURL     string        // PostgreSQL URL: when set, the state lives there (any number of replicas may share it), not in DataDir
 	Listen          string        // host:port; port 0 picks a free one
 	LeaseTTL        time.Duration // lease every sign of life gives a run
 	SweepInterval   time.Duration // time between sweeper passes
 	LocalTrusted    bool          // tokenless requests are the board; requires a loopback Listen
-	RequireRunToken bool          // checkout, release and PATCH by agents take run tokens only
+	RequireRunToken bool          // checkout, release, PATCH, heartbeat and finish by agents take run tokens only
 	Sync            string        // SQLite synchronous: "full" (default) or "normal"
 	ShutdownTimeout time.Duration // how long in-flight requests get after ctx ends
 	Logger          *slog.Logger  // default: discard
@@ -60,7 +67,7 @@ type ServeConfig struct {
 type ServeInfo struct {
 	Addr           string // the bound host:port
 	URL            string // http://Addr
-	DBPath         string
+	DBPath         string // DataDir/clasp.db; the URL without its password with DatabaseURL
 	BoardToken     string // the board token when known: created at this start, or read back from BoardTokenFile
 	BoardTokenFile string // DataDir/board-token
 	SchemaVersion  int64
@@ -89,9 +96,12 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 		return fmt.Errorf("create data directory: %w", err)
 	}
 	info := ServeInfo{DBPath: filepath.Join(cfg.DataDir, DBFileName), BoardTokenFile: filepath.Join(cfg.DataDir, BoardTokenFileName)}
-	st, err := sqlite.Open(ctx, info.DBPath, sqlite.Options{Logger: log, Synchronous: strings.ToUpper(cfg.Sync)})
+	st, err := openStore(ctx, cfg.DatabaseURL, info.DBPath, log, cfg.Sync)
 	if err != nil {
 		return err
+	}
+	if cfg.DatabaseURL != "" {
+		info.DBPath = redactURL(cfg.DatabaseURL)
 	}
 	defer func() {
 		if err := st.Close(); err != nil {
@@ -152,6 +162,8 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 	}
 	defer sweeper.Stop()
 
+	// No ReadTimeout: it would cut the live event stream. Request bodies
+	// have their own read deadline (httpapi.Config.BodyReadTimeout).
 	hs := &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -312,7 +324,7 @@ func (a *app) newServeCmd() *cobra.Command {
 	var logLevel string
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the clasp server on an embedded SQLite database",
+		Short: "Run the clasp server on an embedded SQLite database (or PostgreSQL with --database-url)",
 		Long: `Run the clasp server: the HTTP API under /api, /healthz, /readyz and /metrics,
 and the sweeper that fails runs whose lease expired and frees their locks.
 
@@ -325,7 +337,19 @@ port 0 picks a free port). SIGINT or SIGTERM stops it gracefully.
 --local-trusted makes requests without a token act as the board; it only
 binds a loopback address and refuses cross-origin browser writes.
 
-Environment: ` + EnvDataDir + ` and ` + EnvListen + ` set --data-dir and --listen.`,
+Durability (SQLite): by default (--sync full) a write is acknowledged only
+after its commit is on disk (fsync), so it survives power loss; writes that
+arrive while a commit is in flight share the next commit and its fsync (group
+commit), each still all-or-nothing. --sync normal skips the fsync at each
+commit: an acknowledged write may be lost on power loss, not on a process
+crash.
+
+With --database-url postgres://... the state lives in that PostgreSQL database
+instead (migrated at start, under a lock, so replicas may start together); any
+number of servers may share it. The board token file stays in <data-dir>.
+
+Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` set --data-dir, --listen and
+--database-url.`,
 		Example: `  clasp serve
   clasp serve --listen 127.0.0.1:0 --data-dir /tmp/clasp --lease-ttl 30s
   clasp serve --local-trusted --log-level debug`,
@@ -337,6 +361,9 @@ Environment: ` + EnvDataDir + ` and ` + EnvListen + ` set --data-dir and --liste
 			}
 			if !f.Changed("listen") {
 				cfg.Listen = firstNonEmpty(a.getenv(EnvListen), cfg.Listen)
+			}
+			if !f.Changed("database-url") {
+				cfg.DatabaseURL = a.getenv(EnvDatabaseURL)
 			}
 			log, err := newLogger(a.stderr, logLevel)
 			if err != nil {
@@ -350,34 +377,43 @@ Environment: ` + EnvDataDir + ` and ` + EnvListen + ` set --data-dir and --liste
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", DefaultDataDir, "directory of the database and the board token file (env "+EnvDataDir+")")
 	f.StringVar(&cfg.Listen, "listen", DefaultListen, "address to listen on, host:port (env "+EnvListen+")")
+	f.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL URL (postgres://...): keep the state there instead of <data-dir>/clasp.db; replicas may share it (env "+EnvDatabaseURL+")")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "lease a run gets from each sign of life")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", DefaultSweepInterval, "time between sweeper passes")
 	f.BoolVar(&cfg.LocalTrusted, "local-trusted", false, "requests without a token are the board (loopback --listen only)")
-	f.BoolVar(&cfg.RequireRunToken, "require-run-token", false, "checkout, release and issue PATCH by agents accept only run tokens")
-	f.StringVar(&cfg.Sync, "sync", "full", "SQLite synchronous mode: full (survives power loss) or normal (survives process crashes)")
+	f.BoolVar(&cfg.RequireRunToken, "require-run-token", false, "checkout, release, issue PATCH, run heartbeat and run finish by agents accept only run tokens")
+	f.StringVar(&cfg.Sync, "sync", "full", "SQLite durability: full (an acknowledged write survives power loss) or normal (an acknowledged write may be lost on power loss, not on a process crash)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	return cmd
 }
 
 func (a *app) newMigrateCmd() *cobra.Command {
-	var dataDir string
+	var dataDir, databaseURL string
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade the database and print its schema version",
 		Long: `Apply the pending migrations to <data-dir>/clasp.db (creating it if needed) and
-print the schema version. 'clasp serve' does the same at start; use migrate to
+print the schema version; with --database-url (or ` + EnvDatabaseURL + `), to that
+PostgreSQL database. 'clasp serve' does the same at start; use migrate to
 upgrade ahead of a deployment.`,
-		Example: `  clasp migrate --data-dir /var/lib/clasp`,
-		Args:    cobra.NoArgs,
+		Example: `  clasp migrate --data-dir /var/lib/clasp
+  clasp migrate --database-url postgres://clasp@db.internal/clasp`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("data-dir") {
 				dataDir = firstNonEmpty(a.getenv(EnvDataDir), dataDir)
 			}
+			if !cmd.Flags().Changed("database-url") {
+				databaseURL = a.getenv(EnvDatabaseURL)
+			}
 			ctx := cmd.Context()
 			path := filepath.Join(dataDir, DBFileName)
-			st, err := sqlite.Open(ctx, path, sqlite.Options{})
+			st, err := openStore(ctx, databaseURL, path, nil, "")
 			if err != nil {
 				return err
+			}
+			if databaseURL != "" {
+				path = redactURL(databaseURL)
 			}
 			defer st.Close()
 			v, err := st.SchemaVersion(ctx)
@@ -389,5 +425,40 @@ upgrade ahead of a deployment.`,
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", DefaultDataDir, "directory of the database (env "+EnvDataDir+")")
+	cmd.Flags().StringVar(&databaseURL, "database-url", "", "PostgreSQL URL to migrate instead of <data-dir>/clasp.db (env "+EnvDatabaseURL+")")
 	return cmd
+}
+
+// migratedStore is a store that reports its schema version.
+type migratedStore interface {
+	store.Store
+	SchemaVersion(ctx context.Context) (int64, error)
+}
+
+// openStore opens (creating and migrating) the PostgreSQL database at
+// databaseURL when it is set, else the SQLite file at path with the given
+// synchronous mode ("" for the default).
+func openStore(ctx context.Context, databaseURL, path string, log *slog.Logger, sync string) (migratedStore, error) {
+	if databaseURL != "" {
+		st, err := postgres.Open(ctx, databaseURL, postgres.Options{Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
+	st, err := sqlite.Open(ctx, path, sqlite.Options{Logger: log, Synchronous: strings.ToUpper(sync)})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// redactURL is a database URL fit to print: without its password, or a
+// placeholder when it is not a URL (a key=value DSN may hold one).
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.Scheme == "" {
+		return "PostgreSQL (" + EnvDatabaseURL + ")"
+	}
+	return p.Redacted()
 }

@@ -2,17 +2,19 @@
 // pgx v5 connection pool, for several clasp servers (replicas) sharing one
 // database.
 //
-// Every lock rule of SPEC section 4 is ONE statement: a data-modifying CTE
-// that locks and reads the issue's old row (FOR UPDATE), decides in the
-// UPDATE's WHERE, writes the activity rows of the change and answers the
-// row with the old lock columns (lock.go). A statement outside an explicit
-// transaction is its own transaction, so a lock rule costs one round trip
-// and its activity rows commit with it. Liveness, leases and timestamps use
-// the database clock (now(), the transaction's start), never a replica's,
-// so replicas whose clocks disagree still agree on who is live. Per-company
-// identifiers come from a row-locked counter in the creating statement, and
-// both sweeper passes pick their rows with FOR UPDATE SKIP LOCKED, so any
-// number of replicas may create and sweep at once.
+// Every lock rule of SPEC section 4 is ONE conditional statement, run as
+// its own implicit transaction (one round trip): a data-modifying CTE that
+// reads the issue's row and the state of the runs it names from the
+// statement's snapshot, decides, writes the issue only if its row is still
+// the version it read (compare-and-set; the statement runs again on a
+// fresh snapshot otherwise), writes the activity rows of the change and
+// answers the row with the old lock columns (lock.go). A refusal writes and
+// locks nothing. Liveness, leases and timestamps use the database clock
+// (now(), the transaction's start), never a replica's, so replicas whose
+// clocks disagree still agree on who is live. Per-company identifiers come
+// from a row-locked counter in the creating statement, and both sweeper
+// passes lock their candidates FOR UPDATE in id order and re-check them on
+// the latest rows, so any number of replicas may create and sweep at once.
 //
 // Open applies the embedded migrations (goose, PostgreSQL dialect) under a
 // session advisory lock, so replicas starting together migrate once.
@@ -26,6 +28,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -59,7 +63,7 @@ type Store struct {
 	log    *slog.Logger
 	newID  func() string
 
-	idemPurgedAt atomicTime // when this process last purged expired idempotency records
+	idemPurgedAt atomic.Int64 // unix ns (Go clock: scheduling only) of this process's last purge of expired idempotency records
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value
@@ -155,7 +159,7 @@ func retryable(err error) bool {
 // backoff is the pause before try attempt+1: 1-2 ms, doubling.
 func backoff(attempt int) time.Duration {
 	base := time.Millisecond << (attempt - 1)
-	return base + time.Duration(uuid.New().ID()%uint32(base))
+	return base + rand.N(base)
 }
 
 func newUUIDv7() string {

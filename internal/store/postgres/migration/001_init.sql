@@ -100,7 +100,7 @@ CREATE INDEX issues_company_created ON issues(company_id, created_at DESC, id DE
 CREATE INDEX issues_assignee_status ON issues(assignee_agent_id, status, priority_rank, created_at);
 CREATE INDEX issues_company_status ON issues(company_id, status, priority_rank, created_at);
 -- The end of a run (L6) finds its locks through these; the sweeper's pass 2
--- reads only locked rows (issues_locked, in id order for SKIP LOCKED
+-- reads only locked rows (issues_locked, in id order for its FOR UPDATE
 -- batches). The partial indexes keep their cost proportional to the number
 -- of locked issues.
 CREATE INDEX issues_checkout_run ON issues(checkout_run_id) WHERE checkout_run_id IS NOT NULL;
@@ -144,13 +144,16 @@ CREATE TABLE activity (
 CREATE INDEX activity_company ON activity(company_id, id DESC);
 CREATE INDEX activity_entity ON activity(entity_id, id DESC);
 
+-- Idempotency-Key records (SPEC section 3, store.IdempotencyParams): the
+-- resource a creating request made, written in the creating transaction;
+-- the primary key makes a concurrent duplicate fail (and then replay).
 CREATE TABLE idempotency_keys (
-    actor_id     text COLLATE "C" NOT NULL,
-    key          text COLLATE "C" NOT NULL,
-    request_hash text NOT NULL,
-    status_code  integer NOT NULL DEFAULT 0,
-    body         bytea,
-    created_at   timestamptz NOT NULL,
+    actor_id      text COLLATE "C" NOT NULL,
+    key           text COLLATE "C" NOT NULL,
+    request_hash  text NOT NULL,
+    resource_type text NOT NULL CHECK (resource_type IN ('issue','comment','run')),
+    resource_id   text COLLATE "C" NOT NULL,
+    created_at    timestamptz NOT NULL,
     PRIMARY KEY (actor_id, key)
 );
 -- Expired records (older than 24 hours) are deleted by age.

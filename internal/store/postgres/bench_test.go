@@ -1,0 +1,214 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// benchGoroutines are the concurrent clients of the benchmarks; each gets a
+// connection of its own (the pool has as many).
+var benchGoroutines = []int{1, 8, 32, 64}
+
+var board = store.Actor{Type: clasp.ActorBoard}
+
+func agentOf(a *clasp.Agent, runID string) store.Actor {
+	return store.Actor{Type: clasp.ActorAgent, AgentID: a.ID, CompanyID: a.CompanyID, RunID: runID}
+}
+
+// BenchmarkCheckoutRelease measures checkout+release cycles through the
+// store (each cycle two lock rules, each one statement and one round trip
+// with its activity rows, committed), at 1, 8, 32 and
+// 64 goroutines, uncontended (each goroutine its own agent, run and
+// issues) and contended (every goroutine a run of one agent, all on one
+// issue: conflicts are counted, cycles/s counts successful cycles). One op
+// is one attempted cycle. Needs CLASP_TEST_POSTGRES_URL.
+//
+//	go test -run '^$' -bench 'CheckoutRelease|RawPgx' ./internal/store/postgres/
+func BenchmarkCheckoutRelease(b *testing.B) {
+	for _, contended := range []bool{false, true} {
+		mode := map[bool]string{false: "uncontended", true: "contended"}[contended]
+		for _, n := range benchGoroutines {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", mode, n), func(b *testing.B) { benchStore(b, contended, n) })
+		}
+	}
+}
+
+// benchEnv is a store in a fresh schema with a company and helpers.
+type benchEnv struct {
+	s  *Store
+	co *clasp.Company
+}
+
+func newBenchEnv(b *testing.B, conns int) *benchEnv {
+	b.Helper()
+	s := openTest(b, Options{MaxConns: int32(max(conns, 4))})
+	co, err := s.CompanyCreate(context.Background(), &store.CompanyCreateParams{Name: "Bench", IssuePrefix: "BENCH", Actor: board})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &benchEnv{s: s, co: co}
+}
+
+func (e *benchEnv) agent(b *testing.B, name string) *clasp.Agent {
+	a, err := e.s.AgentCreate(context.Background(), &store.AgentCreateParams{CompanyID: e.co.ID, Name: name, Actor: board})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return a
+}
+
+func (e *benchEnv) run(b *testing.B, a *clasp.Agent) store.Actor {
+	r, err := e.s.RunOpen(context.Background(), &store.RunOpenParams{AgentID: a.ID, LeaseTTL: time.Hour, Actor: agentOf(a, "")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return agentOf(a, r.ID)
+}
+
+func (e *benchEnv) issue(b *testing.B) string {
+	iss, err := e.s.IssueCreate(context.Background(), &store.IssueCreateParams{CompanyID: e.co.ID, Title: "bench", Status: clasp.IssueTodo, Actor: board})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return iss.ID
+}
+
+func benchStore(b *testing.B, contended bool, n int) {
+	ctx := context.Background()
+	e := newBenchEnv(b, n)
+	expected := []clasp.IssueStatus{clasp.IssueTodo}
+	var conflicts atomic.Int64
+	cycles := make([]func() error, n)
+	shared, sharedAgent := "", (*clasp.Agent)(nil)
+	if contended {
+		shared, sharedAgent = e.issue(b), e.agent(b, "shared")
+	}
+	for g := range cycles {
+		var actor store.Actor
+		var issues []string
+		if contended {
+			actor, issues = e.run(b, sharedAgent), []string{shared}
+		} else {
+			actor = e.run(b, e.agent(b, "agent-"+strconv.Itoa(g)))
+			issues = []string{e.issue(b), e.issue(b), e.issue(b), e.issue(b)}
+		}
+		k := 0
+		cycles[g] = func() error {
+			ref := issues[k%len(issues)]
+			k++
+			_, err := e.s.IssueCheckout(ctx, &store.IssueCheckoutParams{Ref: ref, AgentID: actor.AgentID, ExpectedStatuses: expected, Actor: actor})
+			if clasp.ErrorCode(err) == clasp.CodeCheckoutConflict {
+				conflicts.Add(1)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			_, err = e.s.IssueRelease(ctx, &store.IssueReleaseParams{Ref: ref, Actor: actor})
+			return err
+		}
+	}
+	runCycles(b, cycles)
+	ok := float64(int64(b.N) - conflicts.Load())
+	b.ReportMetric(ok/b.Elapsed().Seconds(), "cycles/s")
+	b.ReportMetric(float64(conflicts.Load())/float64(b.N), "conflicts/op")
+}
+
+// runCycles runs b.N calls spread over the goroutines, one goroutine per
+// element of cycles, and fails the benchmark on the first error.
+func runCycles(b *testing.B, cycles []func() error) {
+	b.ReportAllocs()
+	var (
+		next    atomic.Int64
+		errOnce sync.Once
+		wg      sync.WaitGroup
+	)
+	b.ResetTimer()
+	for _, cycle := range cycles {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if err := cycle(); err != nil {
+					errOnce.Do(func() { b.Error(err) })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+}
+
+// BenchmarkRawPgx runs the statements of an uncontended checkout+release
+// cycle straight through pgx, without the store's Go code: the same SQL
+// (sqlCheckout, then sqlRelease, each one statement in its own implicit
+// transaction) with the same arguments, its answer scanned into plain
+// variables. It is the floor the store is compared with (store ns/op
+// divided by raw ns/op).
+//
+//	go test -run '^$' -bench 'CheckoutRelease|RawPgx' ./internal/store/postgres/
+func BenchmarkRawPgx(b *testing.B) {
+	for _, n := range benchGoroutines {
+		b.Run(fmt.Sprintf("uncontended/goroutines=%d", n), func(b *testing.B) { benchRaw(b, n) })
+	}
+}
+
+func benchRaw(b *testing.B, n int) {
+	ctx := context.Background()
+	e := newBenchEnv(b, n)
+	cycles := make([]func() error, n)
+	for g := range cycles {
+		a := e.agent(b, "agent-"+strconv.Itoa(g))
+		actor := e.run(b, a)
+		issues := []string{e.issue(b), e.issue(b), e.issue(b), e.issue(b)}
+		k := 0
+		cycles[g] = func() error {
+			id := issues[k%len(issues)]
+			k++
+			args := pgx.NamedArgs{"rid": id, "rident": "", "company": a.CompanyID, "run": actor.RunID, "agent": a.ID, "board": false,
+				"actor_type": "agent", "actor_id": a.ID, "actor_run": actor.RunID, "expected": []string{"todo"}, "unassign": false}
+			if err := rawStep(ctx, e.s, sqlCheckout, args); err != nil {
+				return fmt.Errorf("raw checkout: %w", err)
+			}
+			if err := rawStep(ctx, e.s, sqlRelease, args); err != nil {
+				return fmt.Errorf("raw release: %w", err)
+			}
+			return nil
+		}
+	}
+	runCycles(b, cycles)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cycles/s")
+}
+
+// rawStep runs one lock rule's statement and scans its answer into plain
+// variables.
+func rawStep(ctx context.Context, s *Store, stmt string, args pgx.NamedArgs) error {
+	var (
+		changed, extra, ok                     bool
+		t1, t2, t3, t4, t5, t6, t7, status     string
+		n1, n2, n3, n4, o1, o2, o3, o4, o5, o6 *string
+		o7, o8                                 *string
+		epoch                                  int64
+		ts1, ts2, ts3, ts4                     *time.Time
+		created, updated                       time.Time
+	)
+	err := s.pool.QueryRow(ctx, stmt, args).Scan(&changed, &t1, &t2, &t3, &t4, &t5, &t6, &t7, &n1, &n2, &epoch, &n3, &n4,
+		&ts1, &ts2, &ts3, &ts4, &created, &updated,
+		&status, &o1, &o2, &o3, &o4, &o5, &o6, &o7, &o8, &extra, &ok)
+	if err != nil {
+		return err
+	}
+	if !changed {
+		return fmt.Errorf("issue %s: nothing changed", t1)
+	}
+	return nil
+}

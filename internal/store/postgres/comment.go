@@ -1,0 +1,114 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+var (
+	// sqlCommentCreate adds a comment to an issue visible in @company (empty
+	// for any) and writes its issue.commented {commentId}, recording the
+	// Idempotency-Key if any (CTE rec); no row when there is no such issue.
+	sqlCommentCreate = `WITH iss AS (
+		SELECT i.id, i.company_id FROM issues i WHERE ` + sqlIssueRef + `
+	), made AS (
+		INSERT INTO comments (id, company_id, issue_id, body, author_agent_id, author_board, run_id, created_at)
+		SELECT @id::text, iss.company_id, iss.id, @body::text, @author::text, @board::boolean, @actor_run::text, now() FROM iss
+		RETURNING ` + commentCols + `, company_id
+	), ` + sqlIdempotencyRecordCTE + `, act AS (` + sqlActivityInto + `
+		SELECT made.company_id, ` + sqlActorCols + `, 'issue.commented', 'issue', made.issue_id, jsonb_build_object('commentId', made.id) FROM made
+	)
+	SELECT ` + commentCols + ` FROM made`
+)
+
+const (
+	sqlCommentGet   = `SELECT ` + commentCols + ` FROM comments WHERE id = $1`
+	sqlCommentIssue = `SELECT i.id FROM issues i WHERE ` + sqlIssueRef
+	sqlCommentList  = `SELECT ` + commentCols + ` FROM comments
+	WHERE issue_id = $1 AND seq > coalesce((SELECT seq FROM comments WHERE id = $2 AND issue_id = $1), 0)
+	ORDER BY seq LIMIT $3`
+	sqlCommentExists = `SELECT EXISTS (SELECT 1 FROM comments WHERE id = $1 AND issue_id = $2)`
+)
+
+// CommentCreate adds a comment by the actor (an agent, in its run if any,
+// or the board) to an issue of the actor's company, with its
+// issue.commented row. With Idempotency, a repeat creates nothing and
+// answers the recorded comment. 400 invalid_request for an empty body; 404
+// not_found; 422 idempotency_key_reused.
+func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams) (*clasp.Comment, error) {
+	if strings.TrimSpace(p.Body) == "" {
+		return nil, clasp.InvalidField("body", "body is required.")
+	}
+	a := p.Actor
+	rid, rident := splitRef(p.Ref)
+	var author *string
+	if a.Type == clasp.ActorAgent {
+		author = &a.AgentID
+	}
+	args := actorArgs(pgx.NamedArgs{"id": s.newID(), "rid": rid, "rident": rident, "company": scope(a), "body": p.Body,
+		"author": author, "board": a.IsBoard()}, a)
+	idemArgs(args, p.Idempotency, idemComment)
+	replay := func(id string) (*clasp.Comment, error) {
+		c, err := scanComment(s.pool.QueryRow(ctx, sqlCommentGet, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, notFound("comment", id)
+		}
+		return c, translate(wrap(err, "get comment %s", id))
+	}
+	return idempotent(ctx, s, p.Idempotency, idemComment, replay, func() (*clasp.Comment, error) {
+		var out *clasp.Comment
+		err := s.retry(ctx, func() error {
+			c, err := scanComment(s.pool.QueryRow(ctx, sqlCommentCreate, args))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return notFound("issue", p.Ref)
+			}
+			out = c
+			return wrap(err, "comment on issue %s", p.Ref)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	})
+}
+
+// CommentList lists the comments of an issue (scoped to CompanyID when
+// set), oldest first, after the comment After (exclusive) when set, at most
+// Limit (1..1000, default 100). 404 not_found for the issue; 400
+// invalid_request if After is no comment of it.
+func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]*clasp.Comment, error) {
+	rid, rident := splitRef(p.Ref)
+	var issueID string
+	err := s.pool.QueryRow(ctx, sqlCommentIssue, pgx.NamedArgs{"rid": rid, "rident": rident, "company": p.CompanyID}).Scan(&issueID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("issue", p.Ref)
+	}
+	if err != nil {
+		return nil, translate(fmt.Errorf("find issue %s: %w", p.Ref, err))
+	}
+	if p.After != "" {
+		var ok bool
+		if err := s.pool.QueryRow(ctx, sqlCommentExists, p.After, issueID).Scan(&ok); err != nil {
+			return nil, translate(fmt.Errorf("find comment %s: %w", p.After, err))
+		}
+		if !ok {
+			return nil, clasp.InvalidField("after", "after %q is not a comment of this issue.", p.After)
+		}
+	}
+	rows, err := s.pool.Query(ctx, sqlCommentList, issueID, p.After, pageLimit(p.Limit))
+	if err != nil {
+		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
+	}
+	cs, err := scanAll(rows, scanComment)
+	if err != nil {
+		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
+	}
+	return cs, nil
+}

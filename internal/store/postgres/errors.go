@@ -1,0 +1,85 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// translate is the one place where database errors become clasp errors
+// (STYLE.md rule 4). A *clasp.Error passes unchanged; pgx.ErrNoRows becomes
+// 404 not_found; a unique violation (23505) 409 already_exists; a foreign
+// key violation (23503) 404 not_found (a referenced row is missing), as in
+// the SQLite store; a failed connection, too many connections (53300) or a
+// server shutting down (57P01, 57P03) 503 unavailable. Anything else
+// (including a deadlock still failing after the retries, and context
+// cancellation) is returned as it is: an internal error, already wrapped
+// with its context.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if e := clasp.AsError(err); e != nil {
+		return e
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return clasp.Errorf(clasp.CodeNotFound, "Not found.")
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "23505":
+			if pe.TableName == "idempotency_keys" {
+				return err // a concurrent duplicate request: the caller replays (isIdempotencyConflict)
+			}
+			return clasp.Errorf(clasp.CodeAlreadyExists, "A resource with this unique value already exists.")
+		case "23503":
+			return clasp.Errorf(clasp.CodeNotFound, "A referenced resource does not exist.")
+		case "53300", "57P01", "57P02", "57P03":
+			return clasp.Errorf(clasp.CodeUnavailable, "The database is unavailable; retry shortly.")
+		}
+		return err
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return clasp.Errorf(clasp.CodeUnavailable, "The database is unreachable; retry shortly.")
+	}
+	return err
+}
+
+// isUnique reports whether err is a unique violation (23505).
+func isUnique(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// notFound is a 404 naming the kind of resource and the reference asked for.
+func notFound(kind, ref string) *clasp.Error {
+	return clasp.Errorf(clasp.CodeNotFound, "No %s %q (or it is not visible to you).", kind, ref)
+}
+
+// wrap adds context to an unexpected database error (%w last).
+func wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	if e := clasp.AsError(err); e != nil {
+		return e
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+func unauthenticated() error {
+	return clasp.Errorf(clasp.CodeUnauthenticated, "The credentials are unknown, revoked or of a terminated agent.")
+}
+
+// isNotFound reports whether err is a 404 not_found clasp error.
+func isNotFound(err error) bool { return clasp.ErrorCode(err) == clasp.CodeNotFound }

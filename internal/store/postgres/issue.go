@@ -1,0 +1,190 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// inboxLimit caps IssueInbox.
+const inboxLimit = 1000
+
+var (
+	// sqlIssueCreate hands out the company's next issue number and inserts
+	// the issue, with its issue.created row, in one statement. The counter
+	// UPDATE takes the company's row lock, which serialises concurrent
+	// creators on every replica until they commit, and rolls back with a
+	// failed create: identifiers PREFIX-N are gapless and never repeat
+	// (SPEC section 1, S27). With an Idempotency-Key it records it (CTE
+	// rec). No row when the company is missing or @assignee is no active
+	// agent of it (the caller then explains).
+	sqlIssueCreate = `WITH c AS (
+		UPDATE companies SET issue_counter = issue_counter + 1
+		WHERE id = @company::text
+			AND (@assignee::text IS NULL OR EXISTS (SELECT 1 FROM agents a
+				WHERE a.id = @assignee::text AND a.company_id = @company::text AND a.status <> 'terminated'))
+		RETURNING id, issue_prefix, issue_counter
+	), made AS (
+		INSERT INTO issues (id, company_id, identifier, title, description, status, priority, priority_rank,
+			assignee_agent_id, started_at, completed_at, cancelled_at, created_at, updated_at)
+		SELECT @id::text, c.id, c.issue_prefix || '-' || c.issue_counter, @title::text, @description::text, @status::text,
+			@priority::text, @priority_rank::integer, @assignee::text,
+			CASE WHEN @status::text = 'in_progress' THEN now() END,
+			CASE WHEN @status::text = 'done' THEN now() END,
+			CASE WHEN @status::text = 'cancelled' THEN now() END,
+			now(), now()
+		FROM c
+		RETURNING ` + issueCols + `
+	), ` + sqlIdempotencyRecordCTE + `, act AS (` + sqlActivityInto + `
+		SELECT made.company_id, ` + sqlActorCols + `, 'issue.created', 'issue', made.id,
+			jsonb_build_object('identifier', made.identifier, 'title', made.title, 'status', made.status,
+				'priority', made.priority, 'assigneeAgentId', made.assignee_agent_id) FROM made
+	)
+	SELECT ` + issueCols + ` FROM made`
+	sqlIssueGet = `SELECT ` + issueCols + ` FROM issues i WHERE ` + sqlIssueRef
+)
+
+var (
+	sqlInbox = `SELECT i.id, i.identifier, i.title, i.status, i.priority, i.updated_at, r.id, r.status
+	FROM issues i LEFT JOIN runs r ON r.id = i.execution_run_id AND ` + sqlLive("r") + `
+	WHERE i.assignee_agent_id = $1 AND i.status IN ('todo', 'in_progress', 'blocked')
+	ORDER BY i.priority_rank, i.created_at, i.id
+	LIMIT $2`
+)
+
+// IssueCreate creates an issue with the next identifier PREFIX-N of its
+// company. Status defaults to backlog, priority to medium. With
+// Idempotency, a repeat creates nothing and answers the recorded issue as
+// it is now (store.IdempotencyParams). Errors: 400
+// invalid_request (empty title, bad status or priority), 403 forbidden (an
+// agent creating in another company), 404 not_found (company), 422
+// precondition_failed (an agent creating it in_progress, in_progress
+// without an assignee, an assignee that is no active agent of the
+// company), 422 idempotency_key_reused.
+func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*clasp.Issue, error) {
+	title := strings.TrimSpace(p.Title)
+	status := cmp.Or(p.Status, clasp.IssueBacklog)
+	priority := cmp.Or(p.Priority, clasp.PriorityMedium)
+	a := p.Actor
+	switch {
+	case title == "":
+		return nil, clasp.InvalidField("title", "title is required.")
+	case !status.Valid():
+		return nil, clasp.InvalidField("status", "status %q is not an issue status.", status)
+	case !priority.Valid():
+		return nil, clasp.InvalidField("priority", "priority %q is not a priority.", priority)
+	case a.Type == clasp.ActorAgent && a.CompanyID != p.CompanyID:
+		return nil, clasp.Errorf(clasp.CodeForbidden, "An agent creates issues only in its own company.")
+	case status == clasp.IssueInProgress && a.Type == clasp.ActorAgent:
+		return nil, clasp.Errorf(clasp.CodePreconditionFailed,
+			"An agent cannot create an issue in_progress: create it, then check it out.").WithDetails("field", "status")
+	case status == clasp.IssueInProgress && p.AssigneeAgentID == "":
+		return nil, clasp.Errorf(clasp.CodePreconditionFailed, "An issue is in_progress only with an assignee.").
+			WithDetails("field", "assigneeAgentId")
+	}
+	args := actorArgs(pgx.NamedArgs{"id": s.newID(), "company": p.CompanyID, "title": title, "description": p.Description,
+		"status": string(status), "priority": string(priority), "priority_rank": priority.Rank(),
+		"assignee": nullable(p.AssigneeAgentID)}, a)
+	idemArgs(args, p.Idempotency, idemIssue)
+	replay := func(id string) (*clasp.Issue, error) { return s.IssueGet(ctx, "", id) }
+	return idempotent(ctx, s, p.Idempotency, idemIssue, replay, func() (*clasp.Issue, error) {
+		var out *clasp.Issue
+		err := s.retry(ctx, func() error {
+			iss, err := scanIssue(s.pool.QueryRow(ctx, sqlIssueCreate, args))
+			if errors.Is(err, pgx.ErrNoRows) {
+				if _, err := s.CompanyGet(ctx, p.CompanyID); err != nil {
+					return err
+				}
+				return clasp.Errorf(clasp.CodePreconditionFailed, "assigneeAgentId %q is not an active agent of the issue's company.",
+					p.AssigneeAgentID).WithDetails("field", "assigneeAgentId")
+			}
+			out = iss
+			return wrap(err, "create issue in company %s", p.CompanyID)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	})
+}
+
+// IssueGet returns the issue whose UUID or identifier (case-insensitive) is
+// ref; companyID, when not empty, scopes the lookup. 404 not_found.
+func (s *Store) IssueGet(ctx context.Context, companyID, ref string) (*clasp.Issue, error) {
+	rid, rident := splitRef(ref)
+	iss, err := scanIssue(s.pool.QueryRow(ctx, sqlIssueGet, pgx.NamedArgs{"rid": rid, "rident": rident, "company": companyID}))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("issue", ref)
+	}
+	if err != nil {
+		return nil, translate(fmt.Errorf("get issue %s: %w", ref, err))
+	}
+	return iss, nil
+}
+
+// IssueList lists issues of a company, newest first, narrowed to statuses,
+// an assignee (or unassigned ones) and a case-insensitive substring of the
+// title or identifier when set.
+func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*clasp.Issue, string, error) {
+	where, args := []string{"company_id = ?"}, []any{p.CompanyID}
+	if len(p.Statuses) > 0 {
+		st := make([]string, len(p.Statuses))
+		for i, v := range p.Statuses {
+			st[i] = string(v)
+		}
+		where, args = append(where, "status = ANY(?::text[])"), append(args, st)
+	}
+	switch {
+	case p.Unassigned:
+		where = append(where, "assignee_agent_id IS NULL")
+	case p.AssigneeAgentID != "":
+		where, args = append(where, "assignee_agent_id = ?"), append(args, p.AssigneeAgentID)
+	}
+	if p.Query != "" {
+		like := "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p.Query) + "%"
+		where = append(where, `(title ILIKE ? OR identifier ILIKE ?)`)
+		args = append(args, like, like)
+	}
+	return listPage(ctx, s, "issues", issueCols, where, args, p.Page, false, scanIssue,
+		func(i *clasp.Issue) string { return encodeCursor(i.CreatedAt, i.ID) })
+}
+
+// IssueInbox lists the issues assigned to agentID with status todo,
+// in_progress or blocked, most urgent first (then oldest first), at most
+// 1000, each with the live run (database clock) holding its execution
+// lock, if any.
+func (s *Store) IssueInbox(ctx context.Context, agentID string) ([]*clasp.InboxItem, error) {
+	rows, err := s.pool.Query(ctx, sqlInbox, agentID, inboxLimit)
+	if err != nil {
+		return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
+	}
+	defer rows.Close()
+	var out []*clasp.InboxItem
+	for rows.Next() {
+		var (
+			it               clasp.InboxItem
+			updated          time.Time
+			runID, runStatus *string
+		)
+		if err := rows.Scan(&it.ID, &it.Identifier, &it.Title, &it.Status, &it.Priority, &updated, &runID, &runStatus); err != nil {
+			return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
+		}
+		it.UpdatedAt = updated.UTC()
+		if runID != nil {
+			it.ActiveRun = &clasp.ActiveRun{ID: *runID, Status: clasp.RunStatus(deref(runStatus))}
+		}
+		out = append(out, &it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
+	}
+	return out, nil
+}

@@ -1,0 +1,112 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// A checkout decides on its statement's snapshot. When the issue changes
+// between that snapshot and the checkout's write, the write must not
+// happen on the strength of the old decision: here the snapshot shows a
+// dead holder (adoptable), but before the checkout gets the row another
+// transaction hands the issue to a run opened after the snapshot (so that
+// run is not even visible in it, and would look "missing", i.e. dead). The
+// checkout must then answer 409 held_by_live_run and leave the new holder
+// in place (compare-and-set on the row version, then a fresh snapshot).
+func TestCheckoutNeverAdoptsARunNewerThanItsSnapshot(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, Options{})
+	ctx := t.Context()
+	co, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.AgentCreate(ctx, &store.AgentCreateParams{CompanyID: co.ID, Name: "alpha", Actor: board})
+	if err != nil {
+		t.Fatal(err)
+	}
+	openRun := func() *clasp.Run {
+		t.Helper()
+		r, err := s.RunOpen(ctx, &store.RunOpenParams{AgentID: a.ID, LeaseTTL: time.Hour, Actor: agentOf(a, "")})
+		if err != nil {
+			t.Fatalf("open run: %v", err)
+		}
+		return r
+	}
+	iss, err := s.IssueCreate(ctx, &store.IssueCreateParams{CompanyID: co.ID, Title: "t", Status: clasp.IssueTodo, Actor: board})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, r2 := openRun(), openRun()
+	if _, err := s.IssueCheckout(ctx, &store.IssueCheckoutParams{Ref: iss.ID, AgentID: a.ID, ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo}, Actor: agentOf(a, r1.ID)}); err != nil {
+		t.Fatalf("R1 checkout: %v", err)
+	}
+	if err := (&TestHooks{S: s}).SetRunStatus(ctx, r1.ID, clasp.RunFailed); err != nil {
+		t.Fatalf("fail R1: %v", err)
+	}
+
+	// Another transaction holds the issue's row lock.
+	blocker, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(context.WithoutCancel(ctx))
+	if _, err := blocker.Exec(ctx, `SELECT 1 FROM issues WHERE id = $1 FOR UPDATE`, iss.ID); err != nil {
+		t.Fatal(err)
+	}
+	// R2's checkout takes its snapshot (R1 dead: adoptable) and waits for the row.
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.IssueCheckout(ctx, &store.IssueCheckoutParams{Ref: iss.ID, AgentID: a.ID, ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo}, Actor: agentOf(a, r2.ID)})
+		done <- err
+	}()
+	waitForLockWait(t, s, done)
+	// Meanwhile a run opened after that snapshot takes the issue, and commits.
+	r3 := openRun()
+	if _, err := blocker.Exec(ctx, `UPDATE issues SET checkout_run_id = $1, execution_run_id = $1, checkout_epoch = checkout_epoch + 1 WHERE id = $2`, r3.ID, iss.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := blocker.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	err = <-done
+	if e := clasp.AsError(err); e == nil || e.Code != clasp.CodeCheckoutConflict || e.Details["reason"] != clasp.ReasonHeldByLiveRun || e.Details["checkoutRunId"] != r3.ID {
+		t.Errorf("R2 checkout: got %v (details %v), want checkout_conflict held_by_live_run naming R3 %s", err, clasp.AsError(err), r3.ID)
+	}
+	got, err := s.IssueGet(ctx, "", iss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deref(got.CheckoutRunID) != r3.ID || deref(got.ExecutionRunID) != r3.ID {
+		t.Errorf("issue after R2's checkout: got locks %s/%s, want R3 %s", deref(got.CheckoutRunID), deref(got.ExecutionRunID), r3.ID)
+	}
+}
+
+// waitForLockWait waits until a session waits for a lock in a lock rule's
+// statement (the checkout under test, which must not end before: done).
+func waitForLockWait(t *testing.T, s *Store, done <-chan error) {
+	t.Helper()
+	for range 2000 {
+		select {
+		case err := <-done:
+			t.Fatalf("the checkout ended before waiting for the row lock: %v", err)
+		default:
+		}
+		var n int
+		err := s.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH old AS%'`).Scan(&n)
+		if err != nil {
+			t.Fatalf("read pg_stat_activity: %v", err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("the checkout never waited for the row lock")
+}
