@@ -140,6 +140,10 @@ func TestUsageErrors(t *testing.T) {
 		{"serve", "--local-trusted", "--listen", "0.0.0.0:0"},
 		{"serve", "--listen", "nonsense"},
 		{"serve", "--log-level", "loud"},
+		{"swarm", "--agents", "0"},
+		{"swarm", "--agents", "-1"},
+		{"swarm", "--slow", "-1s"},
+		{"swarm", "--lease-ttl", "0s"},
 	} {
 		r := runCLI(t, nil, "", args...)
 		if r.code != ExitUsage {

@@ -64,6 +64,14 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 			if cfg.Replicas < 1 {
 				return usageErr(errors.New("--replicas must be at least 1"))
 			}
+			switch {
+			case cfg.Agents < 1:
+				return usageErr(errors.New("--agents must be at least 1"))
+			case cfg.Slow < 0, cfg.LeaseTTL <= 0, cfg.SweepInterval <= 0, cfg.Timeout <= 0, cfg.KillReplicaEvery < 0:
+				return usageErr(errors.New("--slow and --kill-replica-every must not be negative; --lease-ttl, --sweep-interval and --timeout must be positive"))
+			case cfg.MaxFiles < 0:
+				return usageErr(errors.New("--max-files must not be negative (0: all files)"))
+			}
 			cfg.BoardToken = firstNonEmpty(cfg.BoardToken, a.getenv(EnvToken))
 			cfg.StartServer = startEmbeddedServer
 			rep, err := swarm.Run(cmd.Context(), cfg, a.stderr)

@@ -632,6 +632,8 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 	// different one per agent: the agents spread over the replicas.
 	cmd.Env = append(os.Environ(), "CLASP_URL="+strings.Join(s.urls(n-1), ","), "CLASP_TOKEN="+key)
 	cmd.Stderr = logFile
+	// The agent dies with the swarm even if the swarm itself is SIGKILLed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return false, err
@@ -709,7 +711,10 @@ func (s *supervisor) fail(msg string) {
 }
 
 // progressLine is the once-a-second line: done/total, kills, live agent
-// processes, conflicts, elapsed time.
+// processes, conflicts, elapsed time. "done" counts the done events the
+// agents printed; an agent killed right after its write loses its line, so
+// the count may trail the database until the end-of-run check, which
+// counts from the database.
 func (s *supervisor) progressLine() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -717,6 +722,6 @@ func (s *supervisor) progressLine() string {
 	if s.replicaKills != nil {
 		replicas = fmt.Sprintf("  replica kills %d", s.replicaKills())
 	}
-	return fmt.Sprintf("swarm: done %d/%d  kills %d%s  live %d  conflicts %d  elapsed %.1fs",
+	return fmt.Sprintf("swarm: done (reported) %d/%d  kills %d%s  live %d  conflicts %d  elapsed %.1fs",
 		len(s.done), s.total, s.kills, replicas, s.live, s.conflicts, time.Since(s.start).Seconds())
 }
