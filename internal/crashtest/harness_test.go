@@ -31,7 +31,7 @@ var backends = []string{backendSQLite, backendPostgres}
 // the server of CLASP_TEST_POSTGRES_URL. Without that variable the test is
 // skipped, unless CI is set: then it fails (issue 3: the PostgreSQL tests
 // never skip silently in CI).
-func postgresURL(t *testing.T, prefix string) string {
+func postgresURL(t testing.TB, prefix string) string {
 	t.Helper()
 	admin := os.Getenv(EnvTestPostgresURL)
 	if admin == "" {
@@ -58,7 +58,7 @@ func postgresURL(t *testing.T, prefix string) string {
 // fresh store of the named backend: a SQLite file in a temporary data
 // directory, or a fresh PostgreSQL database (--database-url; the data
 // directory then only holds the board token file).
-func serveArgs(t *testing.T, backend, dbPrefix string) []string {
+func serveArgs(t testing.TB, backend, dbPrefix string) []string {
 	t.Helper()
 	args := []string{"--data-dir", filepath.Join(t.TempDir(), "data")}
 	if backend == backendPostgres {
@@ -137,7 +137,7 @@ type fixture struct {
 
 // setUp creates a company, n agents with a key and an open run each, and
 // nIssues todo issues (unassigned), through board.
-func setUp(t *testing.T, ctx context.Context, board *client.Client, url string, hc *http.Client, n, nIssues int) *fixture {
+func setUp(t testing.TB, ctx context.Context, board *client.Client, url string, hc *http.Client, n, nIssues int) *fixture {
 	t.Helper()
 	f := &fixture{}
 	var err error

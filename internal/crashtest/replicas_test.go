@@ -19,7 +19,7 @@ import (
 // startReplicas starts n `clasp serve` processes with the same args (one
 // PostgreSQL database) at the same time, and kills them at cleanup. Each
 // logs to its own buffer.
-func startReplicas(t *testing.T, n int, args []string) []*Server {
+func startReplicas(t testing.TB, n int, args []string) []*Server {
 	t.Helper()
 	srvs := make([]*Server, n)
 	logs := make([]*syncBuffer, n)
@@ -55,7 +55,7 @@ func startReplicas(t *testing.T, n int, args []string) []*Server {
 
 // boardToken returns the board token one of the servers printed: the one
 // that created it on the fresh database.
-func boardToken(t *testing.T, srvs ...*Server) string {
+func boardToken(t testing.TB, srvs ...*Server) string {
 	t.Helper()
 	for _, s := range srvs {
 		if tok := s.BoardToken(); tok != "" {

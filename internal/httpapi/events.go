@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/clasp-dev/clasp"
-	"github.com/clasp-dev/clasp/internal/store"
 )
 
 // Event stream tuning. eventHeartbeat keeps proxies from closing an idle
@@ -35,10 +34,7 @@ var streamed = new(struct{})
 // A comment line is sent every 15 s so proxies keep the stream open. The
 // stream ends when the client goes away or the server shuts down.
 func (s *Server) companyEvents(ctx context.Context, c *call) (int, any, error) {
-	src, ok := s.st.(store.ActivityStream)
-	if !ok {
-		return 0, nil, clasp.Errorf(clasp.CodeUnavailable, "This store does not stream events.")
-	}
+	src := s.st
 	companyID, err := s.companyID(ctx, c)
 	if err != nil {
 		return 0, nil, err

@@ -279,6 +279,9 @@ type IdempotencyParams struct {
 // statements inside the implementation; callers never read, decide and then
 // write.
 type Store interface {
+	// ActivityStream feeds the live event stream (issue 3).
+	ActivityStream
+
 	// Close releases the database.
 	Close() error
 	// Ping checks that the database answers (for /readyz).

@@ -64,6 +64,8 @@ type Store struct {
 	newID  func() string
 
 	idemPurgedAt atomic.Int64 // unix ns (Go clock: scheduling only) of this process's last purge of expired idempotency records
+
+	w watch // live events: WatchActivity channels, notifier, listener (watch.go)
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value
@@ -97,11 +99,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		s.pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
+	s.startWatch(ctx, cfg.ConnConfig.Copy())
 	return s, nil
 }
 
-// Close closes the pool, waiting for connections in use to be returned.
+// Close stops the event listener and closes the pool, waiting for
+// connections in use to be returned.
 func (s *Store) Close() error {
+	s.stopWatch()
 	s.pool.Close()
 	return nil
 }
@@ -128,7 +133,11 @@ const maxAttempts = 5
 func (s *Store) retry(ctx context.Context, fn func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn()
-		if err == nil || attempt == maxAttempts || !retryable(err) {
+		if err == nil {
+			s.activityWritten() // may have written activity: wake streams here and on other replicas
+			return nil
+		}
+		if attempt == maxAttempts || !retryable(err) {
 			return translate(err)
 		}
 		t := time.NewTimer(backoff(attempt))

@@ -287,3 +287,19 @@ func actorArgs(args pgx.NamedArgs, a store.Actor) pgx.NamedArgs {
 	args["actor_run"] = nullable(a.RunID)
 	return args
 }
+
+// scanActivityExtra is scanActivity for rows that carry extra columns
+// after the activity's own, scanned into extra.
+func scanActivityExtra(sc scanner, extra ...any) (*clasp.Activity, error) {
+	var (
+		a       clasp.Activity
+		details []byte
+	)
+	dest := append([]any{&a.ID, &a.CompanyID, &a.ActorType, &a.ActorID, &a.RunID, &a.Action, &a.EntityType, &a.EntityID, &details, &a.CreatedAt}, extra...)
+	if err := sc.Scan(dest...); err != nil {
+		return nil, err
+	}
+	a.Details = details
+	a.CreatedAt = a.CreatedAt.UTC()
+	return &a, nil
+}

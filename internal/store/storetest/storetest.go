@@ -104,6 +104,7 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"Inbox", testInbox},
 		{"Comments", testComments},
 		{"Activity_ListNewestFirst", testActivityList},
+		{"Activity_StreamForward", testActivityStream},
 		{"Idempotency_ReplayCreatesNothing", testIdempotencyReplayCreatesNothing},
 		{"Idempotency_ConcurrentDuplicatesCreateOnce", testIdempotencyConcurrentDuplicates},
 		{"Idempotency_RunReplayReissuesToken", testIdempotencyRunReplayReissuesToken},
