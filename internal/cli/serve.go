@@ -92,6 +92,16 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 	log := cfg.Logger
 	out := cfg.Stdout
 
+	// Bind first: a busy port fails before anything is created or printed.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	defer ln.Close() // no-op after http.Server.Serve has taken it over and closed it
+	if tcp, ok := ln.Addr().(*net.TCPAddr); cfg.LocalTrusted && (!ok || !tcp.IP.IsLoopback()) {
+		return fmt.Errorf("--local-trusted: %s is not a loopback address", ln.Addr())
+	}
+
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
@@ -108,6 +118,8 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 			log.Error("close database", "err", err)
 		}
 	}()
+	info.Addr = ln.Addr().String()
+	info.URL = "http://" + info.Addr
 	if info.SchemaVersion, err = st.SchemaVersion(ctx); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
@@ -132,17 +144,6 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 		fmt.Fprintf(out, "board token: set at first start (its file %s is gone; only its hash is stored)\n", info.BoardTokenFile)
 	}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	if tcp, ok := ln.Addr().(*net.TCPAddr); cfg.LocalTrusted && (!ok || !tcp.IP.IsLoopback()) {
-		ln.Close()
-		return fmt.Errorf("--local-trusted: %s is not a loopback address", ln.Addr())
-	}
-	info.Addr = ln.Addr().String()
-	info.URL = "http://" + info.Addr
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
@@ -157,7 +158,6 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 	})
 	sweeper := recovery.NewSweeper(st, recovery.Config{Interval: cfg.SweepInterval, Logger: log, Metrics: m})
 	if err := sweeper.Start(ctx); err != nil {
-		ln.Close()
 		return fmt.Errorf("start sweeper: %w", err)
 	}
 	defer sweeper.Stop()
@@ -356,6 +356,11 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
+			// Zero means "default" only for library callers of Serve; on
+			// the command line a zero or negative duration is a mistake.
+			if cfg.LeaseTTL <= 0 || cfg.SweepInterval <= 0 {
+				return usageErr(fmt.Errorf("--lease-ttl and --sweep-interval must be positive durations such as 60s or 10s"))
+			}
 			if !f.Changed("data-dir") {
 				cfg.DataDir = firstNonEmpty(a.getenv(EnvDataDir), cfg.DataDir)
 			}
