@@ -505,8 +505,15 @@ func (t *wtx) boardCheckout(ctx context.Context, old *lockRow, agentID, expected
 	if err != nil {
 		return nil, fmt.Errorf("board checkout of issue %s: %w", old.id, err)
 	}
+	changes := map[string]any{}
+	if old.status != string(clasp.IssueInProgress) {
+		changes["status"] = map[string]any{"from": old.status, "to": clasp.IssueInProgress}
+	}
+	if old.assignee.String != agentID {
+		changes["assigneeAgentId"] = map[string]any{"from": orNil(old.assignee), "to": agentID}
+	}
 	err = t.logActivity(ctx, old.companyID, a, clasp.ActionIssueUpdated, "issue", old.id, map[string]any{
-		"status": clasp.IssueInProgress, "assigneeAgentId": agentID, "boardCheckout": true,
+		"changes": changes, "boardCheckout": true,
 	})
 	return iss, err
 }
@@ -699,10 +706,15 @@ func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*cla
 			sql.Named("set_assignee", p.AssigneeAgentID != nil), sql.Named("assignee", assignee),
 			sql.Named("board", a.IsBoard()), sql.Named("run", a.RunID), sql.Named("agent", a.AgentID), sql.Named("now", t.now)))
 	}
+	// The fields as they were, for the audit row (issue.updated {changes}).
+	before, err := t.auditFields(ctx, p.Ref, scope(a))
+	if err != nil {
+		return nil, err
+	}
 	// Fast path: the caller's run holds both locks, so they are the old lock columns.
 	old := &lockRow{checkout: sql.NullString{String: a.RunID, Valid: true}, execution: sql.NullString{String: a.RunID, Valid: true}}
 	var iss *clasp.Issue
-	err := sql.ErrNoRows
+	err = sql.ErrNoRows
 	if a.Type == clasp.ActorAgent && a.RunID != "" {
 		rid, rident := splitRef(p.Ref)
 		iss, err = patch(rid, rident, scope(a), true)
@@ -742,7 +754,13 @@ func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*cla
 	if err != nil {
 		return nil, err
 	}
-	if err := t.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueUpdated, "issue", iss.ID, patchChanges(p)); err != nil {
+	details := map[string]any{"changes": before.changes(iss)}
+	if old.locked() && iss.CheckoutRunID == nil && iss.ExecutionRunID == nil {
+		details["locksCleared"] = true
+		details["previousCheckoutRunId"] = orNil(old.checkout)
+		details["previousExecutionRunId"] = orNil(old.execution)
+	}
+	if err := t.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueUpdated, "issue", iss.ID, details); err != nil {
 		return nil, err
 	}
 	if p.Comment != nil {
@@ -791,27 +809,54 @@ func (t *wtx) patchRefused(ctx context.Context, old *lockRow, p *store.IssueUpda
 	return fmt.Errorf("update issue %s: refused for no known reason", old.id)
 }
 
-// patchChanges is the details of issue.updated: the fields the PATCH set.
-func patchChanges(p *store.IssueUpdateParams) map[string]any {
+// sqlIssueAudit reads the audited fields of an issue by id or identifier.
+const sqlIssueAudit = `SELECT title, description, status, priority, assignee_agent_id FROM issues
+	WHERE (id = ? OR identifier = ?) AND (? = '' OR company_id = ?)`
+
+// auditFields are the fields of an issue that issue.updated reports as
+// {changes: {field: {from, to}}} (the same shape on both stores).
+type auditFields struct {
+	title, description, status, priority string
+	assignee                             sql.NullString
+}
+
+// auditFields reads the audited fields of issue ref (scoped to company when
+// not empty) inside the write transaction; a missing issue gives zero
+// fields (the statement that follows answers not_found).
+func (t *wtx) auditFields(ctx context.Context, ref, company string) (*auditFields, error) {
+	rid, rident := splitRef(ref)
+	f := &auditFields{}
+	err := t.queryRow(ctx, qIssueAudit, rid, rident, company, company).Scan(&f.title, &f.description, &f.status, &f.priority, &f.assignee)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("read issue %s for audit: %w", ref, err)
+	}
+	return f, nil
+}
+
+// changes returns {field: {from, to}} for each audited field that differs
+// in iss; descriptions are cut to 200 characters.
+func (f *auditFields) changes(iss *clasp.Issue) map[string]any {
 	m := map[string]any{}
-	if p.Title != nil {
-		m["title"] = *p.Title
+	add := func(name string, from, to any, differ bool) {
+		if differ {
+			m[name] = map[string]any{"from": from, "to": to}
+		}
 	}
-	if p.Description != nil {
-		m["description"] = *p.Description
+	cut := func(s string) string {
+		if r := []rune(s); len(r) > 200 {
+			return string(r[:200])
+		}
+		return s
 	}
-	if p.Status != nil {
-		m["status"] = *p.Status
+	add("title", f.title, iss.Title, f.title != iss.Title)
+	add("description", cut(f.description), cut(iss.Description), f.description != iss.Description)
+	add("status", f.status, iss.Status, f.status != string(iss.Status))
+	add("priority", f.priority, iss.Priority, f.priority != string(iss.Priority))
+	newAssignee := ""
+	if iss.AssigneeAgentID != nil {
+		newAssignee = *iss.AssigneeAgentID
 	}
-	if p.Priority != nil {
-		m["priority"] = *p.Priority
-	}
-	if p.AssigneeAgentID != nil {
-		m["assigneeAgentId"] = nullable(*p.AssigneeAgentID)
-	}
-	if p.Comment != nil {
-		m["comment"] = true
-	}
+	add("assigneeAgentId", orNil(f.assignee), iss.AssigneeAgentID, f.assignee.String != newAssignee)
 	return m
 }
 

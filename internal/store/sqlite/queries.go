@@ -19,6 +19,7 @@ const (
 	qSweepExpiredRuns
 	qStaleLockCandidates
 	qClearStaleLock
+	qIssueAudit
 	// activity.go
 	qActivityInsert
 	// watch.go
@@ -83,6 +84,7 @@ var queries = [numQueries]string{
 	qSweepExpiredRuns:    sqlSweepExpiredRuns,
 	qStaleLockCandidates: sqlStaleLockCandidates,
 	qClearStaleLock:      sqlClearStaleLock,
+	qIssueAudit:          sqlIssueAudit,
 
 	qActivityInsert: sqlActivityInsert,
 

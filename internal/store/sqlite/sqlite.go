@@ -151,6 +151,11 @@ func (s *Store) open(ctx context.Context, path, syncMode string) error {
 		return err
 	}
 	for q, text := range queries {
+		if strings.TrimSpace(text) == "" {
+			// A query name without text would prepare a statement that
+			// silently answers no rows.
+			return fmt.Errorf("statement %d has no text in queries (queries.go)", q)
+		}
 		if s.ws[q], err = s.w.PrepareContext(ctx, text); err != nil {
 			return fmt.Errorf("prepare %.60q: %w", text, err)
 		}

@@ -105,6 +105,7 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"Comments", testComments},
 		{"Activity_ListNewestFirst", testActivityList},
 		{"Activity_StreamForward", testActivityStream},
+		{"Activity_IssueUpdatedChanges", testIssueUpdatedChanges},
 		{"Idempotency_ReplayCreatesNothing", testIdempotencyReplayCreatesNothing},
 		{"Idempotency_ConcurrentDuplicatesCreateOnce", testIdempotencyConcurrentDuplicates},
 		{"Idempotency_RunReplayReissuesToken", testIdempotencyRunReplayReissuesToken},

@@ -2,10 +2,12 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
 )
 
 // testActivityStream pins store.ActivityStream (issue 3 item 4): a watcher
@@ -77,4 +79,39 @@ func testActivityStream(t *testing.T, open opener) {
 	cancel()
 	for range wake {
 	} // closed when ctx ends
+}
+
+// testIssueUpdatedChanges pins the details of issue.updated on every store:
+// {"changes": {field: {"from", "to"}}} for each field the PATCH changed, and
+// locksCleared with the previous holders when the PATCH cleared the locks
+// (rule L6). The swarm and S28 read them to find "done exactly once".
+func testIssueUpdatedChanges(t *testing.T, open opener) {
+	e := newEnv(t, open)
+	i1 := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+	r1 := openRun(t, e.st, e.a)
+	mustCheckout(t, e.st, r1, i1.ID, clasp.IssueTodo)
+	done, title := clasp.IssueDone, "renamed"
+	if _, err := e.st.IssueUpdate(t.Context(), &store.IssueUpdateParams{Ref: i1.ID, Status: &done, Title: &title, Actor: runActor(r1)}); err != nil {
+		t.Fatalf("PATCH done by the holder: %v", err)
+	}
+	a := e.oneActivity(t, i1.ID, clasp.ActionIssueUpdated)
+	var d struct {
+		Changes map[string]struct {
+			From any `json:"from"`
+			To   any `json:"to"`
+		} `json:"changes"`
+		LocksCleared           bool   `json:"locksCleared"`
+		PreviousCheckoutRunID  string `json:"previousCheckoutRunId"`
+		PreviousExecutionRunID string `json:"previousExecutionRunId"`
+	}
+	if err := json.Unmarshal(a.Details, &d); err != nil {
+		t.Fatalf("issue.updated details %s: %v", a.Details, err)
+	}
+	st, ti := d.Changes["status"], d.Changes["title"]
+	if st.From != "in_progress" || st.To != "done" || ti.To != "renamed" || len(d.Changes) != 2 {
+		t.Errorf("issue.updated changes = %s, want status in_progress->done and title ->renamed only", a.Details)
+	}
+	if !d.LocksCleared || d.PreviousCheckoutRunID != r1.ID || d.PreviousExecutionRunID != r1.ID {
+		t.Errorf("issue.updated details = %s, want locksCleared with previous holders %s", a.Details, r1.ID)
+	}
 }
