@@ -1,0 +1,353 @@
+// Package bench is `clasp bench` (issue 5): it drives a clasp server over
+// real HTTP on loopback with N concurrent agent clients per phase, runs the
+// same SQL statements straight through database/sql as the raw limit, and
+// reports throughput, latency percentiles, CPU time per 1,000 operations
+// and peak RSS, as a table or JSON.
+//
+// The server is an embedded SQLite server started in this process (the
+// default) or any running server (Config.ServerURL with its board token).
+// Workloads:
+//
+//   - cycle: each client checks out one of its own issues, then releases
+//     it (one op = one checkout plus one release, two HTTP requests). Its
+//     raw limit is the same two transactions (the lock rule's UPDATE on its
+//     fast path plus its activity INSERT, one COMMIT each) run by N
+//     goroutines through database/sql on a separate SQLite file with the
+//     same PRAGMAs, once with synchronous=FULL (one fsync per commit) and
+//     once with NORMAL, interleaved with the HTTP phase in one-second turns
+//     (Config.Slice) so that the three see the same machine.
+//   - contended: N runs of N agents race for one issue, round after round
+//     (one op = one round: N simultaneous checkouts, then the winner's
+//     release with unassign). Every round must have exactly one winner and
+//     N-1 checkout_conflict answers; anything else is a failure.
+//   - mixed: each request is a read with probability 0.8 (issue get, issue
+//     list, inbox, a third each) or else a write (checkout of one of the
+//     client's issues, or release of the one it holds). One op = one request.
+//   - claim: needs claim-next (POST /api/agents/me/claim), which the server
+//     does not serve yet; asking for it is an error.
+//
+// Only internal/cli imports this package.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Workload names.
+const (
+	WorkloadCycle     = "cycle"
+	WorkloadContended = "contended"
+	WorkloadMixed     = "mixed"
+	WorkloadClaim     = "claim"
+)
+
+// Targets of a result row.
+const (
+	TargetHTTP = "http" // the server, over HTTP on loopback
+	TargetRaw  = "raw"  // the statements through database/sql, no HTTP, no group commit
+)
+
+// Defaults of Config.
+const (
+	DefaultDuration = 10 * time.Second
+	DefaultIssues   = 1000
+	DefaultSync     = "full"
+	DefaultSlice    = time.Second
+)
+
+// DefaultClients are the client counts of a run when Config.Clients is empty.
+var DefaultClients = []int{1, 8, 32}
+
+// Config configures a run. Zero fields take the defaults.
+type Config struct {
+	// Workloads to run, in order: cycle, contended, mixed (default cycle).
+	Workloads []string
+	// Clients lists the concurrent clients of each phase (default 1, 8, 32).
+	Clients []int
+	// Duration of each phase (default 10 s): of each target, when a cycle
+	// phase interleaves the server and the raw limit.
+	Duration time.Duration
+	// Slice is the length of the turns in which a cycle phase interleaves
+	// the server and the two raw limits (default 1 s), so that a machine
+	// whose load changes weighs on all three alike.
+	Slice time.Duration
+	// Issues is how many issues the run creates (default 1000): one for the
+	// contended workload, the others spread over the agents, which each
+	// get at least one.
+	Issues int
+	// Sync is the synchronous mode of the in-process server's SQLite store,
+	// "full" (default) or "normal". The raw limit runs with both.
+	Sync string
+	// ServerURL, when set, is the server to bench instead of an in-process
+	// one; Token is its board token (none for a --local-trusted server).
+	// No raw phases then: the raw limit is of a local SQLite file, not
+	// comparable with any server.
+	ServerURL string
+	Token     string
+	// NoRaw skips the raw phases.
+	NoRaw bool
+	// DataDir holds the databases of the in-process server and the raw
+	// phases (default: a new temporary directory, removed at the end).
+	DataDir string
+	// Progress receives a progress line per second while a phase runs
+	// (nil: none). ProgressTTY rewrites one line (\r) instead of printing
+	// one line per phase.
+	Progress    io.Writer
+	ProgressTTY bool
+	// Command is the command line recorded in the report.
+	Command string
+}
+
+// ErrClaimUnsupported is the answer to the claim workload until the server
+// serves claim-next.
+var ErrClaimUnsupported = errors.New("workload claim needs POST /api/agents/me/claim (claim-next), which this server does not serve")
+
+// ErrFailed is wrapped by Run's error when the run completed but a check
+// failed: unexpected HTTP statuses, or a contended round without exactly
+// one winner. The report is complete then.
+var ErrFailed = errors.New("benchmark checks failed")
+
+// withDefaults returns c with its zero fields set to the defaults.
+func (c Config) withDefaults() Config {
+	if len(c.Workloads) == 0 {
+		c.Workloads = []string{WorkloadCycle}
+	}
+	if len(c.Clients) == 0 {
+		c.Clients = DefaultClients
+	}
+	if c.Duration <= 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.Issues <= 0 {
+		c.Issues = DefaultIssues
+	}
+	if c.Slice <= 0 {
+		c.Slice = DefaultSlice
+	}
+	if c.Sync == "" {
+		c.Sync = DefaultSync
+	}
+	c.Sync = strings.ToLower(c.Sync)
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return c
+}
+
+// Validate checks c (after defaults): known workloads (claim answers
+// ErrClaimUnsupported), positive client counts, enough issues for every
+// agent, a sync mode of full or normal.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	for _, w := range c.Workloads {
+		switch w {
+		case WorkloadCycle, WorkloadContended, WorkloadMixed:
+		case WorkloadClaim:
+			return ErrClaimUnsupported
+		default:
+			return fmt.Errorf("unknown workload %q: want cycle, contended or mixed", w)
+		}
+	}
+	for _, n := range c.Clients {
+		if n < 1 || n > 4096 {
+			return fmt.Errorf("clients %d: want 1 to 4096", n)
+		}
+	}
+	if need := slices.Max(c.Clients) + 1; c.Issues < need {
+		return fmt.Errorf("issues %d: want at least %d (one per client, plus the contended workload's)", c.Issues, need)
+	}
+	if c.Sync != "full" && c.Sync != "normal" {
+		return fmt.Errorf("sync %q: want full or normal", c.Sync)
+	}
+	return nil
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Command    string    `json:"command"`
+	StartedAt  time.Time `json:"startedAt"`
+	GoVersion  string    `json:"goVersion"`
+	GOOS       string    `json:"goos"`
+	GOARCH     string    `json:"goarch"`
+	NumCPU     int       `json:"numCPU"`
+	GOMAXPROCS int       `json:"gomaxprocs"`
+	// Server is "in-process SQLite (synchronous=FULL)" or the server's URL.
+	Server string `json:"server"`
+	// Duration of each phase, and the issues of the run.
+	Duration time.Duration `json:"duration"`
+	Issues   int           `json:"issues"`
+	// CPUMeasures and OpUnits explain the columns.
+	CPUMeasures string            `json:"cpuMeasures"`
+	OpUnits     map[string]string `json:"opUnits"`
+	Results     []Result          `json:"results"`
+	Ratios      []Ratio           `json:"ratios,omitempty"`
+	// Failures lists what went wrong (empty when every check passed).
+	Failures []string `json:"failures,omitempty"`
+}
+
+// Result is one phase: a workload against a target at a client count.
+type Result struct {
+	Workload string  `json:"workload"`
+	Target   string  `json:"target"` // http or raw
+	Sync     string  `json:"sync"`   // full or normal ("" for a remote server)
+	Clients  int     `json:"clients"`
+	Ops      int64   `json:"ops"`
+	Seconds  float64 `json:"seconds"`
+	OpsPerS  float64 `json:"opsPerSecond"`
+	// Latency of one op, in milliseconds (contended: of one checkout attempt).
+	P50Ms float64 `json:"p50Ms"`
+	P95Ms float64 `json:"p95Ms"`
+	P99Ms float64 `json:"p99Ms"`
+	// CPUSecondsPer1000 is process CPU time (user + system, getrusage)
+	// over the phase per 1,000 ops; see Report.CPUMeasures.
+	CPUSecondsPer1000 float64 `json:"cpuSecondsPer1000Ops"`
+	// PeakRSSMB is the process's peak resident set during the phase (MiB).
+	PeakRSSMB float64 `json:"peakRssMB"`
+	// Writes and Commits count the in-process store's write requests and
+	// COMMITs during the phase (Writes/Commits is the group-commit batch).
+	Writes  int64 `json:"writes,omitempty"`
+	Commits int64 `json:"commits,omitempty"`
+	// Requests counts HTTP requests; Errors the unexpected answers.
+	Requests int64 `json:"requests,omitempty"`
+	Errors   int64 `json:"errors"`
+	// Contended: rounds whose winner count was not exactly one.
+	BadRounds int64  `json:"badRounds,omitempty"`
+	FirstErr  string `json:"firstError,omitempty"`
+}
+
+// Ratio compares the HTTP cycle with the raw limit at one client count.
+type Ratio struct {
+	Workload   string  `json:"workload"`
+	Clients    int     `json:"clients"`
+	HTTP       float64 `json:"httpOpsPerSecond"`
+	HTTPSync   string  `json:"httpSync"`
+	RawFull    float64 `json:"rawFullOpsPerSecond"`
+	RawNormal  float64 `json:"rawNormalOpsPerSecond"`
+	VsRawFull  float64 `json:"httpOverRawFull"`
+	VsRawNorm  float64 `json:"httpOverRawNormal"`
+	BatchWrite float64 `json:"httpWritesPerCommit,omitempty"`
+}
+
+// opUnits says what one op is, per workload.
+var opUnits = map[string]string{
+	WorkloadCycle:     "one checkout plus one release (2 HTTP requests; raw: 2 transactions)",
+	WorkloadContended: "one round: N simultaneous checkouts of one issue, exactly one winner, then its release; latency is per checkout attempt",
+	WorkloadMixed:     "one HTTP request (80% get/list/inbox, 20% checkout or release)",
+}
+
+// Run runs every workload of cfg at every client count and returns the
+// report. Errors: a bad config (Validate), a server or setup failure; or,
+// with the report complete, an error wrapping ErrFailed when a check
+// failed (see Report.Failures).
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	rep := &Report{
+		Command: cfg.Command, StartedAt: time.Now().UTC(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
+		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Duration: cfg.Duration, Issues: cfg.Issues, OpUnits: map[string]string{},
+	}
+	for _, w := range cfg.Workloads {
+		rep.OpUnits[w] = opUnits[w]
+	}
+
+	dir := cfg.DataDir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "clasp-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("bench: temporary directory: %w", err)
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+
+	srv, err := startTarget(ctx, cfg, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.close()
+	rep.Server = srv.describe
+	if srv.st != nil {
+		rep.CPUMeasures = "process CPU time (getrusage RUSAGE_SELF, user+system) during the phase per 1,000 ops: for http rows the in-process server AND the load-generating HTTP clients (one process); for raw rows the raw goroutines alone"
+	} else {
+		rep.CPUMeasures = "CPU time of this bench process (the HTTP clients only; the remote server's CPU is not measured) per 1,000 ops"
+	}
+
+	maxClients := slices.Max(cfg.Clients)
+	fx, err := setupHTTP(ctx, srv.api, maxClients, cfg.Issues)
+	if err != nil {
+		return nil, err
+	}
+	var raws []*rawTarget // full, then normal
+	if !cfg.NoRaw && srv.st != nil && slices.Contains(cfg.Workloads, WorkloadCycle) {
+		for _, mode := range []string{"full", "normal"} {
+			r, err := setupRaw(ctx, dir, mode, maxClients, cfg.Issues)
+			if err != nil {
+				return nil, err
+			}
+			raws = append(raws, r)
+		}
+	}
+
+	pr := &progress{w: cfg.Progress, tty: cfg.ProgressTTY}
+	for _, w := range cfg.Workloads {
+		for _, n := range cfg.Clients {
+			if err := ctx.Err(); err != nil {
+				return rep, err
+			}
+			var withRaw []*rawTarget
+			if w == WorkloadCycle {
+				withRaw = raws
+			}
+			res, err := runHTTPPhase(ctx, srv, fx, withRaw, w, n, cfg.Duration, cfg.Slice, pr)
+			if err != nil {
+				return rep, err
+			}
+			rep.Results = append(rep.Results, res...)
+			if len(res) < 3 {
+				continue
+			}
+			h, full, normal := res[0], res[1], res[2]
+			ratio := Ratio{Workload: w, Clients: n, HTTP: h.OpsPerS, HTTPSync: h.Sync,
+				RawFull: full.OpsPerS, VsRawFull: ratioOf(h.OpsPerS, full.OpsPerS),
+				RawNormal: normal.OpsPerS, VsRawNorm: ratioOf(h.OpsPerS, normal.OpsPerS)}
+			if h.Commits > 0 {
+				ratio.BatchWrite = float64(h.Writes) / float64(h.Commits)
+			}
+			rep.Ratios = append(rep.Ratios, ratio)
+		}
+	}
+	pr.finish()
+
+	for _, r := range rep.Results {
+		if r.Errors > 0 {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%s %s clients=%d: %d unexpected answers (first: %s)", r.Workload, r.Target, r.Clients, r.Errors, r.FirstErr))
+		}
+		if r.BadRounds > 0 {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%s clients=%d: %d rounds without exactly one winner", r.Workload, r.Clients, r.BadRounds))
+		}
+		if r.Ops == 0 {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%s %s clients=%d: no operation completed", r.Workload, r.Target, r.Clients))
+		}
+	}
+	if len(rep.Failures) > 0 {
+		return rep, fmt.Errorf("%w: %s", ErrFailed, strings.Join(rep.Failures, "; "))
+	}
+	return rep, nil
+}
+
+func ratioOf(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}

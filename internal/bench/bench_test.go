@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/clasp-dev/clasp/internal/httpapi"
+	"github.com/clasp-dev/clasp/internal/store/sqlite"
+)
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string // "" for valid; else a substring of the error
+	}{
+		{"defaults", Config{}, ""},
+		{"all workloads", Config{Workloads: []string{"cycle", "contended", "mixed"}, Clients: []int{1, 64}, Issues: 65}, ""},
+		{"claim", Config{Workloads: []string{"claim"}}, "POST /api/agents/me/claim"},
+		{"unknown workload", Config{Workloads: []string{"burst"}}, `unknown workload "burst"`},
+		{"zero clients", Config{Clients: []int{0}}, "clients 0"},
+		{"too few issues", Config{Clients: []int{8}, Issues: 8}, "issues 8: want at least 9"},
+		{"bad sync", Config{Sync: "off"}, `sync "off"`},
+		{"local-trusted server, no token", Config{ServerURL: "http://127.0.0.1:1"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate(%+v): got %v, want nil", tc.cfg, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Validate(%+v): got %v, want an error containing %q", tc.cfg, err, tc.want)
+			}
+		})
+	}
+	if err := (Config{Workloads: []string{"claim"}}).Validate(); !errors.Is(err, ErrClaimUnsupported) {
+		t.Errorf("claim: got %v, want ErrClaimUnsupported", err)
+	}
+}
+
+// TestRunInProcess runs every workload briefly against the in-process
+// server, with the raw phases, and checks the report's shape: every phase
+// did work without an unexpected answer, every contended round had one
+// winner, and the cycle phases have their raw ratios.
+func TestRunInProcess(t *testing.T) {
+	t.Parallel()
+	var progress bytes.Buffer
+	rep, err := Run(context.Background(), Config{
+		Workloads: []string{WorkloadCycle, WorkloadContended, WorkloadMixed},
+		Clients:   []int{1, 3},
+		Duration:  200 * time.Millisecond,
+		Slice:     100 * time.Millisecond,
+		Issues:    10,
+		Sync:      "normal",
+		DataDir:   t.TempDir(),
+		Progress:  &progress,
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	type row struct {
+		Workload, Target, Sync string
+		Clients                int
+	}
+	var got []row
+	for _, r := range rep.Results {
+		got = append(got, row{r.Workload, r.Target, r.Sync, r.Clients})
+		if r.Ops == 0 || r.Errors != 0 || r.BadRounds != 0 || r.OpsPerS <= 0 || r.P99Ms < r.P50Ms {
+			t.Errorf("%s %s clients=%d: got ops %d, errors %d (%s), bad rounds %d, p50 %.3f, p99 %.3f; want work without failures",
+				r.Workload, r.Target, r.Clients, r.Ops, r.Errors, r.FirstErr, r.BadRounds, r.P50Ms, r.P99Ms)
+		}
+		if r.Target == TargetHTTP && r.Workload == WorkloadCycle && (r.Writes < 2*r.Ops || r.Commits == 0) {
+			t.Errorf("cycle http clients=%d: got %d writes in %d commits for %d cycles, want at least two writes a cycle", r.Clients, r.Writes, r.Commits, r.Ops)
+		}
+	}
+	want := []row{
+		{"cycle", "http", "normal", 1}, {"cycle", "raw", "full", 1}, {"cycle", "raw", "normal", 1},
+		{"cycle", "http", "normal", 3}, {"cycle", "raw", "full", 3}, {"cycle", "raw", "normal", 3},
+		{"contended", "http", "normal", 1}, {"contended", "http", "normal", 3},
+		{"mixed", "http", "normal", 1}, {"mixed", "http", "normal", 3},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("result rows (-want +got):\n%s", diff)
+	}
+	if len(rep.Ratios) != 2 || rep.Ratios[1].Clients != 3 || rep.Ratios[1].VsRawFull <= 0 || rep.Ratios[1].VsRawNorm <= 0 {
+		t.Errorf("ratios: got %+v, want one per cycle client count, all positive", rep.Ratios)
+	}
+
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatalf("WriteTable: %v", err)
+	}
+	for _, s := range []string{"cycle clients=3: http (sync normal)", "x raw FULL", "CPU s/1k ops", "op (contended):"} {
+		if !strings.Contains(table.String(), s) {
+			t.Errorf("table: missing %q in\n%s", s, table.String())
+		}
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatalf("WriteJSON: %v", err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Results) != len(rep.Results) || back.Results[0].OpsPerS != rep.Results[0].OpsPerS {
+		t.Errorf("JSON round trip: got %d results, %v; want %d", len(back.Results), err, len(rep.Results))
+	}
+	if !strings.Contains(progress.String(), "cycle clients=3") {
+		t.Errorf("progress: got %q, want a line per phase", progress.String())
+	}
+}
+
+// TestRunAgainstServerURL benches a server given by URL and board token:
+// no raw phases then, and no store counters.
+func TestRunAgainstServerURL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatalf("setup: open store: %v", err)
+	}
+	defer st.Close()
+	token, hash := httpapi.NewToken(httpapi.TokenBoard)
+	if _, err := st.SettingPutIfAbsent(ctx, "board_token_hash", hash); err != nil {
+		t.Fatalf("setup: board token: %v", err)
+	}
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: st, Logger: slog.New(slog.DiscardHandler)}).Handler())
+	defer srv.Close()
+
+	rep, err := Run(ctx, Config{Clients: []int{2}, Duration: 100 * time.Millisecond, Issues: 5, ServerURL: srv.URL, Token: token})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(rep.Results) != 1 || rep.Results[0].Target != TargetHTTP || rep.Results[0].Ops == 0 || rep.Results[0].Commits != 0 || len(rep.Ratios) != 0 {
+		t.Errorf("results: got %+v, ratios %+v; want one http row with work, no store counters, no ratios", rep.Results, rep.Ratios)
+	}
+	if !strings.Contains(rep.CPUMeasures, "clients only") {
+		t.Errorf("CPU measures: got %q, want it to say the server's CPU is not measured", rep.CPUMeasures)
+	}
+	srv.CloseClientConnections()
+}
+
+// TestContendedRoundsCountsBadRounds checks the contended workload's
+// checker against a server that lets every checkout win.
+func TestContendedRoundsCountsBadRounds(t *testing.T) {
+	t.Parallel()
+	var checkouts atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if strings.HasSuffix(r.URL.Path, "/checkout") {
+			checkouts.Add(1)
+		}
+		w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	a := &api{hc: newHTTPClient(3), base: srv.URL}
+	defer a.hc.CloseIdleConnections()
+	agents := []benchAgent{{id: "a1", key: "k1"}, {id: "a2", key: "k2"}, {id: "a3", key: "k3"}}
+	m := &meter{}
+	bad := contendedRounds(context.Background(), a, "hot", agents, []string{"r1", "r2", "r3"}, time.Now(), m)
+	if bad != 1 || m.ops.Load() != 0 || m.errors.Load() != 1 || checkouts.Load() != 3 {
+		t.Errorf("one round where all 3 win: got %d bad rounds, %d ops, %d errors, %d checkouts; want 1, 0, 1, 3",
+			bad, m.ops.Load(), m.errors.Load(), checkouts.Load())
+	}
+}

@@ -1,0 +1,474 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// meter measures one target of a phase, over one or more time slices: ops
+// and latencies, unexpected answers, and the process's CPU time and peak
+// RSS during its slices.
+type meter struct {
+	ops      atomic.Int64
+	requests atomic.Int64
+	errors   atomic.Int64
+	firstErr atomic.Value // string
+
+	mu   sync.Mutex
+	lats []time.Duration
+
+	wallNs atomic.Int64 // summed over the finished slices
+	cpu    time.Duration
+	peak   int64
+
+	sliceStart time.Time
+	sliceCPU   time.Duration
+}
+
+// begin starts a slice.
+func (m *meter) begin() {
+	resetPeakRSS()
+	m.sliceStart = time.Now()
+	m.sliceCPU = processCPU()
+}
+
+// end ends the slice begun last.
+func (m *meter) end() {
+	m.wallNs.Add(int64(time.Since(m.sliceStart)))
+	m.cpu += processCPU() - m.sliceCPU
+	m.peak = max(m.peak, peakRSS())
+}
+
+// rate is the ops per second of the finished slices.
+func (m *meter) rate() float64 {
+	if w := time.Duration(m.wallNs.Load()); w > 0 {
+		return float64(m.ops.Load()) / w.Seconds()
+	}
+	return 0
+}
+
+// fail counts an unexpected answer, keeping the first one's text.
+func (m *meter) fail(err error) {
+	m.errors.Add(1)
+	m.firstErr.CompareAndSwap(nil, err.Error())
+}
+
+// add merges a client's latencies.
+func (m *meter) add(lats []time.Duration) {
+	m.mu.Lock()
+	m.lats = append(m.lats, lats...)
+	m.mu.Unlock()
+}
+
+// result fills the measured fields of a Result.
+func (m *meter) result(workload, target string, clients int) Result {
+	wall := time.Duration(m.wallNs.Load())
+	r := Result{Workload: workload, Target: target, Clients: clients, Ops: m.ops.Load(), Seconds: wall.Seconds(),
+		Requests: m.requests.Load(), Errors: m.errors.Load(), PeakRSSMB: float64(m.peak) / (1 << 20)}
+	if s, ok := m.firstErr.Load().(string); ok {
+		r.FirstErr = s
+	}
+	if r.Seconds > 0 {
+		r.OpsPerS = float64(r.Ops) / r.Seconds
+	}
+	if r.Ops > 0 {
+		r.CPUSecondsPer1000 = m.cpu.Seconds() / float64(r.Ops) * 1000
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	slices.Sort(m.lats)
+	r.P50Ms, r.P95Ms, r.P99Ms = percentile(m.lats, 0.50), percentile(m.lats, 0.95), percentile(m.lats, 0.99)
+	return r
+}
+
+// percentile returns the q-quantile (nearest rank) of sorted, in ms.
+func percentile(sorted []time.Duration, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	i = min(max(i, 0), len(sorted)-1)
+	return float64(sorted[i]) / float64(time.Millisecond)
+}
+
+// progress prints a line per second while a phase runs.
+type progress struct {
+	w   io.Writer
+	tty bool
+	any bool
+}
+
+// gauge is one target shown on the progress line.
+type gauge struct {
+	name string
+	m    *meter
+}
+
+// watch prints the progress of phase name (its targets' rates and errors)
+// until the returned stop is called.
+func (p *progress) watch(name string, d time.Duration, gauges ...gauge) (stop func()) {
+	if p.w == io.Discard {
+		return func() {}
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	line := func(final bool) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%-24s %5.1fs/%-4s", name, min(time.Since(start), d*time.Duration(len(gauges))).Seconds(), d*time.Duration(len(gauges)))
+		for _, g := range gauges {
+			fmt.Fprintf(&b, "  %s %.0f ops/s", g.name, g.m.rate())
+			if e := g.m.errors.Load(); e > 0 {
+				fmt.Fprintf(&b, " (%d errors)", e)
+			}
+		}
+		switch {
+		case p.tty:
+			fmt.Fprintf(p.w, "\r\033[K%s", b.String())
+		case final:
+			fmt.Fprintln(p.w, b.String())
+		}
+	}
+	if !p.tty {
+		fmt.Fprintf(p.w, "%-24s running for %s...\n", name, d*time.Duration(len(gauges)))
+	}
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				line(true)
+				return
+			case <-t.C:
+				line(false)
+			}
+		}
+	}()
+	p.any = true
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+// finish ends the progress output.
+func (p *progress) finish() {
+	if p.tty && p.any {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+// runner runs one target's load for one slice, until its deadline.
+type runner func(ctx context.Context, deadline time.Time, m *meter)
+
+// interleave runs the targets for d each, in turns of at most slice each
+// (target 1, target 2, ..., target 1, ...), so that a machine whose load
+// changes over time weighs on all of them alike. Each target's meter sums
+// its own slices.
+func interleave(ctx context.Context, d, slice time.Duration, runners []runner, meters []*meter) {
+	for left := d; left > 0 && ctx.Err() == nil; left -= slice {
+		cur := min(slice, left)
+		for i, run := range runners {
+			m := meters[i]
+			m.begin()
+			run(ctx, time.Now().Add(cur), m)
+			m.end()
+		}
+	}
+}
+
+// runHTTPPhase runs workload with n clients against the server for d, and
+// for the cycle workload the raw limit with n goroutines on each of raws
+// (full, then normal) for d each, interleaved with it in slices. It
+// returns the HTTP result first, then the raw ones.
+func runHTTPPhase(ctx context.Context, srv *target, fx *fixture, raws []*rawTarget, workload string, n int, d, slice time.Duration, pr *progress) ([]Result, error) {
+	agents := fx.agents[:n]
+	runs, finish, err := openRuns(ctx, srv.api, agents)
+	if err != nil {
+		return nil, err
+	}
+	defer finish()
+
+	hm := &meter{}
+	var badRounds atomic.Int64
+	var writes, commits int64
+	httpRun := func(ctx context.Context, deadline time.Time, m *meter) {
+		var w0 [2]int64
+		if srv.st != nil {
+			ws := srv.st.WriteStats()
+			w0 = [2]int64{ws.Writes, ws.Commits}
+		}
+		switch workload {
+		case WorkloadCycle:
+			clientLoop(agents, runs, m, func(i int, ag benchAgent, run string) []time.Duration {
+				return cycleClient(ctx, srv.api, ag, run, deadline, m)
+			})
+		case WorkloadMixed:
+			clientLoop(agents, runs, m, func(i int, ag benchAgent, run string) []time.Duration {
+				return mixedClient(ctx, srv.api, fx.companyID, ag, run, deadline, m, uint64(i))
+			})
+		case WorkloadContended:
+			badRounds.Add(contendedRounds(ctx, srv.api, fx.hot, agents, runs, deadline, m))
+		}
+		if srv.st != nil {
+			ws := srv.st.WriteStats()
+			writes, commits = writes+ws.Writes-w0[0], commits+ws.Commits-w0[1]
+		}
+	}
+	runners, meters := []runner{httpRun}, []*meter{hm}
+	gauges := []gauge{{"http", hm}}
+	for _, r := range raws {
+		if err := r.open(ctx); err != nil {
+			return nil, err
+		}
+		defer r.close()
+		rm := &meter{}
+		runners, meters = append(runners, rawRunner(r, n)), append(meters, rm)
+		gauges = append(gauges, gauge{"raw " + r.sync, rm})
+	}
+	stop := pr.watch(fmt.Sprintf("%s clients=%d", workload, n), d, gauges...)
+	if len(runners) == 1 {
+		slice = d // nothing to interleave with
+	}
+	interleave(ctx, d, slice, runners, meters)
+	stop()
+
+	res := hm.result(workload, TargetHTTP, n)
+	res.Sync = srv.sync
+	res.BadRounds = badRounds.Load()
+	res.Writes, res.Commits = writes, commits
+	out := []Result{res}
+	for i, r := range raws {
+		rr := meters[i+1].result(WorkloadCycle, TargetRaw, n)
+		rr.Sync = r.sync
+		out = append(out, rr)
+	}
+	return out, ctx.Err()
+}
+
+// clientLoop runs fn on one goroutine per agent and merges their latencies.
+func clientLoop(agents []benchAgent, runs []string, m *meter, fn func(i int, ag benchAgent, run string) []time.Duration) {
+	var wg sync.WaitGroup
+	for i, ag := range agents {
+		wg.Go(func() { m.add(fn(i, ag, runs[i])) })
+	}
+	wg.Wait()
+}
+
+const (
+	checkoutTodo  = `{"agentId":"%s","expectedStatuses":["todo"]}`
+	checkoutPath  = "/api/issues/%s/checkout"
+	releasePath   = "/api/issues/%s/release"
+	issueListPath = "/api/companies/%s/issues?status=todo&limit=20"
+)
+
+var (
+	releaseBody  = []byte(`{}`)
+	unassignBody = []byte(`{"unassign":true}`)
+)
+
+// cycleClient checks out and releases the agent's issues in turn until
+// deadline (at least once); each cycle is one op.
+func cycleClient(ctx context.Context, a *api, ag benchAgent, run string, deadline time.Time, m *meter) []time.Duration {
+	body := fmt.Appendf(nil, checkoutTodo, ag.id)
+	lats := make([]time.Duration, 0, 1024)
+	for k := 0; k == 0 || time.Now().Before(deadline) && ctx.Err() == nil; k++ {
+		iss := ag.issues[k%len(ag.issues)]
+		t0 := time.Now()
+		st, b, err := a.do(ctx, http.MethodPost, fmt.Sprintf(checkoutPath, iss), ag.key, run, body, false)
+		m.requests.Add(1)
+		if err != nil || st != http.StatusOK {
+			m.fail(orStatus(err, "checkout", st, b))
+			continue
+		}
+		st, b, err = a.do(ctx, http.MethodPost, fmt.Sprintf(releasePath, iss), ag.key, run, releaseBody, false)
+		m.requests.Add(1)
+		if err != nil || st != http.StatusOK {
+			m.fail(orStatus(err, "release", st, b))
+			continue
+		}
+		lats = append(lats, time.Since(t0))
+		m.ops.Add(1)
+	}
+	return lats
+}
+
+// mixedClient sends 80 % reads (issue get, issue list, inbox) and 20 %
+// writes (checkout of its next issue, or release of the one it holds)
+// until deadline (at least once); each request is one op. It releases what
+// it holds at the end.
+func mixedClient(ctx context.Context, a *api, companyID string, ag benchAgent, run string, deadline time.Time, m *meter, seed uint64) []time.Duration {
+	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
+	body := fmt.Appendf(nil, checkoutTodo, ag.id)
+	listPath := fmt.Sprintf(issueListPath, companyID)
+	lats := make([]time.Duration, 0, 4096)
+	held, k := "", 0
+	for first := true; first || time.Now().Before(deadline) && ctx.Err() == nil; first = false {
+		var (
+			what, method, path string
+			reqBody            []byte
+		)
+		switch p := rng.IntN(100); {
+		case p < 80:
+			method = http.MethodGet
+			switch p % 3 {
+			case 0:
+				what, path = "get issue", "/api/issues/"+ag.issues[rng.IntN(len(ag.issues))]
+			case 1:
+				what, path = "list issues", listPath
+			default:
+				what, path = "inbox", "/api/agents/me/inbox-lite"
+			}
+		case held != "":
+			what, method, path, reqBody = "release", http.MethodPost, fmt.Sprintf(releasePath, held), releaseBody
+		default:
+			k++
+			held = ag.issues[k%len(ag.issues)]
+			what, method, path, reqBody = "checkout", http.MethodPost, fmt.Sprintf(checkoutPath, held), body
+		}
+		t0 := time.Now()
+		st, b, err := a.do(ctx, method, path, ag.key, run, reqBody, false)
+		m.requests.Add(1)
+		if err != nil || st != http.StatusOK {
+			m.fail(orStatus(err, what, st, b))
+			if what == "checkout" {
+				held = ""
+			}
+			continue
+		}
+		if what == "release" {
+			held = ""
+		}
+		lats = append(lats, time.Since(t0))
+		m.ops.Add(1)
+	}
+	if held != "" {
+		_, _, _ = a.do(context.WithoutCancel(ctx), http.MethodPost, fmt.Sprintf(releasePath, held), ag.key, run, releaseBody, false)
+	}
+	return lats
+}
+
+// contendedRounds runs rounds until deadline (at least one): every client
+// sends a checkout of issue hot at once; exactly one must win (200) and
+// the others get 409; then the winner releases it with unassign, so that
+// any agent may win the next round. Each round with one winner is one op;
+// it returns the rounds whose winner count was not one. Latency is per
+// checkout attempt.
+func contendedRounds(ctx context.Context, a *api, hot string, agents []benchAgent, runs []string, deadline time.Time, m *meter) int64 {
+	type answer struct {
+		client int
+		status int
+		lat    time.Duration
+		err    error
+	}
+	n := len(agents)
+	gos := make([]chan struct{}, n)
+	answers := make(chan answer, n)
+	var wg sync.WaitGroup
+	path := fmt.Sprintf(checkoutPath, hot)
+	for i := range agents {
+		gos[i] = make(chan struct{})
+		body := fmt.Appendf(nil, checkoutTodo, agents[i].id)
+		wg.Go(func() {
+			for range gos[i] {
+				t0 := time.Now()
+				st, b, err := a.do(ctx, http.MethodPost, path, agents[i].key, runs[i], body, false)
+				if err == nil && st != http.StatusOK && st != http.StatusConflict {
+					err = errStatus("checkout", st, b)
+				}
+				answers <- answer{client: i, status: st, lat: time.Since(t0), err: err}
+			}
+		})
+	}
+	defer func() {
+		for _, g := range gos {
+			close(g)
+		}
+		wg.Wait()
+	}()
+	var bad int64
+	lats := make([]time.Duration, 0, 4096)
+	for first := true; first || time.Now().Before(deadline) && ctx.Err() == nil; first = false {
+		for _, g := range gos {
+			g <- struct{}{}
+		}
+		winners := []int{}
+		for range n {
+			ans := <-answers
+			m.requests.Add(1)
+			lats = append(lats, ans.lat)
+			switch {
+			case ans.err != nil:
+				m.fail(ans.err)
+			case ans.status == http.StatusOK:
+				winners = append(winners, ans.client)
+			}
+		}
+		if len(winners) != 1 {
+			bad++
+			m.fail(fmt.Errorf("round with %d winners, want exactly 1", len(winners)))
+		} else {
+			m.ops.Add(1)
+		}
+		for _, w := range winners {
+			st, b, err := a.do(ctx, http.MethodPost, fmt.Sprintf(releasePath, hot), agents[w].key, runs[w], unassignBody, false)
+			m.requests.Add(1)
+			if err != nil || st != http.StatusOK {
+				m.fail(orStatus(err, "release", st, b))
+			}
+		}
+	}
+	m.add(lats)
+	return bad
+}
+
+// orStatus is err, or an unexpected status as an error.
+func orStatus(err error, what string, status int, body []byte) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return errStatus(what, status, body)
+}
+
+// rawRunner runs the raw cycle (checkout transaction, release transaction)
+// on r with n goroutines, each on its own issues, until the deadline (at
+// least one cycle each); each cycle is one op.
+func rawRunner(r *rawTarget, n int) runner {
+	next := make([]int, n) // where each goroutine goes on in the next slice
+	return func(ctx context.Context, deadline time.Time, m *meter) {
+		var wg sync.WaitGroup
+		for i := range n {
+			steps := r.steps[i]
+			wg.Go(func() {
+				lats := make([]time.Duration, 0, 1024)
+				defer func() { m.add(lats) }()
+				for first := true; first || time.Now().Before(deadline) && ctx.Err() == nil; first = false {
+					s := steps[next[i]%len(steps)]
+					next[i]++
+					t0 := time.Now()
+					if err := r.raw.Checkout(ctx, s); err != nil {
+						m.fail(err)
+						return
+					}
+					if err := r.raw.Release(ctx, s); err != nil {
+						m.fail(err)
+						return
+					}
+					lats = append(lats, time.Since(t0))
+					m.ops.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}

@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+)
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the report as text: a header, one row per phase, the
+// ratios to the raw limit, and what the columns measure.
+func (r *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "clasp bench: %s, %s/%s, %d CPUs (GOMAXPROCS %d), %s per phase, %d issues\n",
+		r.GoVersion, r.GOOS, r.GOARCH, r.NumCPU, r.GOMAXPROCS, r.Duration, r.Issues)
+	fmt.Fprintf(w, "server: %s\n\n", r.Server)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\ttarget\tsync\tclients\tops\tops/s\tp50 ms\tp95 ms\tp99 ms\tCPU s/1k ops\tpeak RSS MiB\twrites/commit\terrors\t")
+	for _, x := range r.Results {
+		batch := "-"
+		if x.Commits > 0 {
+			batch = strconv.FormatFloat(float64(x.Writes)/float64(x.Commits), 'f', 1, 64)
+		}
+		sync := x.Sync
+		if sync == "" {
+			sync = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.3f\t%.0f\t%s\t%d\t\n",
+			x.Workload, x.Target, sync, x.Clients, x.Ops, x.OpsPerS, x.P50Ms, x.P95Ms, x.P99Ms, x.CPUSecondsPer1000, x.PeakRSSMB, batch, x.Errors)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Ratios) > 0 {
+		fmt.Fprintln(w)
+		for _, x := range r.Ratios {
+			fmt.Fprintf(w, "%s clients=%d: http (sync %s) %.0f ops/s = %.2f x raw FULL (%.0f ops/s, one fsync per commit), %.2f x raw NORMAL (%.0f ops/s)",
+				x.Workload, x.Clients, x.HTTPSync, x.HTTP, x.VsRawFull, x.RawFull, x.VsRawNorm, x.RawNormal)
+			if x.BatchWrite > 0 {
+				fmt.Fprintf(w, "; %.1f writes per commit", x.BatchWrite)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintln(w)
+	names := make([]string, 0, len(r.OpUnits))
+	for k := range r.OpUnits {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		fmt.Fprintf(w, "op (%s): %s\n", k, r.OpUnits[k])
+	}
+	fmt.Fprintf(w, "CPU: %s\n", r.CPUMeasures)
+	fmt.Fprintln(w, "peak RSS: the process's resident-set high-water mark during the phase (Linux VmHWM, reset per phase)")
+	for _, f := range r.Failures {
+		fmt.Fprintf(w, "FAILED: %s\n", f)
+	}
+	return nil
+}

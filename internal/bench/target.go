@@ -1,0 +1,394 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/client"
+	"github.com/clasp-dev/clasp/internal/httpapi"
+	"github.com/clasp-dev/clasp/internal/recovery"
+	"github.com/clasp-dev/clasp/internal/store"
+	"github.com/clasp-dev/clasp/internal/store/sqlite"
+)
+
+// benchLeaseTTL is the lease of the in-process server's runs: long enough
+// that no bench run is ever lost between phases.
+const benchLeaseTTL = time.Hour
+
+// target is the server under test.
+type target struct {
+	api      *api
+	st       *sqlite.Store // the in-process server's store; nil for a remote server
+	sync     string        // full or normal; "" for a remote server
+	describe string
+	close    func()
+}
+
+// startTarget starts the in-process server (SQLite under dir, an HTTP
+// server on 127.0.0.1:0, the sweeper at its default interval) or connects
+// to cfg.ServerURL.
+func startTarget(ctx context.Context, cfg Config, dir string) (*target, error) {
+	hc := newHTTPClient(slicesMax(cfg.Clients))
+	if cfg.ServerURL != "" {
+		t := &target{api: &api{hc: hc, base: strings.TrimRight(cfg.ServerURL, "/"), board: cfg.Token}, describe: cfg.ServerURL,
+			close: hc.CloseIdleConnections}
+		return t, nil
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "server.db"), sqlite.Options{Synchronous: strings.ToUpper(cfg.Sync)})
+	if err != nil {
+		return nil, fmt.Errorf("bench: open the server's store: %w", err)
+	}
+	board, hash := httpapi.NewToken(httpapi.TokenBoard)
+	if _, err := st.SettingPutIfAbsent(ctx, "board_token_hash", hash); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("bench: store the board token: %w", err)
+	}
+	discard := slog.New(slog.DiscardHandler)
+	srv := httpapi.New(httpapi.Config{Store: st, Logger: discard, LeaseTTL: benchLeaseTTL})
+	sweeper := recovery.NewSweeper(st, recovery.Config{Logger: discard, Metrics: srv.Metrics()})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("bench: listen on loopback: %w", err)
+	}
+	if err := sweeper.Start(context.WithoutCancel(ctx)); err != nil {
+		ln.Close()
+		st.Close()
+		return nil, fmt.Errorf("bench: start the sweeper: %w", err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(discard.Handler(), slog.LevelWarn)}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = hs.Serve(ln)
+	}()
+	url := "http://" + ln.Addr().String()
+	return &target{
+		api:      &api{hc: hc, base: url, board: board},
+		st:       st,
+		sync:     strings.ToLower(cfg.Sync),
+		describe: fmt.Sprintf("in-process SQLite (synchronous=%s) at %s", strings.ToUpper(cfg.Sync), url),
+		close: func() {
+			hc.CloseIdleConnections()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = hs.Shutdown(sctx)
+			<-served
+			sweeper.Stop()
+			st.Close()
+		},
+	}, nil
+}
+
+func slicesMax(xs []int) int {
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// newHTTPClient returns a client with a keep-alive connection per bench client.
+func newHTTPClient(clients int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = clients + 16
+	tr.MaxIdleConnsPerHost = clients + 16
+	tr.DisableCompression = true
+	return &http.Client{Transport: tr}
+}
+
+// api sends the bench's requests. board is the board token.
+type api struct {
+	hc    *http.Client
+	base  string
+	board string
+}
+
+// do sends one request with bearer token and run header (when not empty)
+// and reads the whole answer. It returns the status and, when keep is
+// true or the status is not 2xx, the body.
+func (a *api) do(ctx context.Context, method, path, token, runID string, body []byte, keep bool) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if token != "" {
+		req.Header["Authorization"] = []string{"Bearer " + token}
+	}
+	if runID != "" {
+		req.Header[httpapi.RunIDHeader] = []string{runID}
+	}
+	if body != nil {
+		req.Header["Content-Type"] = []string{"application/json"}
+	}
+	res, err := a.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	if keep || res.StatusCode/100 != 2 {
+		b, err := io.ReadAll(res.Body)
+		return res.StatusCode, b, err
+	}
+	_, err = io.Copy(io.Discard, res.Body)
+	return res.StatusCode, nil, err
+}
+
+// client returns a typed client with token (for setup).
+func (a *api) client(token string) *client.Client {
+	return client.New(a.base, client.WithToken(token), client.WithHTTPClient(a.hc), client.WithUserAgent("clasp-bench"))
+}
+
+// benchAgent is an agent of the run with its API key.
+type benchAgent struct {
+	id, key string
+	issues  []string // the issues assigned to it (ids)
+}
+
+// fixture is what the run created on the server.
+type fixture struct {
+	companyID string
+	agents    []benchAgent
+	hot       string // the contended workload's issue (unassigned)
+}
+
+// setupHTTP creates, through the API, a company with a random prefix,
+// nAgents agents with a key each, one unassigned issue for the contended
+// workload and nIssues-1 todo issues assigned round-robin to the agents.
+func setupHTTP(ctx context.Context, a *api, nAgents, nIssues int) (*fixture, error) {
+	board := a.client(a.board)
+	co, err := board.CompanyCreate(ctx, client.CompanyCreateRequest{Name: "clasp bench", IssuePrefix: "B" + randomLetters(7)})
+	if err != nil {
+		return nil, fmt.Errorf("bench: create company: %w", err)
+	}
+	fx := &fixture{companyID: co.ID, agents: make([]benchAgent, nAgents)}
+	err = parallel(ctx, nAgents, 8, func(ctx context.Context, i int) error {
+		ag, err := board.AgentCreate(ctx, co.ID, client.AgentCreateRequest{Name: fmt.Sprintf("bench-%d", i), Role: "bench"})
+		if err != nil {
+			return fmt.Errorf("create agent: %w", err)
+		}
+		key, err := board.AgentKeyCreate(ctx, ag.ID)
+		if err != nil {
+			return fmt.Errorf("create key: %w", err)
+		}
+		fx.agents[i] = benchAgent{id: ag.ID, key: key.Token}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	hot, err := board.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: "contended", Status: clasp.IssueTodo})
+	if err != nil {
+		return nil, fmt.Errorf("bench: create issue: %w", err)
+	}
+	fx.hot = hot.ID
+	ids := make([]string, nIssues-1)
+	err = parallel(ctx, len(ids), 8, func(ctx context.Context, i int) error {
+		iss, err := board.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: fmt.Sprintf("bench issue %d", i),
+			Status: clasp.IssueTodo, AssigneeAgentID: fx.agents[i%nAgents].id})
+		if err != nil {
+			return fmt.Errorf("create issue: %w", err)
+		}
+		ids[i] = iss.ID
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	for i, id := range ids {
+		ag := &fx.agents[i%nAgents]
+		ag.issues = append(ag.issues, id)
+	}
+	return fx, nil
+}
+
+// openRuns opens one run for each of the first n agents; the returned
+// function finishes them (best effort).
+func openRuns(ctx context.Context, a *api, agents []benchAgent) ([]string, func(), error) {
+	runs := make([]string, len(agents))
+	err := parallel(ctx, len(agents), 8, func(ctx context.Context, i int) error {
+		r, err := a.client(agents[i].key).RunOpen(ctx, client.RunOpenRequest{InvocationSource: "bench"})
+		if err != nil {
+			return fmt.Errorf("open run: %w", err)
+		}
+		runs[i] = r.ID
+		return nil
+	})
+	finish := func() {
+		_ = parallel(context.WithoutCancel(ctx), len(agents), 8, func(ctx context.Context, i int) error {
+			if runs[i] == "" {
+				return nil
+			}
+			_, err := a.client(agents[i].key).RunFinish(ctx, runs[i], client.RunFinishRequest{Status: clasp.RunSucceeded})
+			return err
+		})
+	}
+	if err != nil {
+		finish()
+		return nil, nil, fmt.Errorf("bench: %w", err)
+	}
+	return runs, finish, nil
+}
+
+// parallel calls fn(ctx, i) for i in [0, n) on up to workers goroutines and
+// returns the first error (the others' calls are canceled).
+func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		next  int
+		first error
+		wg    sync.WaitGroup
+	)
+	for range min(n, workers) {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := i >= n || first != nil
+				mu.Unlock()
+				if stop {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+						cancel()
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+func randomLetters(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = 'A' + b[i]%26
+	}
+	return string(b)
+}
+
+// rawTarget is the raw limit's own SQLite file, with the same PRAGMAs as
+// the server's store (it is opened by sqlite.Open), and its fixture. The
+// store is open only during the phases that use it.
+type rawTarget struct {
+	sync  string
+	path  string
+	steps [][]sqlite.RawStep // per agent: one step per assigned issue
+
+	st  *sqlite.Store
+	raw *sqlite.Raw
+}
+
+// open opens the store for a phase.
+func (r *rawTarget) open(ctx context.Context) error {
+	st, err := sqlite.Open(ctx, r.path, sqlite.Options{Synchronous: strings.ToUpper(r.sync)})
+	if err != nil {
+		return fmt.Errorf("bench: open the raw store (%s): %w", r.sync, err)
+	}
+	r.st, r.raw = st, st.Raw()
+	return nil
+}
+
+// close closes the store after a phase.
+func (r *rawTarget) close() {
+	if r.st != nil {
+		_ = r.st.Close()
+		r.st, r.raw = nil, nil
+	}
+}
+
+// setupRaw creates dir/raw-<mode>.db with the same shape of fixture as
+// setupHTTP, through the store API: nAgents agents with a long-lived run
+// each and nIssues issues, all but one assigned round-robin. It leaves the
+// store closed.
+func setupRaw(ctx context.Context, dir, mode string, nAgents, nIssues int) (*rawTarget, error) {
+	r := &rawTarget{sync: mode, path: filepath.Join(dir, "raw-"+mode+".db")}
+	if err := r.open(ctx); err != nil {
+		return nil, err
+	}
+	defer r.close()
+	st := r.st
+	fail := func(err error) (*rawTarget, error) {
+		return nil, fmt.Errorf("bench: raw fixture (%s): %w", mode, err)
+	}
+	boardActor := store.Actor{Type: clasp.ActorBoard}
+	co, err := st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "clasp bench raw", IssuePrefix: "RAW", Actor: boardActor})
+	if err != nil {
+		return fail(err)
+	}
+	type agentRun struct{ agentID, runID string }
+	ars := make([]agentRun, nAgents)
+	err = parallel(ctx, nAgents, 8, func(ctx context.Context, i int) error {
+		ag, err := st.AgentCreate(ctx, &store.AgentCreateParams{CompanyID: co.ID, Name: fmt.Sprintf("bench-%d", i), Actor: boardActor})
+		if err != nil {
+			return err
+		}
+		run, err := st.RunOpen(ctx, &store.RunOpenParams{AgentID: ag.ID, LeaseTTL: 24 * time.Hour,
+			Actor: store.Actor{Type: clasp.ActorAgent, AgentID: ag.ID, CompanyID: co.ID}})
+		if err != nil {
+			return err
+		}
+		ars[i] = agentRun{ag.ID, run.ID}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	ids := make([]string, nIssues)
+	err = parallel(ctx, nIssues, 8, func(ctx context.Context, i int) error {
+		assignee := ""
+		if i > 0 { // issue 0 stands for the contended issue of the HTTP fixture
+			assignee = ars[(i-1)%nAgents].agentID
+		}
+		iss, err := st.IssueCreate(ctx, &store.IssueCreateParams{CompanyID: co.ID, Title: fmt.Sprintf("bench issue %d", i),
+			Status: clasp.IssueTodo, AssigneeAgentID: assignee, Actor: boardActor})
+		if err != nil {
+			return err
+		}
+		ids[i] = iss.ID
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	r.steps = make([][]sqlite.RawStep, nAgents)
+	for i, id := range ids[1:] {
+		ar := ars[i%nAgents]
+		r.steps[i%nAgents] = append(r.steps[i%nAgents], sqlite.RawStep{IssueID: id, AgentID: ar.agentID, RunID: ar.runID, CompanyID: co.ID})
+	}
+	return r, nil
+}
+
+// errStatus describes an unexpected answer.
+func errStatus(what string, status int, body []byte) error {
+	if status == 0 {
+		return errors.New(what + ": no answer")
+	}
+	return fmt.Errorf("%s: status %d: %.200s", what, status, bytes.TrimSpace(body))
+}
