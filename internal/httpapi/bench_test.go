@@ -24,14 +24,30 @@ func BenchmarkHTTPCheckoutRelease(b *testing.B) {
 	for _, mode := range []string{"uncontended", "one-issue"} {
 		for _, clients := range []int{1, 8, 32} {
 			b.Run(fmt.Sprintf("%s/clients=%d", mode, clients), func(b *testing.B) {
-				benchCheckoutRelease(b, clients, mode == "one-issue")
+				benchCheckoutRelease(b, clients, mode == "one-issue", false)
 			})
 		}
 	}
 }
 
-func benchCheckoutRelease(b *testing.B, clients int, contended bool) {
-	bu := setup(b)
+// BenchmarkHTTPCheckoutReleasePostgres is BenchmarkHTTPCheckoutRelease
+// through the PostgreSQL store (a fresh schema on CLASP_TEST_POSTGRES_URL;
+// skipped without it), at 1, 8, 32 and 64 clients (issue 3). Compare with
+// BenchmarkRawPgx of internal/store/postgres for the raw limit:
+//
+//	go test ./internal/httpapi -run '^$' -bench HTTPCheckoutReleasePostgres -benchtime 2000x
+func BenchmarkHTTPCheckoutReleasePostgres(b *testing.B) {
+	for _, mode := range []string{"uncontended", "one-issue"} {
+		for _, clients := range []int{1, 8, 32, 64} {
+			b.Run(fmt.Sprintf("%s/clients=%d", mode, clients), func(b *testing.B) {
+				benchCheckoutRelease(b, clients, mode == "one-issue", true)
+			})
+		}
+	}
+}
+
+func benchCheckoutRelease(b *testing.B, clients int, contended, pg bool) {
+	bu := setup(b, func(o *setupOpts) { o.postgres = pg })
 	c := bu.company("BN")
 	a, key := bu.agent(c.ID, "bench")
 	tr := bu.hc.Transport.(*http.Transport)

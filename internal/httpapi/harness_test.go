@@ -4,18 +4,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+	"github.com/clasp-dev/clasp/internal/store/postgres"
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -23,7 +29,7 @@ import (
 // a fresh SQLite file.
 type bundle struct {
 	t     testing.TB
-	st    *sqlite.Store
+	st    store.Store
 	srv   *Server
 	ts    *httptest.Server
 	hc    *http.Client
@@ -38,6 +44,9 @@ type setupOpts struct {
 	leaseTTL        time.Duration
 	now             func() time.Time // the clock of store and server; default time.Now
 	bodyReadTimeout time.Duration
+	// postgres: use a fresh schema on CLASP_TEST_POSTGRES_URL instead of a
+	// SQLite file (skips when the variable is unset).
+	postgres bool
 }
 
 // setup starts a server for one test and registers its cleanup.
@@ -49,8 +58,11 @@ func setup(t testing.TB, opts ...func(*setupOpts)) *bundle {
 	}
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "clasp.db")
-	st, err := sqlite.Open(ctx, db, sqlite.Options{Synchronous: "NORMAL", Now: o.now})
-	if err != nil {
+	var st store.Store
+	var err error
+	if o.postgres {
+		st = openPostgres(t)
+	} else if st, err = sqlite.Open(ctx, db, sqlite.Options{Synchronous: "NORMAL", Now: o.now}); err != nil {
 		t.Fatalf("open store: %v", err)
 	}
 	board, hash := NewToken(TokenBoard)
@@ -335,3 +347,31 @@ func (b *bundle) world(prefix string) *world {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// openPostgres opens a PostgreSQL store in a fresh schema of the database
+// at CLASP_TEST_POSTGRES_URL, dropped at cleanup; it skips without it.
+func openPostgres(t testing.TB) store.Store {
+	t.Helper()
+	url := os.Getenv("CLASP_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CLASP_TEST_POSTGRES_URL is not set: no PostgreSQL to run against")
+	}
+	ctx := context.Background()
+	schema := fmt.Sprintf("httpapi_%d", rand.Int64())
+	st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 80})
+	if err != nil {
+		t.Fatalf("open postgres store: %v", err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("cleanup: connect: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("cleanup: drop schema %s: %v", schema, err)
+		}
+	})
+	return st
+}
