@@ -1,8 +1,6 @@
 package postgres
 
 import (
-	"encoding/base64"
-	"strconv"
 	"strings"
 	"time"
 
@@ -185,94 +183,17 @@ func orNil(p *string) any {
 	return *p
 }
 
-// splitRef turns an issue reference, its UUID or its identifier
-// (case-insensitive), into the two lookup keys the statements take as
-// @rid and @rident; the one that does not apply is "" and matches nothing.
-func splitRef(ref string) (id, ident string) {
-	if isUUID(ref) {
-		return strings.ToLower(ref), ""
-	}
-	return "", strings.ToUpper(strings.TrimSpace(ref))
-}
+// The shared helpers live in package store (keys.go); these names keep
+// the statements' call sites short.
 
-// isUUID reports whether s has the 8-4-4-4-12 hex form of a UUID.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// pageLimit clamps a page size to 1..1000 (default 100).
-func pageLimit(n int) int {
-	switch {
-	case n <= 0:
-		return 100
-	case n > 1000:
-		return 1000
-	}
-	return n
-}
-
-// Keyset cursors are opaque to callers and the same as the SQLite store's:
-// base64url of "createdAtµs.id" for lists ordered by (created_at, id), and
-// of the activity id for activity.
-
-func encodeCursor(createdAt time.Time, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(createdAt.UnixMicro(), 10) + "." + id))
-}
-
-func decodeCursor(c string) (createdAt time.Time, id string, err error) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err == nil {
-		ts, rest, ok := strings.Cut(string(b), ".")
-		us, err := strconv.ParseInt(ts, 10, 64)
-		if ok && err == nil && rest != "" {
-			return time.UnixMicro(us).UTC(), rest, nil
-		}
-	}
-	return time.Time{}, "", badCursor()
-}
-
-func encodeIDCursor(id int64) string {
-	return base64.RawURLEncoding.EncodeToString(strconv.AppendInt(nil, id, 10))
-}
-
-func decodeIDCursor(c string) (int64, error) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err == nil {
-		if id, err := strconv.ParseInt(string(b), 10, 64); err == nil && id > 0 {
-			return id, nil
-		}
-	}
-	return 0, badCursor()
-}
-
-func badCursor() error {
-	return clasp.InvalidField("cursor", "The cursor is not one this server handed out; start again without it.")
-}
-
-// scope is the company an actor is confined to: an agent's own company, ""
-// (no restriction) for the board and the system.
-func scope(a store.Actor) string {
-	if a.Type == clasp.ActorAgent {
-		return a.CompanyID
-	}
-	return ""
-}
+func splitRef(ref string) (id, ident string)             { return store.SplitRef(ref) }
+func isUUID(s string) bool                               { return store.IsUUID(s) }
+func pageLimit(n int) int                                { return store.PageLimit(n) }
+func encodeIDCursor(id int64) string                     { return store.EncodeIDCursor(id) }
+func decodeIDCursor(c string) (int64, error)             { return store.DecodeIDCursor(c) }
+func scope(a store.Actor) string                         { return store.Scope(a) }
+func encodeCursor(createdAt time.Time, id string) string { return store.EncodeCursor(createdAt, id) }
+func decodeCursor(c string) (time.Time, string, error)   { return store.DecodeCursor(c) }
 
 // actorArgs are the named arguments of an activity row's actor:
 // @actor_type (agent, board or system), @actor_id and @actor_run (NULL

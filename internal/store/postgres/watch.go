@@ -43,32 +43,18 @@ var _ store.ActivityStream = (*Store)(nil)
 // watch holds this process's WatchActivity channels, the notifier and the
 // listener.
 type watch struct {
-	once    sync.Once
-	mu      sync.Mutex
-	chs     map[chan struct{}]struct{}
-	poke    chan struct{} // a write committed: send a NOTIFY soon
-	channel string        // the LISTEN/NOTIFY channel name
-	stop    context.CancelFunc
-	done    sync.WaitGroup
-}
-
-// wake wakes every WatchActivity channel without blocking.
-func (w *watch) wake() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for ch := range w.chs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	store.Broadcast               // the local WatchActivity channels
+	poke            chan struct{} // a write committed: send a NOTIFY soon
+	channel         string        // the LISTEN/NOTIFY channel name
+	stop            context.CancelFunc
+	done            sync.WaitGroup
 }
 
 // activityWritten is called after every successful write of this process:
 // it wakes local watchers at once and asks the notifier to tell the other
 // replicas.
 func (s *Store) activityWritten() {
-	s.w.wake()
+	s.w.Notify()
 	select {
 	case s.w.poke <- struct{}{}:
 	default:
@@ -131,7 +117,7 @@ func (s *Store) listener(ctx context.Context, cfg *pgx.ConnConfig) {
 			return
 		}
 		s.log.Warn("activity listener lost its connection; reconnecting", "err", err, "in", wait)
-		s.w.wake() // a notification may have been missed: readers look again
+		s.w.Notify() // a notification may have been missed: readers look again
 		select {
 		case <-ctx.Done():
 			return
@@ -150,12 +136,12 @@ func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.w.channel}.Sanitize()); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	s.w.wake() // rows may have been written while not listening
+	s.w.Notify() // rows may have been written while not listening
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return fmt.Errorf("wait for notification: %w", err)
 		}
-		s.w.wake()
+		s.w.Notify()
 	}
 }
 
@@ -163,35 +149,7 @@ func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) error {
 // value after writes of any replica (see the comment at the top of this
 // file) and is closed when ctx ends.
 func (s *Store) WatchActivity(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	s.w.mu.Lock()
-	if s.w.chs == nil {
-		s.w.chs = map[chan struct{}]struct{}{}
-	}
-	s.w.chs[ch] = struct{}{}
-	s.w.mu.Unlock()
-	out := make(chan struct{})
-	go func() {
-		defer close(out)
-		defer func() {
-			s.w.mu.Lock()
-			delete(s.w.chs, ch)
-			s.w.mu.Unlock()
-		}()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ch:
-				select {
-				case out <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out
+	return s.w.Watch(ctx.Done())
 }
 
 // sqlActivityScan reads activity forward from an id across all companies

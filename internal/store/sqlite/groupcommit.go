@@ -307,7 +307,7 @@ func (s *Store) commitBatch(batch []*writeReq) (rest []*writeReq) {
 	c.writes.Add(int64(len(done)))
 	for _, r := range done {
 		if r.wroteActivity {
-			s.watch.notify() // after the commit that made the rows visible
+			s.watch.Notify() // after the commit that made the rows visible
 			break
 		}
 	}

@@ -72,7 +72,7 @@ type Store struct {
 
 	idemSweptAt atomic.Int64 // unix µs of the last purge of expired idempotency records
 
-	watch watchers  // WatchActivity channels, woken after commits that wrote activity
+	watch store.Broadcast  // WatchActivity channels, woken after commits that wrote activity
 	gc    committer // the writer's queue: group commit (groupcommit.go)
 }
 

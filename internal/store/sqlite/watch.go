@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -19,58 +18,11 @@ const (
 	sqlActivityLatestID = `SELECT coalesce(max(id), 0) FROM activity WHERE company_id = ?`
 )
 
-// watchers fans "activity committed" out to WatchActivity channels. On
-// SQLite the single writer is in this process, so an in-process signal after
-// each commit that wrote activity reaches every watcher.
-type watchers struct {
-	mu  sync.Mutex
-	chs map[chan struct{}]struct{}
-}
-
-// notify wakes every watcher without blocking: each channel has room for
-// one pending value, and a pending value already says "look again".
-func (w *watchers) notify() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for ch := range w.chs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// WatchActivity implements store.ActivityStream.
+// WatchActivity implements store.ActivityStream. On SQLite the single
+// writer is in this process, so an in-process signal after each commit
+// that wrote activity (write's s.watch.Notify) reaches every watcher.
 func (s *Store) WatchActivity(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	s.watch.mu.Lock()
-	if s.watch.chs == nil {
-		s.watch.chs = map[chan struct{}]struct{}{}
-	}
-	s.watch.chs[ch] = struct{}{}
-	s.watch.mu.Unlock()
-	out := make(chan struct{})
-	go func() {
-		defer close(out)
-		defer func() {
-			s.watch.mu.Lock()
-			delete(s.watch.chs, ch)
-			s.watch.mu.Unlock()
-		}()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ch:
-				select {
-				case out <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out
+	return s.watch.Watch(ctx.Done())
 }
 
 // ActivityAfter implements store.ActivityStream. On SQLite the single
