@@ -14,8 +14,8 @@
 // A Client is safe for concurrent use. WithRun and WithToken return bound
 // copies that share the underlying *http.Client.
 //
-// Creating calls (IssueCreate, CommentCreate, RunOpen) send the
-// Idempotency-Key header set with WithIdempotencyKey on their context and,
+// Creating calls (IssueCreate, CommentCreate, RunOpen) and IssueUpdate send
+// the Idempotency-Key header set with WithIdempotencyKey on their context and,
 // only then, retry after connection errors (the server answers a repeat with
 // the first response). CheckoutWithRetry retries a checkout held by another
 // live run with jittered exponential backoff until the context ends.
@@ -237,6 +237,14 @@ func (c *Client) send(ctx context.Context, method, u string, body []byte, idemKe
 	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.Header, nil
+	}
+	if raw, ok := out.(*rawBody); ok { // a non-JSON answer (a run log)
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return resp.Header, fmt.Errorf("read %s %s response: %w", method, u, err)
+		}
+		raw.data = data
 		return resp.Header, nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {

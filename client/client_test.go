@@ -439,6 +439,53 @@ func TestIdempotentCreate(t *testing.T) {
 		}
 	})
 
+	// IssueUpdate too (a PATCH {status: done, comment} whose answer was
+	// lost): with a key it sends it on every attempt and retries; without
+	// one it sends none and does not retry.
+	t.Run("UpdateRetriedWithKey", func(t *testing.T) {
+		t.Parallel()
+		var mu sync.Mutex
+		var keys []string
+		c := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			keys = append(keys, r.Method+" "+r.Header.Get(client.IdempotencyKeyHeader))
+			n := len(keys)
+			mu.Unlock()
+			if n == 1 {
+				hangUp(t, w)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"id": "i1", "identifier": "ENG-1", "status": "done"})
+		})
+		done := clasp.IssueDone
+		iss, err := c.IssueUpdate(client.WithIdempotencyKey(ctx, "done-1"), "ENG-1", client.IssueUpdateRequest{Status: &done})
+		if err != nil || iss.Status != clasp.IssueDone {
+			t.Fatalf("IssueUpdate = %+v, %v, want done", iss, err)
+		}
+		if diff := cmp.Diff([]string{"PATCH done-1", "PATCH done-1"}, keys); diff != "" {
+			t.Errorf("Idempotency-Key per attempt (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("UpdateNotRetriedWithoutKey", func(t *testing.T) {
+		t.Parallel()
+		var attempts atomic.Int32
+		c := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			attempts.Add(1)
+			if r.Header.Get(client.IdempotencyKeyHeader) != "" {
+				t.Errorf("Idempotency-Key sent without being set")
+			}
+			hangUp(t, w)
+		})
+		done := clasp.IssueDone
+		if _, err := c.IssueUpdate(ctx, "ENG-1", client.IssueUpdateRequest{Status: &done}); err == nil {
+			t.Fatal("err = nil, want a connection error")
+		}
+		if n := attempts.Load(); n != 1 {
+			t.Errorf("attempts = %d, want 1", n)
+		}
+	})
+
 	t.Run("NotRetriedWithoutKey", func(t *testing.T) {
 		t.Parallel()
 		var attempts atomic.Int32

@@ -194,10 +194,13 @@ func (c *Client) IssueGet(ctx context.Context, ref string) (*clasp.Issue, error)
 
 // IssueUpdate PATCHes an issue (rules L5, L6): 409 ownership_conflict when
 // another live run holds it; 422 precondition_failed when an agent moves it
-// to in_progress (use checkout).
+// to in_progress (use checkout). Sends the context's Idempotency-Key (see
+// WithIdempotencyKey) and, only then, retries after connection errors: a
+// repeat of the same PATCH with the same key is applied once (422
+// idempotency_key_reused for the same key with another body).
 func (c *Client) IssueUpdate(ctx context.Context, ref string, req IssueUpdateRequest) (*clasp.Issue, error) {
 	var out clasp.Issue
-	if _, err := c.do(ctx, request{method: http.MethodPatch, path: pathf("/api/issues/%s", ref), body: req}, &out); err != nil {
+	if _, err := c.do(ctx, request{method: http.MethodPatch, path: pathf("/api/issues/%s", ref), body: req, idempotent: true}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -214,6 +217,21 @@ func (c *Client) IssueCheckout(ctx context.Context, ref string, req CheckoutRequ
 		return nil, err
 	}
 	return &out, nil
+}
+
+// Claim checks out, for the client's run, the most urgent issue the agent
+// may take under rule L1 (priority, then age) and answers it with its new
+// CheckoutEpoch; a nil issue and nil error when none is eligible (204).
+// Concurrent claimers never conflict: each gets a different issue. 400
+// invalid_request (scope, expectedStatuses); 401 run_id_required without a
+// run. Not retried on connection errors: a lost answer leaves the issue
+// held by the run until the run ends or releases it.
+func (c *Client) Claim(ctx context.Context, req ClaimRequest) (*clasp.Issue, error) {
+	var out *clasp.Issue
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/api/agents/me/claim", body: req}, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // IssueRelease releases the issue's lock (rule L4): in_progress becomes

@@ -153,6 +153,14 @@ type CheckoutRequest struct {
 	ExpectedStatuses []clasp.IssueStatus `json:"expectedStatuses"`
 }
 
+// ClaimRequest is the body of POST /api/agents/me/claim (claim-next).
+// ExpectedStatuses defaults to [todo]; Scope is "mine", "unassigned" or
+// "any" (default: the agent's issues or unassigned ones).
+type ClaimRequest struct {
+	ExpectedStatuses []clasp.IssueStatus `json:"expectedStatuses,omitempty"`
+	Scope            string              `json:"scope,omitempty"`
+}
+
 // ReleaseRequest is the body of POST /api/issues/{id}/release (rule L4);
 // Unassign clears the assignee as well.
 type ReleaseRequest struct {

@@ -84,7 +84,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 type idempotencyKeyCtx struct{}
 
 // WithIdempotencyKey returns a context whose creating calls (IssueCreate,
-// CommentCreate, RunOpen) send key as the Idempotency-Key header. With a
+// CommentCreate, RunOpen) and IssueUpdate send key as the Idempotency-Key
+// header. With a
 // key set, such a call is retried (up to 5 attempts, with DefaultBackoff)
 // after connection errors and 409 idempotency_in_flight, because the server
 // answers a repeat of the same key from the same actor with the first

@@ -19,5 +19,7 @@ go test -count=1 -race -timeout 20m ./internal/store/... ./internal/httpapi/... 
 
 step "short fuzz of request decoding"
 go test -run '^$' -fuzz '^FuzzDecodeJSON$' -fuzztime 20s -fuzzminimizetime 2s ./internal/httpapi/
+step "short fuzz of the whole HTTP handler"
+go test -run '^$' -fuzz '^FuzzHandler$' -fuzztime 20s -fuzzminimizetime 2s ./internal/httpapi/
 
 step "ok"

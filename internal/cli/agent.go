@@ -39,6 +39,8 @@ The server stores only their hash: the key is printed once, by 'key create'.`,
 		a.newAgentStatusCmd("terminate", clasp.AgentTerminated, "Terminate an agent: its keys are revoked and answer 401"),
 		a.newAgentMeCmd(),
 		a.newAgentInboxCmd(),
+		a.newAgentSetAdapterCmd(),
+		a.newAgentWakeCmd(),
 		key,
 	)
 	return g

@@ -14,6 +14,7 @@ import (
 // agent, the process `clasp swarm` launches (package swarm, Worker).
 func (a *app) newAgentWorkCmd() *cobra.Command {
 	var slow time.Duration
+	var noClaim bool
 	cmd := &cobra.Command{
 		Use:   "work",
 		Short: "Work issues as one agent until none is left (the swarm's agent process)",
@@ -22,9 +23,11 @@ at $` + EnvURL + ` (or --url), until there is no work left. The URL may be a
 comma-separated list of replicas on one database: requests go to the first and
 move to the next whenever a connection cannot be made.
 
-Each turn opens a run, finds an issue (the agent's inbox first, so that an issue
-a killed process of this agent held is adopted by checkout; then an unassigned
-todo issue, picked at random on the first page), checks it out, computes the
+Each turn opens a run, claims an issue (claim-next: the most urgent todo issue
+that is the agent's or unassigned, or an issue of the agent whose holder died,
+picked and checked out in one call; with --no-claim, the old way: the inbox
+first, then an unassigned todo issue picked at random on the first page, each
+tried by checkout), computes the
 SHA-256 of the file whose absolute path is the issue's description while
 heartbeating the run, then writes the comment "sha256 <hex>" and status done in
 one atomic PATCH, and finishes the run.
@@ -44,15 +47,17 @@ unreachable or refuses the key.`,
 			// cmd/clasp ends the context on SIGTERM and SIGINT: the worker
 			// then completes the issue in hand, finishes its run and returns.
 			w := swarm.NewWorker(swarm.WorkerConfig{
-				URL:    firstNonEmpty(a.url, a.getenv(EnvURL), DefaultURL),
-				Token:  token,
-				Slow:   slow,
-				Events: a.stdout,
-				Log:    slog.New(slog.NewTextHandler(a.stderr, nil)),
+				URL:     firstNonEmpty(a.url, a.getenv(EnvURL), DefaultURL),
+				Token:   token,
+				Slow:    slow,
+				NoClaim: noClaim,
+				Events:  a.stdout,
+				Log:     slog.New(slog.NewTextHandler(a.stderr, nil)),
 			})
 			return w.Run(cmd.Context())
 		},
 	}
 	cmd.Flags().DurationVar(&slow, "slow", 0, "stretch the work on each issue to at least this long (e.g. 200ms)")
+	cmd.Flags().BoolVar(&noClaim, "no-claim", false, "find work with inbox, list and checkout instead of claim-next")
 	return cmd
 }

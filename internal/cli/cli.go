@@ -118,6 +118,7 @@ Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409).`
 	agent.AddCommand(a.newAgentWorkCmd())
 	root.AddCommand(
 		a.newSwarmCmd(),
+		a.newVerifyCmd(),
 		a.newBenchCmd(),
 		a.newServeCmd(),
 		a.newMigrateCmd(),

@@ -21,7 +21,8 @@ and its locks are freed. 'run finish' ends it and releases every lock it holds.`
 		`  CLASP_TOKEN=clasp_ak_... clasp run open --json
   clasp run heartbeat <run-id>
   clasp run finish <run-id> --status succeeded`)
-	g.AddCommand(a.newRunOpenCmd(), a.newRunHeartbeatCmd(), a.newRunFinishCmd(), a.newRunShowCmd(), a.newRunListCmd())
+	g.AddCommand(a.newRunOpenCmd(), a.newRunHeartbeatCmd(), a.newRunFinishCmd(), a.newRunShowCmd(), a.newRunListCmd(),
+		a.newRunLogCmd(), a.newRunCancelCmd())
 	return g
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/clasp-dev/clasp/internal/heartbeat"
 	"github.com/clasp-dev/clasp/internal/httpapi"
 	"github.com/clasp-dev/clasp/internal/metrics"
 	"github.com/clasp-dev/clasp/internal/recovery"
@@ -147,6 +148,17 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
+	// Issue 4: the heartbeat scheduler runs server-managed agents as
+	// processes of this host; the API nudges it and cancels through it.
+	runLogDir := filepath.Join(cfg.DataDir, "run-logs")
+	var sched *heartbeat.Scheduler
+	var apiSched httpapi.Scheduler // stays a nil interface without a scheduler
+	if hst, ok := any(st).(store.HeartbeatStore); ok {
+		sched = heartbeat.New(hst, heartbeat.Config{APIURL: info.URL, LeaseTTL: cfg.LeaseTTL, Logger: log,
+			LogDir:      runLogDir,
+			NewRunToken: func() (string, string) { return httpapi.NewToken(httpapi.TokenRun) }})
+		apiSched = sched
+	}
 	api := httpapi.New(httpapi.Config{
 		Store:           st,
 		Logger:          log,
@@ -155,12 +167,21 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 		RequireRunToken: cfg.RequireRunToken,
 		Registry:        reg,
 		Metrics:         m,
+		Scheduler:       apiSched,
+		RunLogDir:       runLogDir,
 	})
 	sweeper := recovery.NewSweeper(st, recovery.Config{Interval: cfg.SweepInterval, Logger: log, Metrics: m})
 	if err := sweeper.Start(ctx); err != nil {
 		return fmt.Errorf("start sweeper: %w", err)
 	}
 	defer sweeper.Stop()
+	// The scheduler re-adopts the live processes of this host at start.
+	if sched != nil {
+		if err := sched.Start(ctx); err != nil {
+			return fmt.Errorf("start heartbeat scheduler: %w", err)
+		}
+		defer sched.Stop()
+	}
 
 	// No ReadTimeout: it would cut the live event stream. Request bodies
 	// have their own read deadline (httpapi.Config.BodyReadTimeout).

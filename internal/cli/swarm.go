@@ -96,6 +96,7 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 	f.IntVar(&cfg.Agents, "agents", 8, "number of agents, one process each at a time")
 	f.Float64Var(&cfg.KillRate, "kill-rate", 0.1, "probability that a checkout is answered by a SIGKILL of the agent process during its work")
 	f.DurationVar(&cfg.Slow, "slow", 0, "stretch each issue's work to at least this long, so kills land mid-checkout")
+	f.BoolVar(&cfg.NoClaim, "no-claim", false, "agents find work with inbox, list and checkout instead of claim-next (to compare)")
 	f.StringVar(&cfg.ServerURL, "server", "", "use the clasp server at this URL instead of an embedded one")
 	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server, or of a --database-url that has one already (default $"+EnvToken+"; none for --local-trusted)")
 	f.StringVar(&cfg.DatabaseURL, "database-url", "", "run --replicas clasp serve processes on this PostgreSQL database instead of an embedded server")

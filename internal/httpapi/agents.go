@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 
 	"github.com/clasp-dev/clasp"
@@ -126,7 +127,8 @@ func pathAgentID(c *call) (string, error) {
 	return id, nil
 }
 
-// agentGet: GET /api/agents/{id} (board). 404 not_found.
+// agentGet: GET /api/agents/{id} (board): the agent with its "adapter"
+// (null for none). 404 not_found.
 func (s *Server) agentGet(ctx context.Context, c *call) (int, any, error) {
 	id, err := pathAgentID(c)
 	if err != nil {
@@ -136,7 +138,7 @@ func (s *Server) agentGet(ctx context.Context, c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, a, nil
+	return s.agentAnswer(ctx, a)
 }
 
 // agentUpdateIn is the body of PATCH /api/agents/{id}.
@@ -144,11 +146,22 @@ type agentUpdateIn struct {
 	Status *clasp.AgentStatus `json:"status"`
 	Name   *string            `json:"name"`
 	Role   *string            `json:"role"`
+	// Adapter is the process adapter config (issue 4); JSON null removes it.
+	Adapter json.RawMessage `json:"adapter"`
+
+	adapter *clasp.AdapterConfig // Adapter decoded and normalized by validate
 }
 
 func (in *agentUpdateIn) validate() error {
-	if in.Status == nil && in.Name == nil && in.Role == nil {
-		return clasp.Errorf(clasp.CodeInvalidRequest, "The body changes nothing: send status, name or role.")
+	if in.Status == nil && in.Name == nil && in.Role == nil && in.Adapter == nil {
+		return clasp.Errorf(clasp.CodeInvalidRequest, "The body changes nothing: send status, name, role or adapter.")
+	}
+	if in.Adapter != nil {
+		c, err := decodeAdapter(in.Adapter)
+		if err != nil {
+			return err
+		}
+		in.adapter = c
 	}
 	if in.Status != nil && !in.Status.Valid() {
 		return clasp.InvalidField("status", "Field \"status\" must be one of active, paused, terminated; not %q.", truncate(string(*in.Status), 64))
@@ -161,18 +174,44 @@ func (in *agentUpdateIn) validate() error {
 	return optionalText("role", in.Role, maxNameLen)
 }
 
-// agentUpdate: PATCH /api/agents/{id} (board): status (terminating revokes
-// every key), name, role. 404 not_found; 409 already_exists for a taken name.
+// agentUpdate: PATCH /api/agents/{id} (board; agents never change an
+// agent's configuration, SPEC section 2): status (terminating revokes every
+// key; pausing also cancels the agent's queued runs, issue 4), name, role,
+// adapter (the process adapter config; null removes it). The adapter is
+// validated before anything is written (400 invalid_request naming
+// adapter.<field>) and stored first, then status, name and role. 200 the
+// agent with its "adapter" (null for none); 404 not_found; 409
+// already_exists for a taken name; 422 precondition_failed for an adapter
+// of a terminated agent.
 func (s *Server) agentUpdate(ctx context.Context, c *call, in *agentUpdateIn) (int, any, error) {
 	id, err := pathAgentID(c)
 	if err != nil {
 		return 0, nil, err
 	}
-	a, err := s.st.AgentUpdate(ctx, &store.AgentUpdateParams{AgentID: id, Status: in.Status, Name: in.Name, Role: in.Role, Actor: c.actor()})
+	hst, _ := s.st.(store.HeartbeatStore)
+	if in.Adapter != nil {
+		if hst == nil {
+			return 0, nil, errNoHeartbeat()
+		}
+		if _, err := hst.AgentAdapterSet(ctx, &store.AgentAdapterSetParams{AgentID: id, Config: in.adapter, Actor: c.actor()}); err != nil {
+			return 0, nil, prefixField(err, "adapter")
+		}
+	}
+	var a *clasp.Agent
+	if in.Status != nil || in.Name != nil || in.Role != nil {
+		a, err = s.st.AgentUpdate(ctx, &store.AgentUpdateParams{AgentID: id, Status: in.Status, Name: in.Name, Role: in.Role, Actor: c.actor()})
+	} else {
+		a, err = s.st.AgentGet(ctx, id)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, a, nil
+	if in.Status != nil && *in.Status == clasp.AgentPaused && hst != nil {
+		if _, err := hst.AgentCancelQueuedRuns(ctx, id, c.actor()); err != nil {
+			return 0, nil, err
+		}
+	}
+	return s.agentAnswer(ctx, a)
 }
 
 // emptyIn is the body of endpoints that take none: empty or {}.

@@ -201,6 +201,51 @@ func TestIdempotencyKey(t *testing.T) {
 	wantErr(t, b.do("POST", create, req{body: map[string]any{"title": "x"}, headers: map[string]string{"Idempotency-Key": strings.Repeat("k", 300)}}), 400, clasp.CodeInvalidRequest, "Idempotency-Key")
 }
 
+// TestIdempotencyKeyPatch: PATCH /api/issues/{id} honours Idempotency-Key
+// (issue: an agent's PATCH {status: done, comment} committed after its
+// replica was killed, the agent re-sent it to another replica, and the
+// result comment was written twice). A repeat answers 200 with
+// Idempotent-Replayed: true and writes nothing; another body with the same
+// key answers 422 idempotency_key_reused. On both stores.
+func TestIdempotencyKeyPatch(t *testing.T) {
+	t.Parallel()
+	for _, pg := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sqlite", true: "postgres"}[pg], func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, func(o *setupOpts) { o.postgres = pg })
+			w := b.world("IP")
+			iss := b.issue(w.c.ID, map[string]any{"title": "t", "status": "todo", "assigneeAgentId": w.a.ID})
+			b.must(http.StatusOK, "POST", "/api/issues/"+iss.ID+"/checkout", req{token: w.ka, run: w.ra1.ID,
+				body: map[string]any{"agentId": w.a.ID, "expectedStatuses": []string{"todo"}}}, nil)
+			key := map[string]string{"Idempotency-Key": "done-" + w.ra1.ID + "-" + iss.ID}
+			done := req{token: w.ka, run: w.ra1.ID, body: map[string]any{"status": "done", "comment": "result"}, headers: key}
+			first := b.must(http.StatusOK, "PATCH", "/api/issues/"+iss.ID, done, nil)
+			if first.header.Get("Idempotent-Replayed") != "" {
+				t.Error("first PATCH marked as replayed")
+			}
+			again := b.must(http.StatusOK, "PATCH", "/api/issues/"+iss.ID, done, nil)
+			if again.header.Get("Idempotent-Replayed") != "true" {
+				t.Error("repeated PATCH not marked Idempotent-Replayed: true")
+			}
+			if diff := cmp.Diff(decode[clasp.Issue](t, first), decode[clasp.Issue](t, again)); diff != "" {
+				t.Errorf("replay differs (-first +replay):\n%s", diff)
+			}
+			var comments []*clasp.Comment
+			b.must(http.StatusOK, "GET", "/api/issues/"+iss.ID+"/comments", req{}, &comments)
+			if len(comments) != 1 {
+				t.Errorf("%d comments, want 1", len(comments))
+			}
+			rows := b.activity(iss.ID)
+			if n, m := countAction(rows, clasp.ActionIssueUpdated), countAction(rows, clasp.ActionIssueCommented); n != 1 || m != 1 {
+				t.Errorf("%d issue.updated and %d issue.commented rows, want 1 each", n, m)
+			}
+			other := done
+			other.body = map[string]any{"status": "done", "comment": "another result"}
+			wantErr(t, b.do("PATCH", "/api/issues/"+iss.ID, other), 422, clasp.CodeIdempotencyKeyReused, "Idempotency-Key")
+		})
+	}
+}
+
 var linkRE = regexp.MustCompile(`^<([^>]+)>; rel="next"$`)
 
 func TestPaginationLink(t *testing.T) {

@@ -49,8 +49,9 @@ type endpoint struct {
 	// forceTouch: renew the run's lease even if renewed less than
 	// MinRenewInterval ago (the heartbeat).
 	forceTouch bool
-	// idempotent: honours the Idempotency-Key header (creating requests):
-	// prepare fills call.idem, which serve passes to the store's create.
+	// idempotent: honours the Idempotency-Key header (creating requests,
+	// and PATCH of an issue): prepare fills call.idem, which serve passes
+	// to the store's create (or update).
 	idempotent bool
 	// serve does the work and returns the status and value of a success.
 	serve func(ctx context.Context, c *call) (int, any, error)

@@ -35,6 +35,7 @@ type bundle struct {
 	hc    *http.Client
 	board string // the board token
 	db    string // the SQLite file
+	logs  string // Config.RunLogDir: run logs (<runId>.log)
 }
 
 // setupOpts tweaks setup.
@@ -47,6 +48,8 @@ type setupOpts struct {
 	// postgres: use a fresh schema on CLASP_TEST_POSTGRES_URL instead of a
 	// SQLite file (skips when the variable is unset).
 	postgres bool
+	// scheduler is Config.Scheduler (issue 4); nil for none.
+	scheduler Scheduler
 }
 
 // setup starts a server for one test and registers its cleanup.
@@ -58,6 +61,7 @@ func setup(t testing.TB, opts ...func(*setupOpts)) *bundle {
 	}
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "clasp.db")
+	logs := filepath.Join(t.TempDir(), "run-logs")
 	var st store.Store
 	var err error
 	if o.postgres {
@@ -82,9 +86,11 @@ func setup(t testing.TB, opts ...func(*setupOpts)) *bundle {
 		Registry:        prometheus.NewRegistry(),
 		Now:             o.now,
 		BodyReadTimeout: o.bodyReadTimeout,
+		Scheduler:       o.scheduler,
+		RunLogDir:       logs,
 	})
 	ts := httptest.NewServer(srv.Handler())
-	b := &bundle{t: t, st: st, srv: srv, ts: ts, hc: ts.Client(), board: board, db: db}
+	b := &bundle{t: t, st: st, srv: srv, ts: ts, hc: ts.Client(), board: board, db: db, logs: logs}
 	t.Cleanup(func() {
 		ts.Close()
 		if err := st.Close(); err != nil {

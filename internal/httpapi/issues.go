@@ -225,7 +225,10 @@ func (in *issueUpdateIn) validate() error {
 // while the issue is in_progress and locked, only the holding run (or one
 // adopting a dead holder) may write (409 ownership_conflict otherwise), and
 // an agent never sets in_progress (422). comment is written in the same
-// transaction. 200 issue.
+// transaction. With an Idempotency-Key (SPEC section 3: agents retry after
+// network errors) a repeat of the same PATCH writes nothing and answers the
+// issue as it is now, with Idempotent-Replayed: true; the same key with
+// another body: 422 idempotency_key_reused. 200 issue.
 func (s *Server) issueUpdate(ctx context.Context, c *call, in *issueUpdateIn) (int, any, error) {
 	ref, err := issueRef(c)
 	if err != nil {
@@ -236,7 +239,7 @@ func (s *Server) issueUpdate(ctx context.Context, c *call, in *issueUpdateIn) (i
 	}
 	iss, err := s.st.IssueUpdate(ctx, &store.IssueUpdateParams{
 		Ref: ref, Title: in.Title, Description: in.Description, Status: in.Status,
-		Priority: in.Priority, AssigneeAgentID: in.assignee, Comment: in.Comment, Actor: c.actor(),
+		Priority: in.Priority, AssigneeAgentID: in.assignee, Comment: in.Comment, Actor: c.actor(), Idempotency: c.idem,
 	})
 	if err != nil {
 		return 0, nil, err

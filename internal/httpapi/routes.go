@@ -19,11 +19,14 @@ func (s *Server) routes() {
 	s.handle(endpoint{pattern: "POST /api/agents/{id}/keys", access: boardOnly, serve: withBody(s.agentKeyCreate)})
 	s.handle(endpoint{pattern: "GET /api/agents/{id}/keys", access: boardOnly, serve: noBody(s.agentKeyList)})
 	s.handle(endpoint{pattern: "DELETE /api/agents/{id}/keys/{keyId}", access: boardOnly, serve: noBody(s.agentKeyRevoke)})
+	// Issue 4: wake a server-managed agent (the board, or the agent itself).
+	s.handle(endpoint{pattern: "POST /api/agents/{id}/wakeup", access: anyone, serve: withBody(s.agentWakeup)})
 
 	// The calling agent.
 	s.handle(endpoint{pattern: "GET /api/agents/me", access: agentOnly, serve: noBody(s.agentMe)})
 	s.handle(endpoint{pattern: "GET /api/agents/me/inbox-lite", access: agentOnly, serve: noBody(s.agentInbox)})
 	s.handle(endpoint{pattern: "POST /api/agents/me/runs", access: agentOnly, idempotent: true, serve: withBody(s.runOpen)})
+	s.handle(endpoint{pattern: "POST /api/agents/me/claim", access: agentOnly, run: runRequired, tokenOnly: true, serve: withBody(s.issueClaim)})
 
 	// Runs.
 	// A run's heartbeat and finish are owner-only writes: with
@@ -32,12 +35,15 @@ func (s *Server) routes() {
 	s.handle(endpoint{pattern: "POST /api/runs/{id}/finish", access: anyone, run: runInPath, tokenOnly: true, serve: withBody(s.runFinish)})
 	s.handle(endpoint{pattern: "GET /api/runs/{id}", access: anyone, serve: noBody(s.runGet)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/runs", access: anyone, serve: noBody(s.runList)})
+	// Issue 4: a server-managed run's output (board, or the run's agent) and its cancel (board).
+	s.handle(endpoint{pattern: "GET /api/runs/{id}/log", access: anyone, serve: noBody(s.runLog)})
+	s.handle(endpoint{pattern: "POST /api/runs/{id}/cancel", access: boardOnly, serve: withBody(s.runCancel)})
 
 	// Issues and their locks.
 	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/issues", access: anyone, idempotent: true, serve: withBody(s.issueCreate)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/issues", access: anyone, serve: noBody(s.issueList)})
 	s.handle(endpoint{pattern: "GET /api/issues/{id}", access: anyone, serve: noBody(s.issueGet)})
-	s.handle(endpoint{pattern: "PATCH /api/issues/{id}", access: anyone, run: runRequired, tokenOnly: true, serve: withBody(s.issueUpdate)})
+	s.handle(endpoint{pattern: "PATCH /api/issues/{id}", access: anyone, run: runRequired, tokenOnly: true, idempotent: true, serve: withBody(s.issueUpdate)})
 	s.handle(endpoint{pattern: "POST /api/issues/{id}/checkout", access: anyone, run: runRequired, tokenOnly: true, serve: withBody(s.issueCheckout)})
 	s.handle(endpoint{pattern: "POST /api/issues/{id}/release", access: anyone, run: runRequired, tokenOnly: true, serve: withBody(s.issueRelease)})
 	s.handle(endpoint{pattern: "POST /api/issues/{id}/admin/force-release", access: boardOnly, serve: withBody(s.issueForceRelease)})

@@ -70,6 +70,22 @@ type Config struct {
 	// a per-request read deadline, so the http.Server needs no ReadTimeout,
 	// which would also cut the event stream. Default 30 s.
 	BodyReadTimeout time.Duration
+	// Scheduler is the heartbeat scheduler of server-managed agents (issue
+	// 4): wakeups nudge it, run cancels stop its processes. Nil: wakes are
+	// only recorded, and cancels end runs in the store.
+	Scheduler Scheduler
+	// RunLogDir holds the run logs of server-managed runs (<runId>.log, see
+	// heartbeat.LogPath), served by GET /api/runs/{id}/log. "": no logs (404).
+	RunLogDir string
+}
+
+// Scheduler is what the API needs of the heartbeat scheduler (issue 4).
+type Scheduler interface {
+	// Nudge asks for a scheduler pass at once; it never blocks.
+	Nudge()
+	// Cancel stops run runID's process (SIGTERM, then SIGKILL) and ends the
+	// run cancelled; false when no process of this scheduler runs it.
+	Cancel(runID string) bool
 }
 
 // DefaultBodyReadTimeout is Config.BodyReadTimeout's default.

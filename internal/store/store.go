@@ -179,6 +179,37 @@ type CheckoutResult struct {
 	AdoptedWhy string
 }
 
+// ClaimScope says whose issues a claim may pick: "mine" (assigned to the
+// calling agent), "unassigned", or "any" (mine or unassigned, the default).
+type ClaimScope string
+
+// The claim scopes.
+const (
+	ClaimMine       ClaimScope = "mine"
+	ClaimUnassigned ClaimScope = "unassigned"
+	ClaimAny        ClaimScope = "any"
+)
+
+// Valid reports whether s is a known scope.
+func (s ClaimScope) Valid() bool { return s == ClaimMine || s == ClaimUnassigned || s == ClaimAny }
+
+// IssueClaimParams is a claim-next (issue 5): the store picks the most
+// urgent issue that run Actor.RunID of agent Actor.AgentID could check out
+// under rule L1 (priority rank, then created_at, then id) and checks it out
+// for that run in the same statement, with the activity rows of L1/L3.
+// Eligible: an issue of the agent's company, within Scope, whose status is
+// in ExpectedStatuses (default [todo]) or which is in_progress and the
+// agent's (the inbox adoption case), whose lock columns are empty or name
+// dead runs; never one the run already holds.
+type IssueClaimParams struct {
+	ExpectedStatuses []clasp.IssueStatus // default [todo]; closed statuses: 422
+	Scope            ClaimScope          // default ClaimAny
+	Actor            Actor               // an agent acting in a live run
+	// Result, when not nil, is filled on success (AdoptedWhy when a dead
+	// holder was displaced, rule L3).
+	Result *CheckoutResult
+}
+
 // IssueReleaseParams is a release (rule L4).
 type IssueReleaseParams struct {
 	Ref      string
@@ -197,6 +228,16 @@ type IssueForceReleaseParams struct {
 // IssueUpdateParams is a PATCH of an issue (rules L5, L6). Nil fields are
 // left as they are. AssigneeAgentID set to a pointer to "" unassigns.
 // Comment, when set, is written in the same transaction.
+//
+// Idempotency, when set, makes the PATCH idempotent like a creation (SPEC
+// section 3; see IdempotencyParams): in the same transaction as the update
+// the store looks up (actor, key); a record of the same request answers the
+// issue as it is now and writes nothing (no update, comment or activity;
+// Replayed set); a record of another request (or kind): 422
+// idempotency_key_reused; none: the update is applied and recorded (kind
+// "issue_update", the issue's id). So a retry of a PATCH whose first try
+// did commit unseen (e.g. its replica died) applies it, and its comment,
+// once.
 type IssueUpdateParams struct {
 	Ref             string
 	Title           *string
@@ -206,6 +247,7 @@ type IssueUpdateParams struct {
 	AssigneeAgentID *string
 	Comment         *string
 	Actor           Actor
+	Idempotency     *IdempotencyParams // optional: the request's Idempotency-Key
 }
 
 // CommentCreateParams adds a comment to an issue of the actor's company.
@@ -245,7 +287,7 @@ type SweepResult struct {
 const IdempotencyWindow = 24 * time.Hour
 
 // IdempotencyParams makes a creating call (IssueCreate, CommentCreate,
-// RunOpen) idempotent (SPEC section 3), inside the creating transaction
+// RunOpen), or an IssueUpdate, idempotent (SPEC section 3), inside the creating transaction
 // itself, so that a crash leaves both the resource and its record, or
 // neither:
 //
@@ -363,11 +405,20 @@ type Store interface {
 	// IssueCheckout applies rules L1-L3. 409 checkout_conflict with the
 	// holder in details; 422 precondition_failed if a closed status is expected.
 	IssueCheckout(ctx context.Context, p *IssueCheckoutParams) (*clasp.Issue, error)
+	// IssueClaim checks out the most urgent eligible issue for the calling
+	// run (see IssueClaimParams) in one statement; (nil, nil) when none is
+	// eligible. 400 invalid_request (scope, expectedStatuses), 422
+	// precondition_failed (a closed status expected), 401 run_id_required,
+	// 403 forbidden (not an agent) / run_not_owned, 422 run_not_found, 409
+	// run_not_live. It never answers checkout_conflict.
+	IssueClaim(ctx context.Context, p *IssueClaimParams) (*clasp.Issue, error)
 	// IssueRelease applies rule L4. 409 ownership_conflict for non-holders.
 	IssueRelease(ctx context.Context, p *IssueReleaseParams) (*clasp.Issue, error)
 	// IssueForceRelease clears every lock (board only), audited.
 	IssueForceRelease(ctx context.Context, p *IssueForceReleaseParams) (*clasp.Issue, error)
-	// IssueUpdate applies a PATCH under rules L5 and L6.
+	// IssueUpdate applies a PATCH under rules L5 and L6. With
+	// p.Idempotency a replay writes nothing and returns the issue as it is
+	// now (see IssueUpdateParams).
 	IssueUpdate(ctx context.Context, p *IssueUpdateParams) (*clasp.Issue, error)
 
 	// CommentCreate adds a comment. With p.Idempotency a replay returns the

@@ -28,6 +28,9 @@ type Config struct {
 	Agents   int     // agents, one process each at a time; default 8
 	KillRate float64 // chance (0..1) that a checkout announced by a process is answered by a SIGKILL during the work
 	Slow     time.Duration
+	// NoClaim makes the agents find work with inbox, list and checkout
+	// instead of claim-next (their --no-claim), for comparison.
+	NoClaim bool
 
 	// ServerURL targets an existing server (with BoardToken, "" if it runs
 	// --local-trusted) instead of starting an embedded one.
@@ -626,6 +629,9 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 	args := append([]string(nil), s.cfg.AgentCommand...)
 	if s.cfg.Slow > 0 {
 		args = append(args, "--slow", s.cfg.Slow.String())
+	}
+	if s.cfg.NoClaim {
+		args = append(args, "--no-claim")
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	// CLASP_URL lists the replicas (one URL without them), starting at a

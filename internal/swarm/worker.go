@@ -44,6 +44,10 @@ type WorkerConfig struct {
 	HTTPClient *http.Client
 	Events     io.Writer    // event lines (stdout); default os.Stdout
 	Log        *slog.Logger // human logs (stderr); default slog.Default()
+	// NoClaim finds work the old way (inbox, then a random unassigned todo
+	// issue of the first page, each tried by checkout) instead of with
+	// claim-next (POST /api/agents/me/claim), for comparison.
+	NoClaim bool
 }
 
 // Worker is one agent process: the loop of `clasp agent work`. Build it
@@ -97,10 +101,12 @@ var errNoWork = errors.New("no work left")
 // SIGTERM), or a call fails for good (an error; connection errors are
 // retried for ConnRetry first).
 //
-// Each turn of the loop opens a run, finds an issue (the inbox first, so
-// that an issue this agent held in a process that was killed is adopted by
-// checkout, rule L1/S08; then an unassigned todo issue picked at random on
-// the first page, to spread contention), checks it out, hashes the file
+// Each turn of the loop opens a run, claims an issue (claim-next: the most
+// urgent todo issue that is ours or unassigned, or an issue this agent held
+// in a process that was killed, adopted under rule L1/S08; picked and
+// checked out in one call, so agents never conflict; with NoClaim the old
+// way, find: the inbox, then an unassigned todo issue picked at
+// random on the first page, each tried by checkout), hashes the file
 // named by its description while a goroutine heartbeats the run, writes the
 // result and status done in one PATCH, and finishes the run.
 func (w *Worker) Run(ctx context.Context) error {
@@ -173,7 +179,11 @@ func (w *Worker) turn(ctx context.Context) error {
 	defer stopFind()
 	defer context.AfterFunc(ctx, stopFind)()
 
-	iss, from, err := w.find(findCtx, rc, run)
+	find := w.findClaim
+	if w.cfg.NoClaim {
+		find = w.find
+	}
+	iss, from, err := find(findCtx, rc, run)
 	if lost := context.Cause(runCtx); lost != nil || runGone(err) {
 		// Our own run was swept while we looked for work (a stall past the
 		// lease TTL): start over with a new run.
@@ -232,6 +242,65 @@ func (w *Worker) heartbeat(ctx context.Context, rc *client.Client, run *clasp.Ru
 		cancel()
 		wg.Wait()
 	}
+}
+
+// findClaim finds work with claim-next: one call picks and checks out the
+// most urgent issue this agent may take (its own in_progress issue whose
+// holder is dead, a killed process's, comes back this way too: rule L1/L3),
+// so agents never race each other for the same issue. It returns nil, "",
+// nil when two looks in a row, IdlePause apart, found nothing to claim and
+// no issue of ours is still held by a live run (a killed process of this
+// agent whose lease has not run out: the claim takes it once it has).
+func (w *Worker) findClaim(ctx context.Context, rc *client.Client, run *clasp.Run) (*clasp.Issue, string, error) {
+	empty := 0
+	waiting := map[string]bool{}
+	for ctx.Err() == nil {
+		var iss *clasp.Issue
+		// A retry after a lost answer may leave the issue the lost claim
+		// took held by this run (a claim never answers what the run
+		// holds); finishing the run releases it, and it comes back to this
+		// agent as in_progress and its own.
+		err := w.retry(ctx, func() error {
+			var err error
+			iss, err = rc.Claim(ctx, client.ClaimRequest{Scope: "any", ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo}})
+			return err
+		})
+		switch {
+		case ctx.Err() != nil:
+			return nil, "", nil
+		case err != nil:
+			return nil, "", fmt.Errorf("claim: %w", err)
+		case iss != nil:
+			return iss, "claim", nil
+		}
+		var inbox []*clasp.InboxItem
+		if err := w.retry(ctx, func() error {
+			var err error
+			inbox, err = rc.Inbox(ctx)
+			return err
+		}); err != nil {
+			return nil, "", fmt.Errorf("read inbox: %w", err)
+		}
+		held := false
+		for _, it := range inbox {
+			if it.Status == clasp.IssueInProgress && it.ActiveRun != nil && it.ActiveRun.ID != run.ID {
+				held = true
+				if !waiting[it.ID] {
+					waiting[it.ID] = true
+					w.ev.Emit(EventWaiting, "issue", it.Identifier, "run", run.ID)
+				}
+			}
+		}
+		if held {
+			empty = 0
+		} else if empty++; empty >= 2 {
+			return nil, "", nil
+		}
+		if !sleepCtx(ctx, w.cfg.IdlePause) {
+			return nil, "", nil
+		}
+	}
+	return nil, "", nil
 }
 
 // find looks for an issue and checks it out with rc's run. It returns nil,
@@ -416,20 +485,19 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 	// however the swarm kills us: a replacement that adopts the issue finds
 	// it without a result and writes its own; a process killed after the
 	// commit leaves a done issue nobody works again.
+	//
+	// An attempt that got no answer may still commit (its replica was
+	// killed after sending the statement), even after we looked and saw
+	// the issue not done yet; a second PATCH of the then done, unlocked
+	// issue would add a second comment (rule L5 lets any agent of the
+	// company write it). So every attempt carries the same Idempotency-Key,
+	// stable across the retries of this run's result for this issue: the
+	// server applies the PATCH once and answers a repeat with the issue as
+	// it is now, writing nothing (SPEC section 3).
 	done := clasp.IssueDone
-	sent := false
+	dctx := client.WithIdempotencyKey(ctx, "done-"+run.ID+"-"+iss.ID)
 	err := w.retry(ctx, func() error {
-		if sent {
-			// The previous attempt got no answer and may have committed: a
-			// second PATCH of a done, unlocked issue would add a second
-			// comment, so look first.
-			ok, err := w.landed(ctx, rc, iss.ID, run.ID)
-			if err != nil || ok {
-				return err
-			}
-		}
-		sent = true
-		_, err := rc.IssueUpdate(ctx, iss.ID, client.IssueUpdateRequest{Status: &done, Comment: &result})
+		_, err := rc.IssueUpdate(dctx, iss.ID, client.IssueUpdateRequest{Status: &done, Comment: &result})
 		return err
 	})
 	var lockErr error
@@ -453,29 +521,6 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 	w.ev.Emit(EventDone, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "sha256", strings.TrimPrefix(result, ResultPrefix))
 	w.finish(ctx, rc, run.ID, clasp.RunSucceeded, "")
 	return nil
-}
-
-// landed reports whether a PATCH to done by runID committed: the issue is
-// done and has a comment written in runID.
-func (w *Worker) landed(ctx context.Context, rc *client.Client, issueID, runID string) (bool, error) {
-	iss, err := rc.IssueGet(ctx, issueID)
-	if err != nil {
-		return false, err
-	}
-	if iss.Status != clasp.IssueDone {
-		return false, nil
-	}
-	cs, err := rc.CommentList(ctx, issueID, client.CommentListParams{Limit: 1000})
-	if err != nil {
-		return false, err
-	}
-	for _, c := range cs {
-		if c.RunID != nil && *c.RunID == runID {
-			return true, nil
-		}
-	}
-	// Done by someone else: our lock was taken over.
-	return false, clasp.Errorf(clasp.CodeOwnershipConflict, "issue %s was set done by another run", iss.Identifier)
 }
 
 // finish ends run with status; a run that already ended (swept) is fine.

@@ -207,8 +207,8 @@ func TestAgentWorkStalled(t *testing.T) {
 	if len(checkouts) != 2 || len(dropped) != 1 || len(done) != 1 {
 		t.Fatalf("events %v: want 2 checkouts, 1 run_lost or lock_lost, 1 done", evs)
 	}
-	if got := checkouts[1].Fields; got["from"] != "inbox" || got["epoch"] != "2" {
-		t.Errorf("second checkout %v, want from inbox with epoch 2", got)
+	if got := checkouts[1].Fields; got["from"] != "claim" || got["epoch"] != "2" {
+		t.Errorf("second checkout %v, want from claim (the adoption, L1) with epoch 2", got)
 	}
 	if dropped[0].Fields["run"] != checkouts[0].Fields["run"] || done[0].Fields["run"] != checkouts[1].Fields["run"] {
 		t.Errorf("the stalled run must drop the work and the new run finish it: %v", evs)

@@ -21,6 +21,8 @@ const (
 	idemIssue   = "issue"
 	idemComment = "comment"
 	idemRun     = "run"
+	// idemIssueUpdate names an issue a PATCH updated (IssueUpdate).
+	idemIssueUpdate = "issue_update"
 )
 
 const (
@@ -45,6 +47,14 @@ const (
 		INSERT INTO idempotency_keys (actor_id, key, request_hash, resource_type, resource_id, created_at)
 		SELECT @idem_actor::text, @idem_key::text, @idem_hash::text, @idem_type::text, made.id, now()
 		FROM made WHERE @idem_key::text IS NOT NULL
+	)`
+	// sqlIdempotencyRecordUpdateCTE is sqlIdempotencyRecordCTE for a lock
+	// rule that updates an issue (sqlPatch): the record names the issue
+	// CTE upd wrote, and nothing is recorded when upd wrote nothing.
+	sqlIdempotencyRecordUpdateCTE = `rec AS (
+		INSERT INTO idempotency_keys (actor_id, key, request_hash, resource_type, resource_id, created_at)
+		SELECT @idem_actor::text, @idem_key::text, @idem_hash::text, @idem_type::text, upd.id, now()
+		FROM upd WHERE @idem_key::text IS NOT NULL
 	)`
 )
 

@@ -264,7 +264,8 @@ var (
 	// issue.checkout_lock_adopted and issue.checked_out when the caller's run
 	// took them over; then issue.updated {changes: {field: {from, to}},
 	// locksCleared, ...}; then the comment @comment (if any) and its
-	// issue.commented {commentId}.
+	// issue.commented {commentId}. With an Idempotency-Key it records it
+	// (CTE rec) when it wrote the issue.
 	sqlPatch = `WITH ` + oldCTE(`(@set_assignee::boolean AND @assignee::text IS NOT NULL
 			AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = @assignee::text AND a.company_id = i.company_id))`) + `,
 	f AS MATERIALIZED (
@@ -325,7 +326,7 @@ var (
 		INSERT INTO comments (id, company_id, issue_id, body, author_agent_id, author_board, run_id, created_at)
 		SELECT @comment_id::text, u.company_id, u.id, @comment::text, nullif(@agent::text, ''), @board::boolean, @actor_run::text, now()
 		FROM upd u WHERE @comment::text IS NOT NULL
-	),
+	), ` + sqlIdempotencyRecordUpdateCTE + `,
 	act AS (` + sqlActivityInto + `
 		SELECT u.company_id, ` + sqlActorCols + `, a.action, 'issue', u.id, a.details
 		FROM upd u JOIN old o ON o.id = u.id JOIN f ON f.id = u.id,
@@ -810,7 +811,12 @@ func (s *Store) IssueForceRelease(ctx context.Context, p *store.IssueForceReleas
 // assignee clears both locks. Errors: 400 invalid_request (bad field), 404
 // not_found, 422 precondition_failed (an agent moving it into in_progress;
 // the board doing so without an assignee; an assignee that is no agent of
-// the company), 409 ownership_conflict, the caller's run problems.
+// the company), 409 ownership_conflict, the caller's run problems, 422
+// idempotency_key_reused. With p.Idempotency the key is looked up first and
+// recorded by the updating statement itself (CTE rec, as the creations do,
+// see idempotent): a replay writes nothing and answers the issue as it is
+// now; a concurrent duplicate that recorded the key first makes the
+// statement fail on the record's primary key, and the call replays.
 func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*clasp.Issue, error) {
 	if err := validatePatch(p); err != nil {
 		return nil, err
@@ -830,14 +836,33 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 	if p.AssigneeAgentID != nil {
 		args["assignee"] = nullable(*p.AssigneeAgentID)
 	}
-	l, err := s.lockRule(ctx, sqlPatch, args)
-	if err != nil {
-		return nil, s.lockErr(err, "update issue", p.Ref)
+	idemArgs(args, p.Idempotency, idemIssueUpdate)
+	replay := func(id string) (*clasp.Issue, error) { return s.IssueGet(ctx, "", id) }
+	update := func() (*clasp.Issue, error) {
+		l, err := s.lockRule(ctx, sqlPatch, args)
+		if err != nil {
+			return nil, s.lockErr(err, "update issue", p.Ref)
+		}
+		if l.changed {
+			return l.issue, nil
+		}
+		return nil, patchRefused(l, p)
 	}
-	if l.changed {
-		return l.issue, nil
+	out, err := idempotent(ctx, s, p.Idempotency, idemIssueUpdate, replay, update)
+	if err != nil && p.Idempotency != nil && !isIdempotencyConflict(err) &&
+		clasp.ErrorCode(err) != clasp.CodeIdempotencyKeyReused {
+		// Unlike a creation, a PATCH can be refused because of what a
+		// concurrent duplicate of it did (e.g. it released the lock): a
+		// refusal whose snapshot saw that duplicate committed also sees its
+		// record now, and answers the replay instead.
+		if id, lerr := s.idempotencyLookup(ctx, p.Idempotency, idemIssueUpdate); lerr == nil && id != "" {
+			if iss, rerr := replay(id); rerr == nil {
+				p.Idempotency.Replayed = true
+				return iss, nil
+			}
+		}
 	}
-	return nil, patchRefused(l, p)
+	return out, err
 }
 
 func validatePatch(p *store.IssueUpdateParams) error {
@@ -960,7 +985,12 @@ func releaseRunLocks(ctx context.Context, tx pgx.Tx, a store.Actor, status clasp
 	}
 	args := actorArgs(pgx.NamedArgs{"runs": ids, "status": string(status), "finished": finJSON}, a)
 	var n int64
-	return wrap(tx.QueryRow(ctx, sqlReleaseRunLocks, args).Scan(&n), "release locks of runs %v", ids)
+	if err := tx.QueryRow(ctx, sqlReleaseRunLocks, args).Scan(&n); err != nil {
+		return wrap(err, "release locks of runs %v", ids)
+	}
+	// Issue 4: the wakes deferred behind these runs are promoted in the same
+	// transaction (heartbeat.go).
+	return promoteBlockedBy(ctx, tx, ids)
 }
 
 // runFinishRefused explains a finish whose UPDATE matched no row.

@@ -19,6 +19,8 @@ const (
 	idemIssue   = "issue"
 	idemComment = "comment"
 	idemRun     = "run"
+	// idemIssueUpdate names an issue a PATCH updated (IssueUpdate).
+	idemIssueUpdate = "issue_update"
 )
 
 const (

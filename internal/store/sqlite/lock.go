@@ -644,16 +644,29 @@ func (s *Store) IssueForceRelease(ctx context.Context, p *store.IssueForceReleas
 // assignee clears both locks. Errors: 400 invalid_request (bad field), 404
 // not_found, 422 precondition_failed (an agent moving it into in_progress;
 // the board doing so without an assignee; an assignee that is no agent of
-// the company), 409 ownership_conflict, the caller's run problems.
+// the company), 409 ownership_conflict, the caller's run problems, 422
+// idempotency_key_reused. With p.Idempotency the key is looked up and
+// recorded in the same write transaction (store.IssueUpdateParams): a
+// replay writes nothing and answers the issue as it is now.
 func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*clasp.Issue, error) {
 	if err := validatePatch(p); err != nil {
 		return nil, err
 	}
 	var out *clasp.Issue
 	err := s.write(ctx, func(tx *wtx) error {
+		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, idemIssueUpdate); err != nil || id != "" {
+			if err != nil {
+				return err
+			}
+			out, err = tx.issueByID(ctx, id)
+			p.Idempotency.Replayed = err == nil
+			return err
+		}
 		var err error
-		out, err = tx.issueUpdate(ctx, p)
-		return err
+		if out, err = tx.issueUpdate(ctx, p); err != nil {
+			return err
+		}
+		return tx.idempotencyRecord(ctx, p.Idempotency, idemIssueUpdate, out.ID)
 	})
 	if err != nil {
 		return nil, err
@@ -925,7 +938,9 @@ func (t *wtx) releaseRunLocks(ctx context.Context, run *clasp.Run, a store.Actor
 			return err
 		}
 	}
-	return nil
+	// Issue 4: the wakes deferred behind this run are promoted in the same
+	// transaction (heartbeat.go).
+	return t.promoteBlockedBy(ctx, run.ID)
 }
 
 // runFinishRefused explains a finish whose UPDATE matched no row.

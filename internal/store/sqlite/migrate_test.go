@@ -66,8 +66,8 @@ func TestMigration002KeepsAnsweredIdempotencyRecordsDropsBodies(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open (migrate to v2): %v", err)
 	}
-	if v, err := s.SchemaVersion(ctx); err != nil || v != 2 {
-		t.Errorf("SchemaVersion: got %d, %v, want 2", v, err)
+	if v, err := s.SchemaVersion(ctx); err != nil || v != latestSchema {
+		t.Errorf("SchemaVersion: got %d, %v, want %d", v, err, latestSchema)
 	}
 	rows, err := s.w.QueryContext(ctx, `SELECT actor_id || ' ' || key || ' ' || resource_type || ' ' || resource_id FROM idempotency_keys ORDER BY key`)
 	if err != nil {

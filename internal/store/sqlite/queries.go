@@ -19,6 +19,9 @@ const (
 	qSweepExpiredRuns
 	qStaleLockCandidates
 	qClearStaleLock
+	// claim.go: claim-next
+	qClaim
+	qClaimPick
 	qIssueAudit
 	// activity.go
 	qActivityInsert
@@ -84,6 +87,8 @@ var queries = [numQueries]string{
 	qSweepExpiredRuns:    sqlSweepExpiredRuns,
 	qStaleLockCandidates: sqlStaleLockCandidates,
 	qClearStaleLock:      sqlClearStaleLock,
+	qClaim:               sqlClaim,
+	qClaimPick:           sqlClaimPick,
 	qIssueAudit:          sqlIssueAudit,
 
 	qActivityInsert: sqlActivityInsert,

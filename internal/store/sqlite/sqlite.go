@@ -72,8 +72,8 @@ type Store struct {
 
 	idemSweptAt atomic.Int64 // unix µs of the last purge of expired idempotency records
 
-	watch store.Broadcast  // WatchActivity channels, woken after commits that wrote activity
-	gc    committer // the writer's queue: group commit (groupcommit.go)
+	watch store.Broadcast // WatchActivity channels, woken after commits that wrote activity
+	gc    committer       // the writer's queue: group commit (groupcommit.go)
 }
 
 // Open opens (creating it and its parent directory if needed) the database

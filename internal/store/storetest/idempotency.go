@@ -204,3 +204,107 @@ func testIdempotencyRunReplayReissuesToken(t *testing.T, open opener) {
 		t.Errorf("run.started rows: got %d, want 2", len(started))
 	}
 }
+
+// A PATCH with an Idempotency-Key (issue: an agent's PATCH {status: done,
+// comment} committed after its replica was killed, the agent re-sent it to
+// another replica, and the result comment was written twice) is applied
+// once: a repeat of (actor, key, request hash) writes nothing (no update,
+// comment or activity) and answers the issue as it is now, with Replayed
+// set; the same key with another request hash, or for a creation, answers
+// 422 idempotency_key_reused; a refused PATCH records nothing; concurrent
+// duplicates apply once (PostgreSQL: the unique (actor, key) record makes
+// the later statements fail and retry into the replay).
+func testIdempotencyPatchReplayWritesOnce(t *testing.T, open opener) {
+	e := newEnv(t, open)
+	ctx := t.Context()
+	r := openRun(t, e.st, e.a)
+	iss := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, e.a.ID)
+	mustCheckout(t, e.st, r, iss.ID, clasp.IssueTodo)
+	patch := func(actor store.Actor, ref, key, hash, body string) (*clasp.Issue, *store.IdempotencyParams, error) {
+		p := idem(actor, key, hash)
+		got, err := e.st.IssueUpdate(ctx, &store.IssueUpdateParams{Ref: ref, Status: ptr(clasp.IssueDone), Comment: ptr(body),
+			Actor: actor, Idempotency: p})
+		return got, p, err
+	}
+	counts := func(issueID string) (comments, updated, commented int) {
+		t.Helper()
+		cs, err := e.st.CommentList(ctx, &store.CommentListParams{Ref: issueID})
+		if err != nil {
+			t.Fatalf("comments of %s: %v", issueID, err)
+		}
+		return len(cs), len(e.issueActivity(t, issueID, clasp.ActionIssueUpdated)), len(e.issueActivity(t, issueID, clasp.ActionIssueCommented))
+	}
+
+	// A refused PATCH records nothing: another agent's run gets 409, and
+	// its key stays free.
+	rb := openRun(t, e.st, e.b)
+	_, _, err := patch(runActor(rb), iss.ID, "done-b", "hb", "not mine")
+	wantCode(t, "PATCH of a locked issue by another run", err, clasp.CodeOwnershipConflict)
+
+	first, p, err := patch(runActor(r), iss.ID, "done-1", "hd", "result")
+	if err != nil || p.Replayed || first.Status != clasp.IssueDone {
+		t.Fatalf("first PATCH: got %+v, %v, replayed %v, want done, applied", first, err, p.Replayed)
+	}
+	again, p, err := patch(runActor(r), iss.ID, "done-1", "hd", "result")
+	if err != nil || !p.Replayed {
+		t.Fatalf("repeated PATCH: got %v, replayed %v, want a replay", err, p.Replayed)
+	}
+	if diff := cmp.Diff(first, again); diff != "" {
+		t.Errorf("replayed PATCH answer differs from the first (-first +replay):\n%s", diff)
+	}
+	if c, u, cd := counts(iss.ID); c != 1 || u != 1 || cd != 1 {
+		t.Errorf("after a replayed PATCH: %d comments, %d issue.updated, %d issue.commented, want 1 each", c, u, cd)
+	}
+	// The replay answers the issue as it is now.
+	if _, err := e.st.IssueUpdate(ctx, &store.IssueUpdateParams{Ref: iss.ID, Title: ptr("renamed"), Actor: boardActor()}); err != nil {
+		t.Fatalf("rename: %v", err)
+	}
+	now, p, err := patch(runActor(r), iss.ID, "done-1", "hd", "result")
+	if err != nil || !p.Replayed || now.Title != "renamed" {
+		t.Errorf("replay after a rename: got %+v, %v, replayed %v, want the issue titled renamed", now, err, p.Replayed)
+	}
+	_, _, err = patch(runActor(r), iss.ID, "done-1", "hd-other", "another result")
+	wantCode(t, "same key, another PATCH", err, clasp.CodeIdempotencyKeyReused)
+	_, err = e.st.CommentCreate(ctx, &store.CommentCreateParams{Ref: iss.ID, Body: "result", Actor: runActor(r),
+		Idempotency: idem(runActor(r), "done-1", "hd")})
+	wantCode(t, "PATCH key used for a comment", err, clasp.CodeIdempotencyKeyReused)
+	if c, u, cd := counts(iss.ID); c != 1 || u != 2 || cd != 1 { // the board's rename is the second issue.updated
+		t.Errorf("after refused reuses: %d comments, %d issue.updated, %d issue.commented, want 1, 2, 1", c, u, cd)
+	}
+	// Run b's key was not recorded by its refused PATCH: now the issue is
+	// done and unlocked, the same request applies.
+	if _, p, err := patch(runActor(rb), iss.ID, "done-b", "hb", "not mine"); err != nil || p.Replayed {
+		t.Errorf("retry of a refused PATCH: got %v, replayed %v, want applied", err, p.Replayed)
+	}
+
+	// Concurrent duplicates of one PATCH (the holder's done with its
+	// result) apply once; the others replay.
+	r2 := openRun(t, e.st, e.a)
+	iss2 := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, e.a.ID)
+	mustCheckout(t, e.st, r2, iss2.ID, clasp.IssueTodo)
+	const n = 8
+	var (
+		got    [n]*clasp.Issue
+		params [n]*store.IdempotencyParams
+		errs   [n]error
+	)
+	race(n, func(i int) { got[i], params[i], errs[i] = patch(runActor(r2), iss2.ID, "done-2", "hd2", "result") })
+	applied := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("concurrent PATCH %d: %v", i, errs[i])
+		}
+		if !params[i].Replayed {
+			applied++
+		}
+		if got[i].ID != iss2.ID || got[i].Status != clasp.IssueDone {
+			t.Errorf("concurrent PATCH %d: got %s %s, want %s done", i, got[i].ID, got[i].Status, iss2.ID)
+		}
+	}
+	if applied != 1 {
+		t.Errorf("concurrent PATCHes with one key: %d applied, want 1 (the others replayed)", applied)
+	}
+	if c, u, cd := counts(iss2.ID); c != 1 || u != 1 || cd != 1 {
+		t.Errorf("after concurrent duplicates: %d comments, %d issue.updated, %d issue.commented, want 1 each", c, u, cd)
+	}
+}

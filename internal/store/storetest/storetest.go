@@ -109,9 +109,15 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"Idempotency_ReplayCreatesNothing", testIdempotencyReplayCreatesNothing},
 		{"Idempotency_ConcurrentDuplicatesCreateOnce", testIdempotencyConcurrentDuplicates},
 		{"Idempotency_RunReplayReissuesToken", testIdempotencyRunReplayReissuesToken},
+		{"Idempotency_PatchReplayWritesOnce", testIdempotencyPatchReplayWritesOnce},
 		{"Agent_TerminateEndsRunsAndReleasesLocks", testAgentTerminateEndsRunsAndLocks},
 		{"Agent_TerminatedIsFinal", testAgentTerminatedIsFinal},
 		{"Settings", testSettings},
+		// Claim-next (issue 5), rules L1-L3 on the most urgent eligible issue.
+		{"Claim_PriorityThenAge", testClaimPriorityThenAge},
+		{"Claim_Scopes", testClaimScopes},
+		{"Claim_AdoptsDeadHolder", testClaimAdoptsDeadHolder},
+		{"Claim_ManyClaimersOncePerIssue", testClaimManyClaimers},
 		// Random sequences from several goroutines, invariant L7 after each.
 		{"Property_L7", testPropertyL7},
 	}

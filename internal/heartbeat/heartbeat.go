@@ -1,0 +1,400 @@
+// Package heartbeat runs server-managed agents (issue 4): a scheduler that
+// wakes agents (on a timer, when an issue is assigned to them, on demand),
+// starts their queued runs as real processes with the run's credentials,
+// watches them (exit, timeout, cancel), renews their leases while they
+// live, and notices processes that are gone (process loss: one retry, see
+// store.HeartbeatStore.RunProcessLost), also after a server restart, when
+// it re-adopts the processes that still run.
+//
+// All decisions are the store's conditional statements; the scheduler only
+// acts on processes of its own host (Config.HostID). Only internal/cli
+// wires it.
+package heartbeat
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// Config configures a Scheduler.
+type Config struct {
+	// HostID names this host in runs.host_id; it must stay the same across
+	// restarts of the server on the same machine. Default DefaultHostID().
+	HostID string
+	// APIURL is the server's base URL given to agents as CLASP_API_URL.
+	APIURL string
+	// NewRunToken returns a new run token and its hash (httpapi.NewToken("rt")).
+	NewRunToken func() (token, hash string)
+	// LeaseTTL is the lease of a started run, renewed every LeaseTTL/3
+	// while its process lives. Default 60 s.
+	LeaseTTL time.Duration
+	// Interval is the time between scheduler passes (timer and assignment
+	// wakes, starting queued runs, process-loss checks). Default 1 s;
+	// Nudge runs a pass at once.
+	Interval time.Duration
+	// LogDir holds the run logs (<runId>.log). Default os.TempDir()/clasp-run-logs.
+	LogDir string
+	// MaxLogBytes caps a run log. Default DefaultMaxLogBytes.
+	MaxLogBytes int64
+	// KillGrace is the time between SIGTERM and SIGKILL of a run's process
+	// group on timeout or cancel. Default 5 s.
+	KillGrace time.Duration
+	// Logger, default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultHostID is the machine's host name and boot id: stable across
+// server restarts, different after a reboot (when pids mean nothing).
+func DefaultHostID() string {
+	h, _ := os.Hostname()
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return cmp.Or(h, "localhost") + "/" + strings.TrimSpace(string(b))
+}
+
+// Scheduler is the heartbeat loop. Build it with New; Start and Stop it once.
+type Scheduler struct {
+	st  store.HeartbeatStore
+	cfg Config
+	log *slog.Logger
+
+	nudge chan struct{}
+
+	mu       sync.Mutex
+	procs    map[string]*proc     // runs whose process this scheduler watches
+	lastWake map[string]time.Time // timer wakes, by agent
+	cancel   context.CancelFunc
+	done     chan struct{}
+	wg       sync.WaitGroup
+	started  bool
+}
+
+// proc is a watched run: a child started here, or a process re-adopted
+// after a restart (adopted: not our child, polled instead of waited for).
+type proc struct {
+	run      *clasp.Run
+	pid      int
+	start    int64
+	adopted  bool
+	stopping chan clasp.RunStatus // cancel or timeout: the status to end with
+	once     sync.Once
+}
+
+func (p *proc) stop(st clasp.RunStatus) {
+	p.once.Do(func() { p.stopping <- st })
+}
+
+// New returns a scheduler over st.
+func New(st store.HeartbeatStore, cfg Config) *Scheduler {
+	if cfg.HostID == "" {
+		cfg.HostID = DefaultHostID()
+	}
+	cfg.LeaseTTL = cmp.Or(cfg.LeaseTTL, 60*time.Second)
+	cfg.Interval = cmp.Or(cfg.Interval, time.Second)
+	cfg.LogDir = cmp.Or(cfg.LogDir, os.TempDir()+"/clasp-run-logs")
+	cfg.MaxLogBytes = cmp.Or(cfg.MaxLogBytes, DefaultMaxLogBytes)
+	cfg.KillGrace = cmp.Or(cfg.KillGrace, 5*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Scheduler{st: st, cfg: cfg, log: cfg.Logger, nudge: make(chan struct{}, 1),
+		procs: map[string]*proc{}, lastWake: map[string]time.Time{}}
+}
+
+// HostID is the host id runs started here carry.
+func (s *Scheduler) HostID() string { return s.cfg.HostID }
+
+// LogDir is the directory of the run logs.
+func (s *Scheduler) LogDir() string { return s.cfg.LogDir }
+
+// Nudge asks for a pass at once (a wake was queued); it never blocks.
+func (s *Scheduler) Nudge() {
+	select {
+	case s.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// Start recovers this host's running runs (re-adopting live processes,
+// failing dead ones with process_lost) and starts the loop. It returns an
+// error if it was started already or the recovery pass failed to read.
+func (s *Scheduler) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return errors.New("heartbeat: scheduler already started")
+	}
+	s.started = true
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	s.mu.Unlock()
+	if err := s.checkHost(ctx); err != nil {
+		s.cancel()
+		close(s.done)
+		return err
+	}
+	go s.loop(ctx)
+	return nil
+}
+
+// Stop stops the loop and the watchers and waits for them. The agent
+// processes keep running: a later Start (or another server on this host)
+// re-adopts them, or their leases expire.
+func (s *Scheduler) Stop() {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+	s.wg.Wait()
+}
+
+func (s *Scheduler) loop(ctx context.Context) {
+	defer close(s.done)
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		s.RunOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.nudge:
+		}
+	}
+}
+
+// RunOnce is one pass: process-loss check, deferred-wake catch-all, timer
+// and assignment wakes, then starting queued runs. Errors are logged.
+func (s *Scheduler) RunOnce(ctx context.Context) {
+	if err := s.checkHost(ctx); err != nil && ctx.Err() == nil {
+		s.log.Error("heartbeat: process check", "err", err)
+	}
+	if _, err := s.st.WakePromoteDeferred(ctx); err != nil && ctx.Err() == nil {
+		s.log.Error("heartbeat: promote deferred wakes", "err", err)
+	}
+	adapters, err := s.st.AgentAdapterList(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("heartbeat: list agents", "err", err)
+		}
+		return
+	}
+	cfgs := map[string]*clasp.AdapterConfig{}
+	for _, aa := range adapters {
+		cfgs[aa.Agent.ID] = aa.Config
+		if aa.Agent.Status != clasp.AgentActive || !aa.Config.Heartbeat.Enabled {
+			continue
+		}
+		s.timerWake(ctx, aa)
+		if aa.Config.Heartbeat.WakeOnAssignment {
+			s.assignmentWakes(ctx, aa)
+		}
+	}
+	queued, err := s.st.RunQueuedManaged(ctx, 200)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("heartbeat: list queued runs", "err", err)
+		}
+		return
+	}
+	for _, m := range queued {
+		if c := cfgs[m.Run.AgentID]; c != nil {
+			s.startRun(ctx, m.Run, c)
+		}
+	}
+}
+
+// timerWake wakes an agent every intervalSec. The idempotency key is the
+// interval's number, so replicas sharing a database wake it once.
+func (s *Scheduler) timerWake(ctx context.Context, aa *store.AgentAdapter) {
+	iv := time.Duration(aa.Config.Heartbeat.IntervalSec) * time.Second
+	if iv <= 0 {
+		return
+	}
+	now := time.Now()
+	s.mu.Lock()
+	last := s.lastWake[aa.Agent.ID]
+	due := now.Sub(last) >= iv
+	if due {
+		s.lastWake[aa.Agent.ID] = now
+	}
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	key := fmt.Sprintf("timer:%d", now.UnixNano()/int64(iv))
+	if _, err := s.st.Wake(ctx, &store.WakeParams{AgentID: aa.Agent.ID, Reason: clasp.InvocationTimer, IdempotencyKey: key,
+		Actor: store.Actor{Type: clasp.ActorSystem}}); err != nil && ctx.Err() == nil {
+		s.log.Error("heartbeat: timer wake", "agent", aa.Agent.ID, "err", err)
+	}
+}
+
+// assignmentWakes wakes an agent for each unlocked todo issue assigned to
+// it; the key (issue and its updatedAt) wakes it once per assignment state.
+func (s *Scheduler) assignmentWakes(ctx context.Context, aa *store.AgentAdapter) {
+	inbox, err := s.st.IssueInbox(ctx, aa.Agent.ID)
+	if err != nil {
+		return
+	}
+	for _, it := range inbox {
+		if it.Status != clasp.IssueTodo || it.ActiveRun != nil {
+			continue
+		}
+		key := fmt.Sprintf("assign:%s:%d", it.ID, it.UpdatedAt.UnixMicro())
+		if _, err := s.st.Wake(ctx, &store.WakeParams{AgentID: aa.Agent.ID, Reason: clasp.InvocationAssignment, IssueID: it.ID,
+			IdempotencyKey: key, Actor: store.Actor{Type: clasp.ActorSystem}}); err != nil && ctx.Err() == nil {
+			s.log.Error("heartbeat: assignment wake", "agent", aa.Agent.ID, "issue", it.ID, "err", err)
+		}
+	}
+}
+
+// checkHost compares this host's running managed runs with the processes:
+// a run not watched here whose process is alive (same pid and start time)
+// is re-adopted; one whose process is gone is failed with process_lost
+// (and retried once, by the store).
+func (s *Scheduler) checkHost(ctx context.Context) error {
+	runs, err := s.st.RunRunningOnHost(ctx, s.cfg.HostID)
+	if err != nil {
+		return err
+	}
+	for _, m := range runs {
+		s.mu.Lock()
+		_, watched := s.procs[m.Run.ID]
+		s.mu.Unlock()
+		if watched {
+			continue
+		}
+		pid := 0
+		if m.Run.PID != nil {
+			pid = *m.Run.PID
+		}
+		if Alive(pid, m.ProcStart) {
+			s.adopt(ctx, m.Run, pid, m.ProcStart)
+			continue
+		}
+		s.lost(ctx, m.Run.ID, fmt.Sprintf("process lost: pid %d is gone", pid))
+	}
+	return nil
+}
+
+func (s *Scheduler) lost(ctx context.Context, runID, msg string) {
+	_, retry, err := s.st.RunProcessLost(ctx, &store.RunProcessLostParams{RunID: runID, HostID: s.cfg.HostID, Error: msg})
+	switch {
+	case err != nil && clasp.ErrorCode(err) != clasp.CodeRunNotLive && ctx.Err() == nil:
+		s.log.Error("heartbeat: process lost", "run", runID, "err", err)
+	case err == nil:
+		s.log.Warn("heartbeat: run's process lost", "run", runID, "retry", retry != nil)
+		s.Nudge()
+	}
+}
+
+// adopt watches a live process of this host's run that this scheduler did
+// not start (after a restart): its lease is renewed while the pid (with
+// its start time) lives; when it is gone the run is lost, since its exit
+// status cannot be known.
+func (s *Scheduler) adopt(ctx context.Context, run *clasp.Run, pid int, start int64) {
+	p := &proc{run: run, pid: pid, start: start, adopted: true, stopping: make(chan clasp.RunStatus, 1)}
+	if !s.track(p) {
+		return
+	}
+	s.log.Info("heartbeat: re-adopted run", "run", run.ID, "pid", pid)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.untrack(run.ID)
+		poll := time.NewTicker(min(s.cfg.Interval, 200*time.Millisecond))
+		defer poll.Stop()
+		renew := time.NewTicker(s.cfg.LeaseTTL / 3)
+		defer renew.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case st := <-p.stopping:
+				s.terminate(pid, func() bool { return Alive(pid, start) })
+				s.finish(context.WithoutCancel(ctx), run.ID, st, nil, "")
+				return
+			case <-renew.C:
+				if err := s.st.RunRenew(ctx, run.ID, s.cfg.HostID, s.cfg.LeaseTTL); clasp.ErrorCode(err) == clasp.CodeRunNotLive {
+					return // ended by someone else (the agent finished it, or it was terminated)
+				}
+			case <-poll.C:
+				if !Alive(pid, start) {
+					_ = signalGroup(pid, syscall.SIGKILL)
+					s.lost(context.WithoutCancel(ctx), run.ID, fmt.Sprintf("process lost: re-adopted pid %d is gone", pid))
+					return
+				}
+			}
+		}
+	}()
+}
+
+func (s *Scheduler) track(p *proc) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.procs[p.run.ID]; ok {
+		return false
+	}
+	s.procs[p.run.ID] = p
+	return true
+}
+
+func (s *Scheduler) untrack(runID string) {
+	s.mu.Lock()
+	delete(s.procs, runID)
+	s.mu.Unlock()
+}
+
+// Cancel ends a run watched here: SIGTERM to its process group, SIGKILL
+// after KillGrace, then the run is cancelled. ok is false when no process
+// of this scheduler runs it (the caller then finishes it in the store).
+func (s *Scheduler) Cancel(runID string) bool {
+	s.mu.Lock()
+	p := s.procs[runID]
+	s.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	p.stop(clasp.RunCancelled)
+	return true
+}
+
+// terminate sends SIGTERM to group pgid, then SIGKILL after KillGrace
+// unless alive reports the leader gone and the group is empty first.
+func (s *Scheduler) terminate(pgid int, alive func() bool) {
+	_ = signalGroup(pgid, syscall.SIGTERM)
+	deadline := time.Now().Add(s.cfg.KillGrace)
+	for time.Now().Before(deadline) && (alive() || groupAlive(pgid)) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = signalGroup(pgid, syscall.SIGKILL)
+}
+
+// finish ends a run in the store as the system; a run already ended
+// (run_not_live: the agent finished it, or it was terminated) is left.
+func (s *Scheduler) finish(ctx context.Context, runID string, st clasp.RunStatus, exitCode *int, msg string) {
+	var errp *string
+	if msg != "" {
+		errp = &msg
+	}
+	_, err := s.st.RunFinish(ctx, &store.RunFinishParams{RunID: runID, Status: st, ExitCode: exitCode, Error: errp,
+		Actor: store.Actor{Type: clasp.ActorSystem}})
+	if err != nil && clasp.ErrorCode(err) != clasp.CodeRunNotLive {
+		s.log.Error("heartbeat: finish run", "run", runID, "status", st, "err", err)
+	}
+	s.Nudge()
+}

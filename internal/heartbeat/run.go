@@ -1,0 +1,167 @@
+package heartbeat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// startRun starts queued run r of an agent with adapter c, if the store
+// gives it a slot (RunStart), and spawns its process.
+func (s *Scheduler) startRun(ctx context.Context, r *clasp.Run, c *clasp.AdapterConfig) {
+	token, hash := "", ""
+	if s.cfg.NewRunToken != nil {
+		token, hash = s.cfg.NewRunToken()
+	}
+	run, err := s.st.RunStart(ctx, &store.RunStartParams{RunID: r.ID, HostID: s.cfg.HostID, TokenHash: hash,
+		LeaseTTL: s.cfg.LeaseTTL, MaxRunning: c.Heartbeat.MaxConcurrentRuns})
+	if err != nil {
+		if code := clasp.ErrorCode(err); code != clasp.CodePreconditionFailed && code != clasp.CodeRunNotLive && ctx.Err() == nil {
+			s.log.Error("heartbeat: start run", "run", r.ID, "err", err)
+		}
+		return
+	}
+	p := &proc{run: run, stopping: make(chan clasp.RunStatus, 1)}
+	if !s.track(p) {
+		return
+	}
+	if err := s.spawn(ctx, p, c, token); err != nil {
+		s.untrack(run.ID)
+		s.log.Error("heartbeat: spawn", "run", run.ID, "err", err)
+		s.finish(context.WithoutCancel(ctx), run.ID, clasp.RunFailed, nil, "spawn failed: "+err.Error())
+	}
+}
+
+// env is the process environment of a run: the server's, the adapter's
+// env, then the run's credentials under the CLASP_* and PAPERCLIP_* names.
+func (s *Scheduler) env(run *clasp.Run, c *clasp.AdapterConfig, token string) []string {
+	env := os.Environ()
+	keys := make([]string, 0, len(c.Env))
+	for k := range c.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+c.Env[k])
+	}
+	issue := ""
+	if run.IssueID != nil {
+		issue = *run.IssueID
+	}
+	for _, kv := range [][2]string{
+		{"API_URL", s.cfg.APIURL}, {"API_KEY", token}, {"RUN_ID", run.ID}, {"AGENT_ID", run.AgentID},
+		{"COMPANY_ID", run.CompanyID}, {"ISSUE_ID", issue}, {"WAKE_REASON", run.InvocationSource},
+	} {
+		env = append(env, "CLASP_"+kv[0]+"="+kv[1], "PAPERCLIP_"+kv[0]+"="+kv[1])
+	}
+	return env
+}
+
+// spawn starts the run's process in its own process group, records its
+// pid and start time, and watches it until it ends.
+func (s *Scheduler) spawn(ctx context.Context, p *proc, c *clasp.AdapterConfig, token string) error {
+	run := p.run
+	lg, err := openLog(s.cfg.LogDir, run.ID, s.cfg.MaxLogBytes)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.Command, c.Args...)
+	cmd.Dir = c.Cwd
+	cmd.Env = s.env(run, c, token)
+	cmd.Stdout, cmd.Stderr = lg, lg
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		lg.Close()
+		return err
+	}
+	p.pid = cmd.Process.Pid
+	p.start, _ = ProcStart(p.pid)
+	if err := s.st.RunSetProcess(ctx, run.ID, s.cfg.HostID, p.pid, p.start); err != nil {
+		s.log.Error("heartbeat: record process", "run", run.ID, "err", err)
+	}
+	s.log.Info("heartbeat: started run", "run", run.ID, "agent", run.AgentID, "pid", p.pid, "reason", run.InvocationSource)
+	s.wg.Add(1)
+	go s.watch(ctx, p, cmd, lg, time.Duration(c.TimeoutSec)*time.Second)
+	return nil
+}
+
+// watch waits for a child: it renews the run's lease while it lives,
+// stops its group on timeout or cancel, and ends the run by how it ended:
+// exit 0 succeeded, another exit failed (exitCode), killed by a signal this
+// scheduler did not send: process lost (one retry); timeout timed_out;
+// cancel cancelled. Afterwards the whole process group is killed.
+func (s *Scheduler) watch(ctx context.Context, p *proc, cmd *exec.Cmd, lg *cappedLog, timeout time.Duration) {
+	defer s.wg.Done()
+	defer s.untrack(p.run.ID)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	renew := time.NewTicker(s.cfg.LeaseTTL / 3)
+	defer renew.Stop()
+	bg := context.WithoutCancel(ctx)
+	var stopped clasp.RunStatus
+	stop := func(st clasp.RunStatus) {
+		if stopped == "" {
+			stopped = st
+			go s.terminate(p.pid, func() bool { return Alive(p.pid, p.start) })
+		}
+	}
+	var werr error
+loop:
+	for {
+		select {
+		case werr = <-exited:
+			break loop
+		case <-ctx.Done():
+			// The server stops: the process keeps running; a later Start re-adopts it.
+			lg.Close()
+			return
+		case <-timer:
+			stop(clasp.RunTimedOut)
+		case st := <-p.stopping:
+			stop(st)
+		case <-renew.C:
+			if err := s.st.RunRenew(ctx, p.run.ID, s.cfg.HostID, s.cfg.LeaseTTL); err != nil && clasp.ErrorCode(err) != clasp.CodeRunNotLive {
+				s.log.Error("heartbeat: renew lease", "run", p.run.ID, "err", err)
+			}
+		}
+	}
+	// The leader is gone; nothing of its group may outlive the run.
+	if stopped != "" {
+		s.terminate(p.pid, func() bool { return false })
+	}
+	_ = signalGroup(p.pid, syscall.SIGKILL)
+	lg.Close()
+	code := cmd.ProcessState.ExitCode()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case stopped == clasp.RunTimedOut:
+		s.finish(bg, p.run.ID, clasp.RunTimedOut, nil, fmt.Sprintf("timed out: the process outlived timeoutSec (%s)", timeout))
+	case stopped != "":
+		s.finish(bg, p.run.ID, stopped, nil, "cancelled: the process group was stopped")
+	case werr == nil:
+		s.finish(bg, p.run.ID, clasp.RunSucceeded, &code, "")
+	case ws.Signaled():
+		s.lost(bg, p.run.ID, fmt.Sprintf("process lost: killed by signal %s", ws.Signal()))
+	default:
+		var ee *exec.ExitError
+		msg := fmt.Sprintf("the process exited with %d", code)
+		if !errors.As(werr, &ee) {
+			msg = werr.Error()
+		}
+		s.finish(bg, p.run.ID, clasp.RunFailed, &code, msg)
+	}
+}

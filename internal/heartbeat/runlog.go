@@ -1,0 +1,68 @@
+package heartbeat
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// DefaultMaxLogBytes caps a run's log (stdout and stderr together).
+const DefaultMaxLogBytes = 1 << 20
+
+// truncatedMark ends a log that reached its cap.
+const truncatedMark = "\n[clasp: run log truncated at %d bytes]\n"
+
+// cappedLog writes a run's output to its file up to max bytes, then drops
+// the rest after one line saying so. Safe for concurrent writes (os/exec
+// copies stdout and stderr from two goroutines when they differ).
+type cappedLog struct {
+	mu      sync.Mutex
+	f       *os.File
+	n, max  int64
+	dropped bool
+}
+
+func openLog(dir, runID string, max int64) (*cappedLog, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("run log dir: %w", err)
+	}
+	f, err := os.OpenFile(LogPath(dir, runID), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("run log: %w", err)
+	}
+	st, _ := f.Stat()
+	var n int64
+	if st != nil {
+		n = st.Size()
+	}
+	return &cappedLog{f: f, n: n, max: max}, nil
+}
+
+// LogPath is the file of run runID's log in dir.
+func LogPath(dir, runID string) string { return filepath.Join(dir, filepath.Base(runID)+".log") }
+
+func (l *cappedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dropped {
+		return len(p), nil
+	}
+	room := l.max - l.n
+	w := p
+	if int64(len(w)) > room {
+		w = w[:max(room, 0)]
+	}
+	k, err := l.f.Write(w)
+	l.n += int64(k)
+	if err != nil {
+		return len(p), nil // the agent's output must never block on its log
+	}
+	if len(w) < len(p) {
+		l.dropped = true
+		fmt.Fprintf(l.f, truncatedMark, l.max)
+	}
+	return len(p), nil
+}
+
+func (l *cappedLog) Close() error { return l.f.Close() }

@@ -1,0 +1,281 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// This file has the endpoints of server-managed agents (issue 4): the
+// adapter config (in PATCH /api/agents/{id}, agents.go), wakeups, run logs
+// and run cancels.
+
+// errNoHeartbeat is the answer of heartbeat endpoints over a store without
+// store.HeartbeatStore (both real stores have it).
+func errNoHeartbeat() error {
+	return clasp.Errorf(clasp.CodeInternal, "This server's store does not support server-managed agents.")
+}
+
+// decodeAdapter decodes the "adapter" of PATCH /api/agents/{id} with the
+// strict rules of request bodies and normalizes it (clasp.AdapterConfig.Normalize).
+// JSON null gives nil (remove the adapter). 400 invalid_request with
+// details.field "adapter.<field>".
+func decodeAdapter(raw json.RawMessage) (*clasp.AdapterConfig, error) {
+	if string(raw) == "null" {
+		return nil, nil
+	}
+	var c clasp.AdapterConfig
+	if err := decodeJSONBytes(raw, &c); err != nil {
+		if clasp.ErrorCode(err) == clasp.CodeInvalidRequest {
+			var ce *clasp.Error
+			if errors.As(err, &ce) && ce.Details["field"] == nil {
+				return nil, clasp.InvalidField("adapter", "Field \"adapter\" must be an adapter config object or null: %s", ce.Message)
+			}
+		}
+		return nil, prefixField(err, "adapter")
+	}
+	if err := c.Normalize(); err != nil {
+		return nil, prefixField(err, "adapter")
+	}
+	return &c, nil
+}
+
+// prefixField renames details.field of a 400 invalid_request to
+// "<prefix>.<field>" (a field inside an object of the body); other errors
+// are returned as they are.
+func prefixField(err error, prefix string) error {
+	var ce *clasp.Error
+	if !errors.As(err, &ce) || ce.Code != clasp.CodeInvalidRequest {
+		return err
+	}
+	f, _ := ce.Details["field"].(string)
+	if f == "" || f == prefix {
+		return err
+	}
+	out := *ce
+	out.Details = map[string]any{}
+	for k, v := range ce.Details {
+		out.Details[k] = v
+	}
+	out.Details["field"] = prefix + "." + f
+	return &out
+}
+
+// agentOut is an agent as the board sees it: with its adapter config.
+type agentOut struct {
+	*clasp.Agent
+	Adapter *clasp.AdapterConfig `json:"adapter"`
+}
+
+// agentAnswer answers 200 with a and its adapter config (null for none).
+func (s *Server) agentAnswer(ctx context.Context, a *clasp.Agent) (int, any, error) {
+	out := &agentOut{Agent: a}
+	if hst, ok := s.st.(store.HeartbeatStore); ok {
+		c, err := hst.AgentAdapterGet(ctx, a.ID)
+		if err != nil {
+			return 0, nil, err
+		}
+		out.Adapter = c
+	}
+	return http.StatusOK, out, nil
+}
+
+// agentWakeupIn is the body of POST /api/agents/{id}/wakeup.
+type agentWakeupIn struct {
+	Reason         *string `json:"reason"`
+	IssueID        *string `json:"issueId"`
+	IdempotencyKey *string `json:"idempotencyKey"`
+}
+
+func (in *agentWakeupIn) validate() error {
+	if in.Reason != nil {
+		switch *in.Reason {
+		case clasp.InvocationTimer, clasp.InvocationAssignment, clasp.InvocationOnDemand:
+		default:
+			return clasp.InvalidField("reason", "Field \"reason\" must be one of on_demand (the default), timer, assignment; not %q.", truncate(*in.Reason, 64))
+		}
+	}
+	if in.IssueID != nil && !validRef(*in.IssueID) {
+		return clasp.InvalidField("issueId", "Field \"issueId\" must be an issue id or identifier.")
+	}
+	if in.IdempotencyKey != nil && (*in.IdempotencyKey == "" || len(*in.IdempotencyKey) > maxIdempotencyKey) {
+		return clasp.InvalidField("idempotencyKey", "Field \"idempotencyKey\" must be 1 to %d characters.", maxIdempotencyKey)
+	}
+	return nil
+}
+
+// wakeOut is the answer of a wakeup: the wake request and what it did.
+type wakeOut struct {
+	WakeID         string     `json:"wakeId"`
+	Status         string     `json:"status"` // queued, coalesced, deferred, skipped
+	RunID          *string    `json:"runId"`  // the queued or coalesced run
+	Run            *clasp.Run `json:"run"`
+	BlockedByRunID *string    `json:"blockedByRunId"` // a deferred wake's blocking run
+	Replayed       bool       `json:"replayed"`       // an earlier wake with the same idempotency key
+}
+
+// agentWakeup: POST /api/agents/{id}/wakeup {reason?, issueId?,
+// idempotencyKey?} (the board, or the agent itself). Records a wake request
+// (store.HeartbeatStore.Wake: queued, coalesced, deferred or skipped) and
+// nudges the scheduler. The idempotency key is the body's, else the
+// Idempotency-Key header; a repeat answers the first wake (replayed: true)
+// and makes no run. 202 wakeOut; 403 forbidden for another agent of the
+// company; 404 not_found for a missing agent or issue (also of another company).
+func (s *Server) agentWakeup(ctx context.Context, c *call, in *agentWakeupIn) (int, any, error) {
+	id, err := pathAgentID(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !c.who.board && c.who.agent.ID != id {
+		if a, err := s.st.AgentGet(ctx, id); err != nil || a.CompanyID != c.who.agent.CompanyID {
+			return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Agent %s does not exist.", id)
+		}
+		return 0, nil, clasp.Errorf(clasp.CodeForbidden, "An agent may wake only itself.")
+	}
+	hst, ok := s.st.(store.HeartbeatStore)
+	if !ok {
+		return 0, nil, errNoHeartbeat()
+	}
+	p := &store.WakeParams{AgentID: id, Reason: clasp.InvocationOnDemand, Actor: c.actor()}
+	if in.Reason != nil {
+		p.Reason = *in.Reason
+	}
+	if in.IssueID != nil {
+		p.IssueID = *in.IssueID
+	}
+	if in.IdempotencyKey != nil {
+		p.IdempotencyKey = *in.IdempotencyKey
+	} else if key := c.r.Header.Get("Idempotency-Key"); key != "" {
+		if _, err := idempotencyParams(c, key); err != nil {
+			return 0, nil, err
+		}
+		p.IdempotencyKey = key
+	}
+	res, err := hst.Wake(ctx, p)
+	if err != nil {
+		return 0, nil, err
+	}
+	if s.cfg.Scheduler != nil && !res.Replayed {
+		s.cfg.Scheduler.Nudge()
+	}
+	out := &wakeOut{WakeID: res.WakeID, Status: res.Outcome, Run: res.Run, BlockedByRunID: res.BlockedByRunID, Replayed: res.Replayed}
+	if res.Run != nil {
+		out.RunID = &res.Run.ID
+	}
+	return http.StatusAccepted, out, nil
+}
+
+// Run log headers of GET /api/runs/{id}/log.
+const (
+	// LogSizeHeader is the log's size in bytes when answered: a follower
+	// asks again with ?offset=<size>.
+	LogSizeHeader = "X-Clasp-Log-Size"
+	// RunStatusHeader is the run's status when answered: a follower stops
+	// once it is terminal and it has read up to the size.
+	RunStatusHeader = "X-Clasp-Run-Status"
+)
+
+// visibleRun returns the run of the path's {id}: 404 not_found for a
+// missing run or, for an agent, another agent's run (the board sees all).
+func (s *Server) visibleRun(ctx context.Context, c *call) (*clasp.Run, error) {
+	id, ok := parseUUID(c.r.PathValue("id"))
+	if !ok {
+		return nil, clasp.Errorf(clasp.CodeNotFound, "Run %q does not exist.", truncate(c.r.PathValue("id"), 64))
+	}
+	run, err := s.st.RunGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !c.who.board && run.AgentID != c.who.agent.ID {
+		return nil, clasp.Errorf(clasp.CodeNotFound, "Run %s does not exist.", id)
+	}
+	return run, nil
+}
+
+// runLog: GET /api/runs/{id}/log?offset=N (the board, or the run's agent):
+// the captured stdout and stderr of a server-managed run as text/plain,
+// from byte N (default 0; past the end: empty), with headers
+// X-Clasp-Log-Size (the whole log's size now) and X-Clasp-Run-Status. 400
+// invalid_request for a bad offset; 404 not_found for a missing run, one
+// of another agent, or a run without a log.
+func (s *Server) runLog(ctx context.Context, c *call) (int, any, error) {
+	var offset int64
+	if v := c.r.URL.Query().Get("offset"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, nil, clasp.InvalidField("offset", "Query parameter offset must be a byte offset, 0 or more, not %q.", truncate(v, 32))
+		}
+		offset = n
+	}
+	run, err := s.visibleRun(ctx, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	noLog := clasp.Errorf(clasp.CodeNotFound, "Run %s has no log: only runs the server started have one.", run.ID)
+	if s.cfg.RunLogDir == "" {
+		return 0, nil, noLog
+	}
+	f, err := os.Open(filepath.Join(s.cfg.RunLogDir, filepath.Base(run.ID)+".log"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil, noLog
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, nil, err
+	}
+	size := fi.Size() // the log only grows; read up to the size announced
+	offset = min(offset, size)
+	h := c.w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set(LogSizeHeader, strconv.FormatInt(size, 10))
+	h.Set(RunStatusHeader, string(run.Status))
+	h.Set("Content-Length", strconv.FormatInt(size-offset, 10))
+	c.w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(c.w, io.NewSectionReader(f, offset, size-offset))
+	return 0, streamed, nil
+}
+
+// runCancel: POST /api/runs/{id}/cancel (board). A run whose process this
+// server's scheduler runs is stopped (SIGTERM to its process group, SIGKILL
+// after a grace period) and ends cancelled once the process is gone, so the
+// answer may still say running; any other live run (queued, or a
+// self-reported one) is finished cancelled in the store at once (its locks
+// released, rule L6). 200 run; 404 not_found; 409 run_not_live if it
+// already ended.
+func (s *Server) runCancel(ctx context.Context, c *call, _ *emptyIn) (int, any, error) {
+	run, err := s.visibleRun(ctx, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	if run.Status.Terminal() {
+		return 0, nil, clasp.Errorf(clasp.CodeRunNotLive, "Run %s already ended (%s).", run.ID, run.Status).WithDetails("status", string(run.Status))
+	}
+	if s.cfg.Scheduler != nil && s.cfg.Scheduler.Cancel(run.ID) {
+		if r, err := s.st.RunGet(ctx, run.ID); err == nil {
+			run = r
+		}
+		return http.StatusOK, run, nil
+	}
+	msg := "cancelled by the board"
+	run, err = s.st.RunFinish(ctx, &store.RunFinishParams{RunID: run.ID, Status: clasp.RunCancelled, Error: &msg, Actor: c.actor()})
+	if err != nil {
+		return 0, nil, err
+	}
+	if s.cfg.Scheduler != nil {
+		s.cfg.Scheduler.Nudge() // a slot may be free, deferred wakes promoted
+	}
+	return http.StatusOK, run, nil
+}

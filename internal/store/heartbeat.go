@@ -1,0 +1,138 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// HeartbeatStore is what the heartbeat scheduler (internal/heartbeat,
+// issue 4) needs besides Store: agent adapter configs, wake requests, and
+// the life cycle of server-managed runs. Both stores implement it; the
+// storetest suite RunHeartbeat pins it. Every rule below is one conditional
+// statement (plus its activity rows) in one transaction, as the lock rules.
+type HeartbeatStore interface {
+	Store
+
+	// AgentAdapterSet stores (Config nil: removes) an agent's adapter
+	// config, validated by clasp.AdapterConfig.Normalize (400
+	// invalid_request). 404 not_found; 422 precondition_failed for a
+	// terminated agent. Activity agent.adapter_set.
+	AgentAdapterSet(ctx context.Context, p *AgentAdapterSetParams) (*clasp.AdapterConfig, error)
+	// AgentAdapterGet returns an agent's adapter config, nil when it has none. 404 not_found.
+	AgentAdapterGet(ctx context.Context, agentID string) (*clasp.AdapterConfig, error)
+	// AgentAdapterList returns every non-terminated agent with an adapter config.
+	AgentAdapterList(ctx context.Context) ([]*AgentAdapter, error)
+
+	// Wake records a wake request and acts on it in the same transaction
+	// (see WakeParams for the outcomes).
+	Wake(ctx context.Context, p *WakeParams) (*WakeResult, error)
+	// WakePromoteDeferred promotes, for each issue whose execution lock no
+	// longer names a live run, its oldest deferred wake (a queued run that
+	// takes the execution lock); a catch-all for runs that died without a
+	// RunFinish (lease_expired). RunFinish and RunProcessLost promote in
+	// their own transaction (rule L6). Returns how many it promoted.
+	WakePromoteDeferred(ctx context.Context) (int, error)
+
+	// RunQueuedManaged lists queued server-managed runs of active agents
+	// with an adapter, oldest first, at most limit.
+	RunQueuedManaged(ctx context.Context, limit int) ([]*ManagedRun, error)
+	// RunStart makes a queued run running on HostID, with a lease of
+	// LeaseTTL and the run token's hash, if its agent is active and has
+	// fewer than MaxRunning running runs: one conditional UPDATE. 409
+	// run_not_live when it is no longer queued; 409 precondition_failed
+	// (details.reason no_free_slot or agent_not_active) otherwise. Activity run.started.
+	RunStart(ctx context.Context, p *RunStartParams) (*clasp.Run, error)
+	// RunSetProcess records the pid and process start time (clock ticks
+	// since boot, /proc/<pid>/stat field 22) of a running run of HostID.
+	RunSetProcess(ctx context.Context, runID, hostID string, pid int, procStart int64) error
+	// RunRenew renews the lease of a running run of HostID (a sign of life
+	// the server gives while the process lives). 409 run_not_live.
+	RunRenew(ctx context.Context, runID, hostID string, ttl time.Duration) error
+	// RunRunningOnHost lists the running server-managed runs of hostID.
+	RunRunningOnHost(ctx context.Context, hostID string) ([]*ManagedRun, error)
+	// RunProcessLost: a running server-managed run of HostID whose process
+	// is gone becomes failed (process_lost). If it is attempt 1 and has no
+	// retry yet, one retry run is queued (retryOfRunId, attempt 2) and, in
+	// the same statement, every issue whose execution lock names the lost
+	// run moves that lock to the retry while the lost run's checkout lock is
+	// cleared (seed 004); other locks naming it are released (L6) and
+	// deferred wakes promoted. Returns the failed run and the retry (nil if
+	// none). 409 run_not_live when the run is not running on HostID.
+	RunProcessLost(ctx context.Context, p *RunProcessLostParams) (failed, retry *clasp.Run, err error)
+	// AgentCancelQueuedRuns cancels the queued runs of an agent (pausing
+	// it), releasing their locks (L6) and promoting deferred wakes. Returns
+	// how many.
+	AgentCancelQueuedRuns(ctx context.Context, agentID string, actor Actor) (int, error)
+}
+
+// AgentAdapterSetParams sets (or, Config nil, removes) an agent's adapter.
+type AgentAdapterSetParams struct {
+	AgentID string
+	Config  *clasp.AdapterConfig
+	Actor   Actor
+}
+
+// AgentAdapter is an agent with its adapter config.
+type AgentAdapter struct {
+	Agent  *clasp.Agent
+	Config *clasp.AdapterConfig
+}
+
+// Wake outcomes.
+const (
+	WakeQueued    = "queued"    // a new queued run; with an issue it holds the execution lock
+	WakeCoalesced = "coalesced" // the agent already had a queued run for the issue (or for no issue)
+	WakeDeferred  = "deferred"  // another run holds the issue's execution lock; promoted when it ends
+	WakeSkipped   = "skipped"   // the agent is paused or has no enabled adapter
+)
+
+// WakeParams asks to wake AgentID. Reason is timer, assignment, on_demand.
+// IssueID (UUID or identifier, optional) is the issue to work. One
+// conditional statement decides, in this order: a wake with the same
+// IdempotencyKey for this agent answers the first wake again (Replayed,
+// nothing new); a paused agent or one without an adapter: skipped; a queued
+// run of the agent for the same issue (or, without issue, any queued run of
+// the agent): coalesced; an issue whose execution lock names a live run:
+// deferred until that run ends; otherwise a queued run, which takes the
+// issue's execution lock (clearing a dead checkout lock in the same write).
+type WakeParams struct {
+	AgentID        string
+	Reason         string
+	IssueID        string
+	IdempotencyKey string
+	Actor          Actor
+}
+
+// WakeResult is what a wake did.
+type WakeResult struct {
+	WakeID         string     `json:"wakeId"`
+	Outcome        string     `json:"outcome"`
+	Run            *clasp.Run `json:"run"` // the queued or coalesced run; nil when deferred or skipped
+	BlockedByRunID *string    `json:"blockedByRunId"`
+	Replayed       bool       `json:"replayed"`
+}
+
+// ManagedRun is a server-managed run with what the scheduler keeps about it.
+type ManagedRun struct {
+	Run        *clasp.Run
+	ProcStart  int64  // process start time in clock ticks since boot; 0 unknown
+	WakeReason string // the invocation source
+}
+
+// RunStartParams starts a queued run (RunStart).
+type RunStartParams struct {
+	RunID      string
+	HostID     string
+	TokenHash  string
+	LeaseTTL   time.Duration
+	MaxRunning int
+}
+
+// RunProcessLostParams fails a run whose process is gone (RunProcessLost).
+type RunProcessLostParams struct {
+	RunID  string
+	HostID string
+	Error  string
+}

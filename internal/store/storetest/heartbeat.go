@@ -1,0 +1,364 @@
+package storetest
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// RunHeartbeat runs the contract tests of store.HeartbeatStore (issue 4:
+// adapter configs, wake requests, server-managed runs, process loss) on
+// stores made by open, which must implement it.
+func RunHeartbeat(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T, *hbEnv)
+	}{
+		{"HB_AdapterConfig", testHBAdapterConfig},
+		{"HB_WakeCoalesceDeferPromote", testHBWakeCoalesceDeferPromote},
+		{"HB_WakeIdempotencyConcurrent", testHBWakeIdempotency},
+		{"HB_WakeSkippedWithoutAdapter", testHBWakeSkipped},
+		{"HB_RunStartSlots", testHBRunStartSlots},
+		{"HB_ProcessLostRetryOnce", testHBProcessLostRetryOnce},
+		{"HB_ProcessLostOtherHost", testHBProcessLostOtherHost},
+		{"HB_PromoteAfterLeaseExpired", testHBPromoteAfterLeaseExpired},
+		{"HB_PauseCancelsQueued", testHBPauseCancelsQueued},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, open)
+			hs, ok := e.st.(store.HeartbeatStore)
+			if !ok {
+				t.Fatalf("store %T does not implement store.HeartbeatStore", e.st)
+			}
+			he := &hbEnv{env: e, hs: hs}
+			for _, a := range []*clasp.Agent{e.a, e.b} {
+				he.setAdapter(t, a, 1)
+			}
+			tc.fn(t, he)
+		})
+	}
+}
+
+const hbHost = "host-1"
+
+type hbEnv struct {
+	*env
+	hs store.HeartbeatStore
+}
+
+func (e *hbEnv) setAdapter(t *testing.T, a *clasp.Agent, maxRuns int) {
+	t.Helper()
+	_, err := e.hs.AgentAdapterSet(t.Context(), &store.AgentAdapterSetParams{AgentID: a.ID, Actor: boardActor(),
+		Config: &clasp.AdapterConfig{Type: clasp.AdapterProcess, Command: "/bin/true",
+			Heartbeat: clasp.HeartbeatConfig{Enabled: true, MaxConcurrentRuns: maxRuns}}})
+	if err != nil {
+		t.Fatalf("setup: set adapter of %s: %v", a.Name, err)
+	}
+}
+
+func (e *hbEnv) wake(t *testing.T, a *clasp.Agent, issueID, key string) *store.WakeResult {
+	t.Helper()
+	res, err := e.hs.Wake(t.Context(), &store.WakeParams{AgentID: a.ID, Reason: clasp.InvocationOnDemand, IssueID: issueID,
+		IdempotencyKey: key, Actor: boardActor()})
+	if err != nil {
+		t.Fatalf("wake %s for issue %q: %v", a.Name, issueID, err)
+	}
+	return res
+}
+
+func (e *hbEnv) start(t *testing.T, r *clasp.Run) *clasp.Run {
+	t.Helper()
+	got, err := e.hs.RunStart(t.Context(), &store.RunStartParams{RunID: r.ID, HostID: hbHost, TokenHash: newTokenHash(),
+		LeaseTTL: leaseTTL, MaxRunning: 1})
+	if err != nil {
+		t.Fatalf("start run %s: %v", r.ID, err)
+	}
+	if got.Status != clasp.RunRunning || deref(got.HostID) != hbHost {
+		t.Fatalf("start run %s: got status %s host %q, want running on %s", r.ID, got.Status, deref(got.HostID), hbHost)
+	}
+	return got
+}
+
+func wantOutcome(t *testing.T, what string, res *store.WakeResult, want string) {
+	t.Helper()
+	if res.Outcome != want {
+		t.Fatalf("%s: got outcome %q, want %q", what, res.Outcome, want)
+	}
+}
+
+func testHBAdapterConfig(t *testing.T, e *hbEnv) {
+	ctx := t.Context()
+	for _, bad := range []struct {
+		cfg   clasp.AdapterConfig
+		field string
+	}{
+		{clasp.AdapterConfig{Type: "http", Command: "x"}, "type"},
+		{clasp.AdapterConfig{Type: "", Command: "x"}, "type"},
+		{clasp.AdapterConfig{Type: "process"}, "command"},
+		{clasp.AdapterConfig{Type: "process", Command: "x", TimeoutSec: -1}, "timeoutSec"},
+		{clasp.AdapterConfig{Type: "process", Command: "x", Heartbeat: clasp.HeartbeatConfig{MaxConcurrentRuns: 1000}}, "heartbeat.maxConcurrentRuns"},
+	} {
+		_, err := e.hs.AgentAdapterSet(ctx, &store.AgentAdapterSetParams{AgentID: e.a.ID, Config: &bad.cfg, Actor: boardActor()})
+		wantCode(t, "invalid adapter", err, clasp.CodeInvalidRequest)
+		if ce := clasp.AsError(err); ce == nil || ce.Details["field"] != bad.field {
+			t.Errorf("invalid adapter %+v: got error %v, want details.field %q", bad.cfg, err, bad.field)
+		}
+	}
+	cfg, err := e.hs.AgentAdapterGet(ctx, e.a.ID)
+	if err != nil || cfg == nil || cfg.Command != "/bin/true" || cfg.Heartbeat.MaxConcurrentRuns != 1 {
+		t.Fatalf("get adapter: got %+v, %v; want the one set", cfg, err)
+	}
+	list, err := e.hs.AgentAdapterList(ctx)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list adapters: got %d, %v; want 2", len(list), err)
+	}
+	if _, err := e.hs.AgentAdapterSet(ctx, &store.AgentAdapterSetParams{AgentID: e.a.ID, Actor: boardActor()}); err != nil {
+		t.Fatalf("remove adapter: %v", err)
+	}
+	if cfg, err := e.hs.AgentAdapterGet(ctx, e.a.ID); err != nil || cfg != nil {
+		t.Errorf("get removed adapter: got %+v, %v; want nil, nil", cfg, err)
+	}
+	_, err = e.hs.AgentAdapterGet(ctx, "00000000-0000-0000-0000-000000000000")
+	wantCode(t, "adapter of missing agent", err, clasp.CodeNotFound)
+}
+
+func testHBWakeCoalesceDeferPromote(t *testing.T, e *hbEnv) {
+	ctx := t.Context()
+	iss := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+	w1 := e.wake(t, e.a, iss.ID, "")
+	wantOutcome(t, "first wake of A", w1, store.WakeQueued)
+	ra := w1.Run
+	if ra.Status != clasp.RunQueued || deref(ra.IssueID) != iss.ID || ra.Attempt != 1 {
+		t.Fatalf("queued run: got %+v", ra)
+	}
+	if got := getIssue(t, e.st, iss.ID); deref(got.ExecutionRunID) != ra.ID || got.CheckoutRunID != nil {
+		t.Fatalf("issue after wake: execution %q checkout %v, want execution %s and no checkout", deref(got.ExecutionRunID), got.CheckoutRunID, ra.ID)
+	}
+	w2 := e.wake(t, e.a, iss.ID, "")
+	wantOutcome(t, "second wake of A", w2, store.WakeCoalesced)
+	if w2.Run == nil || w2.Run.ID != ra.ID {
+		t.Fatalf("coalesced wake: got run %v, want %s", w2.Run, ra.ID)
+	}
+	w3 := e.wake(t, e.b, iss.ID, "")
+	wantOutcome(t, "wake of B", w3, store.WakeDeferred)
+	if deref(w3.BlockedByRunID) != ra.ID || w3.Run != nil {
+		t.Fatalf("deferred wake: blocked by %q run %v, want %s and no run", deref(w3.BlockedByRunID), w3.Run, ra.ID)
+	}
+	// A's run starts, checks the issue out, and finishes: B's wake is promoted in the same transaction.
+	ra = e.start(t, ra)
+	mustCheckout(t, e.st, ra, iss.ID, clasp.IssueTodo)
+	if _, err := e.st.RunFinish(ctx, &store.RunFinishParams{RunID: ra.ID, Status: clasp.RunSucceeded, Actor: store.Actor{Type: clasp.ActorSystem}}); err != nil {
+		t.Fatalf("finish A's run: %v", err)
+	}
+	runs, _, err := e.st.RunList(ctx, &store.RunListParams{CompanyID: e.co.ID, AgentID: e.b.ID, Statuses: []clasp.RunStatus{clasp.RunQueued}})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("queued runs of B after promotion: got %d, %v; want 1", len(runs), err)
+	}
+	got := getIssue(t, e.st, iss.ID)
+	if deref(got.ExecutionRunID) != runs[0].ID || got.CheckoutRunID != nil {
+		t.Errorf("issue after promotion: execution %q checkout %v, want execution %s (B's run), no checkout",
+			deref(got.ExecutionRunID), got.CheckoutRunID, runs[0].ID)
+	}
+	checkL7(t, "after promotion", got)
+	if n := len(e.issueActivity(t, iss.ID, clasp.ActionIssueExecutionLocked)); n != 2 {
+		t.Errorf("issue.execution_locked rows: got %d, want 2", n)
+	}
+	// B's run starts; the issue stays A's (in_progress), so L1 still decides who works it.
+	e.start(t, runs[0])
+}
+
+func testHBWakeIdempotency(t *testing.T, e *hbEnv) {
+	iss := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+	var mu sync.Mutex
+	ids := map[string]bool{}
+	runs := map[string]bool{}
+	race(8, func(i int) {
+		res, err := e.hs.Wake(t.Context(), &store.WakeParams{AgentID: e.a.ID, Reason: clasp.InvocationOnDemand,
+			IssueID: iss.ID, IdempotencyKey: "same-key", Actor: boardActor()})
+		if err != nil {
+			t.Errorf("concurrent wake %d: %v", i, err)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		ids[res.WakeID] = true
+		if res.Run != nil {
+			runs[res.Run.ID] = true
+		}
+	})
+	if len(ids) != 1 || len(runs) != 1 {
+		t.Errorf("8 concurrent wakes with one key: got %d wakes and %d runs, want 1 and 1", len(ids), len(runs))
+	}
+	all, _, err := e.st.RunList(t.Context(), &store.RunListParams{CompanyID: e.co.ID})
+	if err != nil || len(all) != 1 {
+		t.Errorf("runs after concurrent wakes: got %d, %v; want 1", len(all), err)
+	}
+	again := e.wake(t, e.a, iss.ID, "same-key")
+	if !again.Replayed {
+		t.Errorf("repeat of the key: got Replayed false, want true")
+	}
+}
+
+func testHBWakeSkipped(t *testing.T, e *hbEnv) {
+	c := newAgent(t, e.st, e.co.ID, "gamma")
+	res := e.wake(t, c, "", "")
+	wantOutcome(t, "wake of an agent without adapter", res, store.WakeSkipped)
+	paused := clasp.AgentPaused
+	if _, err := e.st.AgentUpdate(t.Context(), &store.AgentUpdateParams{AgentID: e.a.ID, Status: &paused, Actor: boardActor()}); err != nil {
+		t.Fatal(err)
+	}
+	wantOutcome(t, "wake of a paused agent", e.wake(t, e.a, "", ""), store.WakeSkipped)
+	_, err := e.hs.Wake(t.Context(), &store.WakeParams{AgentID: e.b.ID, Reason: "whenever", Actor: boardActor()})
+	wantCode(t, "bad reason", err, clasp.CodeInvalidRequest)
+	// Without issue: one queued run per agent, further wakes coalesce.
+	wantOutcome(t, "wake of B", e.wake(t, e.b, "", ""), store.WakeQueued)
+	wantOutcome(t, "second wake of B", e.wake(t, e.b, "", ""), store.WakeCoalesced)
+}
+
+func testHBRunStartSlots(t *testing.T, e *hbEnv) {
+	i1 := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+	i2 := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+	r1 := e.wake(t, e.a, i1.ID, "").Run
+	r2 := e.wake(t, e.a, i2.ID, "").Run
+	e.start(t, r1)
+	_, err := e.hs.RunStart(t.Context(), &store.RunStartParams{RunID: r2.ID, HostID: hbHost, LeaseTTL: leaseTTL, MaxRunning: 1})
+	wantCode(t, "second run with one slot", err, clasp.CodePreconditionFailed)
+	_, err = e.hs.RunStart(t.Context(), &store.RunStartParams{RunID: r1.ID, HostID: hbHost, LeaseTTL: leaseTTL, MaxRunning: 1})
+	wantCode(t, "starting a running run", err, clasp.CodeRunNotLive)
+	if _, err := e.hs.RunStart(t.Context(), &store.RunStartParams{RunID: r2.ID, HostID: hbHost, LeaseTTL: leaseTTL, MaxRunning: 2}); err != nil {
+		t.Errorf("second run with two slots: %v", err)
+	}
+	if err := e.hs.RunSetProcess(t.Context(), r1.ID, hbHost, 4242, 777); err != nil {
+		t.Fatalf("set process: %v", err)
+	}
+	on, err := e.hs.RunRunningOnHost(t.Context(), hbHost)
+	if err != nil || len(on) != 2 {
+		t.Fatalf("running on host: got %d, %v; want 2", len(on), err)
+	}
+	for _, m := range on {
+		if m.Run.ID == r1.ID && (deref(m.Run.PID) != 4242 || m.ProcStart != 777) {
+			t.Errorf("run %s: got pid %d start %d, want 4242 777", r1.ID, deref(m.Run.PID), m.ProcStart)
+		}
+	}
+	if err := e.hs.RunRenew(t.Context(), r1.ID, "other-host", leaseTTL); clasp.ErrorCode(err) != clasp.CodeRunNotLive {
+		t.Errorf("renew from another host: got %v, want run_not_live", err)
+	}
+	if err := e.hs.RunRenew(t.Context(), r1.ID, hbHost, leaseTTL); err != nil {
+		t.Errorf("renew: %v", err)
+	}
+}
+
+// testHBProcessLostRetryOnce is seed 004: the lost run's checkout lock is
+// cleared while its execution lock moves to the one retry, in one
+// statement; a second loss is not retried and releases the locks.
+func testHBProcessLostRetryOnce(t *testing.T, e *hbEnv) {
+	ctx := t.Context()
+	iss := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, e.a.ID)
+	r1 := e.start(t, e.wake(t, e.a, iss.ID, "").Run)
+	mustCheckout(t, e.st, r1, iss.ID, clasp.IssueTodo)
+	// A wake of B waits for A's run.
+	wantOutcome(t, "wake of B", e.wake(t, e.b, iss.ID, ""), store.WakeDeferred)
+
+	failed, retry, err := e.hs.RunProcessLost(ctx, &store.RunProcessLostParams{RunID: r1.ID, HostID: hbHost})
+	if err != nil {
+		t.Fatalf("process lost: %v", err)
+	}
+	if failed.Status != clasp.RunFailed || deref(failed.ErrorCode) != clasp.RunErrorProcessLost {
+		t.Errorf("lost run: got %s/%s, want failed/process_lost", failed.Status, deref(failed.ErrorCode))
+	}
+	if retry == nil || retry.Status != clasp.RunQueued || retry.Attempt != 2 || deref(retry.RetryOfRunID) != r1.ID ||
+		deref(retry.IssueID) != iss.ID || retry.InvocationSource != clasp.InvocationRetry {
+		t.Fatalf("retry: got %+v, want queued attempt 2 retrying %s on the issue", retry, r1.ID)
+	}
+	got := getIssue(t, e.st, iss.ID)
+	if deref(got.ExecutionRunID) != retry.ID || got.CheckoutRunID != nil {
+		t.Fatalf("issue after loss: execution %q checkout %q, want execution %s and no checkout (seed 004)",
+			deref(got.ExecutionRunID), deref(got.CheckoutRunID), retry.ID)
+	}
+	checkL7(t, "after loss", got)
+	if _, _, err := e.hs.RunProcessLost(ctx, &store.RunProcessLostParams{RunID: r1.ID, HostID: hbHost}); clasp.ErrorCode(err) != clasp.CodeRunNotLive {
+		t.Errorf("second report of the same loss: got %v, want run_not_live", err)
+	}
+	// B's deferred wake waits for the retry now.
+	if runs, _, _ := e.st.RunList(ctx, &store.RunListParams{CompanyID: e.co.ID, AgentID: e.b.ID}); len(runs) != 0 {
+		t.Errorf("runs of B while the retry holds the issue: got %d, want 0", len(runs))
+	}
+	// The retry resumes the issue (in_progress, A's) and is lost too: no second retry, locks released.
+	r2 := e.start(t, retry)
+	if iss2 := mustCheckout(t, e.st, r2, iss.ID, clasp.IssueTodo); deref(iss2.CheckoutRunID) != r2.ID {
+		t.Fatalf("retry checkout: got checkout %q, want %s", deref(iss2.CheckoutRunID), r2.ID)
+	}
+	_, retry2, err := e.hs.RunProcessLost(ctx, &store.RunProcessLostParams{RunID: r2.ID, HostID: hbHost})
+	if err != nil || retry2 != nil {
+		t.Fatalf("second loss: got retry %v, %v; want none", retry2, err)
+	}
+	got = getIssue(t, e.st, iss.ID)
+	if got.CheckoutRunID != nil && deref(got.CheckoutRunID) == r2.ID || deref(got.ExecutionRunID) == r2.ID {
+		t.Errorf("issue after second loss: still names %s: %+v", r2.ID, lockOf(got))
+	}
+	// ... and B's deferred wake was promoted in that transaction.
+	runs, _, _ := e.st.RunList(ctx, &store.RunListParams{CompanyID: e.co.ID, AgentID: e.b.ID})
+	if len(runs) != 1 || deref(got.ExecutionRunID) != runs[0].ID {
+		t.Errorf("after second loss: B's runs %d, issue execution %q; want B's promoted run holding it", len(runs), deref(got.ExecutionRunID))
+	}
+	all, _, _ := e.st.RunList(ctx, &store.RunListParams{CompanyID: e.co.ID, AgentID: e.a.ID})
+	if len(all) != 2 {
+		t.Errorf("runs of A: got %d, want 2 (the run and its one retry)", len(all))
+	}
+}
+
+func testHBProcessLostOtherHost(t *testing.T, e *hbEnv) {
+	r := e.start(t, e.wake(t, e.a, "", "").Run)
+	_, _, err := e.hs.RunProcessLost(t.Context(), &store.RunProcessLostParams{RunID: r.ID, HostID: "other"})
+	wantCode(t, "loss reported by another host", err, clasp.CodeRunNotLive)
+	if got := getRun(t, e.st, r.ID); got.Status != clasp.RunRunning {
+		t.Errorf("run of another host: got %s, want running", got.Status)
+	}
+}
+
+func testHBPromoteAfterLeaseExpired(t *testing.T, e *hbEnv) {
+	iss := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+	ra := e.start(t, e.wake(t, e.a, iss.ID, "").Run)
+	wantOutcome(t, "wake of B", e.wake(t, e.b, iss.ID, ""), store.WakeDeferred)
+	if n, err := e.hs.WakePromoteDeferred(t.Context()); err != nil || n != 0 {
+		t.Fatalf("promote while A's run lives: got %d, %v; want 0", n, err)
+	}
+	if err := e.h.ExpireRunLease(t.Context(), ra.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.hs.WakePromoteDeferred(t.Context()); err != nil || n != 1 {
+		t.Fatalf("promote after A's lease expired: got %d, %v; want 1", n, err)
+	}
+	got := getIssue(t, e.st, iss.ID)
+	runs, _, _ := e.st.RunList(t.Context(), &store.RunListParams{CompanyID: e.co.ID, AgentID: e.b.ID})
+	if len(runs) != 1 || deref(got.ExecutionRunID) != runs[0].ID {
+		t.Errorf("after promotion: B's runs %d, execution %q; want B's run holding it", len(runs), deref(got.ExecutionRunID))
+	}
+	if n, err := e.hs.WakePromoteDeferred(t.Context()); err != nil || n != 0 {
+		t.Errorf("second promotion pass: got %d, %v; want 0", n, err)
+	}
+}
+
+func testHBPauseCancelsQueued(t *testing.T, e *hbEnv) {
+	iss := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+	r := e.wake(t, e.a, iss.ID, "").Run
+	wantOutcome(t, "wake of B", e.wake(t, e.b, iss.ID, ""), store.WakeDeferred)
+	n, err := e.hs.AgentCancelQueuedRuns(t.Context(), e.a.ID, boardActor())
+	if err != nil || n != 1 {
+		t.Fatalf("cancel queued runs: got %d, %v; want 1", n, err)
+	}
+	if got := getRun(t, e.st, r.ID); got.Status != clasp.RunCancelled {
+		t.Errorf("queued run after pause: got %s, want cancelled", got.Status)
+	}
+	got := getIssue(t, e.st, iss.ID)
+	if deref(got.ExecutionRunID) == r.ID {
+		t.Errorf("issue still names the cancelled run")
+	}
+	runs, _, _ := e.st.RunList(t.Context(), &store.RunListParams{CompanyID: e.co.ID, AgentID: e.b.ID})
+	if len(runs) != 1 {
+		t.Errorf("B's wake after A's run was cancelled: got %d runs, want 1 (promoted)", len(runs))
+	}
+}

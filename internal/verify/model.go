@@ -1,0 +1,307 @@
+// Package verify is `clasp verify` (issue 6 item 1): concurrent clients run
+// random lock operations over HTTP against a small set of issues, every
+// call and return is recorded, and the history is checked for
+// linearizability against a sequential model of one issue's lock with
+// porcupine, partitioned per issue.
+package verify
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Op kinds.
+const (
+	OpOpen      = "open"      // POST /api/agents/me/runs (not part of the model)
+	OpCheckout  = "checkout"  // POST /api/issues/{id}/checkout, expectedStatuses [todo]
+	OpRelease   = "release"   // POST /api/issues/{id}/release
+	OpRead      = "read"      // GET /api/issues/{id}
+	OpFinish    = "finish"    // POST /api/runs/{id}/finish
+	OpHeartbeat = "heartbeat" // POST /api/runs/{id}/heartbeat
+)
+
+// Input is one operation's call.
+type Input struct {
+	Kind     string `json:"kind"`
+	Issue    string `json:"issue,omitempty"` // issue id (checkout, release, read)
+	Run      string `json:"run,omitempty"`   // the run acting (or finished, heartbeated)
+	Agent    string `json:"agent,omitempty"` // the run's agent
+	Unassign bool   `json:"unassign,omitempty"`
+}
+
+// Output is one operation's result. Unknown: no answer (timeout,
+// connection error, 5xx), the operation may or may not have taken effect.
+// OK: a 2xx answer; Code: the error code of any other answer. For answers
+// carrying an issue, its lock fields.
+type Output struct {
+	Unknown  bool   `json:"unknown,omitempty"`
+	OK       bool   `json:"ok"`
+	Status   int    `json:"httpStatus,omitempty"`
+	Code     string `json:"code,omitempty"`
+	Issue    *Lock  `json:"issue,omitempty"`
+	RunID    string `json:"runId,omitempty"` // open: the run opened
+	Note     string `json:"note,omitempty"`
+	Returned bool   `json:"-"`
+}
+
+// Lock is the part of an issue the model tracks. L7 is false when the
+// answer broke invariant L7 (checkoutRunId set without status in_progress
+// and executionRunId = checkoutRunId).
+type Lock struct {
+	Status   string `json:"status"`
+	Assignee string `json:"assignee,omitempty"`
+	Holder   string `json:"holder,omitempty"` // checkoutRunId
+	Epoch    int64  `json:"epoch"`
+	L7       bool   `json:"l7"`
+}
+
+// state is the model's state of one issue: its lock and the runs known to
+// have finished (dead holders, refused callers). Values are never mutated
+// after creation.
+type state struct {
+	lock     Lock
+	finished map[string]bool
+}
+
+func (s state) withFinished(run string) state {
+	f := make(map[string]bool, len(s.finished)+1)
+	for k := range s.finished {
+		f[k] = true
+	}
+	f[run] = true
+	return state{lock: s.lock, finished: f}
+}
+
+func stateEqual(a, b any) bool {
+	x, y := a.(state), b.(state)
+	if x.lock != y.lock || len(x.finished) != len(y.finished) {
+		return false
+	}
+	for k := range x.finished {
+		if !y.finished[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// step applies one operation with a known outcome to s (the SPEC section
+// 4 rules L1-L6 for one issue) and reports whether out is an answer the
+// rules allow, and the next state.
+func step(s state, in Input, out Output) (bool, state) {
+	live := !s.finished[in.Run]
+	l := s.lock
+	switch in.Kind {
+	case OpRead:
+		return out.OK && out.Issue != nil && *out.Issue == Lock{Status: l.Status, Assignee: l.Assignee, Holder: l.Holder, Epoch: l.Epoch, L7: true}, s
+	case OpHeartbeat:
+		if !live {
+			return !out.OK && out.Code == "run_not_live", s
+		}
+		return out.OK, s
+	case OpFinish:
+		if !live {
+			return !out.OK && out.Code == "run_not_live", s
+		}
+		if !out.OK {
+			return false, s
+		}
+		n := s.withFinished(in.Run)
+		if n.lock.Holder == in.Run {
+			n.lock.Holder = "" // L6: the lock naming the run is cleared, status and assignee stay
+		}
+		return true, n
+	case OpCheckout:
+		if !live {
+			return !out.OK && out.Code == "run_not_live", s
+		}
+		free := l.Holder == "" || l.Holder == in.Run || s.finished[l.Holder]
+		mine := l.Assignee == "" || l.Assignee == in.Agent
+		statusOK := l.Status == "todo" || (l.Status == "in_progress" && l.Assignee == in.Agent)
+		if !(free && mine && statusOK) {
+			return !out.OK && out.Code == "checkout_conflict", s
+		}
+		n := l
+		n.Status, n.Assignee, n.Holder, n.L7 = "in_progress", in.Agent, in.Run, true
+		if l.Holder != in.Run {
+			n.Epoch++
+		}
+		if !out.OK || out.Issue == nil || *out.Issue != n {
+			return false, s
+		}
+		n.L7 = false // the state keeps L7 false; reads compare with true
+		return true, state{lock: n, finished: s.finished}
+	case OpRelease:
+		if !live {
+			return !out.OK && out.Code == "run_not_live", s
+		}
+		if l.Holder == "" {
+			// L4: releasing an issue with no lock is a no-op, for its
+			// assignee or when unassigned; another agent gets 409.
+			if l.Assignee != "" && l.Assignee != in.Agent {
+				return !out.OK && out.Code == "ownership_conflict", s
+			}
+			want := l
+			want.L7 = true
+			return out.OK && out.Issue != nil && *out.Issue == want, s
+		}
+		if !(l.Holder == in.Run || (s.finished[l.Holder] && l.Assignee == in.Agent)) {
+			return !out.OK && out.Code == "ownership_conflict", s
+		}
+		n := l
+		n.Holder = ""
+		if n.Status == "in_progress" {
+			n.Status = "todo"
+		}
+		if in.Unassign {
+			n.Assignee = ""
+		}
+		want := n
+		want.L7 = true
+		if !out.OK || out.Issue == nil || *out.Issue != want {
+			return false, s
+		}
+		return true, state{lock: n, finished: s.finished}
+	}
+	return false, s
+}
+
+// Model returns the porcupine model of one issue's lock, partitioned per
+// issue: each partition holds the issue's checkouts, releases and reads,
+// plus every finish and heartbeat (they decide which holders are dead and
+// which callers are refused). An operation with an unknown outcome may
+// have taken effect or not: the model tries both.
+// Every issue starts todo, unassigned, unlocked, at epoch 0 (Run creates
+// them so).
+func Model() porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition: partition,
+		Init: func() []any {
+			return []any{state{lock: Lock{Status: "todo"}}}
+		},
+		Step: func(st, input, output any) []any {
+			s, in, out := st.(state), input.(Input), output.(Output)
+			if out.Unknown {
+				var next []any
+				next = append(next, s) // it did not happen
+				for _, o := range possibleOutputs(s, in) {
+					if ok, n := step(s, in, o); ok {
+						next = append(next, n)
+					}
+				}
+				return next
+			}
+			if ok, n := step(s, in, out); ok {
+				return []any{n}
+			}
+			return nil
+		},
+		Equal:             stateEqual,
+		DescribeOperation: describeOp,
+		DescribeState: func(st any) string {
+			s := st.(state)
+			var f []string
+			for k := range s.finished {
+				f = append(f, short(k))
+			}
+			sort.Strings(f)
+			return fmt.Sprintf("%s assignee=%s holder=%s epoch=%d finished=[%s]", s.lock.Status, short(s.lock.Assignee), short(s.lock.Holder), s.lock.Epoch, strings.Join(f, " "))
+		},
+	}
+	return nm.ToModel()
+}
+
+// possibleOutputs returns the successful answer an operation with an
+// unknown outcome would have got in state s, if it would have changed
+// anything.
+func possibleOutputs(s state, in Input) []Output {
+	l := s.lock
+	switch in.Kind {
+	case OpFinish:
+		return []Output{{OK: true}}
+	case OpCheckout:
+		n := l
+		n.Status, n.Assignee, n.Holder, n.L7 = "in_progress", in.Agent, in.Run, true
+		if l.Holder != in.Run {
+			n.Epoch++
+		}
+		return []Output{{OK: true, Issue: &n}}
+	case OpRelease:
+		n := l
+		n.Holder, n.L7 = "", true
+		if n.Status == "in_progress" {
+			n.Status = "todo"
+		}
+		if in.Unassign {
+			n.Assignee = ""
+		}
+		return []Output{{OK: true, Issue: &n}}
+	}
+	return nil
+}
+
+// partition splits a history per issue (see Model).
+func partition(history []porcupine.Operation) [][]porcupine.Operation {
+	byIssue := map[string][]porcupine.Operation{}
+	var shared []porcupine.Operation
+	var order []string
+	for _, op := range history {
+		in := op.Input.(Input)
+		switch in.Kind {
+		case OpFinish, OpHeartbeat:
+			shared = append(shared, op)
+		case OpCheckout, OpRelease, OpRead:
+			if _, ok := byIssue[in.Issue]; !ok {
+				order = append(order, in.Issue)
+			}
+			byIssue[in.Issue] = append(byIssue[in.Issue], op)
+		}
+	}
+	var out [][]porcupine.Operation
+	for _, id := range order {
+		p := append(append([]porcupine.Operation(nil), byIssue[id]...), shared...)
+		sort.SliceStable(p, func(i, j int) bool { return p[i].Call < p[j].Call })
+		out = append(out, p)
+	}
+	return out
+}
+
+func describeOp(input, output any) string {
+	in, out := input.(Input), output.(Output)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", in.Kind)
+	if in.Issue != "" {
+		fmt.Fprintf(&b, " %s", short(in.Issue))
+	}
+	if in.Run != "" {
+		fmt.Fprintf(&b, " run=%s", short(in.Run))
+	}
+	if in.Unassign {
+		b.WriteString(" unassign")
+	}
+	switch {
+	case out.Unknown:
+		b.WriteString(" -> ?")
+	case out.OK && out.Issue != nil:
+		fmt.Fprintf(&b, " -> %s holder=%s epoch=%d", out.Issue.Status, short(out.Issue.Holder), out.Issue.Epoch)
+	case out.OK:
+		b.WriteString(" -> ok")
+	default:
+		fmt.Fprintf(&b, " -> %d %s", out.Status, out.Code)
+	}
+	return b.String()
+}
+
+// short abbreviates a UUID for pictures.
+func short(id string) string {
+	if len(id) > 8 {
+		return id[len(id)-8:]
+	}
+	if id == "" {
+		return "-"
+	}
+	return id
+}
