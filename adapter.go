@@ -2,6 +2,8 @@ package clasp
 
 import (
 	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"strings"
 )
 
@@ -81,9 +83,26 @@ func (c *AdapterConfig) Normalize() error {
 	if h.MaxConcurrentRuns < 1 || h.MaxConcurrentRuns > 64 {
 		return InvalidField("heartbeat.maxConcurrentRuns", "heartbeat.maxConcurrentRuns must be between 1 and 64.")
 	}
-	for k := range c.Env {
+	if strings.ContainsRune(c.Command, 0) {
+		return InvalidField("command", "command contains a NUL byte; no program can be started with it.")
+	}
+	for i, a := range c.Args {
+		if strings.ContainsRune(a, 0) {
+			return InvalidField(fmt.Sprintf("args[%d]", i), "args[%d] contains a NUL byte; no program can be started with it.", i)
+		}
+	}
+	if c.Cwd != "" && (!filepath.IsAbs(c.Cwd) || strings.ContainsRune(c.Cwd, 0)) {
+		return InvalidField("cwd", "cwd must be an absolute directory path, not %q.", c.Cwd)
+	}
+	for k, v := range c.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return InvalidField("env", "env name %q is not a valid environment variable name.", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return InvalidField("env", "env %s contains a NUL byte.", k)
+		}
+		if strings.HasPrefix(k, "CLASP_") || strings.HasPrefix(k, "PAPERCLIP_") {
+			return InvalidField("env", "env %s is set by the server for each run (CLASP_* and PAPERCLIP_* names are reserved).", k)
 		}
 	}
 	if b, _ := json.Marshal(c); len(b) > MaxAdapterConfigBytes {

@@ -106,9 +106,10 @@ type Config struct {
 	Command string
 }
 
-// ErrClaimUnsupported is the answer to the claim workload until the server
-// serves claim-next.
-var ErrClaimUnsupported = errors.New("workload claim needs POST /api/agents/me/claim (claim-next), which this server does not serve")
+// ErrClaimUnsupported is the answer to the claim workload: the server
+// serves claim-next (POST /api/agents/me/claim), but the bench does not
+// drive it yet (issue 5 item 1).
+var ErrClaimUnsupported = errors.New("workload claim is not implemented in clasp bench yet (the server serves POST /api/agents/me/claim; `clasp swarm` uses it): use cycle, contended or mixed")
 
 // ErrFailed is wrapped by Run's error when the run completed but a check
 // failed: unexpected HTTP statuses, or a contended round without exactly

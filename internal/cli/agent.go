@@ -201,6 +201,13 @@ func (a *app) newAgentKeyRevokeCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "revoke AGENT_ID KEY_ID",
 		Short:   "Revoke an agent's API key (it answers 401 from now on)",
+		Long: `Revoke an agent's API key: requests with it answer 401 from now on.
+
+Run tokens of runs already opened with the key stay valid until those runs
+end (a run token is a credential of its run, not of the key). If the key
+leaked, also end the agent's live runs (clasp run cancel RUN_ID, or
+clasp run finish), or terminate the agent, which ends all its runs and
+revokes all its keys.`,
 		Example: "  clasp agent key revoke <agent-id> <key-id>",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

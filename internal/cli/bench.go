@@ -34,8 +34,8 @@ over real HTTP on loopback:
              have exactly one winner (one op = one round)
   mixed      80% reads (issue get, issue list, inbox), 20% writes (checkout or
              release); one op = one request
-  claim      needs claim-next (POST /api/agents/me/claim), which the server
-             does not serve yet: refused
+  claim      not implemented in the bench yet (the server serves claim-next,
+             POST /api/agents/me/claim, and clasp swarm uses it): refused
 
 In each cycle phase the same SQL statements (the lock rule's UPDATE and its
 activity INSERT, one COMMIT per step) also run straight through database/sql on

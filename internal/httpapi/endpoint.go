@@ -131,6 +131,7 @@ func (s *Server) handle(ep endpoint) {
 func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request, ep *endpoint) {
 	c, err := s.prepare(w, r, ep)
 	if err != nil {
+		closeIfBodyUnread(w, r, c)
 		s.writeError(w, r, err)
 		return
 	}
@@ -309,4 +310,19 @@ func list[T any](items []T) []T {
 		return []T{}
 	}
 	return items
+}
+
+// closeIfBodyUnread marks the answer Connection: close when the request
+// has a body that was never read (refused before it: auth, access, route).
+// Otherwise net/http would try to read the rest of that body before
+// answering, and a client that never sends it would hold the connection
+// forever; closing also spares reading a body nobody wants.
+func closeIfBodyUnread(w http.ResponseWriter, r *http.Request, c *call) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return
+	}
+	if c != nil && c.body != nil {
+		return
+	}
+	w.Header().Set("Connection", "close")
 }

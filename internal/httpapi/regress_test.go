@@ -264,3 +264,46 @@ func TestPageLimitAboveMaxIsClampedAndSaidSo(t *testing.T) {
 		b.must(http.StatusOK, "GET", path+v, req{}, nil)
 	}
 }
+
+// TestRefusedBeforeBodyAnswersAtOnce: a request refused before its body was
+// read (bad token, unknown path) while its body never arrives got no
+// answer at all, because net/http waited for the rest of the body before
+// replying (found by a tester with Content-Length: 100 and 4 bytes sent).
+// The refusal now answers at once with Connection: close. The body read
+// deadline is 1 hour here, so only the fix can produce the answer.
+func TestRefusedBeforeBodyAnswersAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOpts) { o.bodyReadTimeout = time.Hour })
+	for _, tc := range []struct {
+		name, path, auth string
+		status           int
+	}{
+		{"bad token", "/api/agents/me/claim", "Bearer not-a-token", http.StatusUnauthorized},
+		{"no token", "/api/agents/me/claim", "", http.StatusUnauthorized},
+		{"unknown path", "/api/nope", "Bearer " + b.board, http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", b.ts.Listener.Addr().String())
+			if err != nil {
+				t.Fatalf("dial: %v", err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(30 * time.Second)) // fail instead of hanging
+			auth := ""
+			if tc.auth != "" {
+				auth = "Authorization: " + tc.auth + "\r\n"
+			}
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"sc",
+				tc.path, b.ts.Listener.Addr(), auth)
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("read answer: %v", err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != tc.status || !res.Close {
+				t.Errorf("status %d (close %v), want %d with Connection: close; body %s", res.StatusCode, res.Close, tc.status, body)
+			}
+		})
+	}
+}

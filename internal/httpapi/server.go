@@ -178,6 +178,7 @@ func (s *Server) serveMux(w http.ResponseWriter, r *http.Request) {
 	// answer into a recorder and translate the first two into JSON.
 	rec := &headerRecorder{header: http.Header{}}
 	h.ServeHTTP(rec, r)
+	closeIfBodyUnread(w, r, nil)
 	switch rec.status {
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", rec.header.Get("Allow"))
