@@ -199,8 +199,8 @@ server keeps only its hash. Give it to the agent as CLASP_TOKEN.`,
 
 func (a *app) newAgentKeyRevokeCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:     "revoke AGENT_ID KEY_ID",
-		Short:   "Revoke an agent's API key (it answers 401 from now on)",
+		Use:   "revoke AGENT_ID KEY_ID",
+		Short: "Revoke an agent's API key (it answers 401 from now on)",
 		Long: `Revoke an agent's API key: requests with it answer 401 from now on.
 
 Run tokens of runs already opened with the key stay valid until those runs
