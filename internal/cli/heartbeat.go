@@ -48,7 +48,7 @@ PAPERCLIP_*). Exit 0 makes the run succeeded, another exit failed; past
 timed_out. Output goes to the run log ('clasp run log'). --clear removes the
 adapter. Setting it replaces the whole previous config.`,
 		Example: `  clasp agent set-adapter <agent-id> --command ./examples/shell-agent/agent.sh \
-      --env CLASP_DEBUG=1 --timeout 5m --heartbeat-interval 30s --wake-on-assignment
+      --env AGENT_DEBUG=1 --timeout 5m --heartbeat-interval 30s --wake-on-assignment
   clasp agent set-adapter <agent-id> --command go --arg run --arg ./examples/goagent --cwd /src/clasp
   clasp agent set-adapter <agent-id> --clear`,
 		Args: cobra.ExactArgs(1),
