@@ -23,8 +23,13 @@
 //   - mixed: each request is a read with probability 0.8 (issue get, issue
 //     list, inbox, a third each) or else a write (checkout of one of the
 //     client's issues, or release of the one it holds). One op = one request.
-//   - claim: needs claim-next (POST /api/agents/me/claim), which the server
-//     does not serve yet; asking for it is an error.
+//   - claim: N agents, of a company of the phase's own, drain Config.Issues
+//     unassigned todo issues (default 10,000 when the run has a claim
+//     workload): claim-next (POST /api/agents/me/claim, scope unassigned),
+//     then PATCH status done, until the claim answers 204. One op = one
+//     claim plus its PATCH. No claim may be refused (409) and every issue
+//     must be claimed exactly once; the report gives claim ops/s over the
+//     cycle ops/s of the same run at the same client count.
 //
 // Only internal/cli imports this package.
 package bench
@@ -92,6 +97,18 @@ type Config struct {
 	// comparable with any server.
 	ServerURL string
 	Token     string
+	// DatabaseURL, when set, runs the in-process server on PostgreSQL
+	// instead of SQLite: a store in a fresh schema of that database,
+	// dropped at the end. The raw limit of the cycle phases is then the
+	// store's statements straight through pgx (postgres.Raw) on a second
+	// fresh schema of the same database. Sync does not apply.
+	DatabaseURL string
+	// SeedIssues, when positive, bulk-inserts that many filler issues
+	// (done, unassigned; seedFiller) into the company of the cycle,
+	// contended and mixed phases and into each claim phase's company
+	// before they run, so that each company holds Issues + SeedIssues
+	// issues: the scale figures of issue 5 item 5. In-process SQLite only.
+	SeedIssues int
 	// NoRaw skips the raw phases.
 	NoRaw bool
 	// DataDir holds the databases of the in-process server and the raw
@@ -105,11 +122,6 @@ type Config struct {
 	// Command is the command line recorded in the report.
 	Command string
 }
-
-// ErrClaimUnsupported is the answer to the claim workload: the server
-// serves claim-next (POST /api/agents/me/claim), but the bench does not
-// drive it yet (issue 5 item 1).
-var ErrClaimUnsupported = errors.New("workload claim is not implemented in clasp bench yet (the server serves POST /api/agents/me/claim; `clasp swarm` uses it): use cycle, contended or mixed")
 
 // ErrFailed is wrapped by Run's error when the run completed but a check
 // failed: unexpected HTTP statuses, or a contended round without exactly
@@ -129,6 +141,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Issues <= 0 {
 		c.Issues = DefaultIssues
+		if slices.Contains(c.Workloads, WorkloadClaim) {
+			c.Issues = DefaultClaimIssues
+		}
 	}
 	if c.Slice <= 0 {
 		c.Slice = DefaultSlice
@@ -143,18 +158,15 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate checks c (after defaults): known workloads (claim answers
-// ErrClaimUnsupported), positive client counts, enough issues for every
+// Validate checks c (after defaults): known workloads, positive client counts, enough issues for every
 // agent, a sync mode of full or normal.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	for _, w := range c.Workloads {
 		switch w {
-		case WorkloadCycle, WorkloadContended, WorkloadMixed:
-		case WorkloadClaim:
-			return ErrClaimUnsupported
+		case WorkloadCycle, WorkloadContended, WorkloadMixed, WorkloadClaim:
 		default:
-			return fmt.Errorf("unknown workload %q: want cycle, contended or mixed", w)
+			return fmt.Errorf("unknown workload %q: want cycle, contended, mixed or claim", w)
 		}
 	}
 	for _, n := range c.Clients {
@@ -164,6 +176,12 @@ func (c Config) Validate() error {
 	}
 	if need := slices.Max(c.Clients) + 1; c.Issues < need {
 		return fmt.Errorf("issues %d: want at least %d (one per client, plus the contended workload's)", c.Issues, need)
+	}
+	if c.SeedIssues < 0 || c.SeedIssues > 0 && (c.ServerURL != "" || c.DatabaseURL != "") {
+		return errors.New("seed-issues: a count of 0 or more, with the in-process SQLite server only")
+	}
+	if c.ServerURL != "" && c.DatabaseURL != "" {
+		return errors.New("server and database-url: give one or the other")
 	}
 	if c.Sync != "full" && c.Sync != "normal" {
 		return fmt.Errorf("sync %q: want full or normal", c.Sync)
@@ -185,11 +203,16 @@ type Report struct {
 	// Duration of each phase, and the issues of the run.
 	Duration time.Duration `json:"duration"`
 	Issues   int           `json:"issues"`
+	// SeedIssues filler issues were bulk-inserted in each company.
+	SeedIssues int `json:"seedIssues,omitempty"`
 	// CPUMeasures and OpUnits explain the columns.
 	CPUMeasures string            `json:"cpuMeasures"`
 	OpUnits     map[string]string `json:"opUnits"`
 	Results     []Result          `json:"results"`
 	Ratios      []Ratio           `json:"ratios,omitempty"`
+	// ClaimRatios compare each claim phase with the cycle phase of the
+	// same client count in the same run.
+	ClaimRatios []ClaimRatio `json:"claimRatios,omitempty"`
 	// Failures lists what went wrong (empty when every check passed).
 	Failures []string `json:"failures,omitempty"`
 }
@@ -207,6 +230,10 @@ type Result struct {
 	P50Ms float64 `json:"p50Ms"`
 	P95Ms float64 `json:"p95Ms"`
 	P99Ms float64 `json:"p99Ms"`
+	// Latency of the op's first request alone, in milliseconds: the
+	// checkout of a cycle, the claim of a claim op (0 otherwise).
+	FirstP50Ms float64 `json:"firstRequestP50Ms,omitempty"`
+	FirstP99Ms float64 `json:"firstRequestP99Ms,omitempty"`
 	// CPUSecondsPer1000 is process CPU time (user + system, getrusage)
 	// over the phase per 1,000 ops; see Report.CPUMeasures.
 	CPUSecondsPer1000 float64 `json:"cpuSecondsPer1000Ops"`
@@ -220,21 +247,39 @@ type Result struct {
 	Requests int64 `json:"requests,omitempty"`
 	Errors   int64 `json:"errors"`
 	// Contended: rounds whose winner count was not exactly one.
-	BadRounds int64  `json:"badRounds,omitempty"`
-	FirstErr  string `json:"firstError,omitempty"`
+	BadRounds int64 `json:"badRounds,omitempty"`
+	// Claim: refused claims (409; must be 0), issues claimed more than
+	// once (extra claims; must be 0) and issues never claimed (must be 0).
+	Conflicts  int64  `json:"conflicts,omitempty"`
+	Duplicates int64  `json:"duplicates,omitempty"`
+	Unclaimed  int64  `json:"unclaimed,omitempty"`
+	FirstErr   string `json:"firstError,omitempty"`
 }
 
 // Ratio compares the HTTP cycle with the raw limit at one client count.
 type Ratio struct {
-	Workload   string  `json:"workload"`
-	Clients    int     `json:"clients"`
-	HTTP       float64 `json:"httpOpsPerSecond"`
-	HTTPSync   string  `json:"httpSync"`
-	RawFull    float64 `json:"rawFullOpsPerSecond"`
-	RawNormal  float64 `json:"rawNormalOpsPerSecond"`
-	VsRawFull  float64 `json:"httpOverRawFull"`
-	VsRawNorm  float64 `json:"httpOverRawNormal"`
-	BatchWrite float64 `json:"httpWritesPerCommit,omitempty"`
+	Workload string  `json:"workload"`
+	Clients  int     `json:"clients"`
+	HTTP     float64 `json:"httpOpsPerSecond"`
+	HTTPSync string  `json:"httpSync"`
+	// SQLite: the raw limit with synchronous=FULL and NORMAL.
+	RawFull   float64 `json:"rawFullOpsPerSecond,omitempty"`
+	RawNormal float64 `json:"rawNormalOpsPerSecond,omitempty"`
+	VsRawFull float64 `json:"httpOverRawFull,omitempty"`
+	VsRawNorm float64 `json:"httpOverRawNormal,omitempty"`
+	// PostgreSQL: the raw limit through pgx.
+	RawPostgres   float64 `json:"rawPostgresOpsPerSecond,omitempty"`
+	VsRawPostgres float64 `json:"httpOverRawPostgres,omitempty"`
+	BatchWrite    float64 `json:"httpWritesPerCommit,omitempty"`
+}
+
+// ClaimRatio compares the claim workload with the cycle workload at one
+// client count, both over HTTP in the same run (issue 5: >= 0.8).
+type ClaimRatio struct {
+	Clients int     `json:"clients"`
+	Claim   float64 `json:"claimOpsPerSecond"`
+	Cycle   float64 `json:"cycleOpsPerSecond"`
+	Ratio   float64 `json:"claimOverCycle"`
 }
 
 // opUnits says what one op is, per workload.
@@ -242,6 +287,7 @@ var opUnits = map[string]string{
 	WorkloadCycle:     "one checkout plus one release (2 HTTP requests; raw: 2 transactions)",
 	WorkloadContended: "one round: N simultaneous checkouts of one issue, exactly one winner, then its release; latency is per checkout attempt",
 	WorkloadMixed:     "one HTTP request (80% get/list/inbox, 20% checkout or release)",
+	WorkloadClaim:     "one claim-next (POST /api/agents/me/claim) plus PATCH status done (2 HTTP requests); each phase drains its own issues",
 }
 
 // Run runs every workload of cfg at every client count and returns the
@@ -255,7 +301,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg = cfg.withDefaults()
 	rep := &Report{
 		Command: cfg.Command, StartedAt: time.Now().UTC(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
-		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Duration: cfg.Duration, Issues: cfg.Issues, OpUnits: map[string]string{},
+		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Duration: cfg.Duration, Issues: cfg.Issues, SeedIssues: cfg.SeedIssues, OpUnits: map[string]string{},
 	}
 	for _, w := range cfg.Workloads {
 		rep.OpUnits[w] = opUnits[w]
@@ -277,21 +323,37 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer srv.close()
 	rep.Server = srv.describe
-	if srv.st != nil {
+	if srv.store != nil {
 		rep.CPUMeasures = "process CPU time (getrusage RUSAGE_SELF, user+system) during the phase per 1,000 ops: for http rows the in-process server AND the load-generating HTTP clients (one process); for raw rows the raw goroutines alone"
 	} else {
 		rep.CPUMeasures = "CPU time of this bench process (the HTTP clients only; the remote server's CPU is not measured) per 1,000 ops"
 	}
 
 	maxClients := slices.Max(cfg.Clients)
-	fx, err := setupHTTP(ctx, srv.api, maxClients, cfg.Issues)
+	fixIssues := cfg.Issues
+	if !slices.ContainsFunc(cfg.Workloads, func(w string) bool { return w != WorkloadClaim }) {
+		fixIssues = maxClients + 1 // only claim phases, which make their own
+	}
+	fx, err := setupHTTP(ctx, srv.api, maxClients, fixIssues)
 	if err != nil {
 		return nil, err
 	}
-	var raws []*rawTarget // full, then normal
-	if !cfg.NoRaw && srv.st != nil && slices.Contains(cfg.Workloads, WorkloadCycle) {
+	if cfg.SeedIssues > 0 {
+		if err := seedFiller(ctx, srv.dbPath, fx.companyID, cfg.SeedIssues); err != nil {
+			return nil, err
+		}
+	}
+	var raws []*rawTarget // SQLite: full, then normal; PostgreSQL: one
+	if !cfg.NoRaw && srv.store != nil && slices.Contains(cfg.Workloads, WorkloadCycle) && cfg.DatabaseURL != "" {
+		r, drop, err := newPostgresRaw(ctx, cfg.DatabaseURL, maxClients, cfg.Issues)
+		if err != nil {
+			return nil, err
+		}
+		defer drop()
+		raws = append(raws, r)
+	} else if !cfg.NoRaw && srv.store != nil && slices.Contains(cfg.Workloads, WorkloadCycle) {
 		for _, mode := range []string{"full", "normal"} {
-			r, err := setupRaw(ctx, dir, mode, maxClients, cfg.Issues)
+			r, err := newSQLiteRaw(ctx, dir, mode, maxClients, cfg.Issues)
 			if err != nil {
 				return nil, err
 			}
@@ -305,6 +367,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err := ctx.Err(); err != nil {
 				return rep, err
 			}
+			if w == WorkloadClaim {
+				res, err := runClaimPhase(ctx, srv, n, cfg.Issues, cfg.SeedIssues, pr)
+				rep.Results = append(rep.Results, res)
+				if err != nil {
+					return rep, err
+				}
+				continue
+			}
 			var withRaw []*rawTarget
 			if w == WorkloadCycle {
 				withRaw = raws
@@ -314,6 +384,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return rep, err
 			}
 			rep.Results = append(rep.Results, res...)
+			if len(res) == 2 { // PostgreSQL
+				h, raw := res[0], res[1]
+				rep.Ratios = append(rep.Ratios, Ratio{Workload: w, Clients: n, HTTP: h.OpsPerS, HTTPSync: h.Sync,
+					RawPostgres: raw.OpsPerS, VsRawPostgres: ratioOf(h.OpsPerS, raw.OpsPerS)})
+				continue
+			}
 			if len(res) < 3 {
 				continue
 			}
@@ -328,6 +404,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	pr.finish()
+	for _, c := range rep.Results {
+		if c.Workload != WorkloadClaim {
+			continue
+		}
+		for _, y := range rep.Results {
+			if y.Workload == WorkloadCycle && y.Target == TargetHTTP && y.Clients == c.Clients {
+				rep.ClaimRatios = append(rep.ClaimRatios, ClaimRatio{Clients: c.Clients, Claim: c.OpsPerS, Cycle: y.OpsPerS, Ratio: ratioOf(c.OpsPerS, y.OpsPerS)})
+			}
+		}
+	}
 
 	for _, r := range rep.Results {
 		if r.Errors > 0 {
@@ -335,6 +421,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		if r.BadRounds > 0 {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s clients=%d: %d rounds without exactly one winner", r.Workload, r.Clients, r.BadRounds))
+		}
+		if r.Conflicts > 0 || r.Duplicates > 0 || r.Unclaimed > 0 {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%s clients=%d: %d refused claims, %d issues claimed more than once, %d never claimed", r.Workload, r.Clients, r.Conflicts, r.Duplicates, r.Unclaimed))
 		}
 		if r.Ops == 0 {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s %s clients=%d: no operation completed", r.Workload, r.Target, r.Clients))

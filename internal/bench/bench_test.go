@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -30,7 +30,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"defaults", Config{}, ""},
 		{"all workloads", Config{Workloads: []string{"cycle", "contended", "mixed"}, Clients: []int{1, 64}, Issues: 65}, ""},
-		{"claim", Config{Workloads: []string{"claim"}}, "POST /api/agents/me/claim"},
+		{"claim", Config{Workloads: []string{"claim"}, Clients: []int{64}}, ""},
 		{"unknown workload", Config{Workloads: []string{"burst"}}, `unknown workload "burst"`},
 		{"zero clients", Config{Clients: []int{0}}, "clients 0"},
 		{"too few issues", Config{Clients: []int{8}, Issues: 8}, "issues 8: want at least 9"},
@@ -47,8 +47,8 @@ func TestValidate(t *testing.T) {
 			}
 		})
 	}
-	if err := (Config{Workloads: []string{"claim"}}).Validate(); !errors.Is(err, ErrClaimUnsupported) {
-		t.Errorf("claim: got %v, want ErrClaimUnsupported", err)
+	if got := (Config{Workloads: []string{"claim"}}).withDefaults().Issues; got != DefaultClaimIssues {
+		t.Errorf("claim run: default issues %d, want %d", got, DefaultClaimIssues)
 	}
 }
 
@@ -173,5 +173,85 @@ func TestContendedRoundsCountsBadRounds(t *testing.T) {
 	if bad != 1 || m.ops.Load() != 0 || m.errors.Load() != 1 || checkouts.Load() != 3 {
 		t.Errorf("one round where all 3 win: got %d bad rounds, %d ops, %d errors, %d checkouts; want 1, 0, 1, 3",
 			bad, m.ops.Load(), m.errors.Load(), checkouts.Load())
+	}
+}
+
+// TestRunClaim drains issues with claim-next at two client counts next to
+// a cycle phase, with filler issues seeded into every company: every
+// issue is claimed exactly once, no claim is refused, no filler issue is
+// claimed, and each claim phase has its ratio to the cycle phase of its
+// count.
+func TestRunClaim(t *testing.T) {
+	t.Parallel()
+	rep, err := Run(context.Background(), Config{
+		Workloads:  []string{WorkloadCycle, WorkloadClaim},
+		Clients:    []int{1, 4},
+		Duration:   100 * time.Millisecond,
+		Issues:     60,
+		SeedIssues: 12000, // two seed transactions per company
+		Sync:       "normal",
+		NoRaw:      true,
+		DataDir:    t.TempDir(),
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var claims []Result
+	for _, r := range rep.Results {
+		if r.Workload == WorkloadClaim {
+			claims = append(claims, r)
+		}
+	}
+	if len(claims) != 2 {
+		t.Fatalf("claim results: got %d, want 2", len(claims))
+	}
+	for _, r := range claims {
+		if r.Ops != 60 || r.Conflicts != 0 || r.Duplicates != 0 || r.Unclaimed != 0 || r.Errors != 0 {
+			t.Errorf("claim clients=%d: ops %d conflicts %d duplicates %d unclaimed %d errors %d (%s), want 60 ops and no problem",
+				r.Clients, r.Ops, r.Conflicts, r.Duplicates, r.Unclaimed, r.Errors, r.FirstErr)
+		}
+	}
+	var got []int
+	for _, x := range rep.ClaimRatios {
+		got = append(got, x.Clients)
+		if x.Ratio <= 0 {
+			t.Errorf("claim ratio at %d clients: %v, want > 0", x.Clients, x.Ratio)
+		}
+	}
+	if diff := cmp.Diff([]int{1, 4}, got); diff != "" {
+		t.Errorf("claim ratios' client counts (-want +got):\n%s", diff)
+	}
+}
+
+// TestRunPostgres runs a short cycle and claim on PostgreSQL, with the raw
+// pgx limit, when CLASP_TEST_POSTGRES_URL names a database (skipped
+// otherwise); the bench's schemas are dropped at the end.
+func TestRunPostgres(t *testing.T) {
+	url := os.Getenv("CLASP_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CLASP_TEST_POSTGRES_URL not set")
+	}
+	t.Parallel()
+	rep, err := Run(context.Background(), Config{
+		Workloads:   []string{WorkloadCycle, WorkloadClaim},
+		Clients:     []int{2},
+		Duration:    200 * time.Millisecond,
+		Slice:       100 * time.Millisecond,
+		Issues:      20,
+		DatabaseURL: url,
+		DataDir:     t.TempDir(),
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, r.Workload+" "+r.Target)
+	}
+	if diff := cmp.Diff([]string{"cycle http", "cycle raw", "claim http"}, got); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	if len(rep.Ratios) != 1 || rep.Ratios[0].VsRawPostgres <= 0 {
+		t.Errorf("ratios: %+v, want one with a PostgreSQL raw ratio", rep.Ratios)
 	}
 }

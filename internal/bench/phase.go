@@ -22,8 +22,9 @@ type meter struct {
 	errors   atomic.Int64
 	firstErr atomic.Value // string
 
-	mu   sync.Mutex
-	lats []time.Duration
+	mu     sync.Mutex
+	lats   []time.Duration
+	firsts []time.Duration // latency of each op's first request (cycle, claim)
 
 	wallNs atomic.Int64 // summed over the finished slices
 	cpu    time.Duration
@@ -61,6 +62,13 @@ func (m *meter) fail(err error) {
 	m.firstErr.CompareAndSwap(nil, err.Error())
 }
 
+// first records the latency of an op's first request.
+func (m *meter) first(d time.Duration) {
+	m.mu.Lock()
+	m.firsts = append(m.firsts, d)
+	m.mu.Unlock()
+}
+
 // add merges a client's latencies.
 func (m *meter) add(lats []time.Duration) {
 	m.mu.Lock()
@@ -86,6 +94,8 @@ func (m *meter) result(workload, target string, clients int) Result {
 	defer m.mu.Unlock()
 	slices.Sort(m.lats)
 	r.P50Ms, r.P95Ms, r.P99Ms = percentile(m.lats, 0.50), percentile(m.lats, 0.95), percentile(m.lats, 0.99)
+	slices.Sort(m.firsts)
+	r.FirstP50Ms, r.FirstP99Ms = percentile(m.firsts, 0.50), percentile(m.firsts, 0.99)
 	return r
 }
 
@@ -123,7 +133,11 @@ func (p *progress) watch(name string, d time.Duration, gauges ...gauge) (stop fu
 	finished := make(chan struct{})
 	line := func(final bool) {
 		var b strings.Builder
-		fmt.Fprintf(&b, "%-24s %5.1fs/%-4s", name, min(time.Since(start), d*time.Duration(len(gauges))).Seconds(), d*time.Duration(len(gauges)))
+		if d > 0 {
+			fmt.Fprintf(&b, "%-24s %5.1fs/%-4s", name, min(time.Since(start), d*time.Duration(len(gauges))).Seconds(), d*time.Duration(len(gauges)))
+		} else {
+			fmt.Fprintf(&b, "%-24s %5.1fs", name, time.Since(start).Seconds())
+		}
 		for _, g := range gauges {
 			fmt.Fprintf(&b, "  %s %.0f ops/s", g.name, g.m.rate())
 			if e := g.m.errors.Load(); e > 0 {
@@ -138,7 +152,11 @@ func (p *progress) watch(name string, d time.Duration, gauges ...gauge) (stop fu
 		}
 	}
 	if !p.tty {
-		fmt.Fprintf(p.w, "%-24s running for %s...\n", name, d*time.Duration(len(gauges)))
+		if d > 0 {
+			fmt.Fprintf(p.w, "%-24s running for %s...\n", name, d*time.Duration(len(gauges)))
+		} else {
+			fmt.Fprintf(p.w, "%-24s running until drained...\n", name)
+		}
 	}
 	go func() {
 		defer close(finished)
@@ -204,8 +222,8 @@ func runHTTPPhase(ctx context.Context, srv *target, fx *fixture, raws []*rawTarg
 	var writes, commits int64
 	httpRun := func(ctx context.Context, deadline time.Time, m *meter) {
 		var w0 [2]int64
-		if srv.st != nil {
-			ws := srv.st.WriteStats()
+		if srv.stats != nil {
+			ws := srv.stats()
 			w0 = [2]int64{ws.Writes, ws.Commits}
 		}
 		switch workload {
@@ -220,8 +238,8 @@ func runHTTPPhase(ctx context.Context, srv *target, fx *fixture, raws []*rawTarg
 		case WorkloadContended:
 			badRounds.Add(contendedRounds(ctx, srv.api, fx.hot, agents, runs, deadline, m))
 		}
-		if srv.st != nil {
-			ws := srv.st.WriteStats()
+		if srv.stats != nil {
+			ws := srv.stats()
 			writes, commits = writes+ws.Writes-w0[0], commits+ws.Commits-w0[1]
 		}
 	}
@@ -291,6 +309,7 @@ func cycleClient(ctx context.Context, a *api, ag benchAgent, run string, deadlin
 			m.fail(orStatus(err, "checkout", st, b))
 			continue
 		}
+		m.first(time.Since(t0))
 		st, b, err = a.do(ctx, http.MethodPost, fmt.Sprintf(releasePath, iss), ag.key, run, releaseBody, false)
 		m.requests.Add(1)
 		if err != nil || st != http.StatusOK {
@@ -456,11 +475,11 @@ func rawRunner(r *rawTarget, n int) runner {
 					s := steps[next[i]%len(steps)]
 					next[i]++
 					t0 := time.Now()
-					if err := r.raw.Checkout(ctx, s); err != nil {
+					if err := r.checkout(ctx, s); err != nil {
 						m.fail(err)
 						return
 					}
-					if err := r.raw.Release(ctx, s); err != nil {
+					if err := r.release(ctx, s); err != nil {
 						m.fail(err)
 						return
 					}

@@ -21,7 +21,11 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "clasp bench: %s, %s/%s, %d CPUs (GOMAXPROCS %d), %s per phase, %d issues\n",
 		r.GoVersion, r.GOOS, r.GOARCH, r.NumCPU, r.GOMAXPROCS, r.Duration, r.Issues)
-	fmt.Fprintf(w, "server: %s\n\n", r.Server)
+	fmt.Fprintf(w, "server: %s\n", r.Server)
+	if r.SeedIssues > 0 {
+		fmt.Fprintf(w, "seeded: %d filler issues (done) in each company before its phases\n", r.SeedIssues)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\ttarget\tsync\tclients\tops\tops/s\tp50 ms\tp95 ms\tp99 ms\tCPU s/1k ops\tpeak RSS MiB\twrites/commit\terrors\t")
 	for _, x := range r.Results {
@@ -42,12 +46,34 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Ratios) > 0 {
 		fmt.Fprintln(w)
 		for _, x := range r.Ratios {
+			if x.RawPostgres > 0 {
+				fmt.Fprintf(w, "%s clients=%d: http (PostgreSQL, synchronous_commit=%s) %.0f ops/s = %.2f x raw pgx (%.0f ops/s, the same statements, one round trip each)\n",
+					x.Workload, x.Clients, x.HTTPSync, x.HTTP, x.VsRawPostgres, x.RawPostgres)
+				continue
+			}
 			fmt.Fprintf(w, "%s clients=%d: http (sync %s) %.0f ops/s = %.2f x raw FULL (%.0f ops/s, one fsync per commit), %.2f x raw NORMAL (%.0f ops/s)",
 				x.Workload, x.Clients, x.HTTPSync, x.HTTP, x.VsRawFull, x.RawFull, x.VsRawNorm, x.RawNormal)
 			if x.BatchWrite > 0 {
 				fmt.Fprintf(w, "; %.1f writes per commit", x.BatchWrite)
 			}
 			fmt.Fprintln(w)
+		}
+	}
+	if len(r.ClaimRatios) > 0 {
+		fmt.Fprintln(w)
+		for _, x := range r.ClaimRatios {
+			fmt.Fprintf(w, "claim clients=%d: %.0f ops/s = %.2f x cycle (%.0f ops/s, http, same run)\n", x.Clients, x.Claim, x.Ratio, x.Cycle)
+		}
+	}
+	for _, x := range r.Results {
+		if x.Workload == WorkloadClaim {
+			fmt.Fprintf(w, "claim clients=%d: %d issues claimed, %d refused claims, %d claimed more than once, %d never claimed\n", x.Clients, x.Ops, x.Conflicts, x.Duplicates, x.Unclaimed)
+		}
+	}
+	for _, x := range r.Results {
+		if x.Target == TargetHTTP && x.FirstP50Ms > 0 {
+			what := map[string]string{WorkloadCycle: "checkout", WorkloadClaim: "claim"}[x.Workload]
+			fmt.Fprintf(w, "%s clients=%d: %s request alone p50 %.2f ms, p99 %.2f ms\n", x.Workload, x.Clients, what, x.FirstP50Ms, x.FirstP99Ms)
 		}
 	}
 	fmt.Fprintln(w)

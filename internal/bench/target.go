@@ -29,9 +29,13 @@ const benchLeaseTTL = time.Hour
 
 // target is the server under test.
 type target struct {
-	api      *api
-	st       *sqlite.Store // the in-process server's store; nil for a remote server
-	sync     string        // full or normal; "" for a remote server
+	api *api
+	// store is the in-process server's store (nil for a remote server);
+	// stats its group-commit counters (nil when it has none).
+	store    store.Store
+	stats    func() sqlite.WriteStats
+	dbPath   string // the in-process SQLite server's file ("" otherwise)
+	sync     string // full or normal; "" for a remote server
 	describe string
 	close    func()
 }
@@ -46,10 +50,31 @@ func startTarget(ctx context.Context, cfg Config, dir string) (*target, error) {
 			close: hc.CloseIdleConnections}
 		return t, nil
 	}
+	if cfg.DatabaseURL != "" {
+		return startPostgresTarget(ctx, cfg, hc)
+	}
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "server.db"), sqlite.Options{Synchronous: strings.ToUpper(cfg.Sync)})
 	if err != nil {
 		return nil, fmt.Errorf("bench: open the server's store: %w", err)
 	}
+	t, err := serveStore(ctx, st, hc)
+	if err != nil {
+		return nil, err
+	}
+	t.stats = st.WriteStats
+	t.dbPath = filepath.Join(dir, "server.db")
+	t.sync = strings.ToLower(cfg.Sync)
+	t.describe = fmt.Sprintf("in-process SQLite (synchronous=%s) at %s", strings.ToUpper(cfg.Sync), t.api.base)
+	return t, nil
+}
+
+// serveStore serves st over HTTP on 127.0.0.1:0 in this process, with the
+// sweeper at its default interval. Closing the target stops both and
+// closes st.
+func serveStore(ctx context.Context, st interface {
+	store.Store
+	Close() error
+}, hc *http.Client) (*target, error) {
 	board, hash := httpapi.NewToken(httpapi.TokenBoard)
 	if _, err := st.SettingPutIfAbsent(ctx, "board_token_hash", hash); err != nil {
 		st.Close()
@@ -76,10 +101,8 @@ func startTarget(ctx context.Context, cfg Config, dir string) (*target, error) {
 	}()
 	url := "http://" + ln.Addr().String()
 	return &target{
-		api:      &api{hc: hc, base: url, board: board},
-		st:       st,
-		sync:     strings.ToLower(cfg.Sync),
-		describe: fmt.Sprintf("in-process SQLite (synchronous=%s) at %s", strings.ToUpper(cfg.Sync), url),
+		api:   &api{hc: hc, base: url, board: board},
+		store: st,
 		close: func() {
 			hc.CloseIdleConnections()
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -293,54 +316,73 @@ func randomLetters(n int) string {
 	return string(b)
 }
 
-// rawTarget is the raw limit's own SQLite file, with the same PRAGMAs as
-// the server's store (it is opened by sqlite.Open), and its fixture. The
-// store is open only during the phases that use it.
+// rawStep names one issue of a raw fixture, the agent and its run.
+type rawStep struct {
+	IssueID, AgentID, RunID, CompanyID string
+}
+
+// rawTarget is a raw limit: a database of its own with the same shape of
+// fixture as the server's, and the statements of a checkout and a release
+// run straight through the driver. sync labels its rows: full or normal
+// (SQLite), or PostgreSQL's synchronous_commit. It is open only during the
+// phases that use it.
 type rawTarget struct {
 	sync  string
-	path  string
-	steps [][]sqlite.RawStep // per agent: one step per assigned issue
+	steps [][]rawStep // per agent: one step per assigned issue
 
-	st  *sqlite.Store
-	raw *sqlite.Raw
+	open     func(ctx context.Context) error
+	close    func()
+	checkout func(ctx context.Context, s rawStep) error
+	release  func(ctx context.Context, s rawStep) error
 }
 
-// open opens the store for a phase.
-func (r *rawTarget) open(ctx context.Context) error {
-	st, err := sqlite.Open(ctx, r.path, sqlite.Options{Synchronous: strings.ToUpper(r.sync)})
-	if err != nil {
-		return fmt.Errorf("bench: open the raw store (%s): %w", r.sync, err)
+// newSQLiteRaw returns the raw limit on dir/raw-<mode>.db, opened by
+// sqlite.Open with the same PRAGMAs as the server's store and synchronous
+// mode (full or normal), with its fixture (setupRawFixture).
+func newSQLiteRaw(ctx context.Context, dir, mode string, nAgents, nIssues int) (*rawTarget, error) {
+	path := filepath.Join(dir, "raw-"+mode+".db")
+	var (
+		st  *sqlite.Store
+		raw *sqlite.Raw
+	)
+	r := &rawTarget{sync: mode}
+	r.open = func(ctx context.Context) error {
+		s, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: strings.ToUpper(mode)})
+		if err != nil {
+			return fmt.Errorf("bench: open the raw store (%s): %w", mode, err)
+		}
+		st, raw = s, s.Raw()
+		return nil
 	}
-	r.st, r.raw = st, st.Raw()
-	return nil
-}
-
-// close closes the store after a phase.
-func (r *rawTarget) close() {
-	if r.st != nil {
-		_ = r.st.Close()
-		r.st, r.raw = nil, nil
+	r.close = func() {
+		if st != nil {
+			_ = st.Close()
+			st, raw = nil, nil
+		}
 	}
-}
-
-// setupRaw creates dir/raw-<mode>.db with the same shape of fixture as
-// setupHTTP, through the store API: nAgents agents with a long-lived run
-// each and nIssues issues, all but one assigned round-robin. It leaves the
-// store closed.
-func setupRaw(ctx context.Context, dir, mode string, nAgents, nIssues int) (*rawTarget, error) {
-	r := &rawTarget{sync: mode, path: filepath.Join(dir, "raw-"+mode+".db")}
+	r.checkout = func(ctx context.Context, s rawStep) error { return raw.Checkout(ctx, sqlite.RawStep(s)) }
+	r.release = func(ctx context.Context, s rawStep) error { return raw.Release(ctx, sqlite.RawStep(s)) }
 	if err := r.open(ctx); err != nil {
 		return nil, err
 	}
 	defer r.close()
-	st := r.st
-	fail := func(err error) (*rawTarget, error) {
+	steps, err := setupRawFixture(ctx, st, nAgents, nIssues)
+	if err != nil {
 		return nil, fmt.Errorf("bench: raw fixture (%s): %w", mode, err)
 	}
+	r.steps = steps
+	return r, nil
+}
+
+// setupRawFixture creates in st, through the store API, the same shape of
+// fixture as setupHTTP: nAgents agents with a long-lived run each and
+// nIssues issues, all but one assigned round-robin. It returns each
+// agent's steps.
+func setupRawFixture(ctx context.Context, st store.Store, nAgents, nIssues int) ([][]rawStep, error) {
 	boardActor := store.Actor{Type: clasp.ActorBoard}
 	co, err := st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "clasp bench raw", IssuePrefix: "RAW", Actor: boardActor})
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	type agentRun struct{ agentID, runID string }
 	ars := make([]agentRun, nAgents)
@@ -358,7 +400,7 @@ func setupRaw(ctx context.Context, dir, mode string, nAgents, nIssues int) (*raw
 		return nil
 	})
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	ids := make([]string, nIssues)
 	err = parallel(ctx, nIssues, 8, func(ctx context.Context, i int) error {
@@ -375,14 +417,14 @@ func setupRaw(ctx context.Context, dir, mode string, nAgents, nIssues int) (*raw
 		return nil
 	})
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	r.steps = make([][]sqlite.RawStep, nAgents)
+	steps := make([][]rawStep, nAgents)
 	for i, id := range ids[1:] {
 		ar := ars[i%nAgents]
-		r.steps[i%nAgents] = append(r.steps[i%nAgents], sqlite.RawStep{IssueID: id, AgentID: ar.agentID, RunID: ar.runID, CompanyID: co.ID})
+		steps[i%nAgents] = append(steps[i%nAgents], rawStep{IssueID: id, AgentID: ar.agentID, RunID: ar.runID, CompanyID: co.ID})
 	}
-	return r, nil
+	return steps, nil
 }
 
 // errStatus describes an unexpected answer.

@@ -34,8 +34,12 @@ over real HTTP on loopback:
              have exactly one winner (one op = one round)
   mixed      80% reads (issue get, issue list, inbox), 20% writes (checkout or
              release); one op = one request
-  claim      not implemented in the bench yet (the server serves claim-next,
-             POST /api/agents/me/claim, and clasp swarm uses it): refused
+  claim      N agents of a company of the phase's own drain --issues issues
+             (default 10,000 in a run with claim): claim-next (POST
+             /api/agents/me/claim, scope unassigned), then PATCH status done,
+             until 204 (one op = claim + PATCH); no claim may be refused and
+             every issue must be claimed exactly once; the report gives the
+             ratio to the cycle phase of the same --clients in the run
 
 In each cycle phase the same SQL statements (the lock rule's UPDATE and its
 activity INSERT, one COMMIT per step) also run straight through database/sql on
@@ -45,13 +49,22 @@ server and the two raw limits take turns (--slice, 1 s), --duration each, so
 that a machine whose load changes weighs on all three alike; the report gives
 the ratio of HTTP to raw.
 
+With --database-url postgres://... the in-process server keeps its state in a
+fresh schema of that PostgreSQL database instead (dropped at the end; --sync
+does not apply), and the raw limit of the cycle phases is the store's own
+checkout and release statements (each one statement with its activity rows)
+run straight through pgx on a second fresh schema, interleaved the same way.
+
 It reports ops/s, p50/p95/p99 latency, CPU seconds per 1,000 ops (process CPU
 time from getrusage: in-process server and HTTP clients together; raw rows the
 raw goroutines alone) and the peak RSS of each phase, as a table or --json,
 with a progress line on stderr while it runs. It exits 1 if a check failed
-(an unexpected answer, a contended round without exactly one winner).`,
+(an unexpected answer, a contended round without exactly one winner, a
+refused claim, an issue claimed twice or never).`,
 		Example: `  clasp bench                                        # cycle at 1, 8 and 32 clients, 10 s each
   clasp bench --workload cycle,contended,mixed --clients 32 --duration 20s
+  clasp bench --workload cycle,claim --clients 64 --issues 10000   # claim vs cycle
+  clasp bench --database-url postgres://clasp@127.0.0.1/clasp --clients 32
   clasp bench --sync normal --json > bench.json
   clasp bench --server http://127.0.0.1:3100 --token clasp_bt_... --workload mixed`,
 		Args: cobra.NoArgs,
@@ -60,6 +73,9 @@ with a progress line on stderr while it runs. It exits 1 if a check failed
 				if w = strings.TrimSpace(w); w != "" {
 					cfg.Workloads = append(cfg.Workloads, w)
 				}
+			}
+			if !cmd.Flags().Changed("issues") {
+				cfg.Issues = 0 // the default of the workloads (bench.Config)
 			}
 			if cfg.ServerURL != "" {
 				cfg.Token = firstNonEmpty(cfg.Token, a.getenv(EnvToken))
@@ -106,14 +122,16 @@ with a progress line on stderr while it runs. It exits 1 if a check failed
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&workloads, "workload", bench.WorkloadCycle, "comma-separated workloads: cycle, contended, mixed (claim needs claim-next)")
+	f.StringVar(&workloads, "workload", bench.WorkloadCycle, "comma-separated workloads: cycle, contended, mixed, claim")
 	f.IntSliceVar(&cfg.Clients, "clients", bench.DefaultClients, "comma-separated counts of concurrent clients, one phase each")
 	f.DurationVar(&cfg.Duration, "duration", bench.DefaultDuration, "length of each phase (of each target: a cycle phase runs the server and the two raw limits for this long each)")
 	f.DurationVar(&cfg.Slice, "slice", bench.DefaultSlice, "a cycle phase interleaves the server and the raw limits in turns this long")
-	f.IntVar(&cfg.Issues, "issues", bench.DefaultIssues, "issues to create (one is the contended workload's; the others are spread over the agents)")
+	f.IntVar(&cfg.Issues, "issues", bench.DefaultIssues, "issues to create (one is the contended workload's; the others are spread over the agents); a claim phase drains this many of its own (default 10000 when --workload has claim)")
 	f.StringVar(&cfg.Sync, "sync", bench.DefaultSync, "synchronous mode of the in-process server's SQLite: full (an acknowledged write survives power loss) or normal (it may be lost on power loss, not on a process crash)")
 	f.StringVar(&cfg.ServerURL, "server", "", "bench the clasp server at this URL instead of an in-process one (no raw phases)")
 	f.StringVar(&cfg.Token, "token", "", "board token of --server (default $"+EnvToken+"; none for a --local-trusted server)")
+	f.StringVar(&cfg.DatabaseURL, "database-url", "", "run the in-process server on this PostgreSQL database (postgres://...) in a fresh schema, dropped at the end; the raw limit is the same statements through pgx in a second fresh schema")
+	f.IntVar(&cfg.SeedIssues, "seed-issues", 0, "bulk-insert this many filler issues (done, unassigned) into each company before its phases, for scale figures (in-process SQLite only)")
 	f.BoolVar(&cfg.NoRaw, "no-raw", false, "skip the raw-limit phases")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the databases (default a fresh temporary directory, removed at the end)")
 	f.BoolVar(&jsonOut, "json", false, "print the report as JSON")

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -62,6 +63,11 @@ type ServeConfig struct {
 	ShutdownTimeout time.Duration // how long in-flight requests get after ctx ends
 	Logger          *slog.Logger  // default: discard
 	Stdout          io.Writer     // the banner (address, board token); default: discard
+	// Pprof, when set, is a loopback host:port (port 0 picks one) on which
+	// Go's profiler (net/http/pprof, /debug/pprof/) is served on a listener
+	// of its own, never on Listen (issue 5). A non-loopback address is a
+	// usage error.
+	Pprof string
 }
 
 // ServeInfo describes a started server; Serve sends it on its ready channel.
@@ -72,6 +78,7 @@ type ServeInfo struct {
 	BoardToken     string // the board token when known: created at this start, or read back from BoardTokenFile
 	BoardTokenFile string // DataDir/board-token
 	SchemaVersion  int64
+	PprofAddr      string // the bound host:port of --pprof; "" without it
 }
 
 // Serve runs the clasp server until ctx ends, then shuts it down gracefully
@@ -101,6 +108,15 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 	defer ln.Close() // no-op after http.Server.Serve has taken it over and closed it
 	if tcp, ok := ln.Addr().(*net.TCPAddr); cfg.LocalTrusted && (!ok || !tcp.IP.IsLoopback()) {
 		return fmt.Errorf("--local-trusted: %s is not a loopback address", ln.Addr())
+	}
+	var pprofAddr string
+	if cfg.Pprof != "" {
+		stop, addr, err := servePprof(cfg.Pprof, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		pprofAddr = addr
 	}
 
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -196,6 +212,10 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 	go func() { serveErr <- hs.Serve(ln) }()
 
 	fmt.Fprintf(out, "clasp listening on %s\n", info.URL)
+	if pprofAddr != "" {
+		info.PprofAddr = pprofAddr
+		fmt.Fprintf(out, "pprof on http://%s/debug/pprof/\n", pprofAddr)
+	}
 	log.Info("serving", "addr", info.Addr, "lease_ttl", cfg.LeaseTTL, "sweep_interval", cfg.SweepInterval,
 		"local_trusted", cfg.LocalTrusted, "require_run_token", cfg.RequireRunToken)
 	if ready != nil {
@@ -261,10 +281,50 @@ func (c ServeConfig) validate() error {
 	if err != nil {
 		return usageErr(fmt.Errorf("--listen %q: want host:port: %w", c.Listen, err))
 	}
+	if c.Pprof != "" {
+		ph, _, err := net.SplitHostPort(c.Pprof)
+		if err != nil {
+			return usageErr(fmt.Errorf("--pprof %q: want host:port: %w", c.Pprof, err))
+		}
+		if !isLoopbackHost(ph) {
+			return usageErr(fmt.Errorf("--pprof needs a loopback address (127.0.0.1, ::1 or localhost), not %q: the profiler must not be reachable from other machines", c.Pprof))
+		}
+	}
 	if c.LocalTrusted && !isLoopbackHost(host) {
 		return usageErr(fmt.Errorf("--local-trusted needs a loopback --listen address (127.0.0.1, ::1 or localhost), not %q", c.Listen))
 	}
 	return nil
+}
+
+// servePprof serves net/http/pprof's handlers on a listener of their own
+// at addr (checked loopback by validate; the bound address is checked
+// again). It returns a stop function and the bound host:port.
+func servePprof(addr string, log *slog.Logger) (stop func(), bound string, err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("--pprof: listen on %s: %w", addr, err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+		ln.Close()
+		return nil, "", fmt.Errorf("--pprof: %s is not a loopback address", ln.Addr())
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(ln)
+	}()
+	log.Info("pprof serving", "addr", ln.Addr().String())
+	return func() {
+		_ = hs.Close()
+		<-done
+	}, ln.Addr().String(), nil
 }
 
 // isLoopbackHost reports whether host is "localhost" or a loopback IP.
@@ -409,6 +469,7 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 	f.BoolVar(&cfg.LocalTrusted, "local-trusted", false, "requests without a token are the board (loopback --listen only)")
 	f.BoolVar(&cfg.RequireRunToken, "require-run-token", false, "checkout, release, issue PATCH, run heartbeat and run finish by agents accept only run tokens")
 	f.StringVar(&cfg.Sync, "sync", "full", "SQLite durability: full (an acknowledged write survives power loss) or normal (an acknowledged write may be lost on power loss, not on a process crash)")
+	f.StringVar(&cfg.Pprof, "pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port, a listener of its own (e.g. 127.0.0.1:6060)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	return cmd
 }
