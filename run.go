@@ -39,6 +39,7 @@ func (s RunStatus) Terminal() bool {
 const (
 	RunErrorLeaseExpired    = "lease_expired"
 	RunErrorProcessLost     = "process_lost"
+	RunErrorSpawnFailed     = "spawn_failed" // issue 4: the scheduler could not start the run's process
 	RunErrorAgentTerminated = "agent_terminated"
 )
 

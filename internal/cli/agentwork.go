@@ -14,7 +14,7 @@ import (
 // agent, the process `clasp swarm` launches (package swarm, Worker).
 func (a *app) newAgentWorkCmd() *cobra.Command {
 	var slow time.Duration
-	var noClaim bool
+	var noClaim, oneRun bool
 	cmd := &cobra.Command{
 		Use:   "work",
 		Short: "Work issues as one agent until none is left (the swarm's agent process)",
@@ -36,19 +36,37 @@ It prints one machine-readable line per event on stdout (event=checked_out
 issue=ABC-3 run=<id> ..., event=conflict, event=done, event=exit ...) and human
 logs on stderr. It exits 0 when two looks in a row find no work, or on SIGTERM
 once the issue in hand is done and its run finished; 1 when the server stays
-unreachable or refuses the key.`,
+unreachable or refuses the key.
+
+With --one-run it is the process of a server-managed agent (clasp swarm
+--managed): it works at most one issue in the run the server started
+($CLASP_RUN_ID, token $CLASP_API_KEY) and exits 0; the server ends the run.`,
 		Example: `  CLASP_URL=http://127.0.0.1:3100 CLASP_TOKEN=clasp_ak_... clasp agent work --slow 200ms`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			token := firstNonEmpty(a.token, a.getenv(EnvToken))
+			url := firstNonEmpty(a.url, a.getenv(EnvURL), DefaultURL)
+			runID, issueID := "", ""
+			if oneRun {
+				// A server-managed run: the scheduler passes the run and
+				// its token (issue 4).
+				token = firstNonEmpty(a.token, a.getenv("CLASP_API_KEY"))
+				url = firstNonEmpty(a.url, a.getenv("CLASP_API_URL"), url)
+				runID, issueID = a.getenv("CLASP_RUN_ID"), a.getenv("CLASP_ISSUE_ID")
+				if runID == "" {
+					return usageErr(errors.New("--one-run needs CLASP_RUN_ID (run it as a server-managed agent's process)"))
+				}
+			}
 			if token == "" {
 				return usageErr(errors.New("an agent API key is required (--token or " + EnvToken + ")"))
 			}
 			// cmd/clasp ends the context on SIGTERM and SIGINT: the worker
 			// then completes the issue in hand, finishes its run and returns.
 			w := swarm.NewWorker(swarm.WorkerConfig{
-				URL:     firstNonEmpty(a.url, a.getenv(EnvURL), DefaultURL),
+				URL:     url,
 				Token:   token,
+				RunID:   runID,
+				IssueID: issueID,
 				Slow:    slow,
 				NoClaim: noClaim,
 				Events:  a.stdout,
@@ -59,5 +77,6 @@ unreachable or refuses the key.`,
 	}
 	cmd.Flags().DurationVar(&slow, "slow", 0, "stretch the work on each issue to at least this long (e.g. 200ms)")
 	cmd.Flags().BoolVar(&noClaim, "no-claim", false, "find work with inbox, list and checkout instead of claim-next")
+	cmd.Flags().BoolVar(&oneRun, "one-run", false, "work at most one issue in the run $CLASP_RUN_ID with the run token $CLASP_API_KEY on $CLASP_API_URL\n(the process of a server-managed agent; $CLASP_ISSUE_ID, when set, is the issue to work)")
 	return cmd
 }

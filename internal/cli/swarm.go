@@ -39,6 +39,14 @@ moves to the next when it cannot connect. --kill-replica-every kills a random
 replica with SIGKILL at that interval and restarts it on the same port while
 the agents carry on.
 
+With --managed the server runs the agents (issue 4): each agent gets a process
+adapter running 'clasp agent work --one-run' (one issue per server-managed run,
+with the run's token), timer wakes every second, and the swarm wakes every agent
+on demand until no issue is left. --kill-rate then SIGKILLs the process group
+of a run seen running (its pid) at a random moment within --slow (default
+100ms); the server's process-loss handling must fail the run (process_lost) and
+queue its one retry, which carries the issue on.
+
 When the work is over and the sweeper has failed the runs of the killed
 processes, the swarm checks through the API: every issue done, exactly one
 result comment per issue with the right hash, no lock left, no run left
@@ -48,6 +56,7 @@ in the database. It prints a progress line on stderr about once a second, then
 a report on stdout, and exits 1 if any check failed or the work timed out.`,
 		Example: `  clasp swarm                                   # the current directory, 8 agents
   clasp swarm --dir /usr/share/doc --agents 16 --kill-rate 0.2 --slow 50ms
+  clasp swarm --managed --agents 8 --kill-rate 0.2
   clasp swarm --server http://127.0.0.1:3100 --token clasp_bt_... --json
   clasp swarm --database-url postgres://clasp@127.0.0.1/clasp --replicas 3 --agents 16 --kill-rate 0.2 --kill-replica-every 5s`,
 		Args: cobra.NoArgs,
@@ -60,6 +69,9 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 			}
 			if cfg.KillReplicaEvery > 0 && cfg.DatabaseURL == "" {
 				return usageErr(errors.New("--kill-replica-every needs --database-url"))
+			}
+			if cfg.Managed && cfg.DatabaseURL != "" {
+				return usageErr(errors.New("--managed runs on one server: not with --database-url"))
 			}
 			if cfg.Replicas < 1 {
 				return usageErr(errors.New("--replicas must be at least 1"))
@@ -96,6 +108,7 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 	f.IntVar(&cfg.Agents, "agents", 8, "number of agents, one process each at a time")
 	f.Float64Var(&cfg.KillRate, "kill-rate", 0.1, "probability that a checkout is answered by a SIGKILL of the agent process during its work")
 	f.DurationVar(&cfg.Slow, "slow", 0, "stretch each issue's work to at least this long, so kills land mid-checkout")
+	f.BoolVar(&cfg.Managed, "managed", false, "the server runs the agents: process adapters running 'clasp agent work --one-run', woken by the swarm; --kill-rate SIGKILLs their processes (found by the run's pid)")
 	f.BoolVar(&cfg.NoClaim, "no-claim", false, "agents find work with inbox, list and checkout instead of claim-next (to compare)")
 	f.StringVar(&cfg.ServerURL, "server", "", "use the clasp server at this URL instead of an embedded one")
 	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server, or of a --database-url that has one already (default $"+EnvToken+"; none for --local-trusted)")

@@ -387,11 +387,19 @@ func (s *Scheduler) terminate(pgid int, alive func() bool) {
 // finish ends a run in the store as the system; a run already ended
 // (run_not_live: the agent finished it, or it was terminated) is left.
 func (s *Scheduler) finish(ctx context.Context, runID string, st clasp.RunStatus, exitCode *int, msg string) {
-	var errp *string
+	s.finishCode(ctx, runID, st, exitCode, msg, "")
+}
+
+// finishCode is finish with the run's errorCode (code "": none).
+func (s *Scheduler) finishCode(ctx context.Context, runID string, st clasp.RunStatus, exitCode *int, msg, code string) {
+	var errp, codep *string
 	if msg != "" {
 		errp = &msg
 	}
-	_, err := s.st.RunFinish(ctx, &store.RunFinishParams{RunID: runID, Status: st, ExitCode: exitCode, Error: errp,
+	if code != "" {
+		codep = &code
+	}
+	_, err := s.st.RunFinish(ctx, &store.RunFinishParams{RunID: runID, Status: st, ExitCode: exitCode, Error: errp, ErrorCode: codep,
 		Actor: store.Actor{Type: clasp.ActorSystem}})
 	if err != nil && clasp.ErrorCode(err) != clasp.CodeRunNotLive {
 		s.log.Error("heartbeat: finish run", "run", runID, "status", st, "err", err)

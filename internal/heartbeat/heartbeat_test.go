@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -152,8 +153,12 @@ func (f *fixture) runningWithPID(t *testing.T, id string) *clasp.Run {
 	var r *clasp.Run
 	eventually(t, "run "+id+" running with a pid", func() bool {
 		r = f.run(t, id)
-		_, err := os.Stat(filepath.Join(f.dir, "env-"+id))
-		return r.Status == clasp.RunRunning && r.PID != nil && err == nil
+		// The agent writes its environment with a shell redirect: the
+		// file exists (empty) before env has written it all. The run's
+		// variables come last, PAPERCLIP_WAKE_REASON the very last.
+		b, err := os.ReadFile(filepath.Join(f.dir, "env-"+id))
+		return r.Status == clasp.RunRunning && r.PID != nil && err == nil &&
+			strings.Contains(string(b), "PAPERCLIP_WAKE_REASON=") && strings.HasSuffix(string(b), "\n")
 	})
 	return r
 }
@@ -362,4 +367,40 @@ func deref[T any](p *T) T {
 		return z
 	}
 	return *p
+}
+
+// A run whose process cannot be started (its cwd vanished after the
+// adapter was set) ends failed with errorCode spawn_failed, and releases
+// the issue's execution lock.
+func TestSpawnFailedErrorCode(t *testing.T) {
+	stores(t, func(t *testing.T, open func() store.HeartbeatStore) {
+		st := open()
+		f := newFixture(t, st, "#!/bin/sh\nexit 0\n", 0)
+		wd := filepath.Join(f.dir, "wd")
+		if err := os.Mkdir(wd, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AgentAdapterSet(t.Context(), &store.AgentAdapterSetParams{AgentID: f.agent.ID, Actor: board, Config: &clasp.AdapterConfig{
+			Type: clasp.AdapterProcess, Command: "/bin/sh", Args: []string{"-c", "exit 0"}, Cwd: wd,
+			Heartbeat: clasp.HeartbeatConfig{Enabled: true, MaxConcurrentRuns: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(wd); err != nil {
+			t.Fatal(err)
+		}
+		newScheduler(t, st, "host-a")
+		id := f.wake(t).Run.ID
+		eventually(t, "run failed", func() bool { return f.run(t, id).Status == clasp.RunFailed })
+		r := f.run(t, id)
+		if deref(r.ErrorCode) != clasp.RunErrorSpawnFailed {
+			t.Errorf("errorCode = %q, want %q (error %q)", deref(r.ErrorCode), clasp.RunErrorSpawnFailed, deref(r.Error))
+		}
+		iss, err := st.IssueGet(t.Context(), f.issue.CompanyID, f.issue.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if iss.ExecutionRunID != nil || iss.CheckoutRunID != nil {
+			t.Errorf("locks left after the failed spawn: execution %v, checkout %v", deref(iss.ExecutionRunID), deref(iss.CheckoutRunID))
+		}
+	})
 }

@@ -36,7 +36,7 @@ func (s *Scheduler) startRun(ctx context.Context, r *clasp.Run, c *clasp.Adapter
 	if err := s.spawn(ctx, p, c, token); err != nil {
 		s.untrack(run.ID)
 		s.log.Error("heartbeat: spawn", "run", run.ID, "err", err)
-		s.finish(context.WithoutCancel(ctx), run.ID, clasp.RunFailed, nil, "spawn failed: "+err.Error())
+		s.finishCode(context.WithoutCancel(ctx), run.ID, clasp.RunFailed, nil, "spawn failed: "+err.Error(), clasp.RunErrorSpawnFailed)
 	}
 }
 

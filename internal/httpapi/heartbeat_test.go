@@ -169,6 +169,9 @@ func TestAgentWakeup(t *testing.T) {
 	if !w2.Replayed || w2.WakeID != w1.WakeID || w2.RunID == nil || *w2.RunID != *w1.RunID {
 		t.Errorf("replayed wake: %+v, first %+v", w2, w1)
 	}
+	// The same key with a different body (another issue) is refused.
+	iss2 := b.issue(co.ID, map[string]any{"status": "todo"})
+	b.must(http.StatusUnprocessableEntity, "POST", path, req{body: map[string]any{"issueId": iss2.ID, "idempotencyKey": "k1"}}, nil)
 	b.must(http.StatusAccepted, "POST", path, req{body: map[string]any{"issueId": iss.ID}, headers: map[string]string{"Idempotency-Key": "h1"}}, &w3)
 	if w3.Status != "coalesced" || w3.RunID == nil || *w3.RunID != *w1.RunID || w3.Replayed {
 		t.Errorf("second wake for the issue: %+v", w3)

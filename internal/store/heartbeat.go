@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"github.com/clasp-dev/clasp"
@@ -135,4 +137,23 @@ type RunProcessLostParams struct {
 	RunID  string
 	HostID string
 	Error  string
+}
+
+// WakeRequestHash is the hash a wake request keeps with its idempotency
+// key: hex SHA-256 of the reason and the issue's id (resolved from the
+// UUID or identifier given; "" for none). A wake whose key was used before
+// with another hash is refused with 422 idempotency_key_reused (both
+// stores).
+func WakeRequestHash(reason, issueID string) string {
+	h := sha256.Sum256([]byte(reason + "\x00" + issueID))
+	return hex.EncodeToString(h[:])
+}
+
+// ErrWakeKeyReused is the error of a wake whose idempotency key was used
+// before by a different request of the same agent.
+func ErrWakeKeyReused(key string) error {
+	e := clasp.Errorf(clasp.CodeIdempotencyKeyReused,
+		"Idempotency key was already used by a different wake request of this agent (another reason or issue); use a new key.")
+	e.Details = map[string]any{"idempotencyKey": key}
+	return e
 }

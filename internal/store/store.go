@@ -119,7 +119,10 @@ type RunFinishParams struct {
 	Status   clasp.RunStatus
 	ExitCode *int
 	Error    *string
-	Actor    Actor
+	// ErrorCode is the run's errorCode (e.g. clasp.RunErrorSpawnFailed),
+	// set by the system; nil leaves it null.
+	ErrorCode *string
+	Actor     Actor
 }
 
 // RunListParams filters runs of a company, newest first.

@@ -335,6 +335,20 @@ func replayActivity(acts []*clasp.Activity, issues []*clasp.Issue, results map[s
 					}
 				}
 				holder = run
+			case clasp.ActionIssueLockMoved, clasp.ActionIssueExecutionLocked:
+				// Issue 4: a lost run's execution lock moved to its retry
+				// (its checkout lock cleared in the same write), or a
+				// queued run took the execution lock, clearing a dead
+				// checkout lock. The checkout lock is free afterwards: the
+				// retry checks the issue out anew.
+				named := d.ClearedCheckoutRunID
+				if a.Action == clasp.ActionIssueExecutionLocked {
+					named = d.PreviousCheckoutRunID
+				}
+				if holder != "" && named != holder {
+					add(id, CheckLockActivity, "activity %d: %s clears the checkout lock of run %q, but the log has %q holding it", a.ID, a.Action, named, holder)
+				}
+				holder = ""
 			case clasp.ActionIssueLockReleased, clasp.ActionIssueStaleLockCleared:
 				named := d.RunID
 				if a.Action == clasp.ActionIssueStaleLockCleared {

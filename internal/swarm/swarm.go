@@ -31,6 +31,14 @@ type Config struct {
 	// NoClaim makes the agents find work with inbox, list and checkout
 	// instead of claim-next (their --no-claim), for comparison.
 	NoClaim bool
+	// Managed makes the server run the agents (issue 4): each agent gets a
+	// process adapter running AgentCommand with --one-run (one issue per
+	// server-managed run), the swarm wakes them until every issue is done,
+	// and KillRate applies to the runs' processes (found by their pid),
+	// which the server must recover (process_lost, one retry). The server
+	// must run on this machine; not with DatabaseURL. Slow defaults to
+	// 100 ms.
+	Managed bool
 
 	// ServerURL targets an existing server (with BoardToken, "" if it runs
 	// --local-trusted) instead of starting an embedded one.
@@ -119,9 +127,16 @@ type Report struct {
 	// swept under it (event run_lost: it stalled past the lease TTL) and
 	// LocksTakenOver the results it then could not write (event
 	// lock_lost); both are recoveries, not violations.
-	RunsDropped     int         `json:"runsDropped"`
-	LocksTakenOver  int         `json:"locksTakenOver"`
-	AgentFailures   []string    `json:"agentFailures,omitempty"`
+	RunsDropped    int      `json:"runsDropped"`
+	LocksTakenOver int      `json:"locksTakenOver"`
+	AgentFailures  []string `json:"agentFailures,omitempty"`
+	Managed        bool     `json:"managed,omitempty"`
+	// Recoveries (managed swarm) is how many killed runs were seen retried,
+	// and RecoveryP50Ms/RecoveryP99Ms the time from the SIGKILL to the
+	// retry's process start (its startedAt), in milliseconds.
+	Recoveries      int         `json:"recoveries,omitempty"`
+	RecoveryP50Ms   float64     `json:"recoveryP50Ms,omitempty"`
+	RecoveryP99Ms   float64     `json:"recoveryP99Ms,omitempty"`
 	TimedOut        bool        `json:"timedOut"`
 	Tally                       // what Check counted: done, adoptions, stale locks swept, runs lost, ...
 	ElapsedSeconds  float64     `json:"elapsedSeconds"`
@@ -141,8 +156,14 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  server replicas     %d on one PostgreSQL database\n", r.Replicas)
 		fmt.Fprintf(w, "  replica kills       %d (SIGKILL), %d restarts on the same port\n", r.ReplicaKills, r.ReplicaRestarts)
 	}
+	if r.Managed {
+		fmt.Fprintf(w, "  agents              server-managed (process adapter, one issue per run)\n")
+	}
 	fmt.Fprintf(w, "  processes started   %d\n", r.ProcessesStarted)
 	fmt.Fprintf(w, "  kills (SIGKILL)     %d\n", r.Kills)
+	if r.Managed {
+		fmt.Fprintf(w, "  retries after kills %d (SIGKILL to retry start p50 %.0f ms, p99 %.0f ms)\n", r.Recoveries, r.RecoveryP50Ms, r.RecoveryP99Ms)
+	}
 	fmt.Fprintf(w, "  checkout conflicts  %d%s\n", r.Conflicts, byReason(r.ConflictsByReason))
 	fmt.Fprintf(w, "  checkouts           %d\n", r.Tally.CheckedOut)
 	fmt.Fprintf(w, "  adoptions           %d\n", r.Tally.Adoptions)
@@ -317,7 +338,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if replicas != nil && cfg.KillReplicaEvery > 0 {
 		kwg.Go(func() { replicas.killLoop(kctx, cfg.KillReplicaEvery, logf) })
 	}
-	sup.run(wctx, keys, progress)
+	if cfg.Managed {
+		rep.Managed = true
+		sup.runManaged(wctx, board, co.ID, progress)
+	} else {
+		sup.run(wctx, keys, progress)
+	}
 	stopKills()
 	kwg.Wait()
 	rep.TimedOut = wctx.Err() != nil && ctx.Err() == nil
@@ -350,6 +376,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	rep.ConflictsByReason = sup.byReason
 	rep.AgentFailures = append(sup.failures, rep.AgentFailures...)
 	rep.RunsDropped, rep.LocksTakenOver = sup.runsDropped, sup.locksTakenOver
+	rep.Recoveries = len(sup.recovery)
+	rep.RecoveryP50Ms = float64(percentile(sup.recovery, 50).Microseconds()) / 1000
+	rep.RecoveryP99Ms = float64(percentile(sup.recovery, 99).Microseconds()) / 1000
 	sup.mu.Unlock()
 	rep.Tally = tally
 	rep.Violations = vs
@@ -394,6 +423,14 @@ func (cfg *Config) defaults() error {
 			return fmt.Errorf("find own executable for the agent processes: %w", err)
 		}
 		cfg.AgentCommand = []string{exe, "agent", "work"}
+	}
+	if cfg.Managed {
+		if cfg.DatabaseURL != "" {
+			return errors.New("a managed swarm runs on one server, not on replicas (database URL)")
+		}
+		if cfg.Slow == 0 {
+			cfg.Slow = managedSlow
+		}
 	}
 	if cfg.DatabaseURL != "" {
 		if cfg.ServerURL != "" {
@@ -556,7 +593,8 @@ type supervisor struct {
 	runsDropped, locksTakenOver int
 	done                        map[string]bool
 	failures                    []string
-	acks                        []Ack // writes the agents saw acknowledged (their event lines)
+	acks                        []Ack           // writes the agents saw acknowledged (their event lines)
+	recovery                    []time.Duration // managed: SIGKILL to the retry's start, per recovered run
 }
 
 // run runs one slot per key (runSlot) and prints a progress line about

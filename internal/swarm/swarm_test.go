@@ -112,3 +112,44 @@ func TestSwarmSurvivesKills(t *testing.T) {
 		t.Errorf("violations: %v", rep.Violations)
 	}
 }
+
+// TestSwarmManagedSurvivesKills runs `clasp swarm --managed` on 20 files
+// with 3 server-managed agents, 30% of whose run processes are SIGKILLed
+// (issue 4): the server's process-loss handling (process_lost, one retry)
+// must carry the work on, and every end-of-run check must hold.
+func TestSwarmManagedSurvivesKills(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeTree(t, dir, 20)
+	cmd := exec.Command(claspBin, "swarm", "--managed", "--dir", dir, "--agents", "3", "--kill-rate", "0.3",
+		"--lease-ttl", "2s", "--sweep-interval", "200ms", "--timeout", "3m", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("stderr:\n%s", stderr.String())
+	if err != nil {
+		t.Fatalf("clasp swarm --managed: %v\nstdout:\n%s", err, stdout.String())
+	}
+	var rep swarm.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("decode report: %v\n%s", err, stdout.String())
+	}
+	if !rep.Managed || rep.Issues != 20 || rep.Done != 20 {
+		t.Errorf("managed %v, issues %d, done %d; want true, 20, 20", rep.Managed, rep.Issues, rep.Done)
+	}
+	// One issue per run: at least one process per issue.
+	if rep.ProcessesStarted < 20 {
+		t.Errorf("processes started %d, want at least 20 (one issue per run)", rep.ProcessesStarted)
+	}
+	// Every kill is a process loss the server saw (run.lost), and each
+	// retried run was retried once.
+	if rep.Kills > 0 && rep.RunsLost == 0 {
+		t.Errorf("%d kills but no run lost", rep.Kills)
+	}
+	if rep.Recoveries > rep.Kills {
+		t.Errorf("%d retries seen after %d kills", rep.Recoveries, rep.Kills)
+	}
+	if len(rep.Violations) != 0 || len(rep.AgentFailures) != 0 {
+		t.Errorf("violations: %v; agent failures: %v", rep.Violations, rep.AgentFailures)
+	}
+}

@@ -48,6 +48,15 @@ type WorkerConfig struct {
 	// issue of the first page, each tried by checkout) instead of with
 	// claim-next (POST /api/agents/me/claim), for comparison.
 	NoClaim bool
+	// RunID, when set, makes the worker work at most one issue in this
+	// existing run (a server-managed run: Token is its run token, the
+	// server renews its lease and ends it when the process exits) instead
+	// of opening runs until no work is left (`clasp agent work --one-run`,
+	// `clasp swarm --managed`). IssueID is the issue the run was woken for
+	// (CLASP_ISSUE_ID; a retry after a process loss holds its execution
+	// lock): it is checked out instead of claiming one.
+	RunID   string
+	IssueID string
 }
 
 // Worker is one agent process: the loop of `clasp agent work`. Build it
@@ -120,6 +129,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("identify agent: %w", err)
 	}
 	w.ev.Emit(EventStarted, "agent", w.me.ID, "name", w.me.Name, "pid", os.Getpid())
+	if w.cfg.RunID != "" {
+		err := w.oneRun(ctx)
+		if err != nil {
+			w.ev.Emit(EventExit, "reason", "error", "done", w.done, "conflicts", w.conflicts, "error", err)
+			return err
+		}
+		w.ev.Emit(EventExit, "reason", "one_run", "done", w.done, "conflicts", w.conflicts)
+		return nil
+	}
 	for {
 		err := w.turn(ctx)
 		switch {
@@ -205,6 +223,48 @@ func (w *Worker) turn(ctx context.Context) error {
 	}
 	w.ev.Emit(EventCheckedOut, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "from", from)
 	return w.work(runCtx, rc, run, iss, stopHeartbeat)
+}
+
+// oneRun works at most one issue in the existing run cfg.RunID: it checks
+// out cfg.IssueID (todo or in_progress: a retry adopts the issue of its lost
+// attempt) when set, else claims one (claim-next, once). Nothing to do (no
+// claim, a conflict, the issue already done) is not an error: the process
+// exits 0 and the server ends the run. The server renews the run's lease
+// while the process lives, so no heartbeat is sent.
+func (w *Worker) oneRun(ctx context.Context) error {
+	run := &clasp.Run{ID: w.cfg.RunID}
+	rc := w.c.WithRun(run.ID)
+	runCtx, lose := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer lose(nil)
+	var iss *clasp.Issue
+	var from string
+	err := w.retry(ctx, func() error {
+		var err error
+		if w.cfg.IssueID != "" {
+			from = "wake"
+			iss, err = rc.IssueCheckout(ctx, w.cfg.IssueID, client.CheckoutRequest{AgentID: w.me.ID,
+				ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo, clasp.IssueInProgress}})
+			return err
+		}
+		from = "claim"
+		iss, err = rc.Claim(ctx, client.ClaimRequest{Scope: "any", ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo}})
+		return err
+	})
+	switch code := clasp.ErrorCode(err); {
+	case err == nil && iss == nil:
+		w.ev.Emit(EventRunClosed, "run", run.ID, "status", "no_work")
+		return nil
+	case code == clasp.CodeCheckoutConflict:
+		w.conflict(w.cfg.IssueID, run.ID, err)
+		return nil
+	case runGone(err):
+		w.ev.Emit(EventRunLost, "run", run.ID, "error", err)
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %w", from, err)
+	}
+	w.ev.Emit(EventCheckedOut, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "from", from)
+	return w.work(runCtx, rc, run, iss, func() {})
 }
 
 // errRunLost is the cause of a turn's context when its run was swept.

@@ -240,9 +240,27 @@ func wake(ctx context.Context, tx pgx.Tx, p *store.WakeParams) (*store.WakeResul
 	}
 	if p.IdempotencyKey != "" {
 		var id, status string
-		var runID, blocked *string
-		err := tx.QueryRow(ctx, `SELECT id, status, run_id, blocked_by_run_id FROM wake_requests WHERE agent_id = $1 AND idempotency_key = $2`,
-			p.AgentID, p.IdempotencyKey).Scan(&id, &status, &runID, &blocked)
+		var runID, blocked, hash *string
+		var company string
+		err := tx.QueryRow(ctx, `SELECT id, status, run_id, blocked_by_run_id, request_hash, company_id FROM wake_requests WHERE agent_id = $1 AND idempotency_key = $2`,
+			p.AgentID, p.IdempotencyKey).Scan(&id, &status, &runID, &blocked, &hash, &company)
+		if err == nil && hash != nil {
+			// The same request names the same issue (by UUID or
+			// identifier); a missing issue is another request.
+			issueID := ""
+			if p.IssueID != "" {
+				rid, rident := splitRef(p.IssueID)
+				if err := tx.QueryRow(ctx, `SELECT i.id FROM issues i WHERE `+sqlIssueRef,
+					pgx.NamedArgs{"rid": rid, "rident": rident, "company": company}).Scan(&issueID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return nil, fmt.Errorf("find issue %s: %w", p.IssueID, err)
+				} else if err != nil {
+					issueID = "missing:" + p.IssueID
+				}
+			}
+			if *hash != store.WakeRequestHash(p.Reason, issueID) {
+				return nil, store.ErrWakeKeyReused(p.IdempotencyKey)
+			}
+		}
 		if err == nil {
 			res := &store.WakeResult{WakeID: id, Outcome: status, BlockedByRunID: blocked, Replayed: true}
 			if runID != nil {
@@ -300,10 +318,15 @@ func wake(ctx context.Context, tx pgx.Tx, p *store.WakeParams) (*store.WakeResul
 	if res.Run != nil {
 		runID = &res.Run.ID
 	}
+	var hash *string
+	if p.IdempotencyKey != "" {
+		h := store.WakeRequestHash(p.Reason, issueID)
+		hash = &h
+	}
 	if _, err := tx.Exec(ctx, `INSERT INTO wake_requests (id, company_id, agent_id, issue_id, reason, idempotency_key,
-		status, run_id, blocked_by_run_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		status, run_id, blocked_by_run_id, request_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		res.WakeID, a.CompanyID, a.ID, nullable(issueID), p.Reason, nullable(p.IdempotencyKey), res.Outcome, runID,
-		res.BlockedByRunID); err != nil {
+		res.BlockedByRunID, hash); err != nil {
 		return nil, fmt.Errorf("record wake of agent %s: %w", a.ID, err)
 	}
 	return res, logActivity(ctx, tx, a.CompanyID, p.Actor, clasp.ActionWakeRequested, "agent", a.ID, map[string]any{

@@ -389,7 +389,8 @@ var (
 		status = @status::text,
 		finished_at = now(),
 		exit_code = @exit_code::integer,
-		error = @error::text
+		error = @error::text,
+		error_code = @error_code::text
 	WHERE r.id = @run::text AND r.status IN ('queued', 'running')
 		AND (@board::boolean OR (r.agent_id = @agent::text AND r.company_id = @company::text AND ` + sqlLive("r") + `))
 	RETURNING ` + runCols
@@ -940,7 +941,7 @@ func (s *Store) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 		v := int32(*p.ExitCode)
 		exitCode = &v
 	}
-	args := actorArgs(pgx.NamedArgs{"run": p.RunID, "status": string(p.Status), "exit_code": exitCode, "error": p.Error,
+	args := actorArgs(pgx.NamedArgs{"run": p.RunID, "status": string(p.Status), "exit_code": exitCode, "error": p.Error, "error_code": p.ErrorCode,
 		"board": a.Type != clasp.ActorAgent, "agent": a.AgentID, "company": a.CompanyID}, a)
 	var out *clasp.Run
 	err := s.tx(ctx, func(tx pgx.Tx) error {

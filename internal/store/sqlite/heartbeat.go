@@ -243,9 +243,28 @@ func (s *Store) Wake(ctx context.Context, p *store.WakeParams) (*store.WakeResul
 func (t *wtx) wake(ctx context.Context, p *store.WakeParams) (*store.WakeResult, error) {
 	if p.IdempotencyKey != "" {
 		var id, status string
-		var runID, blocked sql.NullString
-		err := t.rrow(ctx, `SELECT id, status, run_id, blocked_by_run_id FROM wake_requests WHERE agent_id = ? AND idempotency_key = ?`,
-			p.AgentID, p.IdempotencyKey).Scan(&id, &status, &runID, &blocked)
+		var runID, blocked, hash sql.NullString
+		var company string
+		err := t.rrow(ctx, `SELECT id, status, run_id, blocked_by_run_id, request_hash, company_id FROM wake_requests WHERE agent_id = ? AND idempotency_key = ?`,
+			p.AgentID, p.IdempotencyKey).Scan(&id, &status, &runID, &blocked, &hash, &company)
+		if err == nil && hash.Valid {
+			// The same request names the same issue (by UUID or
+			// identifier); a missing issue is another request.
+			issueID := ""
+			if p.IssueID != "" {
+				var co string
+				rid, rident := splitRef(p.IssueID)
+				if err := t.queryRow(ctx, qIssueRef, sql.Named("rid", rid), sql.Named("rident", rident),
+					sql.Named("company", company)).Scan(&issueID, &co); err != nil && !errors.Is(err, sql.ErrNoRows) {
+					return nil, fmt.Errorf("find issue %s: %w", p.IssueID, err)
+				} else if err != nil {
+					issueID = "missing:" + p.IssueID
+				}
+			}
+			if hash.String != store.WakeRequestHash(p.Reason, issueID) {
+				return nil, store.ErrWakeKeyReused(p.IdempotencyKey)
+			}
+		}
 		if err == nil {
 			res := &store.WakeResult{WakeID: id, Outcome: status, BlockedByRunID: strPtr(blocked), Replayed: true}
 			if runID.Valid {
@@ -311,10 +330,14 @@ func (t *wtx) wake(ctx context.Context, p *store.WakeParams) (*store.WakeResult,
 	if res.Run != nil {
 		runID = res.Run.ID
 	}
+	var hash any
+	if p.IdempotencyKey != "" {
+		hash = store.WakeRequestHash(p.Reason, issueID)
+	}
 	if _, err := t.rexec(ctx, `INSERT INTO wake_requests (id, company_id, agent_id, issue_id, reason, idempotency_key,
-		status, run_id, blocked_by_run_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		status, run_id, blocked_by_run_id, created_at, updated_at, request_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		res.WakeID, a.CompanyID, a.ID, nullable(issueID), p.Reason, nullable(p.IdempotencyKey), res.Outcome, runID,
-		nullString(res.BlockedByRunID), t.now, t.now); err != nil {
+		nullString(res.BlockedByRunID), t.now, t.now, hash); err != nil {
 		return nil, fmt.Errorf("record wake of agent %s: %w", a.ID, err)
 	}
 	return res, t.logActivity(ctx, a.CompanyID, p.Actor, clasp.ActionWakeRequested, "agent", a.ID, map[string]any{

@@ -202,7 +202,8 @@ const (
 		status = :status,
 		finished_at = :now,
 		exit_code = :exit_code,
-		error = :error
+		error = :error,
+		error_code = :error_code
 	WHERE id = :run AND status IN ('queued', 'running')
 		AND (:board OR (agent_id = :agent AND company_id = :company
 			AND (status = 'queued' OR lease_expires_at > :now)))
@@ -888,6 +889,7 @@ func (s *Store) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 	err := s.write(ctx, func(tx *wtx) error {
 		run, err := scanRun(tx.queryRow(ctx, qRunFinish, sql.Named("run", p.RunID), sql.Named("status", string(p.Status)),
 			sql.Named("exit_code", intArg(p.ExitCode)), sql.Named("error", nullString(p.Error)),
+			sql.Named("error_code", nullString(p.ErrorCode)),
 			sql.Named("board", a.Type != clasp.ActorAgent), sql.Named("agent", a.AgentID), sql.Named("company", a.CompanyID),
 			sql.Named("now", tx.now)))
 		if errors.Is(err, sql.ErrNoRows) {

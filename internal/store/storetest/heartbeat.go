@@ -200,6 +200,15 @@ func testHBWakeIdempotency(t *testing.T, e *hbEnv) {
 	if !again.Replayed {
 		t.Errorf("repeat of the key: got Replayed false, want true")
 	}
+	// The key reused with a different request (another issue, another
+	// reason) is refused, not answered with the first wake.
+	other := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+	_, err = e.hs.Wake(t.Context(), &store.WakeParams{AgentID: e.a.ID, Reason: clasp.InvocationOnDemand,
+		IssueID: other.ID, IdempotencyKey: "same-key", Actor: boardActor()})
+	wantCode(t, "same key, other issue", err, clasp.CodeIdempotencyKeyReused)
+	_, err = e.hs.Wake(t.Context(), &store.WakeParams{AgentID: e.a.ID, Reason: clasp.InvocationTimer,
+		IssueID: iss.ID, IdempotencyKey: "same-key", Actor: boardActor()})
+	wantCode(t, "same key, other reason", err, clasp.CodeIdempotencyKeyReused)
 }
 
 func testHBWakeSkipped(t *testing.T, e *hbEnv) {

@@ -1,0 +1,7 @@
+-- clasp schema v6: a wake request keeps the hash of its request (reason and
+-- issue, store.WakeRequestHash) with its idempotency key, so that the key
+-- reused with a different request is refused (422 idempotency_key_reused)
+-- instead of answering the first wake. NULL for wakes recorded before.
+
+-- +goose Up
+ALTER TABLE wake_requests ADD COLUMN request_hash TEXT;
