@@ -11,6 +11,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/clasp-dev/clasp"
@@ -461,4 +462,34 @@ type ActivityStream interface {
 	// coalesced, never blocking the writer): by this process on SQLite, by
 	// any replica on PostgreSQL. The channel is closed when ctx ends.
 	WatchActivity(ctx context.Context) <-chan struct{}
+}
+
+// Validate checks a PATCH before any store runs it (both stores call it):
+// 403 forbidden for an actor that is neither an agent nor the board; 400
+// invalid_request naming the field for an empty title or comment or an
+// unknown status or priority; 422 precondition_failed for an agent moving
+// an issue into in_progress (rule L5: only checkout takes the lock).
+func (p *IssueUpdateParams) Validate() error {
+	a := p.Actor
+	if a.Type != clasp.ActorAgent && !a.IsBoard() {
+		return clasp.Errorf(clasp.CodeForbidden, "Only agents and the board update issues.")
+	}
+	if p.Title != nil && strings.TrimSpace(*p.Title) == "" {
+		return clasp.InvalidField("title", "title must not be empty.")
+	}
+	if p.Status != nil && !p.Status.Valid() {
+		return clasp.InvalidField("status", "status %q is not an issue status.", *p.Status)
+	}
+	if p.Priority != nil && !p.Priority.Valid() {
+		return clasp.InvalidField("priority", "priority %q is not a priority.", *p.Priority)
+	}
+	if p.Comment != nil && strings.TrimSpace(*p.Comment) == "" {
+		return clasp.InvalidField("comment", "comment must not be empty.")
+	}
+	if a.Type == clasp.ActorAgent && p.Status != nil && *p.Status == clasp.IssueInProgress {
+		return clasp.Errorf(clasp.CodePreconditionFailed,
+			"An agent cannot move an issue into in_progress with an update: check it out, which takes the lock in the same write.").
+			WithDetails("field", "status")
+	}
+	return nil
 }

@@ -819,7 +819,7 @@ func (s *Store) IssueForceRelease(ctx context.Context, p *store.IssueForceReleas
 // now; a concurrent duplicate that recorded the key first makes the
 // statement fail on the record's primary key, and the call replays.
 func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*clasp.Issue, error) {
-	if err := validatePatch(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	a := p.Actor
@@ -864,31 +864,6 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 		}
 	}
 	return out, err
-}
-
-func validatePatch(p *store.IssueUpdateParams) error {
-	a := p.Actor
-	if a.Type != clasp.ActorAgent && !a.IsBoard() {
-		return clasp.Errorf(clasp.CodeForbidden, "Only agents and the board update issues.")
-	}
-	if p.Title != nil && strings.TrimSpace(*p.Title) == "" {
-		return clasp.InvalidField("title", "title must not be empty.")
-	}
-	if p.Status != nil && !p.Status.Valid() {
-		return clasp.InvalidField("status", "status %q is not an issue status.", *p.Status)
-	}
-	if p.Priority != nil && !p.Priority.Valid() {
-		return clasp.InvalidField("priority", "priority %q is not a priority.", *p.Priority)
-	}
-	if p.Comment != nil && strings.TrimSpace(*p.Comment) == "" {
-		return clasp.InvalidField("comment", "comment must not be empty.")
-	}
-	if a.Type == clasp.ActorAgent && p.Status != nil && *p.Status == clasp.IssueInProgress {
-		return clasp.Errorf(clasp.CodePreconditionFailed,
-			"An agent cannot move an issue into in_progress with an update: check it out, which takes the lock in the same write.").
-			WithDetails("field", "status")
-	}
-	return nil
 }
 
 // patchRefused explains a PATCH whose UPDATE matched no row, in the order
