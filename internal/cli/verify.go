@@ -18,7 +18,7 @@ import (
 // its picture written under --out.
 func (a *app) newVerifyCmd() *cobra.Command {
 	var cfg verify.Config
-	var jsonOut, keep bool
+	var jsonOut, keep, process bool
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check that issue locks stay linearizable under concurrent random operations",
@@ -28,11 +28,37 @@ at random against --issues issues for --duration, records every call and
 return (timeouts and connection errors as unknown outcomes), and checks the
 history per issue against a sequential model of the lock with porcupine.
 On a violation it writes the history (JSON) and porcupine's HTML picture
-into --out and exits 1.`,
+into --out and exits 1.
+
+With --process (implied by --database-url and --replicas > 1) the server
+runs as real child processes of this binary ("clasp serve"): one on a
+temporary SQLite data directory, or --replicas on a throwaway database
+created on the PostgreSQL server of --database-url (its user needs
+CREATEDB; dropped at the end), clients spread over the replicas, with a
+short lease TTL and sweep interval so that faults make runs lost. Faults
+are then on by default (a period of 0 turns one off): --kill-every SIGKILLs
+a replica and restarts it on the same port, --pause-every SIGSTOPs one
+past the lease TTL and SIGCONTs it (its late writes must not win),
+--terminate-every (PostgreSQL) ends the replicas' database connections
+with pg_terminate_backend. Calls a fault cuts are unknown outcomes; a run
+may be lost without any operation (its lease ran out) and the model
+allows for it. The report counts faults per kind.
+
+The long run (issue 6; a few million operations across both):
+  clasp verify --process --duration 5m --clients 16 --issues 6 --out /tmp/verify-sqlite
+  clasp verify --database-url "$CLASP_TEST_POSTGRES_URL" --replicas 3 --duration 5m --clients 16 --issues 6 --out /tmp/verify-pg`,
 		Example: `  clasp verify --duration 30s --clients 16 --issues 4
+  clasp verify --process --duration 30s
+  clasp verify --database-url postgres://clasp@127.0.0.1/clasp?sslmode=disable --replicas 3 --duration 30s
   clasp verify --server http://127.0.0.1:3100 --token $CLASP_TOKEN --duration 1m --out /tmp/verify`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.DatabaseURL != "" || cfg.Replicas > 1 {
+				process = true
+			}
+			if !process {
+				cfg.KillEvery, cfg.PauseEvery, cfg.TerminateEvery = 0, 0, 0
+			}
 			if cfg.ServerURL == "" {
 				dir, err := os.MkdirTemp("", "clasp-verify-")
 				if err != nil {
@@ -43,6 +69,13 @@ into --out and exits 1.`,
 				}
 				cfg.DataDir = dir
 				cfg.StartServer = startVerifyServer
+				if process {
+					bin, err := os.Executable()
+					if err != nil {
+						return err
+					}
+					cfg.Binary = bin
+				}
 			} else if cfg.BoardToken == "" {
 				cfg.BoardToken = a.getenv(EnvToken)
 			}
@@ -54,8 +87,11 @@ into --out and exits 1.`,
 						return werr
 					}
 				} else {
-					fmt.Fprintf(a.stdout, "histories checked: %d\noperations: %d %v\nunknown outcomes: %d\nserver errors (5xx): %d\nviolations: %d\nundecided (checker timeout): %d\nL7 broken at end: %d\nduration: %s\n",
-						rep.Histories, rep.Operations, rep.ByKind, rep.Unknown, rep.ServerErrors, rep.Violations, rep.Undecided, rep.L7Broken, rep.Duration.Round(time.Millisecond))
+					fmt.Fprintf(a.stdout, "histories checked: %d\noperations: %d %v\nfaults injected: %v (database connections terminated: %d)\nunknown outcomes: %d\n503 unavailable: %d\nserver errors (5xx but 503): %d\nviolations: %d\nundecided (checker timeout): %d\nL7 broken at end: %d\nduration: %s\n",
+						rep.Histories, rep.Operations, rep.ByKind, rep.Faults, rep.Terminated, rep.Unknown, rep.Unavailable, rep.ServerErrors, rep.Violations, rep.Undecided, rep.L7Broken, rep.Duration.Round(time.Millisecond))
+					for _, e := range rep.FaultErrors {
+						fmt.Fprintf(a.stdout, "fault not injected: %s\n", e)
+					}
 					for _, f := range rep.Files {
 						fmt.Fprintf(a.stdout, "wrote %s\n", f)
 					}
@@ -77,6 +113,15 @@ into --out and exits 1.`,
 	f.StringVar(&cfg.ServerURL, "server", "", "check the clasp server at this URL instead of an embedded one")
 	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server (default $"+EnvToken+")")
 	f.DurationVar(&cfg.RequestTimeout, "request-timeout", 5*time.Second, "an answer later than this is an unknown outcome")
+	f.BoolVar(&process, "process", false, "run the server as child processes (clasp serve) and inject faults")
+	f.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL server URL: the replicas use a throwaway database created there (implies --process)")
+	f.IntVar(&cfg.Replicas, "replicas", 1, "server processes (more than 1 needs --database-url); client i uses replica i mod N")
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 2*time.Second, "lease TTL of the child servers (--process)")
+	f.DurationVar(&cfg.SweepInterval, "sweep-interval", 500*time.Millisecond, "sweep interval of the child servers (--process)")
+	f.DurationVar(&cfg.KillEvery, "kill-every", 5*time.Second, "SIGKILL a replica and restart it about this often (--process; 0: never)")
+	f.DurationVar(&cfg.PauseEvery, "pause-every", 8*time.Second, "SIGSTOP a replica past the lease TTL about this often (--process; 0: never)")
+	f.DurationVar(&cfg.TerminateEvery, "terminate-every", 4*time.Second, "pg_terminate_backend the replicas' connections about this often (PostgreSQL; 0: never)")
+	f.DurationVar(&cfg.CheckTimeout, "check-timeout", 5*time.Minute, "give the linearizability check at most this long (then the report counts the history undecided)")
 	f.BoolVar(&keep, "keep", false, "keep the embedded server's temporary data directory")
 	f.BoolVar(&jsonOut, "json", false, "print the report as JSON")
 	return cmd

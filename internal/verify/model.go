@@ -45,6 +45,8 @@ type Output struct {
 	RunID    string `json:"runId,omitempty"` // open: the run opened
 	Note     string `json:"note,omitempty"`
 	Returned bool   `json:"-"`
+	notSent  bool   // the connection was refused: the request never left
+
 }
 
 // Lock is the part of an issue the model tracks. L7 is false when the
@@ -171,8 +173,9 @@ func step(s state, in Input, out Output) (bool, state) {
 
 // Model returns the porcupine model of one issue's lock, partitioned per
 // issue: each partition holds the issue's checkouts, releases and reads,
-// plus every finish and heartbeat (they decide which holders are dead and
-// which callers are refused). An operation with an unknown outcome may
+// plus the finishes and heartbeats of the runs acting on it (they decide
+// which holders are dead and which callers are refused). Runs may also
+// die without an operation, their lease running out (mayHaveDied). An operation with an unknown outcome may
 // have taken effect or not: the model tries both.
 // Every issue starts todo, unassigned, unlocked, at epoch 0 (Run creates
 // them so).
@@ -184,20 +187,22 @@ func Model() porcupine.Model {
 		},
 		Step: func(st, input, output any) []any {
 			s, in, out := st.(state), input.(Input), output.(Output)
-			if out.Unknown {
-				var next []any
-				next = append(next, s) // it did not happen
-				for _, o := range possibleOutputs(s, in) {
-					if ok, n := step(s, in, o); ok {
-						next = append(next, n)
+			var next []any
+			for _, p := range mayHaveDied(s, in) {
+				if out.Unknown {
+					next = append(next, p) // it did not happen
+					for _, o := range possibleOutputs(p, in) {
+						if ok, n := step(p, in, o); ok {
+							next = append(next, n)
+						}
 					}
+					continue
 				}
-				return next
+				if ok, n := step(p, in, out); ok {
+					next = append(next, n)
+				}
 			}
-			if ok, n := step(s, in, out); ok {
-				return []any{n}
-			}
-			return nil
+			return next
 		},
 		Equal:             stateEqual,
 		DescribeOperation: describeOp,
@@ -212,6 +217,43 @@ func Model() porcupine.Model {
 		},
 	}
 	return nm.ToModel()
+}
+
+// mayHaveDied returns the states s may have become before in took effect
+// through events no operation records (SPEC section 5): a run whose lease
+// ran out is lost at some moment, and a dead holder's lock is cleared (by
+// the sweeper, or by L6 when the sweeper fails the run) at some later
+// moment, status, assignee and epoch kept. Only the two runs in touches
+// matter: the acting run (it may be lost: a later refusal run_not_live is
+// then right) and the holder (a checkout or a release may then displace
+// it, L1/L3/L4). A run decided lost stays dead for the rest of the
+// history, so a late success of it is still caught. s itself is always
+// included first.
+func mayHaveDied(s state, in Input) []state {
+	out := []state{s}
+	clear := func(x state) {
+		if x.lock.Holder != "" && x.finished[x.lock.Holder] {
+			c := x
+			c.lock.Holder = ""
+			out = append(out, c)
+		}
+	}
+	clear(s)
+	for _, run := range []string{in.Run, s.lock.Holder} {
+		if run == "" || s.finished[run] {
+			continue
+		}
+		n := len(out)
+		for _, x := range out[:n] {
+			if x.finished[run] {
+				continue
+			}
+			d := x.withFinished(run)
+			out = append(out, d)
+			clear(d)
+		}
+	}
+	return out
 }
 
 // possibleOutputs returns the successful answer an operation with an
@@ -262,7 +304,18 @@ func partition(history []porcupine.Operation) [][]porcupine.Operation {
 	}
 	var out [][]porcupine.Operation
 	for _, id := range order {
-		p := append(append([]porcupine.Operation(nil), byIssue[id]...), shared...)
+		// Only the finishes and heartbeats of runs that act on this issue:
+		// the others never decide a caller's or a holder's liveness here.
+		runs := map[string]bool{}
+		for _, op := range byIssue[id] {
+			runs[op.Input.(Input).Run] = true
+		}
+		p := append([]porcupine.Operation(nil), byIssue[id]...)
+		for _, op := range shared {
+			if runs[op.Input.(Input).Run] {
+				p = append(p, op)
+			}
+		}
 		sort.SliceStable(p, func(i, j int) bool { return p[i].Call < p[j].Call })
 		out = append(out, p)
 	}

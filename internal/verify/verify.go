@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -36,6 +37,24 @@ type Config struct {
 	RequestTimeout time.Duration // an answer later than this is an unknown outcome (default 5 s)
 	CheckTimeout   time.Duration // give the linearizability check at most this long (default 5 min)
 	Log            io.Writer     // progress; default discard
+
+	// Process mode (issue 6 item 2): with Binary set (and no ServerURL),
+	// Replicas `Binary serve` child processes serve DataDir's SQLite
+	// database (one replica) or a throwaway database created on the
+	// PostgreSQL server of DatabaseURL (dropped at the end), with lease
+	// TTL LeaseTTL and sweep interval SweepInterval (defaults 2 s and
+	// 500 ms, so that faults make runs lost). Client i talks to replica
+	// i mod Replicas. Each fault kind with a positive period is injected
+	// about once per period (jittered): KillEvery SIGKILLs a random
+	// replica and restarts it on the same port; PauseEvery SIGSTOPs one
+	// for LeaseTTL + 2 SweepInterval + 0.5 s, then SIGCONTs it;
+	// TerminateEvery (PostgreSQL only) ends every database connection
+	// with pg_terminate_backend.
+	Binary                                string
+	DatabaseURL                           string
+	Replicas                              int
+	LeaseTTL, SweepInterval               time.Duration
+	KillEvery, PauseEvery, TerminateEvery time.Duration
 }
 
 // Server is a started server.
@@ -47,14 +66,18 @@ type Server struct {
 
 // Report is what a run found.
 type Report struct {
-	Histories    int            `json:"histories"`    // per-issue histories checked
-	Operations   int            `json:"operations"`   // recorded operations (all kinds)
-	ByKind       map[string]int `json:"byKind"`       // operations per kind
-	Unknown      int            `json:"unknown"`      // outcomes unknown (timeouts, connection errors, 5xx)
-	ServerErrors int            `json:"serverErrors"` // 5xx answers (also counted as unknown)
-	Violations   int            `json:"violations"`   // histories porcupine found not linearizable
-	Undecided    int            `json:"undecided"`    // histories the checker ran out of time on
-	L7Broken     int            `json:"l7Broken"`     // issues breaking L7 at the end
+	Histories    int            `json:"histories"`             // per-issue histories checked
+	Operations   int            `json:"operations"`            // recorded operations (all kinds)
+	ByKind       map[string]int `json:"byKind"`                // operations per kind
+	Unknown      int            `json:"unknown"`               // outcomes unknown (timeouts, connection errors, 5xx)
+	ServerErrors int            `json:"serverErrors"`          //  5xx answers but 503 (also counted as unknown)
+	Unavailable  int            `json:"unavailable"`           // 503 answers: the database was unreachable (also counted as unknown)
+	Violations   int            `json:"violations"`            // histories porcupine found not linearizable
+	Undecided    int            `json:"undecided"`             // histories the checker ran out of time on
+	L7Broken     int            `json:"l7Broken"`              // issues breaking L7 at the end
+	Faults       map[string]int `json:"faults,omitempty"`      // faults injected per kind (process mode)
+	Terminated   int            `json:"terminatedConnections"` // database connections pg_terminate_backend ended
+	FaultErrors  []string       `json:"faultErrors,omitempty"` // faults that could not be injected
 	Files        []string       `json:"files,omitempty"`
 	Duration     time.Duration  `json:"duration"`
 }
@@ -70,13 +93,15 @@ type op struct {
 	Output Output `json:"output"`
 	Call   int64  `json:"call"`   // ns since start
 	Return int64  `json:"return"` // ns since start; MaxInt64 for unknown outcomes
+	URL    string `json:"url"`    // the replica it was sent to
 }
 
 // runner holds one run's shared state.
 type runner struct {
 	cfg   Config
 	hc    *http.Client
-	url   string
+	urls  []string // client i uses urls[i%len(urls)]
+	url   string   // setup and final reads
 	board string
 	start time.Time
 	mu    sync.Mutex
@@ -106,7 +131,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Out = "."
 	}
 	r := &runner{cfg: cfg, url: cfg.ServerURL, board: cfg.BoardToken}
-	if r.url == "" {
+	var cl *cluster
+	if r.url == "" && cfg.Binary != "" {
+		if cfg.Replicas < 1 {
+			cfg.Replicas = 1
+		}
+		if cfg.LeaseTTL <= 0 {
+			cfg.LeaseTTL = 2 * time.Second
+		}
+		if cfg.SweepInterval <= 0 {
+			cfg.SweepInterval = 500 * time.Millisecond
+		}
+		r.cfg = cfg
+		c, err := startCluster(ctx, &cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer c.stop(ctx)
+		cl = c
+		r.urls, r.url, r.board = c.urls(), c.urls()[0], c.token
+	} else if r.url == "" {
 		if cfg.StartServer == nil {
 			return nil, fmt.Errorf("verify: no --server and no embedded server")
 		}
@@ -121,6 +165,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}()
 		r.url, r.board = srv.URL, srv.BoardToken
 	}
+	if r.urls == nil {
+		r.urls = []string{r.url}
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = cfg.Clients + 4
 	r.hc = &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}
@@ -130,9 +177,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(cfg.Log, "verify: %d clients, %d agents, %d issues, %s, seed %d, server %s\n", cfg.Clients, cfg.Agents, cfg.Issues, cfg.Duration, cfg.Seed, r.url)
+	fmt.Fprintf(cfg.Log, "verify: %d clients, %d agents, %d issues, %s, seed %d, servers %v\n", cfg.Clients, cfg.Agents, cfg.Issues, cfg.Duration, cfg.Seed, r.urls)
 
 	r.start = time.Now()
+	fctx, stopFaults := context.WithCancel(ctx)
+	defer stopFaults()
+	var injectors *sync.WaitGroup
+	if cl != nil {
+		injectors = cl.inject(fctx, &cfg, cfg.Log)
+	}
 	deadline := r.start.Add(cfg.Duration)
 	var wg sync.WaitGroup
 	for i := range cfg.Clients {
@@ -140,20 +193,44 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(i)))
-			r.client(ctx, i, agents[i%len(agents)], keys[i%len(keys)], issues, rng, deadline)
+			r.client(ctx, i, r.urls[i%len(r.urls)], agents[i%len(agents)], keys[i%len(keys)], issues, rng, deadline)
 		}()
 	}
 	wg.Wait()
 	elapsed := time.Since(r.start)
 
 	rep := &Report{ByKind: map[string]int{}, Duration: elapsed, Histories: len(issues)}
+	if cl != nil {
+		stopFaults()
+		injectors.Wait()
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		err := cl.heal(hctx)
+		cancel()
+		cl.mu.Lock()
+		rep.Faults, rep.Terminated, rep.FaultErrors = cl.faults, cl.terminated, cl.faultErrors
+		r.boundUnknowns(cl.killed)
+		cl.mu.Unlock()
+		open := 0
+		for _, o := range r.ops {
+			if o.Output.Unknown && o.Return == math.MaxInt64 {
+				open++
+			}
+		}
+		fmt.Fprintf(cfg.Log, "verify: %d unknown outcomes stay open to the end of the history\n", open)
+		if err != nil {
+			return rep, err
+		}
+	}
 	for _, o := range r.ops {
 		rep.Operations++
 		rep.ByKind[o.Input.Kind]++
 		if o.Output.Unknown {
 			rep.Unknown++
 		}
-		if o.Output.Status >= 500 {
+		switch {
+		case o.Output.Status == http.StatusServiceUnavailable:
+			rep.Unavailable++
+		case o.Output.Status >= 500:
 			rep.ServerErrors++
 		}
 	}
@@ -187,6 +264,38 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, fmt.Errorf("%w: %v", ErrViolation, found)
 	}
 	return rep, nil
+}
+
+// killGrace is how long after its server process was SIGKILLed (and
+// reaped) a call may still take effect: on PostgreSQL a COMMIT the
+// process had sent just before it died; on SQLite nothing (the process
+// wrote its file itself).
+func (r *runner) killGrace() time.Duration {
+	if r.cfg.DatabaseURL != "" {
+		return time.Second
+	}
+	return 0
+}
+
+// boundUnknowns gives each unknown outcome sent to a replica that was
+// killed after the call the return time kill + killGrace: a dead process
+// writes nothing more. Unbounded unknown outcomes stay open to the end of
+// the history and make the check exponentially slower.
+func (r *runner) boundUnknowns(killed map[string][]time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.ops {
+		o := &r.ops[i]
+		if !o.Output.Unknown {
+			continue
+		}
+		for _, k := range killed[o.URL] {
+			if at := k.Sub(r.start).Nanoseconds(); at >= o.Call {
+				o.Return = at + r.killGrace().Nanoseconds()
+				break
+			}
+		}
+	}
 }
 
 // history returns the recorded operations for porcupine.
@@ -235,48 +344,61 @@ func Check(history []porcupine.Operation, dir string, timeout time.Duration) (po
 // agent, then checks out, releases, reads, heartbeats and now and then
 // finishes it and opens another. A run whose finish has an unknown outcome
 // is abandoned.
-func (r *runner) client(ctx context.Context, id int, agent, key string, issues []string, rng *rand.Rand, deadline time.Time) {
+func (r *runner) client(ctx context.Context, id int, url, agent, key string, issues []string, rng *rand.Rand, deadline time.Time) {
 	run := ""
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if run == "" {
-			out := r.record(ctx, id, Input{Kind: OpOpen, Agent: agent}, key, "", "POST", "/api/agents/me/runs", map[string]any{})
+			out := r.record(ctx, url, id, Input{Kind: OpOpen, Agent: agent}, key, "", "POST", "/api/agents/me/runs", map[string]any{})
 			if out.OK {
 				run = out.RunID
 			}
 			continue
 		}
 		issue := issues[rng.IntN(len(issues))]
+		var out Output
 		switch p := rng.IntN(100); {
 		case p < 40:
-			r.record(ctx, id, Input{Kind: OpCheckout, Issue: issue, Run: run, Agent: agent}, key, run, "POST", "/api/issues/"+issue+"/checkout",
+			out = r.record(ctx, url, id, Input{Kind: OpCheckout, Issue: issue, Run: run, Agent: agent}, key, run, "POST", "/api/issues/"+issue+"/checkout",
 				map[string]any{"agentId": agent, "expectedStatuses": []string{"todo"}})
 		case p < 65:
 			u := rng.IntN(2) == 0
-			r.record(ctx, id, Input{Kind: OpRelease, Issue: issue, Run: run, Agent: agent, Unassign: u}, key, run, "POST", "/api/issues/"+issue+"/release",
+			out = r.record(ctx, url, id, Input{Kind: OpRelease, Issue: issue, Run: run, Agent: agent, Unassign: u}, key, run, "POST", "/api/issues/"+issue+"/release",
 				map[string]any{"unassign": u})
 		case p < 85:
-			r.record(ctx, id, Input{Kind: OpRead, Issue: issue}, r.board, "", "GET", "/api/issues/"+issue, nil)
+			r.record(ctx, url, id, Input{Kind: OpRead, Issue: issue}, r.board, "", "GET", "/api/issues/"+issue, nil)
 		case p < 93:
-			r.record(ctx, id, Input{Kind: OpHeartbeat, Run: run, Agent: agent}, key, "", "POST", "/api/runs/"+run+"/heartbeat", map[string]any{})
+			out = r.record(ctx, url, id, Input{Kind: OpHeartbeat, Run: run, Agent: agent}, key, "", "POST", "/api/runs/"+run+"/heartbeat", map[string]any{})
 		default:
-			out := r.record(ctx, id, Input{Kind: OpFinish, Run: run, Agent: agent}, key, "", "POST", "/api/runs/"+run+"/finish", map[string]any{"status": "succeeded"})
-			if out.OK || out.Unknown || out.Code == "run_not_live" {
+			out = r.record(ctx, url, id, Input{Kind: OpFinish, Run: run, Agent: agent}, key, "", "POST", "/api/runs/"+run+"/finish", map[string]any{"status": "succeeded"})
+			if out.OK || out.Unknown {
 				run = ""
 			}
+		}
+		if out.Code == "run_not_live" {
+			run = "" // finished, or lost (its lease expired during a fault)
 		}
 	}
 }
 
 // record sends one request and appends the operation to the history.
-func (r *runner) record(ctx context.Context, client int, in Input, token, run, method, path string, body any) Output {
+func (r *runner) record(ctx context.Context, url string, client int, in Input, token, run, method, path string, body any) Output {
 	call := time.Since(r.start).Nanoseconds()
-	out := r.send(ctx, token, run, method, path, body)
+	out := r.send(ctx, url, token, run, method, path, body)
 	ret := time.Since(r.start).Nanoseconds()
-	if out.Unknown {
+	switch {
+	case out.Unknown && out.Status == http.StatusServiceUnavailable:
+		// The server answered 503 unavailable (its database connection
+		// broke, e.g. pg_terminate_backend): the transaction committed or
+		// not before the answer; a grace covers the dying backend.
+		ret += time.Second.Nanoseconds()
+	case out.Unknown:
 		ret = math.MaxInt64 // it may take effect any time later
 	}
+	if out.notSent {
+		return out // refused at connect: it did not happen (a restarting replica)
+	}
 	r.mu.Lock()
-	r.ops = append(r.ops, op{Client: client, Input: in, Output: out, Call: call, Return: ret})
+	r.ops = append(r.ops, op{Client: client, Input: in, Output: out, Call: call, Return: ret, URL: url})
 	r.mu.Unlock()
 	return out
 }
@@ -305,13 +427,13 @@ func (w *wireIssue) lock() *Lock {
 }
 
 // send does one HTTP call and classifies its answer.
-func (r *runner) send(ctx context.Context, token, run, method, path string, body any) Output {
+func (r *runner) send(ctx context.Context, url, token, run, method, path string, body any) Output {
 	var rd io.Reader
 	if body != nil {
 		data, _ := json.Marshal(body)
 		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, r.url+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, url+path, rd)
 	if err != nil {
 		return Output{Unknown: true, Note: err.Error()}
 	}
@@ -326,6 +448,10 @@ func (r *runner) send(ctx context.Context, token, run, method, path string, body
 	}
 	res, err := r.hc.Do(req)
 	if err != nil {
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Op == "dial" {
+			return Output{Unknown: true, notSent: true, Note: err.Error()}
+		}
 		return Output{Unknown: true, Note: err.Error()}
 	}
 	defer res.Body.Close()
@@ -369,7 +495,7 @@ func (r *runner) send(ctx context.Context, token, run, method, path string, body
 
 // readIssue reads an issue's lock as the board.
 func (r *runner) readIssue(ctx context.Context, id string) (*Lock, error) {
-	out := r.send(ctx, r.board, "", "GET", "/api/issues/"+id, nil)
+	out := r.send(ctx, r.url, r.board, "", "GET", "/api/issues/"+id, nil)
 	if !out.OK || out.Issue == nil {
 		return nil, fmt.Errorf("GET issue: %+v", out)
 	}
