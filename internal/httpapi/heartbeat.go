@@ -220,22 +220,32 @@ func (s *Server) runLog(ctx context.Context, c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	noLog := clasp.Errorf(clasp.CodeNotFound, "Run %s has no log: only runs the server started have one.", run.ID)
+	// A queued or just-started server run answers an empty log (size 0): a
+	// follower that asks right after a wake must not be told the run has no
+	// log (seen as a flaky TestManagedAgentCommands).
 	if s.cfg.RunLogDir == "" {
 		return 0, nil, noLog
 	}
 	f, err := os.Open(filepath.Join(s.cfg.RunLogDir, filepath.Base(run.ID)+".log"))
-	if errors.Is(err, os.ErrNotExist) {
+	var size int64
+	switch {
+	case errors.Is(err, os.ErrNotExist) && (run.Status == clasp.RunQueued || run.HostID != nil):
+		// A run the server queued or started (it records its host) whose
+		// process has not written its log file yet: the log is empty so far
+		// and a follower polls on.
+		f = nil
+	case errors.Is(err, os.ErrNotExist):
 		return 0, nil, noLog
-	}
-	if err != nil {
+	case err != nil:
 		return 0, nil, err
+	default:
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return 0, nil, err
+		}
+		size = fi.Size() // the log only grows; read up to the size announced
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, nil, err
-	}
-	size := fi.Size() // the log only grows; read up to the size announced
 	offset = min(offset, size)
 	h := c.w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
@@ -244,7 +254,9 @@ func (s *Server) runLog(ctx context.Context, c *call) (int, any, error) {
 	h.Set(RunStatusHeader, string(run.Status))
 	h.Set("Content-Length", strconv.FormatInt(size-offset, 10))
 	c.w.WriteHeader(http.StatusOK)
-	_, _ = io.Copy(c.w, io.NewSectionReader(f, offset, size-offset))
+	if f != nil {
+		_, _ = io.Copy(c.w, io.NewSectionReader(f, offset, size-offset))
+	}
 	return 0, streamed, nil
 }
 
