@@ -343,6 +343,25 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		sup.runManaged(wctx, board, co.ID, progress)
 	} else {
 		sup.run(wctx, keys, progress)
+		// Agents exit when they see no work they may take; an issue whose
+		// lock a killed process's run still held at that moment (its lease
+		// not yet expired, e.g. its replica was killed mid-request) is free
+		// only later, and only for its assignee. Start the agents again
+		// until nothing is left, so the run ends by the work, not by luck.
+		for round := 1; round <= maxRestartRounds && wctx.Err() == nil; round++ {
+			left, err := issuesLeft(wctx, board, co.ID)
+			if err != nil || left == 0 {
+				break
+			}
+			logf("%d issue(s) not done after the agents exited (held by a killed run); restarting the agents after its lease (round %d)", left, round)
+			if !sleepCtx(wctx, cfg.LeaseTTL+2*cfg.SweepInterval) {
+				break
+			}
+			if replicas != nil {
+				replicas.ensureRunning(wctx, logf)
+			}
+			sup.run(wctx, keys, progress)
+		}
 	}
 	stopKills()
 	kwg.Wait()
@@ -545,6 +564,23 @@ func fileIssues(ctx context.Context, board *client.Client, co *clasp.Company, fi
 // waitForSweep waits until no run of the company is queued or running, for
 // at most a lease TTL plus two sweep intervals plus slack (the lease TTL of
 // a remote server is read off its runs).
+// maxRestartRounds bounds how often Run starts the agents again for issues
+// left behind by killed runs.
+const maxRestartRounds = 5
+
+// issuesLeft counts the company's issues that are not done (at most one
+// page's worth: any is enough to go on).
+func issuesLeft(ctx context.Context, board *client.Client, companyID string) (int, error) {
+	p, err := board.IssueList(ctx, companyID, client.IssueListParams{
+		Statuses: []clasp.IssueStatus{clasp.IssueBacklog, clasp.IssueTodo, clasp.IssueInProgress, clasp.IssueInReview, clasp.IssueBlocked},
+		Limit:    100,
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(p.Items), nil
+}
+
 func waitForSweep(ctx context.Context, board *client.Client, companyID string, cfg Config, logf func(string, ...any)) {
 	ttl := cfg.LeaseTTL
 	if cfg.ServerURL != "" {
@@ -600,7 +636,9 @@ type supervisor struct {
 // run runs one slot per key (runSlot) and prints a progress line about
 // once a second until every slot has ended.
 func (s *supervisor) run(ctx context.Context, keys []string, progress io.Writer) {
-	s.start = time.Now()
+	if s.start.IsZero() { // a later round (Run's restarts) keeps the first start
+		s.start = time.Now()
+	}
 	var wg sync.WaitGroup
 	for i, key := range keys {
 		wg.Go(func() { s.runSlot(ctx, i+1, key) })
