@@ -157,3 +157,18 @@ func ErrWakeKeyReused(key string) error {
 	e.Details = map[string]any{"idempotencyKey": key}
 	return e
 }
+
+// Validate checks a wake before any store runs it (both stores call it):
+// 400 invalid_request naming the field for a reason other than timer,
+// assignment or on_demand, or an idempotency key over 255 characters.
+func (p *WakeParams) Validate() error {
+	switch p.Reason {
+	case clasp.InvocationTimer, clasp.InvocationAssignment, clasp.InvocationOnDemand:
+	default:
+		return clasp.InvalidField("reason", "reason must be timer, assignment or on_demand.")
+	}
+	if len(p.IdempotencyKey) > 255 {
+		return clasp.InvalidField("idempotencyKey", "idempotencyKey is at most 255 characters.")
+	}
+	return nil
+}

@@ -10,6 +10,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"time"
@@ -490,6 +491,37 @@ func (p *IssueUpdateParams) Validate() error {
 		return clasp.Errorf(clasp.CodePreconditionFailed,
 			"An agent cannot move an issue into in_progress with an update: check it out, which takes the lock in the same write.").
 			WithDetails("field", "status")
+	}
+	return nil
+}
+
+// Normalize trims the title, fills the defaults (status backlog, priority
+// medium) and checks an issue creation before any store runs it (both
+// stores call it): 400 invalid_request naming the field for an empty title
+// or an unknown status or priority; 403 forbidden for an agent creating in
+// another company; 422 precondition_failed for an agent creating an issue
+// in_progress (rule L5: only checkout takes the lock) or an in_progress
+// issue without an assignee.
+func (p *IssueCreateParams) Normalize() error {
+	p.Title = strings.TrimSpace(p.Title)
+	p.Status = cmp.Or(p.Status, clasp.IssueBacklog)
+	p.Priority = cmp.Or(p.Priority, clasp.PriorityMedium)
+	title, status, priority, a := p.Title, p.Status, p.Priority, p.Actor
+	switch {
+	case title == "":
+		return clasp.InvalidField("title", "title is required.")
+	case !status.Valid():
+		return clasp.InvalidField("status", "status %q is not an issue status.", status)
+	case !priority.Valid():
+		return clasp.InvalidField("priority", "priority %q is not a priority.", priority)
+	case a.Type == clasp.ActorAgent && a.CompanyID != p.CompanyID:
+		return clasp.Errorf(clasp.CodeForbidden, "An agent creates issues only in its own company.")
+	case status == clasp.IssueInProgress && a.Type == clasp.ActorAgent:
+		return clasp.Errorf(clasp.CodePreconditionFailed,
+			"An agent cannot create an issue in_progress: create it, then check it out.").WithDetails("field", "status")
+	case status == clasp.IssueInProgress && p.AssigneeAgentID == "":
+		return clasp.Errorf(clasp.CodePreconditionFailed, "An issue is in_progress only with an assignee.").
+			WithDetails("field", "assigneeAgentId")
 	}
 	return nil
 }

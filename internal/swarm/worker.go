@@ -162,17 +162,6 @@ func (w *Worker) turn(ctx context.Context) error {
 	if err := w.retry(ctx, func() error {
 		var err error
 		run, err = w.c.RunOpen(ictx, client.RunOpenRequest{InvocationSource: "swarm"})
-		if clasp.ErrorCode(err) == clasp.CodeIdempotencyInFlight {
-			// The server that took this key died before it answered (a
-			// killed replica): the key stays in flight until the store
-			// deems it abandoned (minutes). A run that request may have
-			// opened is never used, and the sweeper fails it when its
-			// lease runs out; open another under a fresh key. The error
-			// is not a *clasp.Error, so retry tries again.
-			ictx = client.WithIdempotencyKey(ctx, client.NewIdempotencyKey())
-			w.log.Warn("run open stuck in flight on a dead server; retrying with a new Idempotency-Key", "err", err)
-			return fmt.Errorf("open run: idempotency key stuck in flight: %v", err)
-		}
 		return err
 	}); err != nil {
 		return fmt.Errorf("open run: %w", err)

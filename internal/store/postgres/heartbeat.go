@@ -206,21 +206,10 @@ func adapterOf(ctx context.Context, tx pgx.Tx, agentID string) (*clasp.Agent, *c
 	return a, c, err
 }
 
-func validReason(r string) bool {
-	switch r {
-	case clasp.InvocationTimer, clasp.InvocationAssignment, clasp.InvocationOnDemand:
-		return true
-	}
-	return false
-}
-
 // Wake records a wake request and acts on it (store.WakeParams).
 func (s *Store) Wake(ctx context.Context, p *store.WakeParams) (*store.WakeResult, error) {
-	if !validReason(p.Reason) {
-		return nil, clasp.InvalidField("reason", "reason must be timer, assignment or on_demand.")
-	}
-	if len(p.IdempotencyKey) > 255 {
-		return nil, clasp.InvalidField("idempotencyKey", "idempotencyKey is at most 255 characters.")
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	var out *store.WakeResult
 	err := s.tx(ctx, func(tx pgx.Tx) error {

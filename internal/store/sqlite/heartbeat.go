@@ -210,23 +210,12 @@ func (t *wtx) adapterOf(ctx context.Context, agentID string) (*clasp.AdapterConf
 	return parseAdapter(raw)
 }
 
-func validReason(r string) bool {
-	switch r {
-	case clasp.InvocationTimer, clasp.InvocationAssignment, clasp.InvocationOnDemand:
-		return true
-	}
-	return false
-}
-
 // Wake records a wake request of agent AgentID and acts on it (see
 // store.WakeParams). 400 invalid_request (reason), 404 not_found (agent,
 // or issue of its company).
 func (s *Store) Wake(ctx context.Context, p *store.WakeParams) (*store.WakeResult, error) {
-	if !validReason(p.Reason) {
-		return nil, clasp.InvalidField("reason", "reason must be timer, assignment or on_demand.")
-	}
-	if len(p.IdempotencyKey) > 255 {
-		return nil, clasp.InvalidField("idempotencyKey", "idempotencyKey is at most 255 characters.")
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	var out *store.WakeResult
 	err := s.write(ctx, func(tx *wtx) error {

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -48,26 +47,10 @@ const (
 // without an assignee, an assignee that is no active agent of the
 // company), 422 idempotency_key_reused.
 func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*clasp.Issue, error) {
-	title := strings.TrimSpace(p.Title)
-	status := cmp.Or(p.Status, clasp.IssueBacklog)
-	priority := cmp.Or(p.Priority, clasp.PriorityMedium)
-	a := p.Actor
-	switch {
-	case title == "":
-		return nil, clasp.InvalidField("title", "title is required.")
-	case !status.Valid():
-		return nil, clasp.InvalidField("status", "status %q is not an issue status.", status)
-	case !priority.Valid():
-		return nil, clasp.InvalidField("priority", "priority %q is not a priority.", priority)
-	case a.Type == clasp.ActorAgent && a.CompanyID != p.CompanyID:
-		return nil, clasp.Errorf(clasp.CodeForbidden, "An agent creates issues only in its own company.")
-	case status == clasp.IssueInProgress && a.Type == clasp.ActorAgent:
-		return nil, clasp.Errorf(clasp.CodePreconditionFailed,
-			"An agent cannot create an issue in_progress: create it, then check it out.").WithDetails("field", "status")
-	case status == clasp.IssueInProgress && p.AssigneeAgentID == "":
-		return nil, clasp.Errorf(clasp.CodePreconditionFailed, "An issue is in_progress only with an assignee.").
-			WithDetails("field", "assigneeAgentId")
+	if err := p.Normalize(); err != nil {
+		return nil, err
 	}
+	title, status, priority, a := p.Title, p.Status, p.Priority, p.Actor
 	var out *clasp.Issue
 	err := s.write(ctx, func(tx *wtx) error {
 		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, idemIssue); err != nil || id != "" {
