@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -112,13 +113,25 @@ func (a *app) newAgentShowCmd() *cobra.Command {
 		Example: "  clasp agent show <agent-id> --json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ag, err := a.client().AgentGet(cmd.Context(), args[0])
+			ag, err := a.client().AgentAdapter(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			return a.emit(ag, func(w io.Writer) { printAgent(w, ag) })
+			return a.emit(ag, func(w io.Writer) {
+				printAgent(w, &ag.Agent)
+				printAdapterLine(w, ag.Adapter)
+			})
 		},
 	}
+}
+
+// printAdapterLine prints the adapter of 'agent show' (none when unset).
+func printAdapterLine(w io.Writer, cfg *clasp.AdapterConfig) {
+	if cfg == nil {
+		fields(w, "Adapter", "(none)")
+		return
+	}
+	fields(w, "Adapter", cfg.Type+": "+strings.Join(append([]string{cfg.Command}, cfg.Args...), " "))
 }
 
 // newAgentStatusCmd returns pause, resume or terminate: a PATCH of the

@@ -147,6 +147,7 @@ func TestUsageErrors(t *testing.T) {
 		{"swarm", "--agents", "-1"},
 		{"swarm", "--slow", "-1s"},
 		{"swarm", "--lease-ttl", "0s"},
+		{"run", "log", "r1", "--offset", "-5"},
 	} {
 		r := runCLI(t, nil, "", args...)
 		if r.code != ExitUsage {

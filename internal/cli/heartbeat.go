@@ -189,6 +189,9 @@ Runs the server did not start have no log (exit 4, not_found).`,
   clasp run log <run-id> --follow`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if offset < 0 {
+				return usageErr(fmt.Errorf("--offset must be 0 or more bytes, got %d", offset))
+			}
 			id, err := a.runRef(args)
 			if err != nil {
 				return err

@@ -68,6 +68,14 @@ func TestManagedAgentCommands(t *testing.T) {
 		got.Adapter.TimeoutSec != 60 || got.Adapter.Heartbeat != want.Heartbeat {
 		t.Fatalf("set-adapter answered %+v, want %+v", got.Adapter, want)
 	}
+	var shown client.AgentWithAdapter
+	mustCLIJSON(t, board, &shown, "agent", "show", ag.ID)
+	if shown.ID != ag.ID || shown.Adapter == nil || shown.Adapter.Command != "/bin/sh" {
+		t.Errorf("agent show --json answered id %q adapter %+v, want the adapter just set", shown.ID, shown.Adapter)
+	}
+	if r := runCLI(t, board, "", "agent", "show", ag.ID); !strings.Contains(r.stdout, "process: /bin/sh "+script) {
+		t.Errorf("agent show: stdout %q, want the adapter line", r.stdout)
+	}
 	if r := runCLI(t, board, "", "agent", "set-adapter", ag.ID, "--command", "x", "--timeout", "1.5s"); r.code != ExitUsage {
 		t.Errorf("fractional --timeout: exit %d, want %d", r.code, ExitUsage)
 	}
