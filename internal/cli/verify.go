@@ -12,6 +12,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// EnvTestPGRestartCmd is the default of `clasp verify --db-restart-cmd`:
+// a shell command that restarts the PostgreSQL server of
+// CLASP_TEST_POSTGRES_URL (.ci/run may set it).
+const EnvTestPGRestartCmd = "CLASP_TEST_PG_RESTART_CMD"
+
 // newVerifyCmd is `clasp verify` (issue 6 item 1): concurrent clients run
 // random lock operations against one server and the recorded history is
 // checked for linearizability; exit 1 on a violation, with the history and
@@ -40,13 +45,23 @@ are then on by default (a period of 0 turns one off): --kill-every SIGKILLs
 a replica and restarts it on the same port, --pause-every SIGSTOPs one
 past the lease TTL and SIGCONTs it (its late writes must not win),
 --terminate-every (PostgreSQL) ends the replicas' database connections
-with pg_terminate_backend. Calls a fault cuts are unknown outcomes; a run
-may be lost without any operation (its lease ran out) and the model
-allows for it. The report counts faults per kind.
+with pg_terminate_backend, --restart-db-every restarts PostgreSQL with
+--db-restart-cmd (default $CLASP_TEST_PG_RESTART_CMD; none: no restarts),
+and a TCP proxy (toxiproxy) in front of each replica adds --latency and
+drops connections every --drop-every. A pause ends with a SIGKILL and
+restart of the replica 1 s after it resumed, and every replica is killed
+and restarted at the end: calls a fault cut are unknown outcomes, bounded
+by the kill that followed them (an answered 503 is bounded at its answer,
+a reset during a drop where it was seen). A run may be lost without any
+operation (its lease ran out) and the model allows for it. The report
+counts faults per kind, and each issue's check time; an undecided history
+(its check timed out) is kept under --out and fails the run with
+--fail-undecided.
 
 The long run (issue 6; a few million operations across both):
-  clasp verify --process --duration 5m --clients 16 --issues 6 --out /tmp/verify-sqlite
-  clasp verify --database-url "$CLASP_TEST_POSTGRES_URL" --replicas 3 --duration 5m --clients 16 --issues 6 --out /tmp/verify-pg`,
+  clasp verify --process --duration 5m --clients 16 --issues 12 --out /tmp/verify-sqlite
+  clasp verify --database-url "$CLASP_TEST_POSTGRES_URL" --replicas 3 --duration 5m --clients 16 --issues 12 \
+    --db-restart-cmd "pg_ctl -D $PGDATA -m immediate -w restart" --out /tmp/verify-pg`,
 		Example: `  clasp verify --duration 30s --clients 16 --issues 4
   clasp verify --process --duration 30s
   clasp verify --database-url postgres://clasp@127.0.0.1/clasp?sslmode=disable --replicas 3 --duration 30s
@@ -57,7 +72,10 @@ The long run (issue 6; a few million operations across both):
 				process = true
 			}
 			if !process {
-				cfg.KillEvery, cfg.PauseEvery, cfg.TerminateEvery = 0, 0, 0
+				cfg.KillEvery, cfg.PauseEvery, cfg.TerminateEvery, cfg.RestartDBEvery, cfg.Latency, cfg.DropEvery = 0, 0, 0, 0, 0, 0
+			}
+			if !cmd.Flags().Changed("db-restart-cmd") {
+				cfg.DBRestartCmd = a.getenv(EnvTestPGRestartCmd)
 			}
 			if cfg.ServerURL == "" {
 				dir, err := os.MkdirTemp("", "clasp-verify-")
@@ -87,8 +105,13 @@ The long run (issue 6; a few million operations across both):
 						return werr
 					}
 				} else {
-					fmt.Fprintf(a.stdout, "histories checked: %d\noperations: %d %v\nfaults injected: %v (database connections terminated: %d)\nunknown outcomes: %d\n503 unavailable: %d\nserver errors (5xx but 503): %d\nviolations: %d\nundecided (checker timeout): %d\nL7 broken at end: %d\nduration: %s\n",
-						rep.Histories, rep.Operations, rep.ByKind, rep.Faults, rep.Terminated, rep.Unknown, rep.Unavailable, rep.ServerErrors, rep.Violations, rep.Undecided, rep.L7Broken, rep.Duration.Round(time.Millisecond))
+					fmt.Fprintf(a.stdout, "histories checked: %d\noperations: %d %v\nfaults injected: %v (database connections terminated: %d)\nunknown outcomes: %d\n503 unavailable: %d\nserver errors (5xx but 503): %d\nviolations: %d\nundecided (checker timeout): %d\nL7 broken at end: %d\nduration: %s\ncheck time: %s\n",
+						rep.Histories, rep.Operations, rep.ByKind, rep.Faults, rep.Terminated, rep.Unknown, rep.Unavailable, rep.ServerErrors, rep.Violations, rep.Undecided, rep.L7Broken, rep.Duration.Round(time.Millisecond), rep.CheckTook.Round(time.Millisecond))
+					for _, p := range rep.Partitions {
+						if p.Result != "ok" {
+							fmt.Fprintf(a.stdout, "issue %s: %s after %s (%d operations, %d open)\n", p.Issue, p.Result, p.Took.Round(time.Millisecond), p.Operations, p.Open)
+						}
+					}
 					for _, e := range rep.FaultErrors {
 						fmt.Fprintf(a.stdout, "fault not injected: %s\n", e)
 					}
@@ -121,7 +144,12 @@ The long run (issue 6; a few million operations across both):
 	f.DurationVar(&cfg.KillEvery, "kill-every", 5*time.Second, "SIGKILL a replica and restart it about this often (--process; 0: never)")
 	f.DurationVar(&cfg.PauseEvery, "pause-every", 8*time.Second, "SIGSTOP a replica past the lease TTL about this often (--process; 0: never)")
 	f.DurationVar(&cfg.TerminateEvery, "terminate-every", 4*time.Second, "pg_terminate_backend the replicas' connections about this often (PostgreSQL; 0: never)")
-	f.DurationVar(&cfg.CheckTimeout, "check-timeout", 5*time.Minute, "give the linearizability check at most this long (then the report counts the history undecided)")
+	f.DurationVar(&cfg.RestartDBEvery, "restart-db-every", 10*time.Second, "restart PostgreSQL with --db-restart-cmd about this often (0: never)")
+	f.StringVar(&cfg.DBRestartCmd, "db-restart-cmd", "", "shell command that restarts the PostgreSQL server, e.g. 'pg_ctl -D DIR -m immediate -w restart' (default $"+EnvTestPGRestartCmd+"; empty: no restarts)")
+	f.DurationVar(&cfg.Latency, "latency", 10*time.Millisecond, "added round-trip latency between clients and replicas through a TCP proxy per replica: each direction half of it +- half (--process; 0 and --drop-every 0: no proxy)")
+	f.DurationVar(&cfg.DropEvery, "drop-every", 3*time.Second, "drop one proxy's client connections for 300 ms about this often (--process; 0: never)")
+	f.DurationVar(&cfg.CheckTimeout, "check-timeout", 5*time.Minute, "give each issue's linearizability check at most this long (then the report counts that history undecided)")
+	f.BoolVar(&cfg.FailUndecided, "fail-undecided", false, "exit 1 also when a history is undecided (its check timed out); the history is kept under --out either way")
 	f.BoolVar(&keep, "keep", false, "keep the embedded server's temporary data directory")
 	f.BoolVar(&jsonOut, "json", false, "print the report as JSON")
 	return cmd

@@ -6,13 +6,18 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/clasp-dev/clasp/internal/crashtest"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 )
 
 // Fault kinds, the keys of Report.Faults.
@@ -20,14 +25,23 @@ const (
 	FaultKill      = "kill"      // a replica SIGKILLed and restarted on the same port
 	FaultPause     = "pause"     // a replica SIGSTOPped past the lease TTL, then SIGCONTed
 	FaultTerminate = "terminate" // pg_terminate_backend of the replicas' connections (one pass)
+	FaultDBRestart = "dbRestart" // PostgreSQL restarted by Config.DBRestartCmd
+	FaultDrop      = "drop"      // a replica's proxy dropped its client connections (disabled, or reset_peer) for a moment
 )
+
+// dropFor is how long a connection drop lasts: the proxy is disabled (its
+// connections closed, new ones refused) or resets every connection on
+// the server's next answer, for this long.
+const dropFor = 300 * time.Millisecond
 
 // cluster is the process mode's replicas: `clasp serve` child processes
 // on one SQLite data directory (one replica) or one throwaway PostgreSQL
 // database (any number), and the fault injectors that hit them.
 type cluster struct {
 	servers []*crashtest.Server
-	locks   []sync.Mutex // one per replica: a kill and a pause never overlap
+	proxies []*toxiproxy.Proxy // one per replica in front of it (nil without --latency and --drop-every)
+	locks   []sync.Mutex       // one per replica: a kill and a pause never overlap
+	dbMu    sync.Mutex         // a database restart and a termination pass never overlap
 	logs    []*os.File
 	token   string
 	dbURL   string // the throwaway database ("" on SQLite)
@@ -35,8 +49,9 @@ type cluster struct {
 
 	mu          sync.Mutex
 	faults      map[string]int
-	terminated  int                    // backends pg_terminate_backend ended
-	killed      map[string][]time.Time // per replica URL, when each SIGKILL had reaped the process
+	terminated  int                       // backends pg_terminate_backend ended
+	killed      map[string][]time.Time    // per replica URL, when each SIGKILL had reaped the process
+	drops       map[string][][2]time.Time // per replica URL, when each drop (reset_peer) started and ended
 	faultErrors []string
 }
 
@@ -44,7 +59,7 @@ type cluster struct {
 // PostgreSQL it first creates a throwaway database on the server of
 // cfg.DatabaseURL (its user needs CREATEDB), dropped by stop.
 func startCluster(ctx context.Context, cfg *Config) (*cluster, error) {
-	c := &cluster{faults: map[string]int{}, killed: map[string][]time.Time{}}
+	c := &cluster{faults: map[string]int{}, killed: map[string][]time.Time{}, drops: map[string][][2]time.Time{}}
 	args := []string{"--lease-ttl", cfg.LeaseTTL.String(), "--sweep-interval", cfg.SweepInterval.String(), "--log-level", "warn"}
 	var env []string
 	if cfg.DatabaseURL != "" {
@@ -83,7 +98,82 @@ func startCluster(ctx context.Context, cfg *Config) (*cluster, error) {
 		c.stop(ctx)
 		return nil, fmt.Errorf("verify: the first replica printed no board token (the database was not fresh)")
 	}
+	if cfg.Latency > 0 || cfg.DropEvery > 0 {
+		if err := c.startProxies(cfg.Latency); err != nil {
+			c.stop(ctx)
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// clientURLs returns the URL clients use for each replica: its proxy's
+// when there are proxies, else the replica's.
+func (c *cluster) clientURLs() []string {
+	if c.proxies == nil {
+		return c.urls()
+	}
+	var out []string
+	for _, p := range c.proxies {
+		out = append(out, "http://"+p.Listen)
+	}
+	return out
+}
+
+// startProxies puts a toxiproxy proxy on a free loopback port in front of
+// each replica (issue 6 item 2: latency and dropped connections between
+// clients and servers), with a latency toxic in each direction of
+// latency/2 +- latency/2 when latency > 0. A proxy connection is tied to
+// the upstream connection it opened when it accepted: bytes it holds
+// never reach a later process on the same port, so a kill still bounds
+// the calls sent through it.
+func (c *cluster) startProxies(latency time.Duration) error {
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	for i, s := range c.servers {
+		p := toxiproxy.NewProxy(srv, fmt.Sprintf("replica-%d", i+1), "127.0.0.1:0", s.Addr())
+		if err := p.Start(); err != nil {
+			return fmt.Errorf("verify: proxy for replica %d: %w", i+1, err)
+		}
+		c.proxies = append(c.proxies, p)
+		if latency <= 0 {
+			continue
+		}
+		half := latency.Milliseconds() / 2
+		for _, stream := range []string{"upstream", "downstream"} {
+			j := fmt.Sprintf(`{"name":"latency_%s","type":"latency","stream":%q,"attributes":{"latency":%d,"jitter":%d}}`, stream, stream, half, half)
+			if _, err := p.Toxics.AddToxicJson(strings.NewReader(j)); err != nil {
+				return fmt.Errorf("verify: latency toxic: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// dropConns drops the connections of proxy i for dropFor (the caller
+// holds c.locks[i], so no kill or pause of the replica overlaps): a
+// reset_peer toxic resets each connection on its next bytes, at random
+// on the requests (the server never gets the request: nothing happens)
+// or on the answers (the server has served the request and written its
+// answer: its effect is over, only the answer is lost). Either way a call
+// whose connection was reset is over by the time the client sees the
+// reset, so a reset seen during the drop is bounded there (boundUnknowns).
+func (c *cluster) dropConns(ctx context.Context, i int, rng *rand.Rand) error {
+	p := c.proxies[i]
+	stream := "downstream"
+	if rng.IntN(2) == 0 {
+		stream = "upstream"
+	}
+	j := fmt.Sprintf(`{"name":"drop","type":"reset_peer","stream":%q,"attributes":{"timeout":0}}`, stream)
+	start := time.Now()
+	if _, err := p.Toxics.AddToxicJson(strings.NewReader(j)); err != nil {
+		return err
+	}
+	time.Sleep(dropFor)
+	err := p.Toxics.RemoveToxic(ctx, "drop")
+	c.mu.Lock()
+	c.drops[c.servers[i].URL()] = append(c.drops[c.servers[i].URL()], [2]time.Time{start, time.Now()})
+	c.mu.Unlock()
+	return err
 }
 
 // urls returns each replica's URL (stable across restarts).
@@ -138,13 +228,7 @@ func (c *cluster) inject(ctx context.Context, cfg *Config, log io.Writer) *sync.
 		i := rng.IntN(len(c.servers))
 		c.locks[i].Lock()
 		defer c.locks[i].Unlock()
-		c.servers[i].Kill()
-		c.mu.Lock()
-		c.killed[c.servers[i].URL()] = append(c.killed[c.servers[i].URL()], time.Now())
-		c.mu.Unlock()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		return c.servers[i].Restart(rctx)
+		return c.killRestart(ctx, i)
 	})
 	loop(FaultPause, cfg.PauseEvery, 102, func(rng *rand.Rand) error {
 		i := rng.IntN(len(c.servers))
@@ -158,18 +242,92 @@ func (c *cluster) inject(ctx context.Context, cfg *Config, log io.Writer) *sync.
 		// the paused replica's runs lost and may hand their issues over;
 		// its in-flight writes then land late.
 		time.Sleep(cfg.LeaseTTL + 2*cfg.SweepInterval + 500*time.Millisecond)
-		return syscall.Kill(pid, syscall.SIGCONT)
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			return err
+		}
+		// Give the resumed process pauseKillAfter to finish what it had in
+		// flight (those late writes are what this fault tests: they must
+		// not win after the other replicas declared its runs lost), then
+		// SIGKILL and restart it: calls it never answered are then bounded
+		// by the kill (boundUnknowns) instead of staying open to the end
+		// of the history.
+		time.Sleep(pauseKillAfter)
+		return c.killRestart(ctx, i)
 	})
 	if c.dbURL != "" {
 		loop(FaultTerminate, cfg.TerminateEvery, 103, func(*rand.Rand) error {
+			c.dbMu.Lock()
+			defer c.dbMu.Unlock()
 			n, err := c.terminateBackends(ctx)
 			c.mu.Lock()
 			c.terminated += n
 			c.mu.Unlock()
 			return err
 		})
+		if cfg.DBRestartCmd != "" {
+			loop(FaultDBRestart, cfg.RestartDBEvery, 105, func(*rand.Rand) error {
+				c.dbMu.Lock()
+				defer c.dbMu.Unlock()
+				return c.restartDB(ctx, cfg.DBRestartCmd)
+			})
+		}
+	}
+	if c.proxies != nil {
+		loop(FaultDrop, cfg.DropEvery, 104, func(rng *rand.Rand) error {
+			i := rng.IntN(len(c.proxies))
+			c.locks[i].Lock()
+			defer c.locks[i].Unlock()
+			return c.dropConns(ctx, i, rng)
+		})
 	}
 	return &wg
+}
+
+// pauseKillAfter is how long a replica resumed after a pause runs before
+// the pause fault SIGKILLs and restarts it.
+const pauseKillAfter = time.Second
+
+// killRestart SIGKILLs replica i (the caller holds c.locks[i]), records
+// when it was reaped, and restarts it on the same port.
+//
+// With proxies, the replica's proxy is disabled first and enabled again
+// once the new process listens: calls made meanwhile are refused at
+// connect (they did not happen and are not recorded) instead of being
+// accepted by the proxy and cut when it fails to reach the dead process
+// (an unknown outcome the client cannot tell from a real one).
+func (c *cluster) killRestart(ctx context.Context, i int) error {
+	if c.proxies != nil {
+		c.proxies[i].Stop()
+	}
+	c.servers[i].Kill()
+	c.mu.Lock()
+	c.killed[c.servers[i].URL()] = append(c.killed[c.servers[i].URL()], time.Now())
+	c.mu.Unlock()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := c.servers[i].Restart(rctx); err != nil {
+		return err
+	}
+	if c.proxies != nil {
+		return c.proxies[i].Start()
+	}
+	return nil
+}
+
+// restartDB runs the shell command cmd (sh -c) that restarts the
+// PostgreSQL server, within 2 minutes; its output goes to the first
+// replica's log.
+func (c *cluster) restartDB(ctx context.Context, cmd string) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	x := exec.CommandContext(rctx, "sh", "-c", cmd)
+	if len(c.logs) > 0 {
+		x.Stdout, x.Stderr = c.logs[0], c.logs[0]
+	}
+	if err := x.Run(); err != nil {
+		return fmt.Errorf("%s: %w", cmd, err)
+	}
+	return nil
 }
 
 // terminateBackends ends every connection to the throwaway database but
@@ -208,8 +366,27 @@ func (c *cluster) heal(ctx context.Context) error {
 	return nil
 }
 
+// killAll SIGKILLs and restarts every replica, once the clients and
+// injectors have stopped: every call still unknown then has a kill after
+// it, which bounds it (boundUnknowns), so no unknown outcome stays open
+// to the end of the history.
+func (c *cluster) killAll(ctx context.Context) error {
+	for i := range c.servers {
+		c.locks[i].Lock()
+		err := c.killRestart(ctx, i)
+		c.locks[i].Unlock()
+		if err != nil {
+			return fmt.Errorf("verify: restart replica %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
 // stop stops the replicas and drops the throwaway database.
 func (c *cluster) stop(ctx context.Context) {
+	for _, p := range c.proxies {
+		p.Stop()
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	for _, s := range c.servers {

@@ -30,6 +30,12 @@ type Input struct {
 	Run      string `json:"run,omitempty"`   // the run acting (or finished, heartbeated)
 	Agent    string `json:"agent,omitempty"` // the run's agent
 	Unassign bool   `json:"unassign,omitempty"`
+	// Done is set by partition on the acting run's last operation in a
+	// partition when every other operation of that run there returned
+	// before this one's call: it is then linearized after all of them,
+	// and the model may forget the run once it is not the holder (see
+	// state.holderDone).
+	Done bool `json:"done,omitempty"`
 }
 
 // Output is one operation's result. Unknown: no answer (timeout,
@@ -46,7 +52,7 @@ type Output struct {
 	Note     string `json:"note,omitempty"`
 	Returned bool   `json:"-"`
 	notSent  bool   // the connection was refused: the request never left
-
+	reset    bool   // no answer: the connection was reset or closed (EOF)
 }
 
 // Lock is the part of an issue the model tracks. L7 is false when the
@@ -63,9 +69,20 @@ type Lock struct {
 // state is the model's state of one issue: its lock and the runs known to
 // have finished (dead holders, refused callers). Values are never mutated
 // after creation.
+//
+// finished only holds runs that still matter: a run whose last operation
+// in the partition was stepped (Input.Done) is dropped from it as soon as
+// it is not the holder, because no later operation names it (as caller)
+// and the lock does not name it (as holder), so whether it died cannot
+// change any later step: states differing only there behave alike, and
+// merging them keeps the check exact while the set and each comparison
+// stay small (without it both grow with every run of the history and the
+// check turns quadratic). holderDone records that the holder is such a
+// run, to drop it when the lock moves on.
 type state struct {
-	lock     Lock
-	finished map[string]bool
+	lock       Lock
+	finished   map[string]bool
+	holderDone bool
 }
 
 func (s state) withFinished(run string) state {
@@ -74,12 +91,46 @@ func (s state) withFinished(run string) state {
 		f[k] = true
 	}
 	f[run] = true
-	return state{lock: s.lock, finished: f}
+	return state{lock: s.lock, finished: f, holderDone: s.holderDone}
+}
+
+func (s state) without(run string) state {
+	if !s.finished[run] {
+		return s
+	}
+	f := make(map[string]bool, len(s.finished))
+	for k := range s.finished {
+		if k != run {
+			f[k] = true
+		}
+	}
+	return state{lock: s.lock, finished: f, holderDone: s.holderDone}
+}
+
+// settle forgets runs that no longer matter (see state) after prev became
+// n through an operation in: the previous holder when it was done and the
+// lock moved on, and the acting run after its last operation unless it
+// now holds the lock.
+func settle(prev, n state, in Input) state {
+	if prev.lock.Holder != n.lock.Holder {
+		if prev.holderDone {
+			n = n.without(prev.lock.Holder)
+		}
+		n.holderDone = false
+	}
+	if in.Done && in.Run != "" {
+		if n.lock.Holder == in.Run {
+			n.holderDone = true
+		} else {
+			n = n.without(in.Run)
+		}
+	}
+	return n
 }
 
 func stateEqual(a, b any) bool {
 	x, y := a.(state), b.(state)
-	if x.lock != y.lock || len(x.finished) != len(y.finished) {
+	if x.lock != y.lock || x.holderDone != y.holderDone || len(x.finished) != len(y.finished) {
 		return false
 	}
 	for k := range x.finished {
@@ -135,7 +186,7 @@ func step(s state, in Input, out Output) (bool, state) {
 			return false, s
 		}
 		n.L7 = false // the state keeps L7 false; reads compare with true
-		return true, state{lock: n, finished: s.finished}
+		return true, state{lock: n, finished: s.finished, holderDone: s.holderDone}
 	case OpRelease:
 		if !live {
 			return !out.OK && out.Code == "run_not_live", s
@@ -166,7 +217,7 @@ func step(s state, in Input, out Output) (bool, state) {
 		if !out.OK || out.Issue == nil || *out.Issue != want {
 			return false, s
 		}
-		return true, state{lock: n, finished: s.finished}
+		return true, state{lock: n, finished: s.finished, holderDone: s.holderDone}
 	}
 	return false, s
 }
@@ -190,16 +241,16 @@ func Model() porcupine.Model {
 			var next []any
 			for _, p := range mayHaveDied(s, in) {
 				if out.Unknown {
-					next = append(next, p) // it did not happen
+					next = append(next, settle(s, p, in)) // it did not happen
 					for _, o := range possibleOutputs(p, in) {
 						if ok, n := step(p, in, o); ok {
-							next = append(next, n)
+							next = append(next, settle(s, n, in))
 						}
 					}
 					continue
 				}
 				if ok, n := step(p, in, out); ok {
-					next = append(next, n)
+					next = append(next, settle(s, n, in))
 				}
 			}
 			return next
@@ -317,9 +368,39 @@ func partition(history []porcupine.Operation) [][]porcupine.Operation {
 			}
 		}
 		sort.SliceStable(p, func(i, j int) bool { return p[i].Call < p[j].Call })
+		markDone(p)
 		out = append(out, p)
 	}
 	return out
+}
+
+// markDone sets Input.Done on each run's last operation in p (sorted by
+// call) when every other operation of the run in p returned strictly
+// before its call: porcupine linearizes an operation after every one that
+// returned before it was called, so nothing of the run is stepped after
+// it. A run with an operation still open then (an unknown outcome) gets no
+// Done and is simply never forgotten.
+func markDone(p []porcupine.Operation) {
+	last := map[string]int{}
+	for i, op := range p {
+		if run := op.Input.(Input).Run; run != "" {
+			last[run] = i
+		}
+	}
+	overlap := map[string]bool{}
+	for i, op := range p {
+		in := op.Input.(Input)
+		if j, ok := last[in.Run]; ok && j != i && op.Return >= p[j].Call {
+			overlap[in.Run] = true
+		}
+	}
+	for run, j := range last {
+		if !overlap[run] {
+			in := p[j].Input.(Input)
+			in.Done = true
+			p[j].Input = in
+		}
+	}
 }
 
 func describeOp(input, output any) string {

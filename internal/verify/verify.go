@@ -13,8 +13,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -35,7 +37,8 @@ type Config struct {
 	Seed           int64         // random seed of the operation mix
 	Out            string        // directory for the history and picture of a violation
 	RequestTimeout time.Duration // an answer later than this is an unknown outcome (default 5 s)
-	CheckTimeout   time.Duration // give the linearizability check at most this long (default 5 min)
+	CheckTimeout   time.Duration // give each issue's linearizability check at most this long (default 5 min)
+	FailUndecided  bool          // an undecided history (check timed out) is an error too (CI)
 	Log            io.Writer     // progress; default discard
 
 	// Process mode (issue 6 item 2): with Binary set (and no ServerURL),
@@ -50,11 +53,21 @@ type Config struct {
 	// for LeaseTTL + 2 SweepInterval + 0.5 s, then SIGCONTs it;
 	// TerminateEvery (PostgreSQL only) ends every database connection
 	// with pg_terminate_backend.
+	//
+	// RestartDBEvery (PostgreSQL, with DBRestartCmd) runs the shell command
+	// DBRestartCmd, which restarts the PostgreSQL server (e.g. pg_ctl
+	// restart -m immediate). Latency > 0 or DropEvery > 0 puts a
+	// toxiproxy proxy in front of each replica (clients talk to it): each
+	// direction gets Latency/2 +- Latency/2, and DropEvery drops one
+	// proxy's connections for a moment.
 	Binary                                string
 	DatabaseURL                           string
 	Replicas                              int
 	LeaseTTL, SweepInterval               time.Duration
 	KillEvery, PauseEvery, TerminateEvery time.Duration
+	RestartDBEvery                        time.Duration
+	DBRestartCmd                          string
+	Latency, DropEvery                    time.Duration
 }
 
 // Server is a started server.
@@ -66,20 +79,22 @@ type Server struct {
 
 // Report is what a run found.
 type Report struct {
-	Histories    int            `json:"histories"`             // per-issue histories checked
-	Operations   int            `json:"operations"`            // recorded operations (all kinds)
-	ByKind       map[string]int `json:"byKind"`                // operations per kind
-	Unknown      int            `json:"unknown"`               // outcomes unknown (timeouts, connection errors, 5xx)
-	ServerErrors int            `json:"serverErrors"`          //  5xx answers but 503 (also counted as unknown)
-	Unavailable  int            `json:"unavailable"`           // 503 answers: the database was unreachable (also counted as unknown)
-	Violations   int            `json:"violations"`            // histories porcupine found not linearizable
-	Undecided    int            `json:"undecided"`             // histories the checker ran out of time on
-	L7Broken     int            `json:"l7Broken"`              // issues breaking L7 at the end
-	Faults       map[string]int `json:"faults,omitempty"`      // faults injected per kind (process mode)
-	Terminated   int            `json:"terminatedConnections"` // database connections pg_terminate_backend ended
-	FaultErrors  []string       `json:"faultErrors,omitempty"` // faults that could not be injected
-	Files        []string       `json:"files,omitempty"`
-	Duration     time.Duration  `json:"duration"`
+	Histories    int               `json:"histories"`             // per-issue histories checked
+	Operations   int               `json:"operations"`            // recorded operations (all kinds)
+	ByKind       map[string]int    `json:"byKind"`                // operations per kind
+	Unknown      int               `json:"unknown"`               // outcomes unknown (timeouts, connection errors, 5xx)
+	ServerErrors int               `json:"serverErrors"`          //  5xx answers but 503 (also counted as unknown)
+	Unavailable  int               `json:"unavailable"`           // 503 answers: the database was unreachable (also counted as unknown)
+	Violations   int               `json:"violations"`            // histories porcupine found not linearizable
+	Undecided    int               `json:"undecided"`             // histories (issues) the checker ran out of time on
+	CheckTook    time.Duration     `json:"checkTook"`             // the linearizability check's wall time
+	Partitions   []PartitionResult `json:"partitions"`            // each issue's check
+	L7Broken     int               `json:"l7Broken"`              // issues breaking L7 at the end
+	Faults       map[string]int    `json:"faults,omitempty"`      // faults injected per kind (process mode)
+	Terminated   int               `json:"terminatedConnections"` // database connections pg_terminate_backend ended
+	FaultErrors  []string          `json:"faultErrors,omitempty"` // faults that could not be injected
+	Files        []string          `json:"files,omitempty"`
+	Duration     time.Duration     `json:"duration"`
 }
 
 // ErrViolation is returned (wrapped) when a history is not linearizable,
@@ -92,20 +107,22 @@ type op struct {
 	Input  Input  `json:"input"`
 	Output Output `json:"output"`
 	Call   int64  `json:"call"`   // ns since start
-	Return int64  `json:"return"` // ns since start; MaxInt64 for unknown outcomes
+	Return int64  `json:"return"` // ns since start; MaxInt64 for unknown outcomes not bounded
+	Seen   int64  `json:"seen"`   // ns since start when the client got the answer or the error
 	URL    string `json:"url"`    // the replica it was sent to
 }
 
 // runner holds one run's shared state.
 type runner struct {
-	cfg   Config
-	hc    *http.Client
-	urls  []string // client i uses urls[i%len(urls)]
-	url   string   // setup and final reads
-	board string
-	start time.Time
-	mu    sync.Mutex
-	ops   []op
+	cfg      Config
+	hc       *http.Client
+	urls     []string // client i uses replica urls[i%len(urls)]
+	sendURLs []string // through sendURLs[i%len(urls)] (its proxy, or the same)
+	url      string   // setup and final reads
+	board    string
+	start    time.Time
+	mu       sync.Mutex
+	ops      []op
 }
 
 // Run sets up a company with Agents agents and Issues todo issues, runs
@@ -150,6 +167,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer c.stop(ctx)
 		cl = c
 		r.urls, r.url, r.board = c.urls(), c.urls()[0], c.token
+		r.sendURLs = c.clientURLs()
 	} else if r.url == "" {
 		if cfg.StartServer == nil {
 			return nil, fmt.Errorf("verify: no --server and no embedded server")
@@ -167,6 +185,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if r.urls == nil {
 		r.urls = []string{r.url}
+	}
+	if r.sendURLs == nil {
+		r.sendURLs = r.urls
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = cfg.Clients + 4
@@ -193,7 +214,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(i)))
-			r.client(ctx, i, r.urls[i%len(r.urls)], agents[i%len(agents)], keys[i%len(keys)], issues, rng, deadline)
+			r.client(ctx, i, r.urls[i%len(r.urls)], r.sendURLs[i%len(r.urls)], agents[i%len(agents)], keys[i%len(keys)], issues, rng, deadline)
 		}()
 	}
 	wg.Wait()
@@ -205,10 +226,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		injectors.Wait()
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		err := cl.heal(hctx)
+		if err == nil {
+			err = cl.killAll(hctx)
+		}
 		cancel()
 		cl.mu.Lock()
 		rep.Faults, rep.Terminated, rep.FaultErrors = cl.faults, cl.terminated, cl.faultErrors
-		r.boundUnknowns(cl.killed)
+		r.boundUnknowns(cl.killed, cl.drops)
 		cl.mu.Unlock()
 		open := 0
 		for _, o := range r.ops {
@@ -245,20 +269,46 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			found = append(found, fmt.Sprintf("issue %s breaks L7 at the end: %+v", id, l))
 		}
 	}
-	res, files, err := Check(r.history(), cfg.Out, cfg.CheckTimeout)
+	t0 := time.Now()
+	res, parts, files, err := CheckPartitions(r.history(), cfg.Out, cfg.CheckTimeout)
+	rep.CheckTook = time.Since(t0)
+	rep.Partitions = parts
 	if err != nil {
 		return rep, err
 	}
 	rep.Files = files
+	for _, pr := range parts {
+		if pr.Result == "unknown" {
+			rep.Undecided++
+		}
+		if pr.Result != "ok" {
+			fmt.Fprintf(cfg.Log, "verify: issue %s: %s after %s (%d operations, %d open)\n", pr.Issue, pr.Result, pr.Took.Round(time.Millisecond), pr.Operations, pr.Open)
+		}
+	}
+	if res != porcupine.Ok {
+		// Keep the whole recorded history for a re-check (ReadHistory).
+		r.mu.Lock()
+		hpath := filepath.Join(cfg.Out, "verify-history-"+time.Now().UTC().Format("20060102T150405")+".json")
+		werr := os.MkdirAll(cfg.Out, 0o755)
+		if werr == nil {
+			werr = writeOps(hpath, r.ops)
+		}
+		r.mu.Unlock()
+		if werr != nil {
+			return rep, werr
+		}
+		rep.Files = append(rep.Files, hpath)
+	}
 	switch res {
 	case porcupine.Illegal:
 		rep.Violations++
 		found = append(found, "the history is not linearizable: see "+fmt.Sprint(files))
-	case porcupine.Unknown:
-		rep.Undecided++
 	}
 	if rep.ServerErrors > 0 {
 		found = append(found, fmt.Sprintf("%d answers were 5xx", rep.ServerErrors))
+	}
+	if rep.Undecided > 0 && cfg.FailUndecided {
+		found = append(found, fmt.Sprintf("%d histories undecided within %s each (kept in %v)", rep.Undecided, cfg.CheckTimeout, rep.Files))
 	}
 	if len(found) > 0 {
 		return rep, fmt.Errorf("%w: %v", ErrViolation, found)
@@ -277,11 +327,18 @@ func (r *runner) killGrace() time.Duration {
 	return 0
 }
 
-// boundUnknowns gives each unknown outcome sent to a replica that was
-// killed after the call the return time kill + killGrace: a dead process
-// writes nothing more. Unbounded unknown outcomes stay open to the end of
-// the history and make the check exponentially slower.
-func (r *runner) boundUnknowns(killed map[string][]time.Time) {
+// boundUnknowns bounds the return of unknown outcomes (Return MaxInt64
+// when recorded) that faults prove over:
+//   - a call sent to a replica that was killed after the call: kill +
+//     killGrace, a dead process writes nothing more (min with what it has);
+//   - a connection reset or EOF seen while the replica's proxy was
+//     resetting connections (drops, up to dropSeen after the drop ended):
+//     the time it was seen (see cluster.dropConns; kills and pauses of the
+//     replica never overlap a drop, so the reset came from the drop).
+//
+// Unbounded unknown outcomes stay open to the end of the history and make
+// the check exponentially slower; the final killAll leaves none.
+func (r *runner) boundUnknowns(killed map[string][]time.Time, drops map[string][][2]time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := range r.ops {
@@ -289,21 +346,39 @@ func (r *runner) boundUnknowns(killed map[string][]time.Time) {
 		if !o.Output.Unknown {
 			continue
 		}
+		if o.Output.reset && o.Return == math.MaxInt64 {
+			for _, d := range drops[o.URL] {
+				from, to := d[0].Sub(r.start).Nanoseconds(), d[1].Add(dropSeen).Sub(r.start).Nanoseconds()
+				if o.Seen >= from && o.Seen <= to {
+					o.Return = o.Seen
+					break
+				}
+			}
+		}
 		for _, k := range killed[o.URL] {
 			if at := k.Sub(r.start).Nanoseconds(); at >= o.Call {
-				o.Return = at + r.killGrace().Nanoseconds()
+				o.Return = min(o.Return, at+r.killGrace().Nanoseconds())
 				break
 			}
 		}
 	}
 }
 
+// dropSeen is how long after a drop ended a reset may still be seen by the
+// client (the reset happened during the drop).
+const dropSeen = 100 * time.Millisecond
+
 // history returns the recorded operations for porcupine.
 func (r *runner) history() []porcupine.Operation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]porcupine.Operation, 0, len(r.ops))
-	for _, o := range r.ops {
+	return toHistory(r.ops)
+}
+
+// toHistory returns ops for porcupine, opens left out (not in the model).
+func toHistory(ops []op) []porcupine.Operation {
+	out := make([]porcupine.Operation, 0, len(ops))
+	for _, o := range ops {
 		if o.Input.Kind == OpOpen {
 			continue
 		}
@@ -312,45 +387,145 @@ func (r *runner) history() []porcupine.Operation {
 	return out
 }
 
-// Check checks a history against Model. On a violation (porcupine.Illegal)
-// it writes history.json and history.html (porcupine's picture) into dir
-// and returns their paths.
+// PartitionResult is the check of one issue's history (see Model).
+type PartitionResult struct {
+	Issue      string        `json:"issue"`
+	Operations int           `json:"operations"` // its operations (the issue's, plus finishes and heartbeats of runs acting on it)
+	Open       int           `json:"open"`       // unknown outcomes among them with no bounded return
+	Result     string        `json:"result"`     // "ok", "illegal" or "unknown" (undecided: the check ran out of time)
+	Took       time.Duration `json:"took"`
+}
+
+// Check checks a history against Model, each issue's partition on its
+// own with its own timeout (so one hard partition is reported by name and
+// cannot starve the others), at most GOMAXPROCS at a time. It returns the
+// overall result (Illegal if any partition is, else Unknown if any is
+// undecided, else Ok). On a violation it writes, per illegal partition,
+// its history (JSON) and porcupine's HTML picture into dir and returns
+// their paths.
 func Check(history []porcupine.Operation, dir string, timeout time.Duration) (porcupine.CheckResult, []string, error) {
+	res, _, files, err := CheckPartitions(history, dir, timeout)
+	return res, files, err
+}
+
+// CheckPartitions is Check, also returning each partition's result.
+func CheckPartitions(history []porcupine.Operation, dir string, timeout time.Duration) (porcupine.CheckResult, []PartitionResult, []string, error) {
 	m := Model()
-	res, info := porcupine.CheckOperationsVerbose(m, history, timeout)
-	if res != porcupine.Illegal {
-		return res, nil, nil
+	parts := m.Partition(history)
+	single := m
+	single.Partition = nil // each call below checks one partition
+	results := make([]PartitionResult, len(parts))
+	infos := make([]porcupine.LinearizationInfo, len(parts))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		pr := &results[i]
+		pr.Operations = len(p)
+		for _, o := range p {
+			in := o.Input.(Input)
+			if in.Issue != "" && pr.Issue == "" {
+				pr.Issue = in.Issue
+			}
+			if o.Output.(Output).Unknown && o.Return == math.MaxInt64 {
+				pr.Open++
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t0 := time.Now()
+			res, info := porcupine.CheckOperationsVerbose(single, p, timeout)
+			pr.Took = time.Since(t0)
+			infos[i] = info
+			switch res {
+			case porcupine.Ok:
+				pr.Result = "ok"
+			case porcupine.Illegal:
+				pr.Result = "illegal"
+			default:
+				pr.Result = "unknown"
+			}
+		}()
+	}
+	wg.Wait()
+	overall := porcupine.Ok
+	for _, pr := range results {
+		switch {
+		case pr.Result == "illegal":
+			overall = porcupine.Illegal
+		case pr.Result == "unknown" && overall == porcupine.Ok:
+			overall = porcupine.Unknown
+		}
+	}
+	if overall != porcupine.Illegal {
+		return overall, results, nil, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return res, nil, err
+		return overall, results, nil, err
 	}
 	stamp := time.Now().UTC().Format("20060102T150405")
-	jpath := filepath.Join(dir, "verify-violation-"+stamp+".json")
-	hpath := filepath.Join(dir, "verify-violation-"+stamp+".html")
-	data, err := json.MarshalIndent(history, "", " ")
+	var files []string
+	for i, pr := range results {
+		if pr.Result != "illegal" {
+			continue
+		}
+		base := filepath.Join(dir, fmt.Sprintf("verify-violation-%s-%d", stamp, i+1))
+		data, err := json.MarshalIndent(parts[i], "", " ")
+		if err != nil {
+			return overall, results, files, err
+		}
+		if err := os.WriteFile(base+".json", data, 0o644); err != nil {
+			return overall, results, files, err
+		}
+		files = append(files, base+".json")
+		if err := porcupine.VisualizePath(single, infos[i], base+".html"); err != nil {
+			return overall, results, files, err
+		}
+		files = append(files, base+".html")
+	}
+	return overall, results, files, nil
+}
+
+// WriteOps writes a recorded history (every operation, with the replica
+// it went to) as JSON to path, for ReadOps and a later re-check.
+func writeOps(path string, ops []op) error {
+	data, err := json.Marshal(ops)
 	if err != nil {
-		return res, nil, err
+		return err
 	}
-	if err := os.WriteFile(jpath, data, 0o644); err != nil {
-		return res, nil, err
+	return os.WriteFile(path, data, 0o644)
+}
+
+// ReadHistory reads a history written by a run (verify-history-*.json)
+// and returns it as porcupine operations (opens left out), for
+// re-checking it with Check.
+func ReadHistory(path string) ([]porcupine.Operation, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
 	}
-	if err := porcupine.VisualizePath(m, info, hpath); err != nil {
-		return res, []string{jpath}, err
+	var ops []op
+	if err := json.Unmarshal(data, &ops); err != nil {
+		return nil, err
 	}
-	return res, []string{jpath, hpath}, nil
+	return toHistory(ops), nil
 }
 
 // client runs random operations until the deadline: it opens a run of its
 // agent, then checks out, releases, reads, heartbeats and now and then
 // finishes it and opens another. A run whose finish has an unknown outcome
 // is abandoned.
-func (r *runner) client(ctx context.Context, id int, url, agent, key string, issues []string, rng *rand.Rand, deadline time.Time) {
+func (r *runner) client(ctx context.Context, id int, url, via, agent, key string, issues []string, rng *rand.Rand, deadline time.Time) {
 	run := ""
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if run == "" {
-			out := r.record(ctx, url, id, Input{Kind: OpOpen, Agent: agent}, key, "", "POST", "/api/agents/me/runs", map[string]any{})
+			out := r.record(ctx, url, via, id, Input{Kind: OpOpen, Agent: agent}, key, "", "POST", "/api/agents/me/runs", map[string]any{})
 			if out.OK {
 				run = out.RunID
+			} else {
+				backoff(rng)
 			}
 			continue
 		}
@@ -358,18 +533,18 @@ func (r *runner) client(ctx context.Context, id int, url, agent, key string, iss
 		var out Output
 		switch p := rng.IntN(100); {
 		case p < 40:
-			out = r.record(ctx, url, id, Input{Kind: OpCheckout, Issue: issue, Run: run, Agent: agent}, key, run, "POST", "/api/issues/"+issue+"/checkout",
+			out = r.record(ctx, url, via, id, Input{Kind: OpCheckout, Issue: issue, Run: run, Agent: agent}, key, run, "POST", "/api/issues/"+issue+"/checkout",
 				map[string]any{"agentId": agent, "expectedStatuses": []string{"todo"}})
 		case p < 65:
 			u := rng.IntN(2) == 0
-			out = r.record(ctx, url, id, Input{Kind: OpRelease, Issue: issue, Run: run, Agent: agent, Unassign: u}, key, run, "POST", "/api/issues/"+issue+"/release",
+			out = r.record(ctx, url, via, id, Input{Kind: OpRelease, Issue: issue, Run: run, Agent: agent, Unassign: u}, key, run, "POST", "/api/issues/"+issue+"/release",
 				map[string]any{"unassign": u})
 		case p < 85:
-			r.record(ctx, url, id, Input{Kind: OpRead, Issue: issue}, r.board, "", "GET", "/api/issues/"+issue, nil)
+			r.record(ctx, url, via, id, Input{Kind: OpRead, Issue: issue}, r.board, "", "GET", "/api/issues/"+issue, nil)
 		case p < 93:
-			out = r.record(ctx, url, id, Input{Kind: OpHeartbeat, Run: run, Agent: agent}, key, "", "POST", "/api/runs/"+run+"/heartbeat", map[string]any{})
+			out = r.record(ctx, url, via, id, Input{Kind: OpHeartbeat, Run: run, Agent: agent}, key, "", "POST", "/api/runs/"+run+"/heartbeat", map[string]any{})
 		default:
-			out = r.record(ctx, url, id, Input{Kind: OpFinish, Run: run, Agent: agent}, key, "", "POST", "/api/runs/"+run+"/finish", map[string]any{"status": "succeeded"})
+			out = r.record(ctx, url, via, id, Input{Kind: OpFinish, Run: run, Agent: agent}, key, "", "POST", "/api/runs/"+run+"/finish", map[string]any{"status": "succeeded"})
 			if out.OK || out.Unknown {
 				run = ""
 			}
@@ -377,30 +552,50 @@ func (r *runner) client(ctx context.Context, id int, url, agent, key string, iss
 		if out.Code == "run_not_live" {
 			run = "" // finished, or lost (its lease expired during a fault)
 		}
+		if out.Unknown {
+			backoff(rng) // as a real agent would; a fault's window of unknown outcomes holds fewer calls
+		}
 	}
 }
 
+// backoff sleeps 20-60 ms, after a call that failed (no answer, 5xx).
+func backoff(rng *rand.Rand) {
+	time.Sleep(20*time.Millisecond + time.Duration(rng.IntN(40))*time.Millisecond)
+}
+
 // record sends one request and appends the operation to the history.
-func (r *runner) record(ctx context.Context, url string, client int, in Input, token, run, method, path string, body any) Output {
+func (r *runner) record(ctx context.Context, url, via string, client int, in Input, token, run, method, path string, body any) Output {
 	call := time.Since(r.start).Nanoseconds()
-	out := r.send(ctx, url, token, run, method, path, body)
+	out := r.send(ctx, via, token, run, method, path, body)
 	ret := time.Since(r.start).Nanoseconds()
-	switch {
-	case out.Unknown && out.Status == http.StatusServiceUnavailable:
-		// The server answered 503 unavailable (its database connection
-		// broke, e.g. pg_terminate_backend): the transaction committed or
-		// not before the answer; a grace covers the dying backend.
-		ret += time.Second.Nanoseconds()
-	case out.Unknown:
-		ret = math.MaxInt64 // it may take effect any time later
+	seen := ret
+	if out.Unknown && !answeredUnavailable(out) {
+		ret = math.MaxInt64 // it may take effect any time later (boundUnknowns may bound it)
 	}
 	if out.notSent {
 		return out // refused at connect: it did not happen (a restarting replica)
 	}
 	r.mu.Lock()
-	r.ops = append(r.ops, op{Client: client, Input: in, Output: out, Call: call, Return: ret, URL: url})
+	r.ops = append(r.ops, op{Client: client, Input: in, Output: out, Call: call, Return: ret, Seen: seen, URL: url})
 	r.mu.Unlock()
 	return out
+}
+
+// answeredUnavailable reports whether out is an answered 503 unavailable.
+// Its outcome is unknown (the write may or may not have committed) but it
+// is over by the time the answer arrived, so its return is the answer
+// time: the server answers only after its handler returned, and the
+// handler runs its transaction synchronously; a 503 comes from
+// clasp.CodeUnavailable, which the stores give only for a connection that
+// failed to open (nothing was sent), a backend that ended the session
+// (57P01/57P02/57P03: pg_terminate_backend, an immediate shutdown or a
+// crash, where the backend has exited, and with it any chance to commit,
+// before its connection is seen closed), too many connections (53300,
+// nothing ran), a busy SQLite database (rolled back) or a server that is
+// shutting down (before any work). Context cancellations and other
+// database errors are 500s, which stay open (and fail the run anyway).
+func answeredUnavailable(out Output) bool {
+	return out.Status == http.StatusServiceUnavailable
 }
 
 // wireIssue is the part of an issue's JSON the model reads.
@@ -452,7 +647,8 @@ func (r *runner) send(ctx context.Context, url, token, run, method, path string,
 		if errors.As(err, &oe) && oe.Op == "dial" {
 			return Output{Unknown: true, notSent: true, Note: err.Error()}
 		}
-		return Output{Unknown: true, Note: err.Error()}
+		reset := errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		return Output{Unknown: true, reset: reset, Note: err.Error()}
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(res.Body)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,7 +19,8 @@ import (
 // 404 not_found; a unique violation (23505) 409 already_exists; a foreign
 // key violation (23503) 404 not_found (a referenced row is missing), as in
 // the SQLite store; a failed connection, too many connections (53300) or a
-// server shutting down (57P01, 57P03) 503 unavailable. Anything else
+// server shutting down (57P01, 57P03) or a connection that broke under a
+// statement (brokenConnection) 503 unavailable. Anything else
 // (including a deadlock still failing after the retries, and context
 // cancellation) is returned as it is: an internal error, already wrapped
 // with its context.
@@ -43,16 +47,55 @@ func translate(err error) error {
 			return clasp.Errorf(clasp.CodeAlreadyExists, "A resource with this unique value already exists.")
 		case "23503":
 			return clasp.Errorf(clasp.CodeNotFound, "A referenced resource does not exist.")
+		}
+	}
+	if u := unavailable(err); u != nil {
+		return u
+	}
+	return err
+}
+
+// unavailable returns the 503 unavailable error for err when the database
+// is unreachable or went away (too many connections 53300, shutdown
+// 57P01-57P03, a failed connect, a connection broken under a statement),
+// or nil.
+func unavailable(err error) *clasp.Error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil // the caller went away or ran out of time: not the database's doing
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
 		case "53300", "57P01", "57P02", "57P03":
 			return clasp.Errorf(clasp.CodeUnavailable, "The database is unavailable; retry shortly.")
 		}
-		return err
+		return nil
 	}
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		return clasp.Errorf(clasp.CodeUnavailable, "The database is unreachable; retry shortly.")
 	}
-	return err
+	if brokenConnection(err) {
+		return clasp.Errorf(clasp.CodeUnavailable, "The database connection broke during the request, which may or may not have "+
+			"taken effect; retry shortly (a retry of checkout or release by the same run is safe).")
+	}
+	return nil
+}
+
+// brokenConnection reports whether err is a database connection that broke
+// under a statement: reset or closed by the server (a restart, a
+// pg_terminate_backend whose FATAL never arrived), or cut mid-answer. Found by
+// `clasp verify --db-restart-cmd` (issue 6): a restart with -m immediate made
+// these 500s.
+func brokenConnection(err error) bool {
+	for _, target := range []error{pgconn.ErrConnClosed, io.ErrUnexpectedEOF, io.EOF, net.ErrClosed,
+		syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNABORTED, syscall.ECONNREFUSED} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe)
 }
 
 // isUnique reports whether err is a unique violation (23505).
@@ -73,6 +116,9 @@ func wrap(err error, format string, args ...any) error {
 	}
 	if e := clasp.AsError(err); e != nil {
 		return e
+	}
+	if u := unavailable(err); u != nil {
+		return u // 503, not a 500: the database went away under the statement
 	}
 	return fmt.Errorf(format+": %w", append(args, err)...)
 }
