@@ -54,6 +54,7 @@ const boardTokenSetting = "board_token_hash"
 type ServeConfig struct {
 	DataDir         string        // database at DataDir/clasp.db (unless DatabaseURL); board token at DataDir/board-token
 	DatabaseURL     string        // PostgreSQL URL: when set, the state lives there (any number of replicas may share it), not in DataDir
+	DBMaxConns      int           // PostgreSQL pool size; 0: the URL's pool_max_conns, else postgres.DefaultMaxConns (20)
 	Listen          string        // host:port; port 0 picks a free one
 	LeaseTTL        time.Duration // lease every sign of life gives a run
 	SweepInterval   time.Duration // time between sweeper passes
@@ -123,7 +124,7 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 		return fmt.Errorf("create data directory: %w", err)
 	}
 	info := ServeInfo{DBPath: filepath.Join(cfg.DataDir, DBFileName), BoardTokenFile: filepath.Join(cfg.DataDir, BoardTokenFileName)}
-	st, err := openStore(ctx, cfg.DatabaseURL, info.DBPath, log, cfg.Sync)
+	st, err := openStoreConns(ctx, cfg.DatabaseURL, info.DBPath, log, cfg.Sync, cfg.DBMaxConns)
 	if err != nil {
 		return err
 	}
@@ -442,6 +443,9 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 			if cfg.LeaseTTL <= 0 || cfg.SweepInterval <= 0 {
 				return usageErr(fmt.Errorf("--lease-ttl and --sweep-interval must be positive durations such as 60s or 10s"))
 			}
+			if cfg.DBMaxConns < 0 || cfg.DBMaxConns > 10000 {
+				return usageErr(fmt.Errorf("--db-max-conns must be 0 (the default) or a number of connections from 1 to 10000"))
+			}
 			if !f.Changed("data-dir") {
 				cfg.DataDir = firstNonEmpty(a.getenv(EnvDataDir), cfg.DataDir)
 			}
@@ -464,6 +468,7 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 	f.StringVar(&cfg.DataDir, "data-dir", DefaultDataDir, "directory of the database and the board token file (env "+EnvDataDir+")")
 	f.StringVar(&cfg.Listen, "listen", DefaultListen, "address to listen on, host:port (env "+EnvListen+")")
 	f.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL URL (postgres://...): keep the state there instead of <data-dir>/clasp.db; replicas may share it (env "+EnvDatabaseURL+")")
+	f.IntVar(&cfg.DBMaxConns, "db-max-conns", 0, fmt.Sprintf("PostgreSQL only: most database connections this server opens, i.e. statements in flight; 0 takes the URL's pool_max_conns, else %d. Size it to the concurrent agents of the fleet, keeping (replicas x (this + 1)) under the database's max_connections", postgres.DefaultMaxConns))
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "lease a run gets from each sign of life")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", DefaultSweepInterval, "time between sweeper passes")
 	f.BoolVar(&cfg.LocalTrusted, "local-trusted", false, "requests without a token are the board (loopback --listen only)")
@@ -526,8 +531,14 @@ type migratedStore interface {
 // databaseURL when it is set, else the SQLite file at path with the given
 // synchronous mode ("" for the default).
 func openStore(ctx context.Context, databaseURL, path string, log *slog.Logger, sync string) (migratedStore, error) {
+	return openStoreConns(ctx, databaseURL, path, log, sync, 0)
+}
+
+// openStoreConns is openStore with a PostgreSQL pool of maxConns
+// connections (0: see postgres.Options.MaxConns).
+func openStoreConns(ctx context.Context, databaseURL, path string, log *slog.Logger, sync string, maxConns int) (migratedStore, error) {
 	if databaseURL != "" {
-		st, err := postgres.Open(ctx, databaseURL, postgres.Options{Logger: log})
+		st, err := postgres.Open(ctx, databaseURL, postgres.Options{Logger: log, MaxConns: int32(maxConns)})
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -26,6 +27,12 @@ type principal struct {
 	board    bool
 	agent    *clasp.Agent
 	tokenRun *clasp.Run // set when the bearer is a run token
+	// freshRun is the run the request names when the agent key's
+	// authentication found it the agent's, live and renewed less than
+	// Server.minRenew ago (store.AgentAuthenticateRun), at freshAt (real
+	// time): touch then needs no second read (issue 5).
+	freshRun *clasp.Run
+	freshAt  time.Time
 }
 
 // authenticate resolves the caller (SPEC section 2). A bearer token is
@@ -35,7 +42,7 @@ type principal struct {
 // loopback Host makes the board. Errors: 401 unauthenticated (no, bad,
 // revoked or terminated credentials), 403 forbidden (no token on a
 // non-loopback Host in local-trusted mode).
-func (s *Server) authenticate(r *http.Request) (principal, error) {
+func (s *Server) authenticate(r *http.Request, ep *endpoint) (principal, error) {
 	authz := r.Header.Get("Authorization")
 	if authz == "" {
 		if !s.cfg.LocalTrusted {
@@ -64,9 +71,9 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 		}
 	}
 	if kind == TokenAgentKey || kind == "" {
-		a, err := s.st.AgentAuthenticate(ctx, hash)
+		a, run, err := s.st.AgentAuthenticateRun(ctx, hash, namedRun(r, ep), s.minRenew)
 		if err == nil {
-			return principal{agent: a}, nil
+			return principal{agent: a, freshRun: run, freshAt: time.Now()}, nil
 		}
 		if clasp.ErrorCode(err) != clasp.CodeUnauthenticated {
 			return principal{}, err
@@ -82,6 +89,21 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 		}
 	}
 	return principal{}, clasp.Errorf(clasp.CodeUnauthenticated, "The bearer token is unknown, revoked, or belongs to a terminated agent or an ended run.")
+}
+
+// namedRun is the run a request names, for AgentAuthenticateRun to look
+// at: its run header, or else the path's run on a run endpoint; "" when
+// it names none, or none well-formed (prepare reports those errors after
+// the authentication's, in their usual order).
+func namedRun(r *http.Request, ep *endpoint) string {
+	id, _, err := runHeader(r)
+	if err != nil {
+		return ""
+	}
+	if id == "" && ep != nil && ep.run == runInPath {
+		id, _ = parseUUID(r.PathValue("id"))
+	}
+	return id
 }
 
 // isBoardToken reports whether hash is the board token's hash. With no
@@ -175,6 +197,16 @@ func (c *call) actor() store.Actor {
 // section 2); 403 run_not_owned, 409 run_not_live.
 func (c *call) touch(ctx context.Context) error {
 	if c.runID == "" || c.who.board || c.run != nil {
+		return nil
+	}
+	if f := c.who.freshRun; f != nil && f.ID == c.runID && !c.ep.forceTouch && time.Since(c.who.freshAt) < c.s.minRenew {
+		// The authentication found this run the agent's, live and
+		// renewed less than minRenew ago, and less than minRenew has
+		// passed since (a slow body would have taken longer): RunTouch
+		// would write nothing and answer this run. Its lease (this
+		// server's TTL, at least 3 x minRenew) has not run out since
+		// (SPEC section 2); the lock rules re-check the run anyway.
+		c.run = f
 		return nil
 	}
 	run, err := c.s.st.RunTouch(ctx, &store.RunTouchParams{

@@ -151,7 +151,7 @@ func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request, ep *endpo
 
 // prepare authenticates and checks everything that needs no body.
 func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep *endpoint) (*call, error) {
-	who, err := s.authenticate(r)
+	who, err := s.authenticate(r, ep)
 	if err != nil {
 		return nil, err
 	}

@@ -70,6 +70,12 @@ func decodeJSON(r io.Reader, v any) error {
 
 // decodeJSONBytes is decodeJSON on a body already read.
 func decodeJSONBytes(data []byte, v any) error {
+	if string(data) == "{}" {
+		// The empty object (a release, and every empty body) sets no
+		// field and passes every check: v stays as it is, and the two
+		// JSON decoders below are spared (issue 5).
+		return nil
+	}
 	if !utf8.Valid(data) {
 		return clasp.Errorf(clasp.CodeInvalidRequest, "The request body is not valid UTF-8 text.")
 	}

@@ -372,6 +372,17 @@ type Store interface {
 	// AgentAuthenticate finds the agent owning an unrevoked key with this
 	// hash. 401 unauthenticated if there is none or the agent is terminated.
 	AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, error)
+	// AgentAuthenticateRun is AgentAuthenticate (same errors, same record
+	// of the key's use) that also looks, in the same read, at run runID
+	// ("" for none), the run the request names: it returns that run as it
+	// stands when it is the agent's, live, and its last sign of life is
+	// less than minRenew old (by the clock liveness is judged by: the
+	// database's on PostgreSQL), that is when RunTouch without Force would
+	// write nothing and answer the same run. Otherwise the run is nil and
+	// the caller checks the run with RunTouch (which also explains a
+	// refusal). It saves the HTTP API a round trip per request (issue 5);
+	// it never writes a lease.
+	AgentAuthenticateRun(ctx context.Context, tokenHash, runID string, minRenew time.Duration) (*clasp.Agent, *clasp.Run, error)
 	// RunAuthenticate finds the live run whose run token has this hash and
 	// its agent. 401 unauthenticated if the token is unknown, or the run is
 	// not live, or the agent is terminated.

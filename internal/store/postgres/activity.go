@@ -31,7 +31,7 @@ func logActivity(ctx context.Context, tx pgx.Tx, companyID string, actor store.A
 	if err != nil {
 		return fmt.Errorf("activity %s details: %w", action, err)
 	}
-	a := actorArgs(pgx.NamedArgs{}, actor)
+	a := actorArgs(namedArgs{}, actor)
 	if _, err := tx.Exec(ctx, sqlActivityInsert, companyID, a["actor_type"], a["actor_id"], a["actor_run"],
 		action, entityType, entityID, string(b)); err != nil {
 		return fmt.Errorf("write activity %s of %s %s: %w", action, entityType, entityID, err)

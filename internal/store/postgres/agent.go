@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -96,6 +97,29 @@ const (
 	)
 	SELECT ` + agentCols + ` FROM k`
 	qualifyAgent = `a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at`
+
+	// sqlKeyAuthRun is a pure read (no data-modifying CTE, so no write
+	// lock and no index opened for writing on the hot path): the agent of
+	// the unrevoked key with hash $1, whether the key's use is due to be
+	// recorded (last recorded a minute ago or more, database clock; the
+	// caller then runs sqlKeyUsed, at most once a minute per key), and the
+	// run $2 when it is the agent's, live and renewed less than $3 µs ago
+	// (database clock): found, then its columns (coalesced to zero values
+	// when there is no such run).
+	sqlKeyAuthRun = `SELECT k.id, k.last_used_at IS NULL OR k.last_used_at <= now() - interval '1 minute',
+		` + qualifyAgent + `, r.id IS NOT NULL,
+		coalesce(r.id, ''), coalesce(r.company_id, ''), coalesce(r.agent_id, ''), coalesce(r.status, ''),
+		coalesce(r.invocation_source, ''), r.issue_id, r.retry_of_run_id, coalesce(r.attempt, 0), r.pid, r.host_id,
+		r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
+		coalesce(r.created_at, 'epoch'::timestamptz)
+	FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
+		LEFT JOIN runs r ON r.id = $2::text AND r.agent_id = a.id AND ` + "(r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))" + `
+			AND $3::bigint > 0 AND r.last_sign_of_life_at > now() - $3::bigint * interval '1 microsecond'
+	WHERE k.token_hash = $1 AND k.revoked_at IS NULL`
+	// sqlKeyUsed records the use of key $1 at most once a minute
+	// (database clock; writes nothing when the last use is recent).
+	sqlKeyUsed = `UPDATE agent_api_keys SET last_used_at = now()
+	WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= now() - interval '1 minute')`
 )
 
 // AgentCreate creates an active agent of a company. 400 invalid_request
@@ -106,7 +130,7 @@ func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*c
 	if name == "" {
 		return nil, clasp.InvalidField("name", "name is required.")
 	}
-	args := actorArgs(pgx.NamedArgs{"id": s.newID(), "name": name, "name_key": clasp.NameKey(name), "role": p.Role,
+	args := actorArgs(namedArgs{"id": s.newID(), "name": name, "name_key": clasp.NameKey(name), "role": p.Role,
 		"company": p.CompanyID}, p.Actor)
 	var out *clasp.Agent
 	err := s.retry(ctx, func() error {
@@ -177,7 +201,7 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 	if err != nil {
 		return nil, fmt.Errorf("agent.updated details: %w", err)
 	}
-	args := actorArgs(pgx.NamedArgs{"id": p.AgentID, "status": status, "name": name, "name_key": nameKey, "role": p.Role,
+	args := actorArgs(namedArgs{"id": p.AgentID, "status": status, "name": name, "name_key": nameKey, "role": p.Role,
 		"changes": details}, p.Actor)
 	var out *clasp.Agent
 	err = s.tx(ctx, func(tx pgx.Tx) error {
@@ -225,7 +249,7 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 // AgentKeyCreate stores a key hash for an agent. 404 not_found if the agent
 // is missing, 409 already_exists if the hash is in use.
 func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParams) (*clasp.APIKey, error) {
-	args := actorArgs(pgx.NamedArgs{"id": s.newID(), "agent": p.AgentID, "prefix": p.Prefix, "hash": p.TokenHash}, p.Actor)
+	args := actorArgs(namedArgs{"id": s.newID(), "agent": p.AgentID, "prefix": p.Prefix, "hash": p.TokenHash}, p.Actor)
 	var out *clasp.APIKey
 	err := s.retry(ctx, func() error {
 		k, err := scanKey(s.pool.QueryRow(ctx, sqlKeyCreate, args))
@@ -245,7 +269,7 @@ func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParam
 // revoking a revoked key answers it unchanged. 404 not_found if the agent
 // has no such key.
 func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor store.Actor) (*clasp.APIKey, error) {
-	args := actorArgs(pgx.NamedArgs{"id": keyID, "agent": agentID}, actor)
+	args := actorArgs(namedArgs{"id": keyID, "agent": agentID}, actor)
 	var out *clasp.APIKey
 	err := s.retry(ctx, func() error {
 		k, err := scanKey(s.pool.QueryRow(ctx, sqlKeyRevoke, args))
@@ -283,7 +307,7 @@ func (s *Store) AgentKeyList(ctx context.Context, agentID string) ([]*clasp.APIK
 // none or the agent is terminated.
 func (s *Store) AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, error) {
 	var a *clasp.Agent
-	err := s.retry(ctx, func() error {
+	err := s.retryQuiet(ctx, func() error {
 		var err error
 		a, err = scanAgent(s.pool.QueryRow(ctx, sqlKeyAuth, tokenHash))
 		return err
@@ -295,4 +319,42 @@ func (s *Store) AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp
 		return nil, translate(fmt.Errorf("authenticate agent key: %w", err))
 	}
 	return a, nil
+}
+
+// AgentAuthenticateRun is AgentAuthenticate plus, in the same statement,
+// run runID when it is the agent's, live and renewed less than minRenew
+// ago by the database clock (see store.Store); nil otherwise. 401
+// unauthenticated as AgentAuthenticate.
+func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID string, minRenew time.Duration) (*clasp.Agent, *clasp.Run, error) {
+	var (
+		a             clasp.Agent
+		r             clasp.Run
+		keyID         string
+		useDue, found bool
+	)
+	dest := append([]any{&keyID, &useDue}, agentDest(&a)...)
+	dest = append(dest, &found)
+	dest = append(dest, runDest(&r)...)
+	err := s.pool.QueryRow(ctx, sqlKeyAuthRun, tokenHash, runID, minRenew.Microseconds()).Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && a.Status == clasp.AgentTerminated {
+		return nil, nil, unauthenticated()
+	}
+	if err != nil {
+		return nil, nil, translate(fmt.Errorf("authenticate agent key: %w", err))
+	}
+	if useDue {
+		err := s.retryQuiet(ctx, func() error {
+			_, err := s.pool.Exec(ctx, sqlKeyUsed, keyID)
+			return err
+		})
+		if err != nil {
+			return nil, nil, wrap(err, "record use of key %s", keyID)
+		}
+	}
+	fixAgent(&a)
+	if !found {
+		return &a, nil, nil
+	}
+	fixRun(&r)
+	return &a, &r, nil
 }

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
@@ -174,7 +172,7 @@ func benchRaw(b *testing.B, n int) {
 		cycles[g] = func() error {
 			id := issues[k%len(issues)]
 			k++
-			args := pgx.NamedArgs{"rid": id, "rident": "", "company": a.CompanyID, "run": actor.RunID, "agent": a.ID, "board": false,
+			args := namedArgs{"rid": id, "rident": "", "company": a.CompanyID, "run": actor.RunID, "agent": a.ID, "board": false,
 				"actor_type": "agent", "actor_id": a.ID, "actor_run": actor.RunID, "expected": []string{"todo"}, "unassign": false}
 			if err := rawStep(ctx, e.s, sqlCheckout, args); err != nil {
 				return fmt.Errorf("raw checkout: %w", err)
@@ -191,7 +189,7 @@ func benchRaw(b *testing.B, n int) {
 
 // rawStep runs one lock rule's statement and scans its answer into plain
 // variables.
-func rawStep(ctx context.Context, s *Store, stmt string, args pgx.NamedArgs) error {
+func rawStep(ctx context.Context, s *Store, stmt string, args namedArgs) error {
 	var (
 		changed, extra, ok                     bool
 		t1, t2, t3, t4, t5, t6, t7, status     string

@@ -159,7 +159,7 @@ func (s *Store) IssueClaim(ctx context.Context, p *store.IssueClaimParams) (*cla
 	case a.RunID == "":
 		return nil, clasp.Errorf(clasp.CodeRunIDRequired, "A claim needs the run it is made in (X-Clasp-Run-Id).")
 	}
-	args := actorArgs(pgx.NamedArgs{"run": a.RunID, "agent": a.AgentID, "unassigned": unassigned, "mine": mine}, a)
+	args := actorArgs(namedArgs{"run": a.RunID, "agent": a.AgentID, "unassigned": unassigned, "mine": mine}, a)
 	var (
 		iss   clasp.Issue
 		why   string
@@ -185,7 +185,7 @@ func (s *Store) IssueClaim(ctx context.Context, p *store.IssueClaimParams) (*cla
 	}
 	// Nothing taken: explain a caller's run that is not live, else none.
 	l := &lockRow{companyID: a.CompanyID}
-	err = s.pool.QueryRow(ctx, sqlClaimCaller, pgx.NamedArgs{"run": a.RunID}).Scan(&l.callerAgent, &l.callerCompany, &l.callerState)
+	err = s.pool.QueryRow(ctx, sqlClaimCaller, namedArgs{"run": a.RunID}).Scan(&l.callerAgent, &l.callerCompany, &l.callerState)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, wrap(err, "claim an issue: read run %s", a.RunID)
 	}

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
@@ -48,7 +46,7 @@ func TestClaimPlanUsesIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	args := actorArgs(pgx.NamedArgs{"run": "r", "agent": ag.ID, "unassigned": []string{"todo"}, "mine": []string{"todo", "in_progress"}},
+	args := actorArgs(namedArgs{"run": "r", "agent": ag.ID, "unassigned": []string{"todo"}, "mine": []string{"todo", "in_progress"}},
 		store.Actor{Type: clasp.ActorAgent, AgentID: ag.ID, CompanyID: co.ID, RunID: "r"})
 	rows, err := tx.Query(ctx, "EXPLAIN "+sqlClaim, args)
 	if err != nil {

@@ -52,7 +52,7 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 	if a.Type == clasp.ActorAgent {
 		author = &a.AgentID
 	}
-	args := actorArgs(pgx.NamedArgs{"id": s.newID(), "rid": rid, "rident": rident, "company": scope(a), "body": p.Body,
+	args := actorArgs(namedArgs{"id": s.newID(), "rid": rid, "rident": rident, "company": scope(a), "body": p.Body,
 		"author": author, "board": a.IsBoard()}, a)
 	idemArgs(args, p.Idempotency, idemComment)
 	replay := func(id string) (*clasp.Comment, error) {
@@ -86,7 +86,7 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]*clasp.Comment, error) {
 	rid, rident := splitRef(p.Ref)
 	var issueID string
-	err := s.pool.QueryRow(ctx, sqlCommentIssue, pgx.NamedArgs{"rid": rid, "rident": rident, "company": p.CompanyID}).Scan(&issueID)
+	err := s.pool.QueryRow(ctx, sqlCommentIssue, namedArgs{"rid": rid, "rident": rident, "company": p.CompanyID}).Scan(&issueID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("issue", p.Ref)
 	}

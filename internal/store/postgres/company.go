@@ -68,7 +68,7 @@ func (s *Store) CompanyCreate(ctx context.Context, p *store.CompanyCreateParams)
 	if !clasp.ValidIssuePrefix(p.IssuePrefix) {
 		return nil, clasp.InvalidField("issuePrefix", "issuePrefix must be 2 to 10 upper-case letters.")
 	}
-	args := actorArgs(pgx.NamedArgs{"id": s.newID(), "name": name, "prefix": p.IssuePrefix}, p.Actor)
+	args := actorArgs(namedArgs{"id": s.newID(), "name": name, "prefix": p.IssuePrefix}, p.Actor)
 	var out *clasp.Company
 	err := s.retry(ctx, func() error {
 		c, err := scanCompany(s.pool.QueryRow(ctx, sqlCompanyCreate, args))

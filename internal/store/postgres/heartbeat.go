@@ -240,7 +240,7 @@ func wake(ctx context.Context, tx pgx.Tx, p *store.WakeParams) (*store.WakeResul
 			if p.IssueID != "" {
 				rid, rident := splitRef(p.IssueID)
 				if err := tx.QueryRow(ctx, `SELECT i.id FROM issues i WHERE `+sqlIssueRef,
-					pgx.NamedArgs{"rid": rid, "rident": rident, "company": company}).Scan(&issueID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					namedArgs{"rid": rid, "rident": rident, "company": company}).Scan(&issueID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 					return nil, fmt.Errorf("find issue %s: %w", p.IssueID, err)
 				} else if err != nil {
 					issueID = "missing:" + p.IssueID
@@ -274,7 +274,7 @@ func wake(ctx context.Context, tx pgx.Tx, p *store.WakeParams) (*store.WakeResul
 	if p.IssueID != "" {
 		rid, rident := splitRef(p.IssueID)
 		err := tx.QueryRow(ctx, `SELECT i.id FROM issues i WHERE `+sqlIssueRef,
-			pgx.NamedArgs{"rid": rid, "rident": rident, "company": a.CompanyID}).Scan(&issueID)
+			namedArgs{"rid": rid, "rident": rident, "company": a.CompanyID}).Scan(&issueID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, notFound("issue", p.IssueID)
 		}
@@ -348,7 +348,7 @@ func queueRun(ctx context.Context, tx pgx.Tx, a *clasp.Agent, issueID, reason, r
 			Scan(&prevCheckout, &prevExecution); err != nil {
 			return nil, "", fmt.Errorf("read issue %s: %w", issueID, err)
 		}
-		tag, err := tx.Exec(ctx, hbTakeExecution, pgx.NamedArgs{"run": id, "agent": a.ID, "issue": issueID})
+		tag, err := tx.Exec(ctx, hbTakeExecution, namedArgs{"run": id, "agent": a.ID, "issue": issueID})
 		if err != nil {
 			return nil, "", fmt.Errorf("take execution lock of issue %s: %w", issueID, err)
 		}
@@ -363,7 +363,7 @@ func queueRun(ctx context.Context, tx pgx.Tx, a *clasp.Agent, issueID, reason, r
 			return nil, *b, nil
 		}
 	}
-	run, err := scanRun(tx.QueryRow(ctx, hbRunInsert, pgx.NamedArgs{"id": id, "company": a.CompanyID, "agent": a.ID,
+	run, err := scanRun(tx.QueryRow(ctx, hbRunInsert, namedArgs{"id": id, "company": a.CompanyID, "agent": a.ID,
 		"source": reason, "issue": nullable(issueID), "retry_of": nullable(retryOf), "attempt": attempt}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, "", nil
@@ -533,7 +533,7 @@ func (s *Store) RunStart(ctx context.Context, p *store.RunStartParams) (*clasp.R
 		if err := lockAgent(ctx, tx, agentID); err != nil { // the slot count, across replicas
 			return err
 		}
-		r, err := scanRun(tx.QueryRow(ctx, hbRunStart, pgx.NamedArgs{"run": p.RunID, "host": p.HostID, "hash": nullable(p.TokenHash),
+		r, err := scanRun(tx.QueryRow(ctx, hbRunStart, namedArgs{"run": p.RunID, "host": p.HostID, "hash": nullable(p.TokenHash),
 			"ttl_us": ttl.Microseconds(), "max": max(p.MaxRunning, 1)}))
 		if errors.Is(err, pgx.ErrNoRows) {
 			cur, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, p.RunID))
@@ -650,7 +650,7 @@ func (s *Store) RunProcessLost(ctx context.Context, p *store.RunProcessLostParam
 		failed, retry = nil, nil
 		var lostJSON, retryJSON []byte
 		var movedJSON []byte
-		if err := tx.QueryRow(ctx, hbProcessLost, pgx.NamedArgs{"run": p.RunID, "host": p.HostID, "error": msg,
+		if err := tx.QueryRow(ctx, hbProcessLost, namedArgs{"run": p.RunID, "host": p.HostID, "error": msg,
 			"retry_id": newUUIDv7()}).Scan(&lostJSON, &retryJSON, &movedJSON); err != nil {
 			return fmt.Errorf("process lost of run %s: %w", p.RunID, err)
 		}

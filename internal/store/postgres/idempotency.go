@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/clasp-dev/clasp"
@@ -59,7 +58,7 @@ const (
 )
 
 // idemArgs adds the arguments of sqlIdempotencyRecordCTE to args.
-func idemArgs(args pgx.NamedArgs, p *store.IdempotencyParams, kind string) pgx.NamedArgs {
+func idemArgs(args namedArgs, p *store.IdempotencyParams, kind string) namedArgs {
 	args["idem_type"] = kind
 	args["idem_actor"], args["idem_key"], args["idem_hash"] = nil, nil, nil
 	if p != nil {

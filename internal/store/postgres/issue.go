@@ -73,7 +73,7 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 		return nil, err
 	}
 	title, status, priority, a := p.Title, p.Status, p.Priority, p.Actor
-	args := actorArgs(pgx.NamedArgs{"id": s.newID(), "company": p.CompanyID, "title": title, "description": p.Description,
+	args := actorArgs(namedArgs{"id": s.newID(), "company": p.CompanyID, "title": title, "description": p.Description,
 		"status": string(status), "priority": string(priority), "priority_rank": priority.Rank(),
 		"assignee": nullable(p.AssigneeAgentID)}, a)
 	idemArgs(args, p.Idempotency, idemIssue)
@@ -103,7 +103,7 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 // ref; companyID, when not empty, scopes the lookup. 404 not_found.
 func (s *Store) IssueGet(ctx context.Context, companyID, ref string) (*clasp.Issue, error) {
 	rid, rident := splitRef(ref)
-	iss, err := scanIssue(s.pool.QueryRow(ctx, sqlIssueGet, pgx.NamedArgs{"rid": rid, "rident": rident, "company": companyID}))
+	iss, err := scanIssue(s.pool.QueryRow(ctx, sqlIssueGet, namedArgs{"rid": rid, "rident": rident, "company": companyID}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("issue", ref)
 	}

@@ -588,7 +588,7 @@ const casAttempts = 50
 // snapshot (d.ok and nothing changed), and on deadlock. It returns the
 // answer of the last try; pgx.ErrNoRows (404 for the caller) means the
 // issue does not exist in scope.
-func (s *Store) lockRule(ctx context.Context, stmt string, args pgx.NamedArgs) (*lockRow, error) {
+func (s *Store) lockRule(ctx context.Context, stmt string, args namedArgs) (*lockRow, error) {
 	for range casAttempts {
 		var l *lockRow
 		err := s.retry(ctx, func() error {
@@ -622,9 +622,9 @@ func scanLockRow(row pgx.Row) (*lockRow, error) {
 // lockArgs are the arguments every lock rule statement takes: the issue
 // reference within the actor's scope, the actor's run and agent, and the
 // actor columns of its activity rows.
-func lockArgs(ref string, a store.Actor) pgx.NamedArgs {
+func lockArgs(ref string, a store.Actor) namedArgs {
 	rid, rident := splitRef(ref)
-	return actorArgs(pgx.NamedArgs{"rid": rid, "rident": rident, "company": scope(a), "run": a.RunID, "agent": a.AgentID,
+	return actorArgs(namedArgs{"rid": rid, "rident": rident, "company": scope(a), "run": a.RunID, "agent": a.AgentID,
 		"board": a.IsBoard()}, a)
 }
 
@@ -916,7 +916,7 @@ func (s *Store) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 		v := int32(*p.ExitCode)
 		exitCode = &v
 	}
-	args := actorArgs(pgx.NamedArgs{"run": p.RunID, "status": string(p.Status), "exit_code": exitCode, "error": p.Error, "error_code": p.ErrorCode,
+	args := actorArgs(namedArgs{"run": p.RunID, "status": string(p.Status), "exit_code": exitCode, "error": p.Error, "error_code": p.ErrorCode,
 		"board": a.Type != clasp.ActorAgent, "agent": a.AgentID, "company": a.CompanyID}, a)
 	var out *clasp.Run
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -959,7 +959,7 @@ func releaseRunLocks(ctx context.Context, tx pgx.Tx, a store.Actor, status clasp
 	if err != nil {
 		return err
 	}
-	args := actorArgs(pgx.NamedArgs{"runs": ids, "status": string(status), "finished": finJSON}, a)
+	args := actorArgs(namedArgs{"runs": ids, "status": string(status), "finished": finJSON}, a)
 	var n int64
 	if err := tx.QueryRow(ctx, sqlReleaseRunLocks, args).Scan(&n); err != nil {
 		return wrap(err, "release locks of runs %v", ids)
@@ -998,7 +998,7 @@ func (s *Store) SweepExpiredRuns(ctx context.Context) (int, error) {
 	for {
 		var n int64
 		err := s.retry(ctx, func() error {
-			return wrap(s.pool.QueryRow(ctx, sqlSweepExpiredRuns, pgx.NamedArgs{"limit": sweepBatch}).Scan(&n), "sweep expired runs")
+			return wrap(s.pool.QueryRow(ctx, sqlSweepExpiredRuns, namedArgs{"limit": sweepBatch}).Scan(&n), "sweep expired runs")
 		})
 		total += int(n)
 		if err != nil || n < sweepBatch {
@@ -1023,7 +1023,7 @@ func (s *Store) SweepStaleLocks(ctx context.Context) (int, error) {
 	for {
 		var locked, cleared int
 		err := s.tx(ctx, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, sqlStaleLockCandidates, pgx.NamedArgs{"limit": sweepBatch})
+			rows, err := tx.Query(ctx, sqlStaleLockCandidates, namedArgs{"limit": sweepBatch})
 			if err != nil {
 				return fmt.Errorf("find stale locks: %w", err)
 			}
@@ -1036,7 +1036,7 @@ func (s *Store) SweepStaleLocks(ctx context.Context) (int, error) {
 				return nil
 			}
 			var n int64
-			err = tx.QueryRow(ctx, sqlClearStaleLocks, pgx.NamedArgs{"ids": ids}).Scan(&n)
+			err = tx.QueryRow(ctx, sqlClearStaleLocks, namedArgs{"ids": ids}).Scan(&n)
 			cleared = int(n)
 			return wrap(err, "clear stale locks")
 		})

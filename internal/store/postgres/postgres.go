@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -50,10 +51,23 @@ type Options struct {
 	// created if missing and is the connections' search_path (tests give
 	// each store its own). Default: the URL's own search_path (public).
 	Schema string
-	// MaxConns caps the pool's connections (default: pgxpool's, the larger
-	// of 4 and the number of CPUs, unless the URL sets pool_max_conns).
+	// MaxConns caps the pool's connections. Zero: the URL's
+	// pool_max_conns when it sets one, else DefaultMaxConns (not
+	// pgxpool's own default, max(4, NumCPU), which on a small host
+	// throttles a fleet to 4 statements in flight).
 	MaxConns int32
 }
+
+// DefaultMaxConns is the pool size of a store whose Options and URL set
+// none. Throughput on PostgreSQL is bounded by statements in flight, each
+// waiting mostly on the database (commit fsync, locks), not on this
+// process's CPUs: with synchronous_commit=on, concurrent commits share one
+// WAL flush only if enough of them are in flight. 20 keeps a fleet of a
+// few dozen agents from queueing for 4 connections (issue 5: 472 vs 594
+// cycles/s at 32 clients with 4 vs 8 connections, the same with 16 or 40,
+// on 2 shared cores), while 4 replicas (each with 20 plus its LISTEN
+// connection) stay under PostgreSQL's default max_connections of 100.
+const DefaultMaxConns = 20
 
 // Store is the PostgreSQL store. It is safe for concurrent use; Close it
 // when done.
@@ -77,8 +91,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: parse url: %w", err)
 	}
-	if opts.MaxConns > 0 {
+	switch {
+	case opts.MaxConns > 0:
 		cfg.MaxConns = opts.MaxConns
+	case !strings.Contains(url, "pool_max_conns"):
+		cfg.MaxConns = DefaultMaxConns
 	}
 	if opts.Schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
@@ -131,10 +148,25 @@ const maxAttempts = 5
 // sleeping a few random milliseconds between tries. It returns fn's last
 // error translated (see translate).
 func (s *Store) retry(ctx context.Context, fn func() error) error {
+	return s.retryNotify(ctx, fn, true)
+}
+
+// retryQuiet is retry for statements that never write activity (the
+// authentication's record of a key's use, a run's lease renewal): it does
+// not wake the activity streams nor the other replicas.
+func (s *Store) retryQuiet(ctx context.Context, fn func() error) error {
+	return s.retryNotify(ctx, fn, false)
+}
+
+// retryNotify is retry; notify says whether a success may have written
+// activity.
+func (s *Store) retryNotify(ctx context.Context, fn func() error, notify bool) error {
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil {
-			s.activityWritten() // may have written activity: wake streams here and on other replicas
+			if notify {
+				s.activityWritten() // may have written activity: wake streams here and on other replicas
+			}
 			return nil
 		}
 		if attempt == maxAttempts || !retryable(err) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Raw runs the statements of an uncontended checkout and release straight
@@ -39,7 +37,7 @@ func (r *Raw) Release(ctx context.Context, p RawStep) error {
 }
 
 func (r *Raw) step(ctx context.Context, what, stmt string, p RawStep) error {
-	args := pgx.NamedArgs{"rid": p.IssueID, "rident": "", "company": p.CompanyID, "run": p.RunID, "agent": p.AgentID, "board": false,
+	args := namedArgs{"rid": p.IssueID, "rident": "", "company": p.CompanyID, "run": p.RunID, "agent": p.AgentID, "board": false,
 		"actor_type": "agent", "actor_id": p.AgentID, "actor_run": p.RunID, "expected": []string{"todo"}, "unassign": false}
 	var (
 		changed, extra, ok                     bool

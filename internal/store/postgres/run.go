@@ -104,7 +104,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 	}
 	ttl := cmp.Or(p.LeaseTTL, defaultLeaseTTL)
 	rid, rident := splitRef(p.IssueID)
-	args := actorArgs(pgx.NamedArgs{"id": s.newID(), "agent": p.AgentID, "issue_ref": p.IssueID, "rid": rid, "rident": rident,
+	args := actorArgs(namedArgs{"id": s.newID(), "agent": p.AgentID, "issue_ref": p.IssueID, "rid": rid, "rident": rident,
 		"source": cmp.Or(p.InvocationSource, clasp.InvocationSelf), "ttl_us": ttl.Microseconds(),
 		"token_hash": nullable(p.TokenHash)}, p.Actor)
 	idemArgs(args, p.Idempotency, idemRun)
@@ -112,7 +112,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 		var out *clasp.Run
 		err := s.retry(ctx, func() error {
 			var err error
-			out, err = scanRun(s.pool.QueryRow(ctx, sqlRunReopen, pgx.NamedArgs{"id": id, "token_hash": nullable(p.TokenHash),
+			out, err = scanRun(s.pool.QueryRow(ctx, sqlRunReopen, namedArgs{"id": id, "token_hash": nullable(p.TokenHash),
 				"ttl_us": ttl.Microseconds()}))
 			return err
 		})
@@ -191,14 +191,14 @@ func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.R
 // skipped when the last sign of life is less than MinRenewInterval old.
 func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.Run, error) {
 	ttl := cmp.Or(p.LeaseTTL, defaultLeaseTTL)
-	args := pgx.NamedArgs{"run": p.RunID, "agent": p.AgentID, "ttl_us": ttl.Microseconds(),
+	args := namedArgs{"run": p.RunID, "agent": p.AgentID, "ttl_us": ttl.Microseconds(),
 		"force": p.Force || p.MinRenewInterval <= 0, "min_us": p.MinRenewInterval.Microseconds()}
 	var (
 		r       clasp.Run
 		renewed bool
 		state   string
 	)
-	err := s.retry(ctx, func() error {
+	err := s.retryQuiet(ctx, func() error { // a lease renewal writes no activity
 		return s.pool.QueryRow(ctx, sqlRunTouch, args).Scan(append(runDest(&r), &renewed, &state)...)
 	})
 	switch {

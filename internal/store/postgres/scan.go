@@ -198,7 +198,7 @@ func decodeCursor(c string) (time.Time, string, error)   { return store.DecodeCu
 // actorArgs are the named arguments of an activity row's actor:
 // @actor_type (agent, board or system), @actor_id and @actor_run (NULL
 // when the actor acts in no run).
-func actorArgs(args pgx.NamedArgs, a store.Actor) pgx.NamedArgs {
+func actorArgs(args namedArgs, a store.Actor) namedArgs {
 	t := a.Type
 	if t != clasp.ActorAgent && t != clasp.ActorBoard {
 		t = clasp.ActorSystem

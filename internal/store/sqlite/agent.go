@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -49,6 +50,15 @@ const (
 	sqlKeyAuth = `SELECT k.id, coalesce(k.last_used_at, 0), a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at
 	FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
 	WHERE k.token_hash = ? AND k.revoked_at IS NULL`
+	// sqlKeyAuthRun is sqlKeyAuth plus the columns of run :run when it is
+	// the key's agent's (found, then the run's columns, coalesced to zero
+	// values when there is no such run).
+	sqlKeyAuthRun = `SELECT k.id, coalesce(k.last_used_at, 0), a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at,
+		r.id IS NOT NULL, coalesce(r.id, ''), coalesce(r.company_id, ''), coalesce(r.agent_id, ''), coalesce(r.status, ''),
+		coalesce(r.invocation_source, ''), r.issue_id, r.retry_of_run_id, coalesce(r.attempt, 0), r.pid, r.host_id,
+		r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error, coalesce(r.created_at, 0)
+	FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id LEFT JOIN runs r ON r.id = :run AND r.agent_id = a.id
+	WHERE k.token_hash = :hash AND k.revoked_at IS NULL`
 	// sqlKeyUsed records a key's use at most once a minute.
 	sqlKeyUsed = `UPDATE agent_api_keys SET last_used_at = :now
 	WHERE id = :id AND (last_used_at IS NULL OR last_used_at <= :now - 60000000)`
@@ -296,6 +306,50 @@ func (s *Store) AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp
 		}
 	}
 	return a, nil
+}
+
+// AgentAuthenticateRun is AgentAuthenticate plus, in the same read, run
+// runID when it is the agent's, live and renewed less than minRenew ago by
+// the store clock, as RunTouch judges it (see store.Store); nil otherwise.
+// 401 unauthenticated as AgentAuthenticate.
+func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID string, minRenew time.Duration) (*clasp.Agent, *clasp.Run, error) {
+	var (
+		keyID    string
+		lastUsed int64
+		found    bool
+		a        *clasp.Agent
+	)
+	row := s.readRow(ctx, qKeyAuthRun, sql.Named("run", runID), sql.Named("hash", tokenHash))
+	r, err := scanRun(scanFunc(func(runDest ...any) error {
+		var err error
+		a, err = scanAgent(scanFunc(func(agentDest ...any) error {
+			dest := append([]any{&keyID, &lastUsed}, agentDest...)
+			dest = append(dest, &found)
+			return row.Scan(append(dest, runDest...)...)
+		}))
+		return err
+	}))
+	if errors.Is(err, sql.ErrNoRows) || err == nil && a.Status == clasp.AgentTerminated {
+		return nil, nil, unauthenticated()
+	}
+	if err != nil {
+		return nil, nil, translate(fmt.Errorf("authenticate agent key: %w", err))
+	}
+	now := s.now()
+	if now := micros(now); now-lastUsed >= 60_000_000 {
+		err := s.write(ctx, func(tx *wtx) error {
+			_, err := tx.exec(ctx, qKeyUsed, sql.Named("id", keyID), sql.Named("now", tx.now))
+			return wrap(err, "record use of key %s", keyID)
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	// The test of RunTouch's shortcut, on the same row.
+	if !found || minRenew <= 0 || !r.Live(now) || r.LastSignOfLifeAt == nil || now.Sub(*r.LastSignOfLifeAt) >= minRenew {
+		return a, nil, nil
+	}
+	return a, r, nil
 }
 
 // scanFunc adapts a function to the scanner interface.

@@ -46,6 +46,7 @@ const (
 	qKeyGet
 	qKeyList
 	qKeyAuth
+	qKeyAuthRun
 	qKeyUsed
 	// run.go
 	qRunInsert
@@ -113,6 +114,7 @@ var queries = [numQueries]string{
 	qKeyGet:               sqlKeyGet,
 	qKeyList:              sqlKeyList,
 	qKeyAuth:              sqlKeyAuth,
+	qKeyAuthRun:           sqlKeyAuthRun,
 	qKeyUsed:              sqlKeyUsed,
 
 	qRunInsert:       sqlRunInsert,

@@ -97,6 +97,7 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"Agent_NameKeyUnique", testAgentNameKeyUnique},
 		{"AgentKey_AuthenticateRevokeTerminate", testAgentKeys},
 		{"Run_TokenAuthenticate", testRunAuthenticate},
+		{"AgentKey_AuthenticateWithRun", testAgentAuthenticateRun},
 		{"Run_List", testRunList},
 		{"Issue_Pagination", testIssuePagination},
 		{"Issue_ListFilters", testIssueListFilters},
