@@ -58,6 +58,9 @@ const (
 const (
 	TargetHTTP = "http" // the server, over HTTP on loopback
 	TargetRaw  = "raw"  // the statements through database/sql, no HTTP, no group commit
+	// TargetHTTPBase is the baseline server of a scale run
+	// (Config.SeedIssues): the same as http, without the filler issues.
+	TargetHTTPBase = "http-base"
 )
 
 // Defaults of Config.
@@ -108,6 +111,11 @@ type Config struct {
 	// contended and mixed phases and into each claim phase's company
 	// before they run, so that each company holds Issues + SeedIssues
 	// issues: the scale figures of issue 5 item 5. In-process SQLite only.
+	// The run then also starts a baseline server (target http-base), the
+	// same in every way but without filler, and every phase interleaves
+	// the two in Slice turns (claim phases: each drains its own issues, in
+	// alternate turns), so that the load of the machine weighs on both
+	// alike; Report.Scale gives the ratios of their latencies.
 	SeedIssues int
 	// NoRaw skips the raw phases.
 	NoRaw bool
@@ -213,6 +221,9 @@ type Report struct {
 	// ClaimRatios compare each claim phase with the cycle phase of the
 	// same client count in the same run.
 	ClaimRatios []ClaimRatio `json:"claimRatios,omitempty"`
+	// Scale compares, phase by phase, the seeded server with the baseline
+	// (Config.SeedIssues), measured in the same turns.
+	Scale []ScaleRatio `json:"scale,omitempty"`
 	// Failures lists what went wrong (empty when every check passed).
 	Failures []string `json:"failures,omitempty"`
 }
@@ -282,6 +293,39 @@ type ClaimRatio struct {
 	Ratio   float64 `json:"claimOverCycle"`
 }
 
+// ScaleRatio compares the latencies of one phase on the seeded server
+// (Issues + SeedIssues issues per company) with the baseline's (Issues),
+// interleaved in the same run (issue 5 item 5: within 20 %). Latencies in
+// ms; First* are the op's first request alone (the checkout of a cycle,
+// the claim of a claim op); ratios are seeded over baseline.
+type ScaleRatio struct {
+	Workload       string  `json:"workload"`
+	Clients        int     `json:"clients"`
+	BaseIssues     int     `json:"baseIssues"`
+	SeededIssues   int     `json:"seededIssues"`
+	BaseP50        float64 `json:"baseP50Ms"`
+	BaseP99        float64 `json:"baseP99Ms"`
+	SeededP50      float64 `json:"seededP50Ms"`
+	SeededP99      float64 `json:"seededP99Ms"`
+	P50Ratio       float64 `json:"p50Ratio"`
+	P99Ratio       float64 `json:"p99Ratio"`
+	BaseFirstP50   float64 `json:"baseFirstRequestP50Ms,omitempty"`
+	BaseFirstP99   float64 `json:"baseFirstRequestP99Ms,omitempty"`
+	SeededFirstP50 float64 `json:"seededFirstRequestP50Ms,omitempty"`
+	SeededFirstP99 float64 `json:"seededFirstRequestP99Ms,omitempty"`
+	FirstP50Ratio  float64 `json:"firstRequestP50Ratio,omitempty"`
+	FirstP99Ratio  float64 `json:"firstRequestP99Ratio,omitempty"`
+}
+
+// scaleRatio compares seeded row s with baseline row b.
+func scaleRatio(s, b Result, baseIssues, seed int) ScaleRatio {
+	return ScaleRatio{Workload: s.Workload, Clients: s.Clients, BaseIssues: baseIssues, SeededIssues: baseIssues + seed,
+		BaseP50: b.P50Ms, BaseP99: b.P99Ms, SeededP50: s.P50Ms, SeededP99: s.P99Ms,
+		P50Ratio: ratioOf(s.P50Ms, b.P50Ms), P99Ratio: ratioOf(s.P99Ms, b.P99Ms),
+		BaseFirstP50: b.FirstP50Ms, BaseFirstP99: b.FirstP99Ms, SeededFirstP50: s.FirstP50Ms, SeededFirstP99: s.FirstP99Ms,
+		FirstP50Ratio: ratioOf(s.FirstP50Ms, b.FirstP50Ms), FirstP99Ratio: ratioOf(s.FirstP99Ms, b.FirstP99Ms)}
+}
+
 // opUnits says what one op is, per workload.
 var opUnits = map[string]string{
 	WorkloadCycle:     "one checkout plus one release (2 HTTP requests; raw: 2 transactions)",
@@ -338,10 +382,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	var base *scaleBase
 	if cfg.SeedIssues > 0 {
 		if err := seedFiller(ctx, srv.dbPath, fx.companyID, cfg.SeedIssues); err != nil {
 			return nil, err
 		}
+		bsrv, err := startBaseTarget(ctx, cfg, dir)
+		if err != nil {
+			return nil, err
+		}
+		defer bsrv.close()
+		bfx, err := setupHTTP(ctx, bsrv.api, maxClients, fixIssues)
+		if err != nil {
+			return nil, err
+		}
+		base = &scaleBase{srv: bsrv, fx: bfx}
 	}
 	var raws []*rawTarget // SQLite: full, then normal; PostgreSQL: one
 	if !cfg.NoRaw && srv.store != nil && slices.Contains(cfg.Workloads, WorkloadCycle) && cfg.DatabaseURL != "" {
@@ -368,10 +423,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return rep, err
 			}
 			if w == WorkloadClaim {
-				res, err := runClaimPhase(ctx, srv, n, cfg.Issues, cfg.SeedIssues, pr)
-				rep.Results = append(rep.Results, res)
+				targets := []claimTarget{{srv: srv, seed: cfg.SeedIssues, label: TargetHTTP}}
+				if base != nil {
+					targets = append(targets, claimTarget{srv: base.srv, label: TargetHTTPBase})
+				}
+				res, err := runClaimPhase(ctx, targets, n, cfg.Issues, cfg.Slice, pr)
+				rep.Results = append(rep.Results, res...)
 				if err != nil {
 					return rep, err
+				}
+				if len(res) == 2 {
+					rep.Scale = append(rep.Scale, scaleRatio(res[0], res[1], cfg.Issues, cfg.SeedIssues))
 				}
 				continue
 			}
@@ -379,11 +441,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if w == WorkloadCycle {
 				withRaw = raws
 			}
-			res, err := runHTTPPhase(ctx, srv, fx, withRaw, w, n, cfg.Duration, cfg.Slice, pr)
+			res, err := runHTTPPhase(ctx, srv, fx, withRaw, base, w, n, cfg.Duration, cfg.Slice, pr)
 			if err != nil {
 				return rep, err
 			}
 			rep.Results = append(rep.Results, res...)
+			if base != nil {
+				b := res[len(res)-1]
+				res = res[:len(res)-1]
+				rep.Scale = append(rep.Scale, scaleRatio(res[0], b, fixIssues, cfg.SeedIssues))
+			}
 			if len(res) == 2 { // PostgreSQL
 				h, raw := res[0], res[1]
 				rep.Ratios = append(rep.Ratios, Ratio{Workload: w, Clients: n, HTTP: h.OpsPerS, HTTPSync: h.Sync,
@@ -405,7 +472,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	pr.finish()
 	for _, c := range rep.Results {
-		if c.Workload != WorkloadClaim {
+		if c.Workload != WorkloadClaim || c.Target != TargetHTTP {
 			continue
 		}
 		for _, y := range rep.Results {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -202,8 +203,19 @@ func TestRunClaim(t *testing.T) {
 			claims = append(claims, r)
 		}
 	}
-	if len(claims) != 2 {
-		t.Fatalf("claim results: got %d, want 2", len(claims))
+	if len(claims) != 4 {
+		t.Fatalf("claim results: got %d, want 4 (seeded and baseline at 1 and 4 clients)", len(claims))
+	}
+	// A scale run: every phase also ran on the baseline, in the same turns.
+	var scale []string
+	for _, x := range rep.Scale {
+		scale = append(scale, fmt.Sprintf("%s/%d %d vs %d", x.Workload, x.Clients, x.SeededIssues, x.BaseIssues))
+		if x.P50Ratio <= 0 || x.P99Ratio <= 0 || x.FirstP50Ratio <= 0 {
+			t.Errorf("scale %s clients=%d: ratios %+v, want all > 0", x.Workload, x.Clients, x)
+		}
+	}
+	if diff := cmp.Diff([]string{"cycle/1 12060 vs 60", "cycle/4 12060 vs 60", "claim/1 12060 vs 60", "claim/4 12060 vs 60"}, scale); diff != "" {
+		t.Errorf("scale comparisons (-want +got):\n%s", diff)
 	}
 	for _, r := range claims {
 		if r.Ops != 60 || r.Conflicts != 0 || r.Duplicates != 0 || r.Unclaimed != 0 || r.Errors != 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,56 +98,107 @@ func setupClaim(ctx context.Context, srv *target, n, issues, seed int) (*claimFi
 	return fx, nil
 }
 
-// runClaimPhase drains a fresh set of issues with n agents (setupClaim):
-// each agent's run claims (POST /api/agents/me/claim, scope unassigned),
-// then sets the issue done (PATCH status done, which clears its locks),
-// until the claim answers 204. One op = one claim plus its PATCH. It
-// checks that no claim was refused (Result.Conflicts counts the 409s),
-// that every issue was claimed exactly once (Result.Duplicates,
-// Result.Unclaimed) and that no todo issue is left in the company.
-func runClaimPhase(ctx context.Context, srv *target, n, issues, seed int, pr *progress) (Result, error) {
-	fx, err := setupClaim(ctx, srv, n, issues, seed)
-	if err != nil {
-		return Result{}, err
-	}
-	runs, finish, err := openRuns(ctx, srv.api, fx.agents)
-	if err != nil {
-		return Result{}, err
-	}
-	defer finish()
+// claimTarget is a server a claim phase drains issues on: seed filler
+// issues are added to its claim company; label is its rows' target.
+type claimTarget struct {
+	srv   *target
+	seed  int
+	label string
+}
 
-	m := &meter{}
-	var (
-		conflicts atomic.Int64
-		mu        sync.Mutex
-		claimed   = make(map[string]int, issues)
-	)
-	stop := pr.watch(fmt.Sprintf("claim clients=%d", n), 0, gauge{"http", m})
-	var w0 sqlite.WriteStats
-	if srv.stats != nil {
-		w0 = srv.stats()
-	}
-	m.begin()
-	clientLoop(fx.agents, runs, m, func(i int, ag benchAgent, run string) []time.Duration {
-		ids, lats := claimClient(ctx, srv.api, ag, run, m, &conflicts)
-		mu.Lock()
-		for _, id := range ids {
-			claimed[id]++
+// claimState is one target's drain in progress.
+type claimState struct {
+	claimTarget
+	fx        *claimFixture
+	runs      []string
+	m         *meter
+	conflicts atomic.Int64
+	mu        sync.Mutex
+	claimed   map[string]int
+	stopped   []bool // per agent: its claim answered 204, or it failed
+	w0        sqlite.WriteStats
+}
+
+// runClaimPhase drains a fresh set of issues with n agents on each target
+// (setupClaim): each agent's run claims (POST /api/agents/me/claim, scope
+// unassigned), then sets the issue done (PATCH status done, which clears
+// its locks), until the claim answers 204. With two targets (a scale run)
+// they drain in alternate turns of slice, so that both see the same
+// machine; one target drains in one go. One op = one claim plus its
+// PATCH. It checks that no claim was refused (Result.Conflicts counts the
+// 409s), that every issue was claimed exactly once (Result.Duplicates,
+// Result.Unclaimed) and that no todo issue is left in the company. It
+// returns a row per target, in order.
+func runClaimPhase(ctx context.Context, targets []claimTarget, n, issues int, slice time.Duration, pr *progress) ([]Result, error) {
+	states := make([]*claimState, len(targets))
+	var gauges []gauge
+	for i, t := range targets {
+		fx, err := setupClaim(ctx, t.srv, n, issues, t.seed)
+		if err != nil {
+			return nil, err
 		}
-		mu.Unlock()
-		return lats
-	})
-	m.end()
+		runs, finish, err := openRuns(ctx, t.srv.api, fx.agents)
+		if err != nil {
+			return nil, err
+		}
+		defer finish()
+		states[i] = &claimState{claimTarget: t, fx: fx, runs: runs, m: &meter{}, claimed: make(map[string]int, issues), stopped: make([]bool, n)}
+		gauges = append(gauges, gauge{t.label, states[i].m})
+	}
+	stop := pr.watch(fmt.Sprintf("claim clients=%d", n), 0, gauges...)
+	for _, st := range states {
+		if st.srv.stats != nil {
+			st.w0 = st.srv.stats()
+		}
+	}
+	for left := true; left && ctx.Err() == nil; {
+		left = false
+		for _, st := range states {
+			if !slices.Contains(st.stopped, false) {
+				continue
+			}
+			deadline := time.Now().Add(slice)
+			if len(states) == 1 {
+				deadline = time.Now().Add(24 * time.Hour) // nothing to take turns with
+			}
+			st.m.begin()
+			clientLoop(st.fx.agents, st.runs, st.m, func(i int, ag benchAgent, run string) []time.Duration {
+				if st.stopped[i] {
+					return nil
+				}
+				ids, lats, stopped := claimClient(ctx, st.srv.api, ag, run, deadline, st.m, &st.conflicts)
+				st.mu.Lock()
+				for _, id := range ids {
+					st.claimed[id]++
+				}
+				st.stopped[i] = stopped
+				st.mu.Unlock()
+				return lats
+			})
+			st.m.end()
+			left = left || slices.Contains(st.stopped, false)
+		}
+	}
 	stop()
 
-	res := m.result(WorkloadClaim, TargetHTTP, n)
+	out := make([]Result, 0, len(states))
+	for _, st := range states {
+		out = append(out, st.result(ctx, n))
+	}
+	return out, ctx.Err()
+}
+
+// result is the target's row of the phase, with the checks of the drain.
+func (st *claimState) result(ctx context.Context, n int) Result {
+	m, srv, fx := st.m, st.srv, st.fx
+	res := m.result(WorkloadClaim, st.label, n)
 	res.Sync = srv.sync
 	if srv.stats != nil {
 		w := srv.stats()
-		res.Writes, res.Commits = w.Writes-w0.Writes, w.Commits-w0.Commits
+		res.Writes, res.Commits = w.Writes-st.w0.Writes, w.Commits-st.w0.Commits
 	}
-	res.Conflicts = conflicts.Load()
-	for id, k := range claimed {
+	res.Conflicts = st.conflicts.Load()
+	for id, k := range st.claimed {
 		if _, ok := fx.issues[id]; !ok {
 			m.fail(fmt.Errorf("claimed issue %s is not one of the phase's", id))
 			continue
@@ -155,7 +207,7 @@ func runClaimPhase(ctx context.Context, srv *target, n, issues, seed int, pr *pr
 			res.Duplicates += int64(k - 1)
 		}
 	}
-	res.Unclaimed = int64(len(fx.issues) - len(claimed))
+	res.Unclaimed = int64(len(fx.issues) - len(st.claimed))
 	// The server's view: no todo issue left in the phase's company.
 	left, err := srv.api.client(srv.api.board).IssueList(ctx, fx.companyID, client.IssueListParams{Statuses: []clasp.IssueStatus{clasp.IssueTodo}, Limit: 1})
 	if err != nil {
@@ -167,36 +219,37 @@ func runClaimPhase(ctx context.Context, srv *target, n, issues, seed int, pr *pr
 	if s, ok := m.firstErr.Load().(string); ok {
 		res.FirstErr = s
 	}
-	return res, ctx.Err()
+	return res
 }
 
 // claimClient claims and finishes issues until the claim answers 204 (or
-// ctx ends, or an answer other than 200, 204 or 409 comes). It returns the
-// ids it claimed and the latency of each op (claim plus PATCH).
-func claimClient(ctx context.Context, a *api, ag benchAgent, run string, m *meter, conflicts *atomic.Int64) ([]string, []time.Duration) {
+// ctx ends, or an answer other than 200, 204 or 409 comes), or deadline
+// passes. It returns the ids it claimed, the latency of each op (claim
+// plus PATCH), and whether the agent is done (204, or a failure).
+func claimClient(ctx context.Context, a *api, ag benchAgent, run string, deadline time.Time, m *meter, conflicts *atomic.Int64) ([]string, []time.Duration, bool) {
 	var ids []string
 	lats := make([]time.Duration, 0, 1024)
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && time.Now().Before(deadline) {
 		t0 := time.Now()
 		st, b, err := a.do(ctx, http.MethodPost, claimPath, ag.key, run, claimBody, true)
 		m.requests.Add(1)
 		switch {
 		case err == nil && st == http.StatusNoContent:
-			return ids, lats
+			return ids, lats, true
 		case err == nil && st == http.StatusConflict:
 			conflicts.Add(1)
 			m.fail(errStatus("claim", st, b))
 			continue
 		case err != nil || st != http.StatusOK:
 			m.fail(orStatus(err, "claim", st, b))
-			return ids, lats
+			return ids, lats, true
 		}
 		var iss struct {
 			ID string `json:"id"`
 		}
 		if err := json.Unmarshal(b, &iss); err != nil || iss.ID == "" {
 			m.fail(fmt.Errorf("claim: answer without an issue id: %.200s", b))
-			return ids, lats
+			return ids, lats, true
 		}
 		ids = append(ids, iss.ID)
 		m.first(time.Since(t0))
@@ -204,10 +257,10 @@ func claimClient(ctx context.Context, a *api, ag benchAgent, run string, m *mete
 		m.requests.Add(1)
 		if err != nil || st != http.StatusOK {
 			m.fail(orStatus(err, "done", st, b))
-			return ids, lats
+			return ids, lats, true
 		}
 		lats = append(lats, time.Since(t0))
 		m.ops.Add(1)
 	}
-	return ids, lats
+	return ids, lats, ctx.Err() != nil
 }

@@ -205,54 +205,106 @@ func interleave(ctx context.Context, d, slice time.Duration, runners []runner, m
 	}
 }
 
-// runHTTPPhase runs workload with n clients against the server for d, and
-// for the cycle workload the raw limit with n goroutines on each of raws
-// (full, then normal) for d each, interleaved with it in slices. It
-// returns the HTTP result first, then the raw ones.
-func runHTTPPhase(ctx context.Context, srv *target, fx *fixture, raws []*rawTarget, workload string, n int, d, slice time.Duration, pr *progress) ([]Result, error) {
-	agents := fx.agents[:n]
-	runs, finish, err := openRuns(ctx, srv.api, agents)
-	if err != nil {
-		return nil, err
-	}
-	defer finish()
+// scaleBase is the baseline of a scale run (Config.SeedIssues): a second
+// in-process server without filler issues, with a fixture of its own.
+type scaleBase struct {
+	srv *target
+	fx  *fixture
+}
 
-	hm := &meter{}
-	var badRounds atomic.Int64
-	var writes, commits int64
-	httpRun := func(ctx context.Context, deadline time.Time, m *meter) {
+// httpTarget is one server of a phase, its agents' runs, and what its
+// slices counted.
+type httpTarget struct {
+	srv       *target
+	fx        *fixture
+	runs      []string
+	m         *meter
+	badRounds atomic.Int64
+	writes    int64
+	commits   int64
+}
+
+// runner returns the load of workload with the target's clients for one slice.
+func (h *httpTarget) runner(workload string) runner {
+	agents := h.fx.agents[:len(h.runs)]
+	return func(ctx context.Context, deadline time.Time, m *meter) {
 		var w0 [2]int64
-		if srv.stats != nil {
-			ws := srv.stats()
+		if h.srv.stats != nil {
+			ws := h.srv.stats()
 			w0 = [2]int64{ws.Writes, ws.Commits}
 		}
 		switch workload {
 		case WorkloadCycle:
-			clientLoop(agents, runs, m, func(i int, ag benchAgent, run string) []time.Duration {
-				return cycleClient(ctx, srv.api, ag, run, deadline, m)
+			clientLoop(agents, h.runs, m, func(i int, ag benchAgent, run string) []time.Duration {
+				return cycleClient(ctx, h.srv.api, ag, run, deadline, m)
 			})
 		case WorkloadMixed:
-			clientLoop(agents, runs, m, func(i int, ag benchAgent, run string) []time.Duration {
-				return mixedClient(ctx, srv.api, fx.companyID, ag, run, deadline, m, uint64(i))
+			clientLoop(agents, h.runs, m, func(i int, ag benchAgent, run string) []time.Duration {
+				return mixedClient(ctx, h.srv.api, h.fx.companyID, ag, run, deadline, m, uint64(i))
 			})
 		case WorkloadContended:
-			badRounds.Add(contendedRounds(ctx, srv.api, fx.hot, agents, runs, deadline, m))
+			h.badRounds.Add(contendedRounds(ctx, h.srv.api, h.fx.hot, agents, h.runs, deadline, m))
 		}
-		if srv.stats != nil {
-			ws := srv.stats()
-			writes, commits = writes+ws.Writes-w0[0], commits+ws.Commits-w0[1]
+		if h.srv.stats != nil {
+			ws := h.srv.stats()
+			h.writes, h.commits = h.writes+ws.Writes-w0[0], h.commits+ws.Commits-w0[1]
 		}
 	}
-	runners, meters := []runner{httpRun}, []*meter{hm}
-	gauges := []gauge{{"http", hm}}
-	for _, r := range raws {
+}
+
+// result is the target's row of the phase.
+func (h *httpTarget) result(workload, target string, n int) Result {
+	res := h.m.result(workload, target, n)
+	res.Sync = h.srv.sync
+	res.BadRounds = h.badRounds.Load()
+	res.Writes, res.Commits = h.writes, h.commits
+	return res
+}
+
+// runHTTPPhase runs workload with n clients against the server for d, and
+// for the cycle workload the raw limit with n goroutines on each of raws
+// (full, then normal) for d each, interleaved with it in slices; with a
+// scale baseline (base not nil), the baseline server too, for d, in the
+// same turns. It returns the HTTP result first, then the raw ones, then
+// the baseline's (target http-base).
+func runHTTPPhase(ctx context.Context, srv *target, fx *fixture, raws []*rawTarget, base *scaleBase, workload string, n int, d, slice time.Duration, pr *progress) ([]Result, error) {
+	var cleanups []func() // finish the phase's runs
+	open := func(srv *target, fx *fixture) (*httpTarget, error) {
+		runs, finish, err := openRuns(ctx, srv.api, fx.agents[:n])
+		if err != nil {
+			return nil, err
+		}
+		cleanups = append(cleanups, finish)
+		return &httpTarget{srv: srv, fx: fx, runs: runs, m: &meter{}}, nil
+	}
+	defer func() {
+		for _, f := range cleanups {
+			f()
+		}
+	}()
+	main, err := open(srv, fx)
+	if err != nil {
+		return nil, err
+	}
+	runners, meters := []runner{main.runner(workload)}, []*meter{main.m}
+	gauges := []gauge{{"http", main.m}}
+	var baseline *httpTarget
+	if base != nil {
+		if baseline, err = open(base.srv, base.fx); err != nil {
+			return nil, err
+		}
+		runners, meters = append(runners, baseline.runner(workload)), append(meters, baseline.m)
+		gauges = append(gauges, gauge{TargetHTTPBase, baseline.m})
+	}
+	rawMeters := make([]*meter, len(raws))
+	for i, r := range raws {
 		if err := r.open(ctx); err != nil {
 			return nil, err
 		}
 		defer r.close()
-		rm := &meter{}
-		runners, meters = append(runners, rawRunner(r, n)), append(meters, rm)
-		gauges = append(gauges, gauge{"raw " + r.sync, rm})
+		rawMeters[i] = &meter{}
+		runners, meters = append(runners, rawRunner(r, n)), append(meters, rawMeters[i])
+		gauges = append(gauges, gauge{"raw " + r.sync, rawMeters[i]})
 	}
 	stop := pr.watch(fmt.Sprintf("%s clients=%d", workload, n), d, gauges...)
 	if len(runners) == 1 {
@@ -261,15 +313,14 @@ func runHTTPPhase(ctx context.Context, srv *target, fx *fixture, raws []*rawTarg
 	interleave(ctx, d, slice, runners, meters)
 	stop()
 
-	res := hm.result(workload, TargetHTTP, n)
-	res.Sync = srv.sync
-	res.BadRounds = badRounds.Load()
-	res.Writes, res.Commits = writes, commits
-	out := []Result{res}
+	out := []Result{main.result(workload, TargetHTTP, n)}
 	for i, r := range raws {
-		rr := meters[i+1].result(WorkloadCycle, TargetRaw, n)
+		rr := rawMeters[i].result(WorkloadCycle, TargetRaw, n)
 		rr.Sync = r.sync
 		out = append(out, rr)
+	}
+	if baseline != nil {
+		out = append(out, baseline.result(workload, TargetHTTPBase, n))
 	}
 	return out, ctx.Err()
 }

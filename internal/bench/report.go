@@ -23,7 +23,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		r.GoVersion, r.GOOS, r.GOARCH, r.NumCPU, r.GOMAXPROCS, r.Duration, r.Issues)
 	fmt.Fprintf(w, "server: %s\n", r.Server)
 	if r.SeedIssues > 0 {
-		fmt.Fprintf(w, "seeded: %d filler issues (done) in each company before its phases\n", r.SeedIssues)
+		fmt.Fprintf(w, "seeded: %d filler issues (done) in each company of the http target before its phases; the http-base target (a second in-process server, no filler) runs in the same turns\n", r.SeedIssues)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -75,6 +75,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 			what := map[string]string{WorkloadCycle: "checkout", WorkloadClaim: "claim"}[x.Workload]
 			fmt.Fprintf(w, "%s clients=%d: %s request alone p50 %.2f ms, p99 %.2f ms\n", x.Workload, x.Clients, what, x.FirstP50Ms, x.FirstP99Ms)
 		}
+	}
+	if len(r.Scale) > 0 {
+		fmt.Fprintln(w)
+	}
+	for _, x := range r.Scale {
+		fmt.Fprintf(w, "scale %s clients=%d: %d vs %d issues per company (interleaved): op p50 %.2f vs %.2f ms = %.2f x, p99 %.2f vs %.2f ms = %.2f x",
+			x.Workload, x.Clients, x.SeededIssues, x.BaseIssues, x.SeededP50, x.BaseP50, x.P50Ratio, x.SeededP99, x.BaseP99, x.P99Ratio)
+		if what := map[string]string{WorkloadCycle: "checkout", WorkloadClaim: "claim"}[x.Workload]; what != "" && x.BaseFirstP50 > 0 {
+			fmt.Fprintf(w, "; %s request alone p50 %.2f vs %.2f ms = %.2f x, p99 %.2f vs %.2f ms = %.2f x",
+				what, x.SeededFirstP50, x.BaseFirstP50, x.FirstP50Ratio, x.SeededFirstP99, x.BaseFirstP99, x.FirstP99Ratio)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
 	names := make([]string, 0, len(r.OpUnits))

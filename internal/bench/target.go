@@ -53,7 +53,13 @@ func startTarget(ctx context.Context, cfg Config, dir string) (*target, error) {
 	if cfg.DatabaseURL != "" {
 		return startPostgresTarget(ctx, cfg, hc)
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "server.db"), sqlite.Options{Synchronous: strings.ToUpper(cfg.Sync)})
+	return startSQLiteTarget(ctx, cfg, filepath.Join(dir, "server.db"), hc)
+}
+
+// startSQLiteTarget serves, in this process, a SQLite store at path with
+// cfg.Sync (see serveStore).
+func startSQLiteTarget(ctx context.Context, cfg Config, path string, hc *http.Client) (*target, error) {
+	st, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: strings.ToUpper(cfg.Sync)})
 	if err != nil {
 		return nil, fmt.Errorf("bench: open the server's store: %w", err)
 	}
@@ -62,10 +68,17 @@ func startTarget(ctx context.Context, cfg Config, dir string) (*target, error) {
 		return nil, err
 	}
 	t.stats = st.WriteStats
-	t.dbPath = filepath.Join(dir, "server.db")
+	t.dbPath = path
 	t.sync = strings.ToLower(cfg.Sync)
 	t.describe = fmt.Sprintf("in-process SQLite (synchronous=%s) at %s", strings.ToUpper(cfg.Sync), t.api.base)
 	return t, nil
+}
+
+// startBaseTarget starts the baseline of a scale run (Config.SeedIssues):
+// a second in-process SQLite server like the first, in dir/server-base.db,
+// which gets no filler issues.
+func startBaseTarget(ctx context.Context, cfg Config, dir string) (*target, error) {
+	return startSQLiteTarget(ctx, cfg, filepath.Join(dir, "server-base.db"), newHTTPClient(slicesMax(cfg.Clients)))
 }
 
 // serveStore serves st over HTTP on 127.0.0.1:0 in this process, with the
