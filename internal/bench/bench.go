@@ -110,13 +110,22 @@ type Config struct {
 	// (done, unassigned; seedFiller) into the company of the cycle,
 	// contended and mixed phases and into each claim phase's company
 	// before they run, so that each company holds Issues + SeedIssues
-	// issues: the scale figures of issue 5 item 5. In-process SQLite only.
+	// issues: the scale figures of issue 5 item 5. In-process servers only
+	// (SQLite, or PostgreSQL with DatabaseURL: a second fresh schema).
 	// The run then also starts a baseline server (target http-base), the
 	// same in every way but without filler, and every phase interleaves
 	// the two in Slice turns (claim phases: each drains its own issues, in
 	// alternate turns), so that the load of the machine weighs on both
 	// alike; Report.Scale gives the ratios of their latencies.
 	SeedIssues int
+	// SeedAgents, when positive, bulk-inserts that many filler agents
+	// (seedAgents: each active, with one API key and one finished run) into
+	// the same companies as SeedIssues, so that the key lookup and the
+	// agents and runs tables and indexes are of that size: issue 5 item 5's
+	// "10,000 agents". They send no request. In-process servers only; it
+	// makes a scale run (baseline and ratios) like SeedIssues, with or
+	// without it. 0 (the default) adds none.
+	SeedAgents int
 	// NoRaw skips the raw phases.
 	NoRaw bool
 	// DataDir holds the databases of the in-process server and the raw
@@ -185,8 +194,11 @@ func (c Config) Validate() error {
 	if need := slices.Max(c.Clients) + 1; c.Issues < need {
 		return fmt.Errorf("issues %d: want at least %d (one per client, plus the contended workload's)", c.Issues, need)
 	}
-	if c.SeedIssues < 0 || c.SeedIssues > 0 && (c.ServerURL != "" || c.DatabaseURL != "") {
-		return errors.New("seed-issues: a count of 0 or more, with the in-process SQLite server only")
+	if c.SeedIssues < 0 || c.SeedIssues > 0 && c.ServerURL != "" {
+		return errors.New("seed-issues: a count of 0 or more, with an in-process server only (SQLite or --database-url)")
+	}
+	if c.SeedAgents < 0 || c.SeedAgents > 0 && c.ServerURL != "" {
+		return errors.New("seed-agents: a count of 0 or more, with an in-process server only (SQLite or --database-url)")
 	}
 	if c.ServerURL != "" && c.DatabaseURL != "" {
 		return errors.New("server and database-url: give one or the other")
@@ -211,8 +223,10 @@ type Report struct {
 	// Duration of each phase, and the issues of the run.
 	Duration time.Duration `json:"duration"`
 	Issues   int           `json:"issues"`
-	// SeedIssues filler issues were bulk-inserted in each company.
+	// SeedIssues filler issues and SeedAgents filler agents (each with a
+	// key and a finished run) were bulk-inserted in each company.
 	SeedIssues int `json:"seedIssues,omitempty"`
+	SeedAgents int `json:"seedAgents,omitempty"`
 	// CPUMeasures and OpUnits explain the columns.
 	CPUMeasures string            `json:"cpuMeasures"`
 	OpUnits     map[string]string `json:"opUnits"`
@@ -315,15 +329,26 @@ type ScaleRatio struct {
 	SeededFirstP99 float64 `json:"seededFirstRequestP99Ms,omitempty"`
 	FirstP50Ratio  float64 `json:"firstRequestP50Ratio,omitempty"`
 	FirstP99Ratio  float64 `json:"firstRequestP99Ratio,omitempty"`
+	// BaseAgents and SeededAgents are the agents of the phase's company on
+	// each server when filler agents were seeded (Config.SeedAgents; 0
+	// otherwise): the phase's clients, plus the filler on the seeded one.
+	BaseAgents   int `json:"baseAgents,omitempty"`
+	SeededAgents int `json:"seededAgents,omitempty"`
 }
 
-// scaleRatio compares seeded row s with baseline row b.
-func scaleRatio(s, b Result, baseIssues, seed int) ScaleRatio {
-	return ScaleRatio{Workload: s.Workload, Clients: s.Clients, BaseIssues: baseIssues, SeededIssues: baseIssues + seed,
+// scaleRatio compares seeded row s with baseline row b; the baseline's
+// company has baseIssues issues and baseAgents agents, the seeded one
+// seed and seedAgents more.
+func scaleRatio(s, b Result, baseIssues, seed, baseAgents, seedAgents int) ScaleRatio {
+	r := ScaleRatio{Workload: s.Workload, Clients: s.Clients, BaseIssues: baseIssues, SeededIssues: baseIssues + seed,
 		BaseP50: b.P50Ms, BaseP99: b.P99Ms, SeededP50: s.P50Ms, SeededP99: s.P99Ms,
 		P50Ratio: ratioOf(s.P50Ms, b.P50Ms), P99Ratio: ratioOf(s.P99Ms, b.P99Ms),
 		BaseFirstP50: b.FirstP50Ms, BaseFirstP99: b.FirstP99Ms, SeededFirstP50: s.FirstP50Ms, SeededFirstP99: s.FirstP99Ms,
 		FirstP50Ratio: ratioOf(s.FirstP50Ms, b.FirstP50Ms), FirstP99Ratio: ratioOf(s.FirstP99Ms, b.FirstP99Ms)}
+	if seedAgents > 0 {
+		r.BaseAgents, r.SeededAgents = baseAgents, baseAgents+seedAgents
+	}
+	return r
 }
 
 // opUnits says what one op is, per workload.
@@ -345,7 +370,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg = cfg.withDefaults()
 	rep := &Report{
 		Command: cfg.Command, StartedAt: time.Now().UTC(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
-		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Duration: cfg.Duration, Issues: cfg.Issues, SeedIssues: cfg.SeedIssues, OpUnits: map[string]string{},
+		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Duration: cfg.Duration, Issues: cfg.Issues, SeedIssues: cfg.SeedIssues, SeedAgents: cfg.SeedAgents, OpUnits: map[string]string{},
 	}
 	for _, w := range cfg.Workloads {
 		rep.OpUnits[w] = opUnits[w]
@@ -383,8 +408,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	var base *scaleBase
-	if cfg.SeedIssues > 0 {
-		if err := seedFiller(ctx, srv.dbPath, fx.companyID, cfg.SeedIssues); err != nil {
+	if cfg.SeedIssues > 0 || cfg.SeedAgents > 0 {
+		if err := seedCompany(ctx, cfg, srv, fx.companyID); err != nil {
 			return nil, err
 		}
 		bsrv, err := startBaseTarget(ctx, cfg, dir)
@@ -423,17 +448,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return rep, err
 			}
 			if w == WorkloadClaim {
-				targets := []claimTarget{{srv: srv, seed: cfg.SeedIssues, label: TargetHTTP}}
+				targets := []claimTarget{{srv: srv, seed: cfg.SeedIssues, seedAgents: cfg.SeedAgents, label: TargetHTTP}}
 				if base != nil {
 					targets = append(targets, claimTarget{srv: base.srv, label: TargetHTTPBase})
 				}
-				res, err := runClaimPhase(ctx, targets, n, cfg.Issues, cfg.Slice, pr)
+				res, err := runClaimPhase(ctx, cfg, targets, n, pr)
 				rep.Results = append(rep.Results, res...)
 				if err != nil {
 					return rep, err
 				}
 				if len(res) == 2 {
-					rep.Scale = append(rep.Scale, scaleRatio(res[0], res[1], cfg.Issues, cfg.SeedIssues))
+					rep.Scale = append(rep.Scale, scaleRatio(res[0], res[1], cfg.Issues, cfg.SeedIssues, n, cfg.SeedAgents))
 				}
 				continue
 			}
@@ -449,7 +474,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if base != nil {
 				b := res[len(res)-1]
 				res = res[:len(res)-1]
-				rep.Scale = append(rep.Scale, scaleRatio(res[0], b, fixIssues, cfg.SeedIssues))
+				rep.Scale = append(rep.Scale, scaleRatio(res[0], b, fixIssues, cfg.SeedIssues, maxClients, cfg.SeedAgents))
 			}
 			if len(res) == 2 { // PostgreSQL
 				h, raw := res[0], res[1]
@@ -500,6 +525,42 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, fmt.Errorf("%w: %s", ErrFailed, strings.Join(rep.Failures, "; "))
 	}
 	return rep, nil
+}
+
+// seedCompany bulk-inserts cfg.SeedIssues filler issues (seedFiller), then
+// cfg.SeedAgents filler agents (seedAgents), into company companyID of the
+// in-process server srv (its SQLite file, or its PostgreSQL schema:
+// seedPostgresFiller, seedPostgresAgents), with a progress line each on
+// cfg.Progress.
+func seedCompany(ctx context.Context, cfg Config, srv *target, companyID string) error {
+	if (cfg.SeedIssues > 0 || cfg.SeedAgents > 0) && srv.dbPath == "" && srv.pgSchema == "" {
+		return errors.New("bench: seed: not an in-process server")
+	}
+	if cfg.SeedIssues > 0 {
+		pr := newSeedProgress(cfg.Progress, cfg.ProgressTTY, "seed issues")
+		var err error
+		if srv.pgSchema != "" {
+			err = seedPostgresFiller(ctx, srv.pgURL, srv.pgSchema, companyID, cfg.SeedIssues, pr)
+		} else {
+			err = seedFiller(ctx, srv.dbPath, companyID, cfg.SeedIssues, pr)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if cfg.SeedAgents > 0 {
+		pr := newSeedProgress(cfg.Progress, cfg.ProgressTTY, "seed agents")
+		var err error
+		if srv.pgSchema != "" {
+			err = seedPostgresAgents(ctx, srv.pgURL, srv.pgSchema, companyID, cfg.SeedAgents, pr)
+		} else {
+			err = seedAgents(ctx, srv.dbPath, companyID, cfg.SeedAgents, pr)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func ratioOf(a, b float64) float64 {

@@ -235,6 +235,81 @@ func TestRunClaim(t *testing.T) {
 	}
 }
 
+// TestRunSeedAgents seeds filler agents alone (no filler issues): the
+// seeded server's companies (the cycle one and the claim phase's) each get
+// them, each with an unrevoked key and a finished run, the baseline none,
+// and the run still reports both targets and their scale ratios.
+func TestRunSeedAgents(t *testing.T) {
+	t.Parallel()
+	const seed = seedAgentBatch + 5 // two seed transactions per company
+	dir := t.TempDir()
+	var progress bytes.Buffer
+	rep, err := Run(context.Background(), Config{
+		Workloads:  []string{WorkloadCycle, WorkloadClaim},
+		Clients:    []int{2},
+		Duration:   100 * time.Millisecond,
+		Issues:     10,
+		SeedAgents: seed,
+		Sync:       "normal",
+		NoRaw:      true,
+		DataDir:    dir,
+		Progress:   &progress,
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, r.Workload+" "+r.Target)
+	}
+	if diff := cmp.Diff([]string{"cycle http", "cycle http-base", "claim http", "claim http-base"}, got); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	var scale []string
+	for _, x := range rep.Scale {
+		scale = append(scale, fmt.Sprintf("%s %d issues %d agents vs %d issues %d agents", x.Workload, x.SeededIssues, x.SeededAgents, x.BaseIssues, x.BaseAgents))
+	}
+	want := []string{
+		fmt.Sprintf("cycle 10 issues %d agents vs 10 issues 2 agents", seed+2),
+		fmt.Sprintf("claim 10 issues %d agents vs 10 issues 2 agents", seed+2),
+	}
+	if diff := cmp.Diff(want, scale); diff != "" {
+		t.Errorf("scale comparisons (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(progress.String(), fmt.Sprintf("%d/%d in", seed, seed)) {
+		t.Errorf("progress: got %q, want the seed's last line", progress.String())
+	}
+
+	// Per database: companies with seed agents, and the agents, unrevoked
+	// keys and finished runs of the seed.
+	count := func(path string) []int {
+		t.Helper()
+		db, err := openSeedDB(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n [4]int
+		err = db.QueryRow(`SELECT
+			(SELECT count(DISTINCT company_id) FROM agents WHERE name LIKE 'seed-%'),
+			(SELECT count(*) FROM agents WHERE name LIKE 'seed-%' AND status = 'active'),
+			(SELECT count(*) FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
+				WHERE a.name LIKE 'seed-%' AND k.revoked_at IS NULL AND k.prefix LIKE 'clasp_ak_%' AND length(k.token_hash) = 64),
+			(SELECT count(*) FROM runs r JOIN agents a ON a.id = r.agent_id AND a.company_id = r.company_id
+				WHERE a.name LIKE 'seed-%' AND r.status = 'succeeded' AND r.finished_at IS NOT NULL)`).Scan(&n[0], &n[1], &n[2], &n[3])
+		if err != nil {
+			t.Fatalf("count the seed in %s: %v", path, err)
+		}
+		return n[:]
+	}
+	if diff := cmp.Diff([]int{2, 2 * seed, 2 * seed, 2 * seed}, count(filepath.Join(dir, "server.db"))); diff != "" {
+		t.Errorf("seeded server: companies, agents, keys, runs of the seed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{0, 0, 0, 0}, count(filepath.Join(dir, "server-base.db"))); diff != "" {
+		t.Errorf("baseline server: companies, agents, keys, runs of the seed (-want +got):\n%s", diff)
+	}
+}
+
 // TestRunPostgres runs a short cycle and claim on PostgreSQL, with the raw
 // pgx limit, when CLASP_TEST_POSTGRES_URL names a database (skipped
 // otherwise); the bench's schemas are dropped at the end.
@@ -265,5 +340,47 @@ func TestRunPostgres(t *testing.T) {
 	}
 	if len(rep.Ratios) != 1 || rep.Ratios[0].VsRawPostgres <= 0 {
 		t.Errorf("ratios: %+v, want one with a PostgreSQL raw ratio", rep.Ratios)
+	}
+}
+
+// TestRunPostgresSeeded is a scale run on PostgreSQL (when
+// CLASP_TEST_POSTGRES_URL names a database; skipped otherwise): filler
+// issues and agents copied into the seeded server's schema, a baseline
+// server in a schema of its own, both reported with their scale ratios.
+func TestRunPostgresSeeded(t *testing.T) {
+	url := os.Getenv("CLASP_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CLASP_TEST_POSTGRES_URL not set")
+	}
+	t.Parallel()
+	rep, err := Run(context.Background(), Config{
+		Workloads:   []string{WorkloadCycle, WorkloadClaim},
+		Clients:     []int{2},
+		Duration:    100 * time.Millisecond,
+		Issues:      10,
+		SeedIssues:  seedPostgresBatch + 5, // two seed transactions per company
+		SeedAgents:  30,
+		NoRaw:       true,
+		DatabaseURL: url,
+		DataDir:     t.TempDir(),
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, r.Workload+" "+r.Target)
+	}
+	if diff := cmp.Diff([]string{"cycle http", "cycle http-base", "claim http", "claim http-base"}, got); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	var scale []string
+	for _, x := range rep.Scale {
+		scale = append(scale, fmt.Sprintf("%s %d issues %d agents vs %d issues %d agents", x.Workload, x.SeededIssues, x.SeededAgents, x.BaseIssues, x.BaseAgents))
+	}
+	n := seedPostgresBatch + 5 + 10
+	want := []string{fmt.Sprintf("cycle %d issues 32 agents vs 10 issues 2 agents", n), fmt.Sprintf("claim %d issues 32 agents vs 10 issues 2 agents", n)}
+	if diff := cmp.Diff(want, scale); diff != "" {
+		t.Errorf("scale comparisons (-want +got):\n%s", diff)
 	}
 }

@@ -42,8 +42,10 @@ type claimFixture struct {
 // setupClaim creates the claim phase's company through the API, n agents
 // with a key each, and issues unassigned todo issues: through the
 // in-process server's store when there is one (faster; the same rows the
-// API would write), else through the API.
-func setupClaim(ctx context.Context, srv *target, n, issues, seed int) (*claimFixture, error) {
+// API would write), else through the API; then, on an in-process server
+// (SQLite or PostgreSQL), seed filler issues and seedAgents filler agents
+// (seedCompany, with cfg's progress).
+func setupClaim(ctx context.Context, cfg Config, srv *target, n, issues, seed, seedAgents int) (*claimFixture, error) {
 	board := srv.api.client(srv.api.board)
 	co, err := board.CompanyCreate(ctx, client.CompanyCreateRequest{Name: "clasp bench claim", IssuePrefix: "C" + randomLetters(7)})
 	if err != nil {
@@ -90,20 +92,21 @@ func setupClaim(ctx context.Context, srv *target, n, issues, seed int) (*claimFi
 	for _, id := range ids {
 		fx.issues[id] = false
 	}
-	if seed > 0 {
-		if err := seedFiller(ctx, srv.dbPath, co.ID, seed); err != nil {
-			return nil, err
-		}
+	cfg.SeedIssues, cfg.SeedAgents = seed, seedAgents
+	if err := seedCompany(ctx, cfg, srv, co.ID); err != nil {
+		return nil, err
 	}
 	return fx, nil
 }
 
 // claimTarget is a server a claim phase drains issues on: seed filler
-// issues are added to its claim company; label is its rows' target.
+// issues and seedAgents filler agents are added to its claim company;
+// label is its rows' target.
 type claimTarget struct {
-	srv   *target
-	seed  int
-	label string
+	srv        *target
+	seed       int
+	seedAgents int
+	label      string
 }
 
 // claimState is one target's drain in progress.
@@ -129,11 +132,12 @@ type claimState struct {
 // 409s), that every issue was claimed exactly once (Result.Duplicates,
 // Result.Unclaimed) and that no todo issue is left in the company. It
 // returns a row per target, in order.
-func runClaimPhase(ctx context.Context, targets []claimTarget, n, issues int, slice time.Duration, pr *progress) ([]Result, error) {
+func runClaimPhase(ctx context.Context, cfg Config, targets []claimTarget, n int, pr *progress) ([]Result, error) {
+	issues, slice := cfg.Issues, cfg.Slice
 	states := make([]*claimState, len(targets))
 	var gauges []gauge
 	for i, t := range targets {
-		fx, err := setupClaim(ctx, t.srv, n, issues, t.seed)
+		fx, err := setupClaim(ctx, cfg, t.srv, n, issues, t.seed, t.seedAgents)
 		if err != nil {
 			return nil, err
 		}

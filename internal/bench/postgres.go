@@ -47,16 +47,16 @@ func synchronousCommit(ctx context.Context, url string) (string, error) {
 }
 
 // openPostgres opens a store in a fresh schema of the database at url,
-// with a pool of conns connections; the returned drop closes it and drops
-// the schema.
-func openPostgres(ctx context.Context, url, what string, conns int) (*postgres.Store, func(), error) {
+// with a pool of conns connections, and returns it and the schema's name;
+// the returned drop closes it and drops the schema.
+func openPostgres(ctx context.Context, url, what string, conns int) (*postgres.Store, string, func(), error) {
 	schema := newSchemaName(what)
 	st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: int32(conns)})
 	if err != nil {
 		_ = dropSchema(url, schema)
-		return nil, nil, fmt.Errorf("bench: open a PostgreSQL store in schema %s: %w", schema, err)
+		return nil, "", nil, fmt.Errorf("bench: open a PostgreSQL store in schema %s: %w", schema, err)
 	}
-	return st, func() {
+	return st, schema, func() {
 		_ = st.Close()
 		_ = dropSchema(url, schema)
 	}, nil
@@ -64,13 +64,14 @@ func openPostgres(ctx context.Context, url, what string, conns int) (*postgres.S
 
 // startPostgresTarget serves, in this process, a store in a fresh schema of
 // cfg.DatabaseURL (dropped when the target closes), with a connection per
-// client (plus some for the sweeper and the setup).
-func startPostgresTarget(ctx context.Context, cfg Config, hc *http.Client) (*target, error) {
+// client (plus some for the sweeper and the setup). what names the schema
+// (clasp_bench_<what>_<random>).
+func startPostgresTarget(ctx context.Context, cfg Config, what string, hc *http.Client) (*target, error) {
 	sc, err := synchronousCommit(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("bench: connect to --database-url: %w", err)
 	}
-	st, drop, err := openPostgres(ctx, cfg.DatabaseURL, "server", slicesMax(cfg.Clients)+8)
+	st, schema, drop, err := openPostgres(ctx, cfg.DatabaseURL, what, slicesMax(cfg.Clients)+8)
 	if err != nil {
 		return nil, err
 	}
@@ -80,6 +81,7 @@ func startPostgresTarget(ctx context.Context, cfg Config, hc *http.Client) (*tar
 		return nil, err
 	}
 	t.sync = sc
+	t.pgURL, t.pgSchema = cfg.DatabaseURL, schema
 	t.describe = fmt.Sprintf("in-process PostgreSQL store (fresh schema, synchronous_commit=%s) at %s", sc, t.api.base)
 	return t, nil
 }
@@ -102,7 +104,7 @@ func newPostgresRaw(ctx context.Context, url string, nAgents, nIssues int) (*raw
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: connect to --database-url: %w", err)
 	}
-	st, drop, err := openPostgres(ctx, url, "raw", nAgents+4)
+	st, _, drop, err := openPostgres(ctx, url, "raw", nAgents+4)
 	if err != nil {
 		return nil, nil, err
 	}

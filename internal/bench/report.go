@@ -22,7 +22,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "clasp bench: %s, %s/%s, %d CPUs (GOMAXPROCS %d), %s per phase, %d issues\n",
 		r.GoVersion, r.GOOS, r.GOARCH, r.NumCPU, r.GOMAXPROCS, r.Duration, r.Issues)
 	fmt.Fprintf(w, "server: %s\n", r.Server)
-	if r.SeedIssues > 0 {
+	switch {
+	case r.SeedAgents > 0:
+		fmt.Fprintf(w, "seeded: %d filler issues (done) and %d filler agents (a key and a finished run each) in each company of the http target before its phases; the http-base target (a second in-process server, no filler) runs in the same turns\n", r.SeedIssues, r.SeedAgents)
+	case r.SeedIssues > 0:
 		fmt.Fprintf(w, "seeded: %d filler issues (done) in each company of the http target before its phases; the http-base target (a second in-process server, no filler) runs in the same turns\n", r.SeedIssues)
 	}
 	fmt.Fprintln(w)
@@ -80,8 +83,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	for _, x := range r.Scale {
-		fmt.Fprintf(w, "scale %s clients=%d: %d vs %d issues per company (interleaved): op p50 %.2f vs %.2f ms = %.2f x, p99 %.2f vs %.2f ms = %.2f x",
-			x.Workload, x.Clients, x.SeededIssues, x.BaseIssues, x.SeededP50, x.BaseP50, x.P50Ratio, x.SeededP99, x.BaseP99, x.P99Ratio)
+		if x.SeededAgents > 0 {
+			fmt.Fprintf(w, "scale %s clients=%d: %d issues, %d agents vs %d issues, %d agents per company (interleaved): op p50 %.2f vs %.2f ms = %.2f x, p99 %.2f vs %.2f ms = %.2f x",
+				x.Workload, x.Clients, x.SeededIssues, x.SeededAgents, x.BaseIssues, x.BaseAgents, x.SeededP50, x.BaseP50, x.P50Ratio, x.SeededP99, x.BaseP99, x.P99Ratio)
+		} else {
+			fmt.Fprintf(w, "scale %s clients=%d: %d vs %d issues per company (interleaved): op p50 %.2f vs %.2f ms = %.2f x, p99 %.2f vs %.2f ms = %.2f x",
+				x.Workload, x.Clients, x.SeededIssues, x.BaseIssues, x.SeededP50, x.BaseP50, x.P50Ratio, x.SeededP99, x.BaseP99, x.P99Ratio)
+		}
 		if what := map[string]string{WorkloadCycle: "checkout", WorkloadClaim: "claim"}[x.Workload]; what != "" && x.BaseFirstP50 > 0 {
 			fmt.Fprintf(w, "; %s request alone p50 %.2f vs %.2f ms = %.2f x, p99 %.2f vs %.2f ms = %.2f x",
 				what, x.SeededFirstP50, x.BaseFirstP50, x.FirstP50Ratio, x.SeededFirstP99, x.BaseFirstP99, x.FirstP99Ratio)

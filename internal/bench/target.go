@@ -38,6 +38,9 @@ type target struct {
 	sync     string // full or normal; "" for a remote server
 	describe string
 	close    func()
+	// pgURL and pgSchema are the in-process PostgreSQL server's database
+	// and schema ("" otherwise).
+	pgURL, pgSchema string
 }
 
 // startTarget starts the in-process server (SQLite under dir, an HTTP
@@ -51,7 +54,7 @@ func startTarget(ctx context.Context, cfg Config, dir string) (*target, error) {
 		return t, nil
 	}
 	if cfg.DatabaseURL != "" {
-		return startPostgresTarget(ctx, cfg, hc)
+		return startPostgresTarget(ctx, cfg, "server", hc)
 	}
 	return startSQLiteTarget(ctx, cfg, filepath.Join(dir, "server.db"), hc)
 }
@@ -74,11 +77,16 @@ func startSQLiteTarget(ctx context.Context, cfg Config, path string, hc *http.Cl
 	return t, nil
 }
 
-// startBaseTarget starts the baseline of a scale run (Config.SeedIssues):
-// a second in-process SQLite server like the first, in dir/server-base.db,
-// which gets no filler issues.
+// startBaseTarget starts the baseline of a scale run (Config.SeedIssues,
+// Config.SeedAgents): a second in-process server like the first, which
+// gets no filler: SQLite in dir/server-base.db, or PostgreSQL in a fresh
+// schema clasp_bench_base_<random> of Config.DatabaseURL.
 func startBaseTarget(ctx context.Context, cfg Config, dir string) (*target, error) {
-	return startSQLiteTarget(ctx, cfg, filepath.Join(dir, "server-base.db"), newHTTPClient(slicesMax(cfg.Clients)))
+	hc := newHTTPClient(slicesMax(cfg.Clients))
+	if cfg.DatabaseURL != "" {
+		return startPostgresTarget(ctx, cfg, "base", hc)
+	}
+	return startSQLiteTarget(ctx, cfg, filepath.Join(dir, "server-base.db"), hc)
 }
 
 // serveStore serves st over HTTP on 127.0.0.1:0 in this process, with the
