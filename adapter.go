@@ -86,6 +86,12 @@ func (c *AdapterConfig) Normalize() error {
 	if strings.ContainsRune(c.Command, 0) {
 		return InvalidField("command", "command contains a NUL byte; no program can be started with it.")
 	}
+	if !filepath.IsAbs(c.Command) {
+		// A relative path would resolve against the server's directory
+		// and a bare name against its PATH: neither is what the agent's
+		// owner sees, and a wake would fail later with spawn_failed.
+		return InvalidField("command", "command must be an absolute path to the program, not %q.", c.Command)
+	}
 	for i, a := range c.Args {
 		if strings.ContainsRune(a, 0) {
 			return InvalidField(fmt.Sprintf("args[%d]", i), "args[%d] contains a NUL byte; no program can be started with it.", i)

@@ -46,6 +46,9 @@ func (in *claimIn) validate() error {
 // and the run problems of every run-bearing call (422 run_not_found, 403
 // run_not_owned, 409 run_not_live). Never 409 checkout_conflict.
 func (s *Server) issueClaim(ctx context.Context, c *call, in *claimIn) (status int, v any, err error) {
+	if err := refusePaused(c, "claim issues"); err != nil {
+		return 0, nil, err
+	}
 	var scope store.ClaimScope
 	if in.Scope != nil {
 		scope = store.ClaimScope(*in.Scope)

@@ -161,6 +161,11 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep *endpoint) (
 	case ep.access == agentOnly && who.board:
 		return nil, clasp.Errorf(clasp.CodeForbidden, "Only an agent may call %s; the board has no agent identity.", routeLabel(ep.pattern))
 	}
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		// r.URL.Query() drops a malformed pair silently: a bad cursor
+		// would answer the first page again.
+		return nil, clasp.InvalidField("query", "The query string is malformed (%v); escape %% as %%25.", err)
+	}
 	c := &call{s: s, ep: ep, w: w, r: r, who: who}
 	hdrRun, hdrName, err := runHeader(r)
 	if err != nil {

@@ -289,6 +289,9 @@ func (s *Server) issueCheckout(ctx context.Context, c *call, in *checkoutIn) (st
 	}
 	var res store.CheckoutResult
 	defer func() { s.countCheckout(&res, err) }()
+	if err := refusePaused(c, "check out issues"); err != nil {
+		return 0, nil, err
+	}
 	if !c.who.board && *in.AgentID != c.who.agent.ID {
 		return 0, nil, clasp.Errorf(clasp.CodeAgentMismatch, "An agent checks out only for itself: agentId must be %s.", c.who.agent.ID).
 			WithDetails("field", "agentId")

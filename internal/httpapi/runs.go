@@ -9,6 +9,20 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
+// refusePaused answers 422 precondition_failed when the calling agent is
+// paused: a paused agent opens no run and checks out or claims nothing,
+// until it is resumed; what it already holds it may still finish (PATCH,
+// release, comments, heartbeat, run finish), and pausing cancels its queued
+// runs. The status is the one read at authentication. The board is never
+// refused. (SPEC names the status only; this is the rule clasp keeps.)
+func refusePaused(c *call, what string) error {
+	if c.who.board || c.who.agent == nil || c.who.agent.Status != clasp.AgentPaused {
+		return nil
+	}
+	return clasp.Errorf(clasp.CodePreconditionFailed, "Agent %s is paused: it cannot %s until it is resumed (clasp agent resume).", c.who.agent.ID, what).
+		WithDetails("agentId", c.who.agent.ID).WithDetails("agentStatus", string(clasp.AgentPaused))
+}
+
 // runOpenIn is the body of POST /api/agents/me/runs.
 type runOpenIn struct {
 	IssueID          *string `json:"issueId"`
@@ -35,6 +49,16 @@ func (in *runOpenIn) validate() error {
 // fresh runToken (the earlier token stops working, as only token hashes are
 // stored), or 409 run_not_live once that run has ended.
 func (s *Server) runOpen(ctx context.Context, c *call, in *runOpenIn) (int, any, error) {
+	if c.who.tokenRun != nil {
+		// A run token is "a credential bound to that run alone" (SPEC
+		// section 2). Opening runs with it would let a token minted under
+		// a key outlive the key's revocation through a chain of new runs
+		// (found by the fresh-eyes tester).
+		return 0, nil, clasp.Errorf(clasp.CodeForbidden, "A run token acts only for its own run; open a run with the agent's API key.")
+	}
+	if err := refusePaused(c, "open runs"); err != nil {
+		return 0, nil, err
+	}
 	token, hash := NewToken(TokenRun)
 	p := &store.RunOpenParams{
 		AgentID:          c.who.agent.ID,

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -169,6 +170,15 @@ func (s *Server) Metrics() *metrics.Metrics { return s.m }
 // serveMux dispatches to the mux, answering unknown paths with 404 and
 // known paths with a wrong method with 405 (plus Allow), as JSON.
 func (s *Server) serveMux(w http.ResponseWriter, r *http.Request) {
+	if clean := cleanPath(r.URL.Path); clean != r.URL.Path {
+		// The mux would redirect to the clean path (307, empty body), and
+		// clients that follow it send a POST again: an API client should
+		// fix its path instead.
+		closeIfBodyUnread(w, r, nil)
+		s.writeError(w, r, clasp.Errorf(clasp.CodeNotFound, "There is no endpoint %s %s; the path is not in its clean form (%s).", r.Method, r.URL.Path, clean).
+			WithDetails("cleanPath", clean))
+		return
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r)
@@ -187,11 +197,26 @@ func (s *Server) serveMux(w http.ResponseWriter, r *http.Request) {
 	case http.StatusNotFound, 0:
 		s.writeError(w, r, clasp.Errorf(clasp.CodeNotFound, "There is no endpoint %s %s.", r.Method, r.URL.Path))
 	default:
-		for k, v := range rec.header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.status)
+		// A redirect to the cleaned path (a path with "//", "/./" or
+		// "/../"): an API client should fix its path, and a redirected
+		// POST would be sent again; answer 404 naming the clean path.
+		loc := rec.header.Get("Location")
+		s.writeError(w, r, clasp.Errorf(clasp.CodeNotFound, "There is no endpoint %s %s; the path is not in its clean form (%s).", r.Method, r.URL.Path, loc).
+			WithDetails("cleanPath", loc))
 	}
+}
+
+// cleanPath is p without empty, "." and ".." segments, keeping a trailing
+// slash (the form ServeMux redirects to).
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
 }
 
 // headerRecorder records the status and headers a handler writes and drops its body.

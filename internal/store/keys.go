@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/clasp-dev/clasp"
 )
@@ -20,6 +21,12 @@ import (
 func SplitRef(ref string) (id, ident string) {
 	if IsUUID(ref) {
 		return strings.ToLower(ref), ""
+	}
+	if !utf8.ValidString(ref) || strings.ContainsRune(ref, 0) {
+		// No identifier holds these, and PostgreSQL refuses them in text
+		// parameters (SQLSTATE 22021, a 500 the fresh-eyes tester found
+		// with /api/issues/%00).
+		return "", ""
 	}
 	return "", strings.ToUpper(strings.TrimSpace(ref))
 }
