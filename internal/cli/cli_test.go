@@ -148,6 +148,8 @@ func TestUsageErrors(t *testing.T) {
 		{"swarm", "--slow", "-1s"},
 		{"swarm", "--lease-ttl", "0s"},
 		{"run", "log", "r1", "--offset", "-5"},
+		{"serve", "--db-max-conns", "5"}, // SQLite: no pool to size
+		{"verify", "--replicas", "2"},    // replicas need PostgreSQL
 	} {
 		r := runCLI(t, nil, "", args...)
 		if r.code != ExitUsage {

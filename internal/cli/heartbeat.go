@@ -184,7 +184,7 @@ func (a *app) newRunLogCmd() *cobra.Command {
 		Short: "Print the output of a server-managed run (board, or the run's agent)",
 		Long: `Print what a run's process wrote to stdout and stderr, as captured by the server
 (capped in size). --follow keeps printing new output until the run ends.
-Runs the server did not start have no log (exit 4, not_found).`,
+Runs the server did not start have no log (404 not_found, exit 1).`,
 		Example: `  clasp run log <run-id>
   clasp run log <run-id> --follow`,
 		Args: cobra.MaximumNArgs(1),

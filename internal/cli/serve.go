@@ -455,6 +455,9 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 			if !f.Changed("database-url") {
 				cfg.DatabaseURL = a.getenv(EnvDatabaseURL)
 			}
+			if cfg.DatabaseURL == "" && f.Changed("db-max-conns") {
+				return usageErr(fmt.Errorf("--db-max-conns sizes the PostgreSQL pool; it needs --database-url (the embedded SQLite store has one writer connection)"))
+			}
 			log, err := newLogger(a.stderr, logLevel)
 			if err != nil {
 				return err

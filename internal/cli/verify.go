@@ -56,7 +56,11 @@ a reset during a drop where it was seen). A run may be lost without any
 operation (its lease ran out) and the model allows for it. The report
 counts faults per kind, and each issue's check time; an undecided history
 (its check timed out) is kept under --out and fails the run with
---fail-undecided.
+--fail-undecided. At the end every issue is read once more and checked
+against invariant L7 (SPEC section 4: an issue with a checkout lock is
+in_progress and its execution lock names the same run); "L7 broken at
+end" counts the issues that are not. Exit 1 on a violation, an L7 break or
+a 5xx answer other than 503; 2 on bad flags.
 
 The long run (issue 6; a few million operations across both):
   clasp verify --process --duration 5m --clients 16 --issues 12 --out /tmp/verify-sqlite
@@ -68,6 +72,9 @@ The long run (issue 6; a few million operations across both):
   clasp verify --server http://127.0.0.1:3100 --token $CLASP_TOKEN --duration 1m --out /tmp/verify`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Replicas > 1 && cfg.DatabaseURL == "" {
+				return usageErr(fmt.Errorf("--replicas %d needs --database-url: replicas share one PostgreSQL database (SQLite serves one process)", cfg.Replicas))
+			}
 			if cfg.DatabaseURL != "" || cfg.Replicas > 1 {
 				process = true
 			}
