@@ -118,7 +118,13 @@ func (s *Store) IssueGet(ctx context.Context, companyID, ref string) (*clasp.Iss
 // title or identifier when set.
 func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*clasp.Issue, string, error) {
 	where, args := []string{"company_id = ?"}, []any{p.CompanyID}
-	if len(p.Statuses) > 0 {
+	switch {
+	case len(p.Statuses) == 1:
+		// Plain equality, not ANY: only then does the planner read the
+		// status's range of issues_company_status_created (schema v7) in
+		// the list's order and stop after the page; with ANY it sorts.
+		where, args = append(where, "status = ?"), append(args, string(p.Statuses[0]))
+	case len(p.Statuses) > 1:
 		st := make([]string, len(p.Statuses))
 		for i, v := range p.Statuses {
 			st[i] = string(v)
