@@ -48,7 +48,11 @@ past the lease TTL and SIGCONTs it (its late writes must not win),
 with pg_terminate_backend, --restart-db-every restarts PostgreSQL with
 --db-restart-cmd (default $CLASP_TEST_PG_RESTART_CMD; none: no restarts),
 and a TCP proxy (toxiproxy) in front of each replica adds --latency and
-drops connections every --drop-every. A pause ends with a SIGKILL and
+drops connections every --drop-every, and --crash-client-every crashes a
+client as a SIGKILLed agent dies (its call in flight cut, its run abandoned
+to the lease; the clients are goroutines of this process, so the server
+sees exactly what a dead agent process leaves: a closed connection and
+silence). A pause ends with a SIGKILL and
 restart of the replica 1 s after it resumed, and every replica is killed
 and restarted at the end: calls a fault cut are unknown outcomes, bounded
 by the kill that followed them (an answered 503 is bounded at its answer,
@@ -79,7 +83,7 @@ The long run (issue 6; a few million operations across both):
 				process = true
 			}
 			if !process {
-				cfg.KillEvery, cfg.PauseEvery, cfg.TerminateEvery, cfg.RestartDBEvery, cfg.Latency, cfg.DropEvery = 0, 0, 0, 0, 0, 0
+				cfg.KillEvery, cfg.PauseEvery, cfg.TerminateEvery, cfg.RestartDBEvery, cfg.Latency, cfg.DropEvery, cfg.CrashEvery = 0, 0, 0, 0, 0, 0, 0
 			}
 			if !cmd.Flags().Changed("db-restart-cmd") {
 				cfg.DBRestartCmd = a.getenv(EnvTestPGRestartCmd)
@@ -155,6 +159,7 @@ The long run (issue 6; a few million operations across both):
 	f.StringVar(&cfg.DBRestartCmd, "db-restart-cmd", "", "shell command that restarts the PostgreSQL server, e.g. 'pg_ctl -D DIR -m immediate -w restart' (default $"+EnvTestPGRestartCmd+"; empty: no restarts)")
 	f.DurationVar(&cfg.Latency, "latency", 10*time.Millisecond, "added round-trip latency between clients and replicas through a TCP proxy per replica: each direction half of it +- half (--process; 0 and --drop-every 0: no proxy)")
 	f.DurationVar(&cfg.DropEvery, "drop-every", 3*time.Second, "drop one proxy's client connections for 300 ms about this often (--process; 0: never)")
+	f.DurationVar(&cfg.CrashEvery, "crash-client-every", 2*time.Second, "crash a client about this often as a SIGKILLed agent dies: its call in flight is cut and its run abandoned, left for the lease to expire (--process; 0: never)")
 	f.DurationVar(&cfg.CheckTimeout, "check-timeout", 5*time.Minute, "give each issue's linearizability check at most this long (then the report counts that history undecided)")
 	f.BoolVar(&cfg.FailUndecided, "fail-undecided", false, "exit 1 also when a history is undecided (its check timed out); the history is kept under --out either way")
 	f.BoolVar(&keep, "keep", false, "keep the embedded server's temporary data directory")

@@ -60,6 +60,14 @@ type Config struct {
 	// toxiproxy proxy in front of each replica (clients talk to it): each
 	// direction gets Latency/2 +- Latency/2, and DropEvery drops one
 	// proxy's connections for a moment.
+	//
+	// CrashEvery (process mode) crashes a random client about this often
+	// as an agent process dies under SIGKILL: its call in flight is cut
+	// (the connection closes mid-request; an unknown outcome, bounded by
+	// the next kill of its replica) and its run is abandoned, never
+	// finished or used again (the server learns of its death only by the
+	// lease running out); after 100-300 ms it opens a new run.
+	CrashEvery                            time.Duration
 	Binary                                string
 	DatabaseURL                           string
 	Replicas                              int
@@ -123,6 +131,11 @@ type runner struct {
 	start    time.Time
 	mu       sync.Mutex
 	ops      []op
+	// inflight[i] cuts client i's call in flight; crashed[i] tells it to
+	// abandon its run (CrashEvery). Under mu.
+	inflight map[int]context.CancelFunc
+	crashed  map[int]bool
+	crashes  int
 }
 
 // Run sets up a company with Agents agents and Issues todo issues, runs
@@ -147,7 +160,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Out == "" {
 		cfg.Out = "."
 	}
-	r := &runner{cfg: cfg, url: cfg.ServerURL, board: cfg.BoardToken}
+	r := &runner{cfg: cfg, url: cfg.ServerURL, board: cfg.BoardToken, inflight: map[int]context.CancelFunc{}, crashed: map[int]bool{}}
 	var cl *cluster
 	if r.url == "" && cfg.Binary != "" {
 		if cfg.Replicas < 1 {
@@ -206,6 +219,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var injectors *sync.WaitGroup
 	if cl != nil {
 		injectors = cl.inject(fctx, &cfg, cfg.Log)
+		if cfg.CrashEvery > 0 {
+			injectors.Go(func() {
+				r.crashClients(fctx, cfg.CrashEvery, cfg.Clients, rand.New(rand.NewPCG(uint64(cfg.Seed), 1<<32)))
+			})
+		}
 	}
 	deadline := r.start.Add(cfg.Duration)
 	var wg sync.WaitGroup
@@ -232,6 +250,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cancel()
 		cl.mu.Lock()
 		rep.Faults, rep.Terminated, rep.FaultErrors = cl.faults, cl.terminated, cl.faultErrors
+		if r.crashes > 0 {
+			rep.Faults["clientCrash"] = r.crashes
+		}
 		r.boundUnknowns(cl.killed, cl.drops)
 		cl.mu.Unlock()
 		open := 0
@@ -517,45 +538,86 @@ func ReadHistory(path string) ([]porcupine.Operation, error) {
 // agent, then checks out, releases, reads, heartbeats and now and then
 // finishes it and opens another. A run whose finish has an unknown outcome
 // is abandoned.
-func (r *runner) client(ctx context.Context, id int, url, via, agent, key string, issues []string, rng *rand.Rand, deadline time.Time) {
+func (r *runner) client(pctx context.Context, id int, url, via, agent, key string, issues []string, rng *rand.Rand, deadline time.Time) {
 	run := ""
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if run == "" {
-			out := r.record(ctx, url, via, id, Input{Kind: OpOpen, Agent: agent}, key, "", "POST", "/api/agents/me/runs", map[string]any{})
-			if out.OK {
-				run = out.RunID
-			} else {
-				backoff(rng)
-			}
-			continue
-		}
-		issue := issues[rng.IntN(len(issues))]
-		var out Output
-		switch p := rng.IntN(100); {
-		case p < 40:
-			out = r.record(ctx, url, via, id, Input{Kind: OpCheckout, Issue: issue, Run: run, Agent: agent}, key, run, "POST", "/api/issues/"+issue+"/checkout",
-				map[string]any{"agentId": agent, "expectedStatuses": []string{"todo"}})
-		case p < 65:
-			u := rng.IntN(2) == 0
-			out = r.record(ctx, url, via, id, Input{Kind: OpRelease, Issue: issue, Run: run, Agent: agent, Unassign: u}, key, run, "POST", "/api/issues/"+issue+"/release",
-				map[string]any{"unassign": u})
-		case p < 85:
-			r.record(ctx, url, via, id, Input{Kind: OpRead, Issue: issue}, r.board, "", "GET", "/api/issues/"+issue, nil)
-		case p < 93:
-			out = r.record(ctx, url, via, id, Input{Kind: OpHeartbeat, Run: run, Agent: agent}, key, "", "POST", "/api/runs/"+run+"/heartbeat", map[string]any{})
-		default:
-			out = r.record(ctx, url, via, id, Input{Kind: OpFinish, Run: run, Agent: agent}, key, "", "POST", "/api/runs/"+run+"/finish", map[string]any{"status": "succeeded"})
-			if out.OK || out.Unknown {
-				run = ""
-			}
-		}
-		if out.Code == "run_not_live" {
-			run = "" // finished, or lost (its lease expired during a fault)
-		}
-		if out.Unknown {
-			backoff(rng) // as a real agent would; a fault's window of unknown outcomes holds fewer calls
+	for time.Now().Before(deadline) && pctx.Err() == nil {
+		ctx, cut := context.WithCancel(pctx)
+		r.mu.Lock()
+		r.inflight[id] = cut
+		r.mu.Unlock()
+		run = r.step(ctx, id, url, via, agent, key, issues, rng, run)
+		r.mu.Lock()
+		delete(r.inflight, id)
+		crashed := r.crashed[id]
+		delete(r.crashed, id)
+		r.mu.Unlock()
+		cut()
+		if crashed {
+			run = "" // abandoned: never finished, never used again
+			time.Sleep(100*time.Millisecond + time.Duration(rng.IntN(200))*time.Millisecond)
 		}
 	}
+}
+
+// crashClients crashes a random client about every period (jittered by
+// up to +-50%) until ctx ends (Config.CrashEvery).
+func (r *runner) crashClients(ctx context.Context, period time.Duration, clients int, rng *rand.Rand) {
+	for {
+		d := period/2 + time.Duration(rng.Int64N(int64(period)))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		i := rng.IntN(clients)
+		r.mu.Lock()
+		r.crashed[i] = true
+		r.crashes++
+		if cut := r.inflight[i]; cut != nil {
+			cut()
+		}
+		r.mu.Unlock()
+	}
+}
+
+// step makes one call of client id in run ("" : it opens one first) and
+// returns the run to go on with ("" when it ended or is not live).
+func (r *runner) step(ctx context.Context, id int, url, via, agent, key string, issues []string, rng *rand.Rand, run string) string {
+	if run == "" {
+		out := r.record(ctx, url, via, id, Input{Kind: OpOpen, Agent: agent}, key, "", "POST", "/api/agents/me/runs", map[string]any{})
+		if out.OK {
+			return out.RunID
+		}
+		backoff(rng)
+		return ""
+	}
+	issue := issues[rng.IntN(len(issues))]
+	var out Output
+	switch p := rng.IntN(100); {
+	case p < 40:
+		out = r.record(ctx, url, via, id, Input{Kind: OpCheckout, Issue: issue, Run: run, Agent: agent}, key, run, "POST", "/api/issues/"+issue+"/checkout",
+			map[string]any{"agentId": agent, "expectedStatuses": []string{"todo"}})
+	case p < 65:
+		u := rng.IntN(2) == 0
+		out = r.record(ctx, url, via, id, Input{Kind: OpRelease, Issue: issue, Run: run, Agent: agent, Unassign: u}, key, run, "POST", "/api/issues/"+issue+"/release",
+			map[string]any{"unassign": u})
+	case p < 85:
+		r.record(ctx, url, via, id, Input{Kind: OpRead, Issue: issue}, r.board, "", "GET", "/api/issues/"+issue, nil)
+	case p < 93:
+		out = r.record(ctx, url, via, id, Input{Kind: OpHeartbeat, Run: run, Agent: agent}, key, "", "POST", "/api/runs/"+run+"/heartbeat", map[string]any{})
+	default:
+		out = r.record(ctx, url, via, id, Input{Kind: OpFinish, Run: run, Agent: agent}, key, "", "POST", "/api/runs/"+run+"/finish", map[string]any{"status": "succeeded"})
+		if out.OK || out.Unknown {
+			run = ""
+		}
+	}
+	if out.Code == "run_not_live" {
+		run = "" // finished, or lost (its lease expired during a fault)
+	}
+	if out.Unknown {
+		backoff(rng) // as a real agent would; a fault's window of unknown outcomes holds fewer calls
+	}
+	return run
 }
 
 // backoff sleeps 20-60 ms, after a call that failed (no answer, 5xx).
