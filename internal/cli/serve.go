@@ -472,7 +472,7 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 	f.StringVar(&cfg.Listen, "listen", DefaultListen, "address to listen on, host:port (env "+EnvListen+")")
 	f.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL URL (postgres://...): keep the state there instead of <data-dir>/clasp.db; replicas may share it (env "+EnvDatabaseURL+")")
 	f.IntVar(&cfg.DBMaxConns, "db-max-conns", 0, fmt.Sprintf("PostgreSQL only: most database connections this server opens, i.e. statements in flight; 0 takes the URL's pool_max_conns, else %d. Size it to the concurrent agents of the fleet, keeping (replicas x (this + 1)) under the database's max_connections", postgres.DefaultMaxConns))
-	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "lease a run gets from each sign of life")
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "lease a run gets from each sign of life: a run that stays silent this long is lost (writes are at most one per min(1s, TTL/3) per run, so a lease may run up to that much longer)")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", DefaultSweepInterval, "time between sweeper passes")
 	f.BoolVar(&cfg.LocalTrusted, "local-trusted", false, "requests without a token are the board (loopback --listen only)")
 	f.BoolVar(&cfg.RequireRunToken, "require-run-token", false, "checkout, release, issue PATCH, run heartbeat and run finish by agents accept only run tokens")

@@ -537,13 +537,42 @@ func TestShortLeaseRenewedByRequests(t *testing.T) {
 	if !got.LeaseExpiresAt.Equal(*r.LeaseExpiresAt) {
 		t.Errorf("lease %v after a request 100ms in, want unchanged %v", got.LeaseExpiresAt, r.LeaseExpiresAt)
 	}
-	// Past a third of the TTL: renewed to now + TTL.
+	// Past a third of the TTL: renewed to now + TTL + the window (a
+	// request the next window skips is still covered for a full TTL).
 	clk.Advance(300 * time.Millisecond)
 	b.must(http.StatusOK, "GET", "/api/agents/me", req{token: key, run: r.ID}, nil)
 	b.must(http.StatusOK, "GET", "/api/runs/"+r.ID, req{}, &got)
-	if want := clk.Now().Add(ttl); !got.LeaseExpiresAt.Equal(want) {
+	if want := clk.Now().Add(ttl + ttl/3); !got.LeaseExpiresAt.Equal(want) {
 		t.Errorf("lease %v after a request 400ms in, want %v", got.LeaseExpiresAt, want)
 	}
+}
+
+// TestSkippedRenewalNeverShortensLease: the second fresh-eyes tester
+// opened a run (TTL 3 s), sent a request 0.91 s later (inside the 1 s
+// window, so no write) and another 2.5 s after that: 409 run_not_live, and
+// the sweeper freed its issue, 2.5 s after a sign of life. The lease must
+// last a full TTL after the last request (SPEC section 5): each write now
+// grants TTL + the window. It still ends: past TTL + window after the last
+// write the run is not live.
+func TestSkippedRenewalNeverShortensLease(t *testing.T) {
+	t.Parallel()
+	clk := &testClock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
+	const ttl = 3 * time.Second
+	b := setup(t, func(o *setupOpts) { o.leaseTTL = ttl; o.now = clk.Now })
+	c := b.company("SK")
+	_, key := b.agent(c.ID, "skip")
+	r := b.run(key)
+	clk.Advance(910 * time.Millisecond)
+	b.must(http.StatusOK, "GET", "/api/agents/me", req{token: key, run: r.ID}, nil) // skipped: inside the window
+	clk.Advance(2500 * time.Millisecond)
+	b.must(http.StatusOK, "GET", "/api/agents/me", req{token: key, run: r.ID}, nil) // 2.5 s after a sign of life: live
+	var got clasp.Run
+	b.must(http.StatusOK, "GET", "/api/runs/"+r.ID, req{}, &got)
+	if want := clk.Now().Add(ttl + time.Second); !got.LeaseExpiresAt.Equal(want) {
+		t.Errorf("lease %v, want renewed to %v", got.LeaseExpiresAt, want)
+	}
+	clk.Advance(ttl + time.Second + time.Millisecond)
+	wantErr(t, b.do("GET", "/api/agents/me", req{token: key, run: r.ID}), http.StatusConflict, clasp.CodeRunNotLive, "")
 }
 
 // TestS24_AdoptionCountedInMetrics: a run whose lease lapsed (its process

@@ -212,7 +212,7 @@ func (c *call) touch(ctx context.Context) error {
 	run, err := c.s.st.RunTouch(ctx, &store.RunTouchParams{
 		RunID:            c.runID,
 		AgentID:          c.who.agent.ID,
-		LeaseTTL:         c.s.cfg.LeaseTTL,
+		LeaseTTL:         c.s.lease,
 		Force:            c.ep.forceTouch,
 		MinRenewInterval: c.s.minRenew,
 	})

@@ -297,7 +297,7 @@ func (s *Server) issueCheckout(ctx context.Context, c *call, in *checkoutIn) (st
 			WithDetails("field", "agentId")
 	}
 	iss, err := s.st.IssueCheckout(ctx, &store.IssueCheckoutParams{
-		Ref: ref, AgentID: *in.AgentID, ExpectedStatuses: in.ExpectedStatuses, LeaseTTL: s.cfg.LeaseTTL, Actor: c.actor(),
+		Ref: ref, AgentID: *in.AgentID, ExpectedStatuses: in.ExpectedStatuses, LeaseTTL: s.lease, Actor: c.actor(),
 		Result: &res,
 	})
 	if err != nil {

@@ -42,7 +42,7 @@ func (in *runOpenIn) validate() error {
 }
 
 // runOpen: POST /api/agents/me/runs (agent). Opens a self-reported run,
-// running with lease now + LeaseTTL, and answers 201 with the run and its
+// running with lease now + LeaseTTL (+ the renewal interval, Server.lease), and answers 201 with the run and its
 // runToken (a credential bound to this run, shown this once). 404 if
 // issueId names no issue of the agent's company. A repeat with the same
 // Idempotency-Key opens nothing: it answers the run opened first with a
@@ -63,7 +63,7 @@ func (s *Server) runOpen(ctx context.Context, c *call, in *runOpenIn) (int, any,
 	p := &store.RunOpenParams{
 		AgentID:          c.who.agent.ID,
 		InvocationSource: clasp.InvocationSelf,
-		LeaseTTL:         s.cfg.LeaseTTL,
+		LeaseTTL:         s.lease,
 		TokenHash:        hash,
 		Actor:            c.actor(),
 		Idempotency:      c.idem,

@@ -101,6 +101,14 @@ type Server struct {
 	m        *metrics.Metrics
 	now      func() time.Time
 	minRenew time.Duration // min(MinRenewInterval, LeaseTTL/3)
+	// lease is what each lease write grants: LeaseTTL + minRenew. A
+	// request less than minRenew after the last write renews nothing
+	// (touch), so a write must cover a full LeaseTTL after any request it
+	// skips: the lease then never ends earlier than LeaseTTL after the
+	// last sign of life (SPEC section 5), and a dead run is found at most
+	// minRenew later. (The second fresh-eyes tester found runs swept up
+	// to minRenew early when writes granted LeaseTTL alone.)
+	lease    time.Duration
 	mux      *http.ServeMux
 	handler  http.Handler
 	stopping atomic.Bool
@@ -137,6 +145,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger, m: cfg.Metrics, now: cfg.Now, mux: http.NewServeMux(), stopped: make(chan struct{}),
 		minRenew: min(MinRenewInterval, cfg.LeaseTTL/3)}
+	s.lease = cfg.LeaseTTL + s.minRenew
 	s.routes()
 	var h http.Handler = http.HandlerFunc(s.serveMux)
 	if cfg.LocalTrusted {
