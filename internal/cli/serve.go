@@ -563,3 +563,35 @@ func redactURL(u string) string {
 	}
 	return p.Redacted()
 }
+
+// serveInBackground runs Serve(cfg) in this process until the returned stop
+// is called (the swarm's and verify's embedded server). It returns once the
+// server listens, with its URL and board token; or Serve's error if it
+// stopped before that; or ctx's error (after Serve returned). stop ends the
+// server and returns Serve's error, or ctx's if ctx ends first.
+func serveInBackground(ctx context.Context, cfg ServeConfig) (ServeInfo, func(context.Context) error, error) {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ready := make(chan ServeInfo, 1)
+	served := make(chan error, 1)
+	go func() { served <- Serve(sctx, cfg, ready) }()
+	select {
+	case info := <-ready:
+		stop := func(ctx context.Context) error {
+			cancel()
+			select {
+			case err := <-served:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return info, stop, nil
+	case err := <-served:
+		cancel()
+		return ServeInfo{}, nil, err
+	case <-ctx.Done():
+		cancel()
+		<-served
+		return ServeInfo{}, nil, ctx.Err()
+	}
+}

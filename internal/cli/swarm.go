@@ -130,36 +130,15 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 // server runs until Stop, not until ctx ends, so that the swarm can still
 // check the outcome after its work was interrupted.
 func startEmbeddedServer(ctx context.Context, opts swarm.ServerOptions) (*swarm.EmbeddedServer, error) {
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ready := make(chan ServeInfo, 1)
-	served := make(chan error, 1)
-	go func() {
-		served <- Serve(sctx, ServeConfig{
-			DataDir:       opts.DataDir,
-			Listen:        "127.0.0.1:0",
-			LeaseTTL:      opts.LeaseTTL,
-			SweepInterval: opts.SweepInterval,
-			Logger:        slog.New(slog.NewTextHandler(opts.Log, nil)),
-		}, ready)
-	}()
-	select {
-	case info := <-ready:
-		stop := func(ctx context.Context) error {
-			cancel()
-			select {
-			case err := <-served:
-				return err
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return &swarm.EmbeddedServer{URL: info.URL, BoardToken: info.BoardToken, Stop: stop}, nil
-	case err := <-served:
-		cancel()
+	info, stop, err := serveInBackground(ctx, ServeConfig{
+		DataDir:       opts.DataDir,
+		Listen:        "127.0.0.1:0",
+		LeaseTTL:      opts.LeaseTTL,
+		SweepInterval: opts.SweepInterval,
+		Logger:        slog.New(slog.NewTextHandler(opts.Log, nil)),
+	})
+	if err != nil {
 		return nil, err
-	case <-ctx.Done():
-		cancel()
-		<-served
-		return nil, ctx.Err()
 	}
+	return &swarm.EmbeddedServer{URL: info.URL, BoardToken: info.BoardToken, Stop: stop}, nil
 }

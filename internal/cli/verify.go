@@ -172,36 +172,15 @@ The long run (issue 6; a few million operations across both):
 // startEmbeddedServer, with the default lease TTL: the model assumes runs
 // are lost only when finished).
 func startVerifyServer(ctx context.Context, dataDir string, log io.Writer) (*verify.Server, error) {
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ready := make(chan ServeInfo, 1)
-	served := make(chan error, 1)
-	go func() {
-		served <- Serve(sctx, ServeConfig{
-			DataDir:       dataDir,
-			Listen:        "127.0.0.1:0",
-			LeaseTTL:      10 * time.Minute,
-			SweepInterval: 10 * time.Second,
-			Logger:        slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		}, ready)
-	}()
-	select {
-	case info := <-ready:
-		stop := func(ctx context.Context) error {
-			cancel()
-			select {
-			case err := <-served:
-				return err
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return &verify.Server{URL: info.URL, BoardToken: info.BoardToken, Stop: stop}, nil
-	case err := <-served:
-		cancel()
+	info, stop, err := serveInBackground(ctx, ServeConfig{
+		DataDir:       dataDir,
+		Listen:        "127.0.0.1:0",
+		LeaseTTL:      10 * time.Minute,
+		SweepInterval: 10 * time.Second,
+		Logger:        slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
 		return nil, err
-	case <-ctx.Done():
-		cancel()
-		<-served
-		return nil, ctx.Err()
 	}
+	return &verify.Server{URL: info.URL, BoardToken: info.BoardToken, Stop: stop}, nil
 }
