@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# The project's test command (the README's second command, .ci/run, calls it). Expects Go 1.26 on
-# PATH; uses CLASP_TEST_POSTGRES_URL when set (.ci/run starts a throwaway
+# The project's test command (the README's second command, .ci/run, calls it). Expects Go 1.26 or newer on
+# PATH (it fetches the pinned go1.26.10 through the module proxy); uses CLASP_TEST_POSTGRES_URL when set (.ci/run starts a throwaway
 # PostgreSQL and sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
+export GOTOOLCHAIN=go1.26.10 # the toolchain go.mod pins; the machine default is GOTOOLCHAIN=local
 
 step() { printf '\n== %s\n' "$*"; }
+
+step "go mod tidy -diff (go.mod lists exactly what the code imports)"
+go mod tidy -diff
 
 step "go vet"
 go vet ./...
