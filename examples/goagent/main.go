@@ -8,8 +8,10 @@
 //
 // The server sets CLASP_API_URL, CLASP_API_KEY (a key valid for this run
 // only), CLASP_RUN_ID, CLASP_AGENT_ID and, when the wake named one,
-// CLASP_ISSUE_ID (the PAPERCLIP_* names work too). One run checks out the
-// wake's issue (or claims the most urgent free one), works on it, then
+// CLASP_ISSUE_ID (the PAPERCLIP_* names work too, and PAPERCLIP_TASK_ID);
+// the retry of a run whose process was lost gets the issue it held. One
+// run checks out that issue first (or claims the most urgent free one),
+// works on it, then
 // comments and marks it done in one PATCH, which also releases the lock.
 // Exit 0 makes the run succeeded; exit 1 failed.
 package main
@@ -50,8 +52,9 @@ func run(ctx context.Context, getenv func(string) string) error {
 
 	var issue *clasp.Issue
 	var err error
-	if ref := env(getenv, "ISSUE_ID"); ref != "" {
-		// The wake named an issue: this run already holds its execution lock.
+	if ref := cmp.Or(env(getenv, "ISSUE_ID"), getenv("PAPERCLIP_TASK_ID")); ref != "" {
+		// The wake named an issue (or this is the retry of a run lost
+		// while it held one): this run holds its execution lock.
 		issue, err = c.IssueCheckout(ctx, ref, client.CheckoutRequest{AgentID: agentID,
 			ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo, clasp.IssueInProgress, clasp.IssueBlocked, clasp.IssueBacklog}})
 	} else {

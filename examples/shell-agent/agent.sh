@@ -5,7 +5,8 @@
 #   clasp agent set-adapter <agent-id> --command /bin/sh --arg "$PWD/examples/shell-agent/agent.sh"
 # The server sets CLASP_API_URL, CLASP_API_KEY (a key valid for this run
 # only), CLASP_RUN_ID, CLASP_AGENT_ID and, when the wake named one,
-# CLASP_ISSUE_ID. Needs curl and jq.
+# CLASP_ISSUE_ID (PAPERCLIP_TASK_ID too; the retry of a run whose process
+# was lost gets the issue that run held). Needs curl and jq.
 #
 # One run: check out the wake's issue (or claim the most urgent free one),
 # "work" on it, then comment and mark it done in one PATCH, which also
@@ -35,8 +36,10 @@ api() {
 	esac
 }
 
-if [ -n "${CLASP_ISSUE_ID:-}" ]; then
-	# The wake named an issue: this run already holds its execution lock.
+CLASP_ISSUE_ID=${CLASP_ISSUE_ID:-${PAPERCLIP_TASK_ID:-}}
+if [ -n "$CLASP_ISSUE_ID" ]; then
+	# The wake named an issue (or this is the retry of a run lost while it
+	# held one): this run holds its execution lock, so take it over first.
 	body=$(jq -nc --arg a "$CLASP_AGENT_ID" '{agentId: $a, expectedStatuses: ["todo", "in_progress", "blocked", "backlog"]}')
 	issue=$(api POST "/api/issues/$CLASP_ISSUE_ID/checkout" "$body")
 else

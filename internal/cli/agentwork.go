@@ -52,7 +52,7 @@ With --one-run it is the process of a server-managed agent (clasp swarm
 				// its token (issue 4).
 				token = firstNonEmpty(a.token, a.getenv("CLASP_API_KEY"))
 				url = firstNonEmpty(a.url, a.getenv("CLASP_API_URL"), url)
-				runID, issueID = a.getenv("CLASP_RUN_ID"), a.getenv("CLASP_ISSUE_ID")
+				runID, issueID = a.getenv("CLASP_RUN_ID"), firstNonEmpty(a.getenv("CLASP_ISSUE_ID"), a.getenv("PAPERCLIP_TASK_ID"))
 				if runID == "" {
 					return usageErr(errors.New("--one-run needs CLASP_RUN_ID (run it as a server-managed agent's process)"))
 				}
@@ -77,6 +77,6 @@ With --one-run it is the process of a server-managed agent (clasp swarm
 	}
 	cmd.Flags().DurationVar(&slow, "slow", 0, "stretch the work on each issue to at least this long (e.g. 200ms)")
 	cmd.Flags().BoolVar(&noClaim, "no-claim", false, "find work with inbox, list and checkout instead of claim-next")
-	cmd.Flags().BoolVar(&oneRun, "one-run", false, "work at most one issue in the run $CLASP_RUN_ID with the run token $CLASP_API_KEY on $CLASP_API_URL\n(the process of a server-managed agent; $CLASP_ISSUE_ID, when set, is the issue to work)")
+	cmd.Flags().BoolVar(&oneRun, "one-run", false, "work at most one issue in the run $CLASP_RUN_ID with the run token $CLASP_API_KEY on $CLASP_API_URL\n(the process of a server-managed agent; $CLASP_ISSUE_ID (or $PAPERCLIP_TASK_ID), when set, is the issue to work, first)")
 	return cmd
 }

@@ -245,6 +245,40 @@ func TestKilledAgentRetriedOnce(t *testing.T) {
 	})
 }
 
+// A run woken without an issue checks one out and is killed: its retry's
+// issueId is that issue (whose execution lock it received), and the
+// retry's process starts with CLASP_ISSUE_ID and PAPERCLIP_TASK_ID naming it.
+func TestRetryKnowsItsIssue(t *testing.T) {
+	stores(t, func(t *testing.T, open func() store.HeartbeatStore) {
+		st := open()
+		f := newFixture(t, st, agentScript, 0)
+		newScheduler(t, st, "host-a")
+		w, err := st.Wake(t.Context(), &store.WakeParams{AgentID: f.agent.ID, Reason: clasp.InvocationOnDemand, Actor: board})
+		if err != nil {
+			t.Fatalf("wake: %v", err)
+		}
+		r1 := f.runningWithPID(t, w.Run.ID)
+		f.checkoutAs(t, r1, clasp.IssueTodo)
+		if err := syscall.Kill(*r1.PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		var retry *clasp.Run
+		eventually(t, "a retry of the killed run", func() bool { retry = f.retryOf(t, r1.ID); return retry != nil })
+		if deref(retry.IssueID) != f.issue.ID {
+			t.Fatalf("retry's issueId: got %q, want %s (the issue whose execution lock it received)", deref(retry.IssueID), f.issue.ID)
+		}
+		r2 := f.runningWithPID(t, retry.ID)
+		env, _ := os.ReadFile(filepath.Join(f.dir, "env-"+r2.ID))
+		for _, want := range []string{"CLASP_ISSUE_ID=" + f.issue.ID, "PAPERCLIP_TASK_ID=" + f.issue.ID, "CLASP_WAKE_REASON=retry"} {
+			if !containsLine(string(env), want) {
+				t.Errorf("retry's environment lacks %s:\n%s", want, env)
+			}
+		}
+		os.WriteFile(filepath.Join(f.dir, "release-"+r2.ID), nil, 0o600)
+		eventually(t, "retry ended", func() bool { return f.run(t, r2.ID).Status.Terminal() })
+	})
+}
+
 func TestKilledTwiceNotRetriedAgain(t *testing.T) {
 	stores(t, func(t *testing.T, open func() store.HeartbeatStore) {
 		st := open()

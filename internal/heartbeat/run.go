@@ -41,7 +41,8 @@ func (s *Scheduler) startRun(ctx context.Context, r *clasp.Run, c *clasp.Adapter
 }
 
 // env is the process environment of a run: the server's, the adapter's
-// env, then the run's credentials under the CLASP_* and PAPERCLIP_* names.
+// env, then the run's credentials under the CLASP_* and PAPERCLIP_* names,
+// and PAPERCLIP_TASK_ID, the issue as Paperclip names it (CLASP_ISSUE_ID).
 func (s *Scheduler) env(run *clasp.Run, c *clasp.AdapterConfig, token string) []string {
 	env := os.Environ()
 	keys := make([]string, 0, len(c.Env))
@@ -56,6 +57,8 @@ func (s *Scheduler) env(run *clasp.Run, c *clasp.AdapterConfig, token string) []
 	if run.IssueID != nil {
 		issue = *run.IssueID
 	}
+	// Paperclip names the issue of a wake PAPERCLIP_TASK_ID.
+	env = append(env, "PAPERCLIP_TASK_ID="+issue)
 	for _, kv := range [][2]string{
 		{"API_URL", s.cfg.APIURL}, {"API_KEY", token}, {"RUN_ID", run.ID}, {"AGENT_ID", run.AgentID},
 		{"COMPANY_ID", run.CompanyID}, {"ISSUE_ID", issue}, {"WAKE_REASON", run.InvocationSource},

@@ -56,10 +56,12 @@ type HeartbeatStore interface {
 	RunRunningOnHost(ctx context.Context, hostID string) ([]*ManagedRun, error)
 	// RunProcessLost: a running server-managed run of HostID whose process
 	// is gone becomes failed (process_lost). If it is attempt 1 and has no
-	// retry yet, one retry run is queued (retryOfRunId, attempt 2) and, in
-	// the same statement, every issue whose execution lock names the lost
-	// run moves that lock to the retry while the lost run's checkout lock is
-	// cleared (seed 004); other locks naming it are released (L6) and
+	// retry yet, one retry run is queued (retryOfRunId, attempt 2) whose
+	// issueId is the issue whose execution lock the lost run holds (its own
+	// issue if it still holds that lock, else the one it locked last;
+	// holding none: its own issue) and, in the same statement, that issue's
+	// execution lock moves to the retry while the lost run's checkout lock
+	// is cleared (seed 004); other locks naming it are released (L6) and
 	// deferred wakes promoted. Returns the failed run and the retry (nil if
 	// none). 409 run_not_live when the run is not running on HostID.
 	RunProcessLost(ctx context.Context, p *RunProcessLostParams) (failed, retry *clasp.Run, err error)

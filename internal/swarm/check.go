@@ -1,6 +1,7 @@
 package swarm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -256,6 +257,8 @@ type lockDetails struct {
 	PreviousExecutionRunID string `json:"previousExecutionRunId"`
 	ClearedCheckoutRunID   string `json:"clearedCheckoutRunId"`
 	ClearedExecutionRunID  string `json:"clearedExecutionRunId"`
+	FromRunID              string `json:"fromRunId"` // issue.lock_moved
+	ToRunID                string `json:"toRunId"`
 }
 
 // replayActivity replays each issue's lock-changing activity rows in order
@@ -293,7 +296,12 @@ func replayActivity(acts []*clasp.Activity, issues []*clasp.Issue, results map[s
 	for _, iss := range issues {
 		rows := perIssue[iss.ID]
 		id := iss.Identifier
-		holder := ""
+		// The two lock columns as the log has them: holder is
+		// checkoutRunId, exec executionRunId. A checkout sets both; a
+		// queued run's wake takes exec alone; a lost run's exec moves to
+		// its retry with holder cleared; a run's end clears the columns
+		// naming it (rule L6).
+		holder, exec := "", ""
 		var epochs int64
 		dones := 0
 		doneRun := ""
@@ -318,55 +326,62 @@ func replayActivity(acts []*clasp.Activity, issues []*clasp.Issue, results map[s
 					add(id, CheckEpoch, "activity %d: issue.checked_out with checkoutEpoch %d, want %d (one more than the rows before it)", a.ID, *d.CheckoutEpoch, epochs)
 				}
 				adopted := pairedRow(rows, i, clasp.ActionIssueLockAdopted, run)
+				displaces := (holder != "" && holder != run) || (exec != "" && exec != run)
 				switch {
-				case holder == run:
+				case holder == run && exec == run:
 					add(id, CheckLockActivity, "activity %d: issue.checked_out by run %s that already held the lock (rule L2 writes nothing)", a.ID, run)
-				case holder != "" && adopted == nil:
-					add(id, CheckLockActivity, "activity %d: run %s took the lock of run %s without an issue.checkout_lock_adopted row", a.ID, run, holder)
+				case displaces && adopted == nil:
+					add(id, CheckLockActivity, "activity %d: run %s took the lock of run %s without an issue.checkout_lock_adopted row", a.ID, run, cmp.Or(holder, exec))
 				case adopted != nil:
 					var ad lockDetails
 					_ = json.Unmarshal(adopted.Details, &ad)
-					prev := ad.PreviousCheckoutRunID
-					if prev == "" {
-						prev = ad.PreviousExecutionRunID
-					}
-					if prev != holder {
-						add(id, CheckLockActivity, "activity %d: adoption names previous holder %q, but the log has %q holding the lock", adopted.ID, prev, holder)
+					if ad.PreviousCheckoutRunID != holder || ad.PreviousExecutionRunID != exec {
+						add(id, CheckLockActivity, "activity %d: adoption names previous holders %q/%q, but the log has %q/%q holding the locks",
+							adopted.ID, ad.PreviousCheckoutRunID, ad.PreviousExecutionRunID, holder, exec)
 					}
 				}
-				holder = run
-			case clasp.ActionIssueLockMoved, clasp.ActionIssueExecutionLocked:
-				// Issue 4: a lost run's execution lock moved to its retry
-				// (its checkout lock cleared in the same write), or a
-				// queued run took the execution lock, clearing a dead
-				// checkout lock. The checkout lock is free afterwards: the
-				// retry checks the issue out anew.
-				named := d.ClearedCheckoutRunID
-				if a.Action == clasp.ActionIssueExecutionLocked {
-					named = d.PreviousCheckoutRunID
+				holder, exec = run, run
+			case clasp.ActionIssueExecutionLocked:
+				// A queued run took the execution lock, clearing a dead
+				// checkout lock in the same write.
+				if d.PreviousCheckoutRunID != holder || d.PreviousExecutionRunID != exec {
+					add(id, CheckLockActivity, "activity %d: %s names previous holders %q/%q, but the log has %q/%q holding the locks",
+						a.ID, a.Action, d.PreviousCheckoutRunID, d.PreviousExecutionRunID, holder, exec)
 				}
-				if holder != "" && named != holder {
-					add(id, CheckLockActivity, "activity %d: %s clears the checkout lock of run %q, but the log has %q holding it", a.ID, a.Action, named, holder)
+				holder, exec = "", run
+			case clasp.ActionIssueLockMoved:
+				// A lost run's execution lock moved to its retry, its
+				// checkout lock cleared in the same write; the retry
+				// checks the issue out anew.
+				if d.FromRunID != exec || (holder != "" && holder != d.FromRunID) {
+					add(id, CheckLockActivity, "activity %d: %s moves the lock of run %q, but the log has %q/%q holding the locks",
+						a.ID, a.Action, d.FromRunID, holder, exec)
 				}
-				holder = ""
-			case clasp.ActionIssueLockReleased, clasp.ActionIssueStaleLockCleared:
-				named := d.RunID
-				if a.Action == clasp.ActionIssueStaleLockCleared {
-					named = d.ClearedCheckoutRunID
-					if named == "" {
-						named = d.ClearedExecutionRunID
-					}
+				holder, exec = "", d.ToRunID
+			case clasp.ActionIssueLockReleased:
+				if run == "" || (run != holder && run != exec) {
+					add(id, CheckLockActivity, "activity %d: %s names run %q, but the log has %q/%q holding the locks", a.ID, a.Action, run, holder, exec)
+					holder, exec = "", ""
 				}
-				if named != holder {
-					add(id, CheckLockActivity, "activity %d: %s names run %q, but the log has %q holding the lock", a.ID, a.Action, named, holder)
+				if holder == run {
+					holder = ""
 				}
-				holder = ""
+				if exec == run {
+					exec = ""
+				}
+			case clasp.ActionIssueStaleLockCleared:
+				if d.ClearedCheckoutRunID != holder || (d.ClearedExecutionRunID != "" && d.ClearedExecutionRunID != exec) ||
+					(holder == "" && d.ClearedExecutionRunID == "") {
+					add(id, CheckLockActivity, "activity %d: %s names runs %q/%q, but the log has %q/%q holding the locks",
+						a.ID, a.Action, d.ClearedCheckoutRunID, d.ClearedExecutionRunID, holder, exec)
+				}
+				holder, exec = "", ""
 			case clasp.ActionIssueReleased, clasp.ActionIssueForceRelease:
-				if named, ok := previousHolder(a.Details); ok && named != holder {
-					add(id, CheckLockActivity, "activity %d: %s names previous holder %q, but the log has %q holding the lock", a.ID, a.Action, named, holder)
+				if named, ok := previousHolder(a.Details); ok && named != cmp.Or(holder, exec) {
+					add(id, CheckLockActivity, "activity %d: %s names previous holder %q, but the log has %q holding the lock", a.ID, a.Action, named, cmp.Or(holder, exec))
 				}
 				releasedBy, releasedHolder = run, holder
-				holder = ""
+				holder, exec = "", ""
 				continue
 			case clasp.ActionIssueUpdated:
 				from, to, ok := statusChange(a.Details)
@@ -388,12 +403,12 @@ func replayActivity(acts []*clasp.Activity, issues []*clasp.Issue, results map[s
 					}
 				}
 				if from == string(clasp.IssueInProgress) {
-					holder = "" // rule L6: leaving in_progress clears the locks in the same write
+					holder, exec = "", "" // rule L6: leaving in_progress clears the locks in the same write
 				}
 			}
 		}
-		if holder != "" {
-			add(id, CheckLockActivity, "the activity log leaves run %s holding the lock", holder)
+		if holder != "" || exec != "" {
+			add(id, CheckLockActivity, "the activity log leaves run %s holding the lock", cmp.Or(holder, exec))
 		}
 		if epochs != iss.CheckoutEpoch {
 			add(id, CheckEpoch, "checkoutEpoch %d, but %d issue.checked_out rows", iss.CheckoutEpoch, epochs)

@@ -32,6 +32,9 @@ func TestReplayActivity(t *testing.T) {
 	released := func(run, prev string) row {
 		return row{clasp.ActionIssueReleased, run, fmt.Sprintf(`{"previousCheckoutRunId":%q,"previousExecutionRunId":%q,"unassigned":false,"cause":"update"}`, prev, prev)}
 	}
+	moved := func(from, to string) row {
+		return row{clasp.ActionIssueLockMoved, "", fmt.Sprintf(`{"fromRunId":%q,"toRunId":%q,"clearedCheckoutRunId":%q}`, from, to, from)}
+	}
 	done := func(run string) row {
 		return row{clasp.ActionIssueUpdated, run, `{"status":{"from":"in_progress","to":"done"}}`}
 	}
@@ -57,6 +60,19 @@ func TestReplayActivity(t *testing.T) {
 		{"lock_released names another run", 1, []row{checked(r1, 1), {clasp.ActionIssueLockReleased, r2, `{"runId":"run-2","runStatus":"failed"}`}}, []string{CheckLockActivity}}, // no status change anywhere: the store records none, no done count
 		{"done by a run without the lock", 2, []row{checked(r1, 1), {clasp.ActionIssueStaleLockCleared, "", `{"clearedCheckoutRunId":"run-1"}`}, done(r2)}, []string{CheckOwner, CheckEpoch}},
 		{"done twice", 1, []row{checked(r1, 1), done(r1), {clasp.ActionIssueUpdated, r1, `{"status":{"from":"todo","to":"done"}}`}}, []string{CheckOwner, CheckDoneCount}},
+		// A lost run's execution lock moves to its retry (its checkout lock
+		// cleared); the retry ends without checking the issue out: its
+		// lock_released names the lock it was handed.
+		{"clean hand-over to a retry that never checks out", 1, []row{checked(r1, 1), moved(r1, r2),
+			{clasp.ActionIssueLockReleased, r2, `{"runId":"run-2","runStatus":"succeeded"}`}}, nil},
+		{"clean hand-over, the retry finishes the issue", 2, []row{checked(r1, 1), moved(r1, r2), checked(r2, 2), done(r2)}, nil},
+		{"clean wake lock, then adoption of the dead waker", 1, []row{
+			{clasp.ActionIssueExecutionLocked, "", `{"runId":"run-1","previousCheckoutRunId":null,"previousExecutionRunId":null}`},
+			{clasp.ActionIssueLockAdopted, r2, `{"previousCheckoutRunId":null,"previousExecutionRunId":"run-1","why":"terminal"}`},
+			checked(r2, 1), done(r2)}, nil},
+		{"hand-over names another run", 1, []row{checked(r1, 1), moved("run-9", r2),
+			{clasp.ActionIssueLockReleased, r2, `{"runId":"run-2","runStatus":"succeeded"}`}}, []string{CheckLockActivity}},
+		{"retry's lock never released", 1, []row{checked(r1, 1), moved(r1, r2)}, []string{CheckLockActivity}},
 		{"log leaves a lock", 1, []row{checked(r1, 1), {clasp.ActionIssueUpdated, r1, `{"title":{"from":"a","to":"b"}}`}}, []string{CheckLockActivity}}, // no status change anywhere: the store records none, no done count
 	}
 	for _, tt := range tests {

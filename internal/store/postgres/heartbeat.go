@@ -53,16 +53,22 @@ var (
 
 	// hbProcessLost is the process-loss rule in ONE statement: the running
 	// managed run of @host becomes failed (process_lost); if it is attempt 1
-	// and not retried yet, its retry is queued (attempt 2), and every issue
-	// whose execution lock names it moves that lock to the retry while its
-	// checkout lock (the lost run's) is cleared (seed 004).
+	// and not retried yet, its retry is queued (attempt 2) for the issue
+	// whose execution lock the lost run holds (its own issue if it still
+	// holds that lock, else the one it locked last; without any, its own
+	// issue), and that issue's execution lock moves to the retry while its
+	// checkout lock (the lost run's) is cleared (seed 004). Other locks
+	// naming the lost run are released afterwards (L6).
 	hbProcessLost = `WITH lost AS (
 		UPDATE runs SET status = 'failed', error_code = 'process_lost', error = @error::text, finished_at = now()
 		WHERE id = @run::text AND status = 'running' AND managed AND host_id = @host::text
 		RETURNING ` + runCols + `
+	), held AS (
+		SELECT i.id FROM issues i, lost WHERE i.execution_run_id = @run::text
+		ORDER BY (i.id = lost.issue_id) DESC NULLS LAST, i.execution_locked_at DESC, i.id LIMIT 1
 	), retry AS (
 		INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, managed, created_at)
-		SELECT @retry_id::text, company_id, agent_id, 'queued', 'retry', issue_id, id, 2, true, clock_timestamp()
+		SELECT @retry_id::text, company_id, agent_id, 'queued', 'retry', coalesce((SELECT id FROM held), issue_id), id, 2, true, clock_timestamp()
 		FROM lost WHERE attempt = 1 AND retry_of_run_id IS NULL
 		ON CONFLICT DO NOTHING
 		RETURNING ` + runCols + `
@@ -72,7 +78,7 @@ var (
 			execution_locked_at = now(),
 			checkout_run_id = CASE WHEN i.checkout_run_id = @run::text THEN NULL ELSE i.checkout_run_id END,
 			updated_at = now()
-		WHERE i.execution_run_id = @run::text AND EXISTS (SELECT 1 FROM retry)
+		WHERE i.id = (SELECT id FROM held) AND i.execution_run_id = @run::text AND EXISTS (SELECT 1 FROM retry)
 		RETURNING i.id, i.company_id
 	)
 	SELECT (SELECT row_to_json(lost) FROM lost), (SELECT row_to_json(retry) FROM retry),

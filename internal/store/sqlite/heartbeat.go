@@ -58,15 +58,23 @@ const (
 	WHERE id = :run AND status = 'running' AND managed = 1 AND host_id = :host
 	RETURNING ` + runCols
 
-	// hbMoveExecution: in ONE statement, every issue whose execution lock
-	// names the lost run :lost moves it to the retry :retry, and the lost
-	// run's checkout lock is cleared (seed 004: the dead run owns nothing).
+	// hbHeldIssue: the issue whose execution lock a lost run :lost hands to
+	// its retry: its own issue :issue if it still holds that lock, else the
+	// issue it locked last (a run woken without an issue that checked one
+	// out). No row: it holds no execution lock.
+	hbHeldIssue = `SELECT id FROM issues WHERE execution_run_id = :lost
+	ORDER BY (id IS :issue) DESC, execution_locked_at DESC, id LIMIT 1`
+
+	// hbMoveExecution: in ONE statement, the execution lock of issue
+	// :issue, still naming the lost run :lost, moves to the retry :retry,
+	// and the lost run's checkout lock is cleared (seed 004: the dead run
+	// owns nothing). Other locks naming the lost run are released (L6).
 	hbMoveExecution = `UPDATE issues SET
 		execution_run_id = :retry,
 		execution_locked_at = :now,
 		checkout_run_id = CASE WHEN checkout_run_id = :lost THEN NULL ELSE checkout_run_id END,
 		updated_at = :now
-	WHERE execution_run_id = :lost
+	WHERE id = :issue AND execution_run_id = :lost
 	RETURNING id, company_id`
 
 	hbManagedCols = runCols + `, coalesce(proc_start, 0)`
@@ -655,10 +663,14 @@ func (s *Store) RunProcessLost(ctx context.Context, p *store.RunProcessLostParam
 			if err != nil {
 				return err
 			}
-			issue := ""
-			if run.IssueID != nil {
-				issue = *run.IssueID
+			// The retry's issue is the one whose execution lock it
+			// receives; without one, the lost run's own issue.
+			var held sql.NullString
+			if err := tx.rrow(ctx, hbHeldIssue, sql.Named("lost", run.ID), sql.Named("issue", nullable(deref(run.IssueID)))).
+				Scan(&held); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("find the issue of run %s: %w", run.ID, err)
 			}
+			issue := cmpOr(held.String, deref(run.IssueID))
 			// The retry is inserted first (queueRun takes no lock for a
 			// retry; unique retry_of_run_id: at most one), then the lock
 			// moves in one statement.
@@ -666,8 +678,9 @@ func (s *Store) RunProcessLost(ctx context.Context, p *store.RunProcessLostParam
 			if err != nil {
 				return err
 			}
-			if retry != nil {
-				rows, err := tx.rquery(ctx, hbMoveExecution, sql.Named("retry", retry.ID), sql.Named("lost", run.ID), sql.Named("now", tx.now))
+			if retry != nil && held.Valid {
+				rows, err := tx.rquery(ctx, hbMoveExecution, sql.Named("retry", retry.ID), sql.Named("lost", run.ID),
+					sql.Named("issue", held.String), sql.Named("now", tx.now))
 				if err != nil {
 					return fmt.Errorf("move locks of run %s: %w", run.ID, err)
 				}
@@ -732,4 +745,12 @@ func (s *Store) AgentCancelQueuedRuns(ctx context.Context, agentID string, actor
 		return err
 	})
 	return n, err
+}
+
+// deref is *p, or "" for nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

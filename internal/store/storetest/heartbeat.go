@@ -22,6 +22,7 @@ func RunHeartbeat(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"HB_WakeSkippedWithoutAdapter", testHBWakeSkipped},
 		{"HB_RunStartSlots", testHBRunStartSlots},
 		{"HB_ProcessLostRetryOnce", testHBProcessLostRetryOnce},
+		{"HB_ProcessLostRetryKnowsIssue", testHBProcessLostRetryKnowsIssue},
 		{"HB_ProcessLostOtherHost", testHBProcessLostOtherHost},
 		{"HB_PromoteAfterLeaseExpired", testHBPromoteAfterLeaseExpired},
 		{"HB_PauseCancelsQueued", testHBPauseCancelsQueued},
@@ -316,6 +317,39 @@ func testHBProcessLostRetryOnce(t *testing.T, e *hbEnv) {
 	all, _, _ := e.st.RunList(ctx, &store.RunListParams{CompanyID: e.co.ID, AgentID: e.a.ID})
 	if len(all) != 2 {
 		t.Errorf("runs of A: got %d, want 2 (the run and its one retry)", len(all))
+	}
+}
+
+// testHBProcessLostRetryKnowsIssue: a run woken without an issue that
+// checked one out is lost; its retry's issueId is that issue, whose
+// execution lock it received, and a second issue it had locked is
+// released (L6), not handed over.
+func testHBProcessLostRetryKnowsIssue(t *testing.T, e *hbEnv) {
+	ctx := t.Context()
+	first := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, e.a.ID)
+	second := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, e.a.ID)
+	r1 := e.start(t, e.wake(t, e.a, "", "").Run)
+	if r1.IssueID != nil {
+		t.Fatalf("run woken without issue: got issueId %q", *r1.IssueID)
+	}
+	mustCheckout(t, e.st, r1, first.ID, clasp.IssueTodo)
+	mustCheckout(t, e.st, r1, second.ID, clasp.IssueTodo)
+	_, retry, err := e.hs.RunProcessLost(ctx, &store.RunProcessLostParams{RunID: r1.ID, HostID: hbHost})
+	if err != nil || retry == nil {
+		t.Fatalf("process lost: retry %v, %v; want a retry", retry, err)
+	}
+	if deref(retry.IssueID) != second.ID {
+		t.Fatalf("retry's issueId: got %q, want %s (the issue whose execution lock it received)", deref(retry.IssueID), second.ID)
+	}
+	if got := getIssue(t, e.st, second.ID); deref(got.ExecutionRunID) != retry.ID || got.CheckoutRunID != nil {
+		t.Errorf("issue handed over: %+v, want execution lock %s and no checkout lock", lockOf(got), retry.ID)
+	}
+	if got := getIssue(t, e.st, first.ID); got.ExecutionRunID != nil || got.CheckoutRunID != nil {
+		t.Errorf("other issue of the lost run: %+v, want its locks released", lockOf(got))
+	}
+	stored := getRun(t, e.st, retry.ID)
+	if deref(stored.IssueID) != second.ID {
+		t.Errorf("stored retry's issueId: got %q, want %s", deref(stored.IssueID), second.ID)
 	}
 }
 
