@@ -128,6 +128,7 @@ Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409).`
 		a.newRunCmd(),
 		a.newActivityCmd(),
 		a.newEventsCmd(),
+		a.newMCPCmd(),
 	)
 	return root
 }

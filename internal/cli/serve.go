@@ -22,6 +22,7 @@ import (
 
 	"github.com/clasp-dev/clasp/internal/heartbeat"
 	"github.com/clasp-dev/clasp/internal/httpapi"
+	"github.com/clasp-dev/clasp/internal/mcp"
 	"github.com/clasp-dev/clasp/internal/metrics"
 	"github.com/clasp-dev/clasp/internal/recovery"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -202,8 +203,16 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 
 	// No ReadTimeout: it would cut the live event stream. Request bodies
 	// have their own read deadline (httpapi.Config.BodyReadTimeout).
+	// /mcp: the stateless MCP endpoint, whose tools call the API in process.
+	mcpH, apiH := mcp.NewHTTPHandler(api.Handler(), log), api.Handler()
 	hs := &http.Server{
-		Handler:           api.Handler(),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/mcp" {
+				mcpH.ServeHTTP(w, r)
+				return
+			}
+			apiH.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
