@@ -46,7 +46,8 @@ type Sweeper struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
-	// afterPass, when set (tests only), is called after every pass of the loop.
+	// afterPass, when set (tests only), is called after every pass of the
+	// loop that ran to its end, not after one cut short by Stop.
 	afterPass func(store.SweepResult, error)
 }
 
@@ -106,7 +107,12 @@ func (s *Sweeper) loop(ctx context.Context, done chan<- struct{}) {
 		case <-t.C:
 		}
 		res, err := s.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil {
+		if ctx.Err() != nil {
+			// Stopped during the pass: the pass was cut short by Stop (or
+			// the parent context), which is neither a failure nor a pass.
+			return
+		}
+		if err != nil {
 			s.cfg.Logger.Error("sweep failed", "err", err)
 		}
 		if s.afterPass != nil {
@@ -121,7 +127,9 @@ func (s *Sweeper) loop(ctx context.Context, done chan<- struct{}) {
 // (store.SweepStaleLocks: locks that name only dead runs are cleared, one
 // issue.stale_lock_cleared each). Pass 2 runs even if pass 1 failed. It
 // logs the counts when they are not zero and returns what changed; the
-// error joins the failures of both passes.
+// error joins the failures of both passes. A sweep cut short because ctx
+// ended still returns its error, but is not counted as a sweep error in
+// the metrics: the caller stopped it, the store did not fail.
 func (s *Sweeper) RunOnce(ctx context.Context) (store.SweepResult, error) {
 	var res store.SweepResult
 	expired, err1 := s.st.SweepExpiredRuns(ctx)
@@ -131,7 +139,7 @@ func (s *Sweeper) RunOnce(ctx context.Context) (store.SweepResult, error) {
 	err := errors.Join(err1, err2)
 	if m := s.cfg.Metrics; m != nil {
 		m.Sweeps.Inc()
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			m.SweepErrors.Inc()
 		}
 		m.SweepRunsExpired.Add(float64(res.RunsExpired))

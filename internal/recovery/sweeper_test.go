@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -183,6 +184,68 @@ func TestStartStop(t *testing.T) {
 	}
 	s.Stop()
 	s.Stop() // idempotent
+}
+
+// cancelDuringSweep is the real store whose pass 2 first ends the
+// sweeper's context, as Stop does when it lands in the middle of a pass.
+type cancelDuringSweep struct {
+	store.Store
+	cancel context.CancelFunc
+}
+
+func (c cancelDuringSweep) SweepStaleLocks(ctx context.Context) (int, error) {
+	c.cancel()
+	return c.Store.SweepStaleLocks(ctx)
+}
+
+// TestStopDuringPass: a pass cut short by its context ending (Stop or the
+// parent context) is no failure: it is neither logged as an error, counted
+// as a sweep error, nor handed on as a pass, and the loop ends.
+func TestStopDuringPass(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := NewSweeper(cancelDuringSweep{Store: b.st, cancel: cancel}, Config{Interval: time.Millisecond, Metrics: b.m,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))})
+	var passes []error
+	s.afterPass = func(_ store.SweepResult, err error) { passes = append(passes, err) }
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-s.done // the loop ends by itself: its context ended during the first pass
+	s.Stop()
+	if len(passes) != 0 {
+		t.Errorf("afterPass called %d times (%v), want none for a pass cut short", len(passes), passes)
+	}
+	if got := logs.String(); got != "" {
+		t.Errorf("error logged for a stopped pass: %s", got)
+	}
+	if got := counterValue(b.m.SweepErrors); got != 0 {
+		t.Errorf("sweep errors metric %v, want 0", got)
+	}
+	if got := counterValue(b.m.Sweeps); got != 1 {
+		t.Errorf("sweeps metric %v, want 1 (the pass that was cut short)", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestStopWithoutStart and a cancelled parent context end cleanly.
