@@ -128,7 +128,10 @@ type wakeOut struct {
 // nudges the scheduler. The idempotency key is the body's, else the
 // Idempotency-Key header; a repeat answers the first wake (replayed: true)
 // and makes no run. 202 wakeOut; 403 forbidden for another agent of the
-// company; 404 not_found for a missing agent or issue (also of another company).
+// company; 404 not_found for a missing agent or issue (also of another
+// company); for an issue the woken agent may not check out (whoever asks,
+// store.WakeIssueRefusal), 409 checkout_conflict (another agent's issue)
+// or 422 precondition_failed (done or cancelled), nothing written.
 func (s *Server) agentWakeup(ctx context.Context, c *call, in *agentWakeupIn) (int, any, error) {
 	id, err := pathAgentID(c)
 	if err != nil {

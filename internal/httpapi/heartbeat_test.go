@@ -267,3 +267,70 @@ func TestRunCancel(t *testing.T) {
 	}
 	wantErr(t, b.do("POST", "/api/runs/"+iss.ID+"/cancel", req{body: map[string]any{}}), http.StatusNotFound, clasp.CodeNotFound, "")
 }
+
+// TestAgentWakeupRespectsOwnership: a wake's run takes the issue's
+// execution lock, so an agent may wake itself only for an issue it may
+// check out (its own or unassigned, not done or cancelled), and the board
+// may wake an agent only for such an issue too. A refused wake is 409
+// checkout_conflict (another agent's issue) or 422 precondition_failed
+// (done or cancelled) and takes no lock: the assignee still checks its
+// issue out.
+func TestAgentWakeupRespectsOwnership(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, b *bundle) {
+		co := b.company("OWN")
+		a, keyA := b.agent(co.ID, "alpha")
+		bb, keyB := b.agent(co.ID, "beta")
+		for _, ag := range []*clasp.Agent{a, bb} {
+			b.must(http.StatusOK, "PATCH", "/api/agents/"+ag.ID, req{body: map[string]any{"adapter": processAdapter()}}, nil)
+		}
+		bIssue := b.issue(co.ID, map[string]any{"status": "todo", "assigneeAgentId": bb.ID})
+		done := b.issue(co.ID, map[string]any{"status": "done"})
+		cancelled := b.issue(co.ID, map[string]any{"status": "cancelled", "assigneeAgentId": a.ID})
+		pathA := "/api/agents/" + a.ID + "/wakeup"
+		runA := b.run(keyA)
+		for _, who := range []req{{token: keyA}, {token: keyA, run: runA.ID}, {}} {
+			r := who
+			r.body = map[string]any{"issueId": bIssue.Identifier}
+			e := wantErr(t, b.do("POST", pathA, r), http.StatusConflict, clasp.CodeCheckoutConflict, "")
+			if e.Details["reason"] != clasp.ReasonAssignedToOtherAgent || e.Details["assigneeAgentId"] != bb.ID || e.Details["issueId"] != bIssue.ID {
+				t.Errorf("wake of A for B's issue: details %v", e.Details)
+			}
+			for _, closed := range []*clasp.Issue{done, cancelled} {
+				r.body = map[string]any{"issueId": closed.ID}
+				e := wantErr(t, b.do("POST", pathA, r), http.StatusUnprocessableEntity, clasp.CodePreconditionFailed, "")
+				if e.Details["reason"] != "issue_closed" || e.Details["issueId"] != closed.ID {
+					t.Errorf("wake of A for a %s issue: details %v", closed.Status, e.Details)
+				}
+			}
+		}
+		for _, iss := range []*clasp.Issue{bIssue, done, cancelled} {
+			if got := b.getIssue(iss.ID); got.ExecutionRunID != nil || got.CheckoutRunID != nil || got.Status != iss.Status {
+				t.Errorf("issue %s after refused wakes: status %s execution %v checkout %v; want unchanged, unlocked",
+					iss.Identifier, got.Status, got.ExecutionRunID, got.CheckoutRunID)
+			}
+		}
+		var runs []*clasp.Run
+		b.must(http.StatusOK, "GET", "/api/companies/"+co.ID+"/runs?agentId="+a.ID, req{}, &runs)
+		if len(runs) != 1 { // only the run A opened itself
+			t.Errorf("A has %d runs after refused wakes, want 1", len(runs))
+		}
+		// B, the assignee, checks its issue out: no lock of A's stands in its way.
+		runB := b.run(keyB)
+		if r := b.checkout(bIssue.ID, keyB, runB.ID, bb.ID); r.status != http.StatusOK {
+			t.Errorf("checkout by the assignee after A's refused wakes: %d %s", r.status, r.body)
+		}
+		// A may wake itself for an unassigned issue, and the board may wake B for its own.
+		free := b.issue(co.ID, map[string]any{"status": "todo"})
+		var w wakeOut
+		b.must(http.StatusAccepted, "POST", pathA, req{token: keyA, body: map[string]any{"issueId": free.ID}}, &w)
+		if w.Status != "queued" {
+			t.Errorf("wake of A for an unassigned issue: %+v", w)
+		}
+		mine := b.issue(co.ID, map[string]any{"status": "blocked", "assigneeAgentId": bb.ID})
+		b.must(http.StatusAccepted, "POST", "/api/agents/"+bb.ID+"/wakeup", req{body: map[string]any{"issueId": mine.ID}}, &w)
+		if w.Status != "queued" {
+			t.Errorf("board's wake of B for B's issue: %+v", w)
+		}
+	})
+}

@@ -89,14 +89,17 @@ const (
 	WakeQueued    = "queued"    // a new queued run; with an issue it holds the execution lock
 	WakeCoalesced = "coalesced" // the agent already had a queued run for the issue (or for no issue)
 	WakeDeferred  = "deferred"  // another run holds the issue's execution lock; promoted when it ends
-	WakeSkipped   = "skipped"   // the agent is paused or has no enabled adapter
+	WakeSkipped   = "skipped"   // the agent is paused or has no enabled adapter; or, promoted, it may no longer check the issue out
 )
 
 // WakeParams asks to wake AgentID. Reason is timer, assignment, on_demand.
 // IssueID (UUID or identifier, optional) is the issue to work. One
 // conditional statement decides, in this order: a wake with the same
 // IdempotencyKey for this agent answers the first wake again (Replayed,
-// nothing new); a paused agent or one without an adapter: skipped; a queued
+// nothing new); an issue the agent may not check out is refused with
+// nothing written (WakeIssueRefusal: 409 checkout_conflict when it is
+// another agent's, 422 precondition_failed when done or cancelled), whoever
+// asks, the board included; a paused agent or one without an adapter: skipped; a queued
 // run of the agent for the same issue (or, without issue, any queued run of
 // the agent): coalesced; an issue whose execution lock names a live run:
 // deferred until that run ends; otherwise a queued run, which takes the
@@ -159,6 +162,39 @@ func ErrWakeKeyReused(key string) error {
 	e.Details = map[string]any{"idempotencyKey": key}
 	return e
 }
+
+// WakeIssueRefusal says whether agentID may be woken for an issue with the
+// given status and assignee (nil: unassigned): only for an issue it may
+// check out (rule L1: its own or unassigned) that is not done or
+// cancelled, since the wake's run takes the issue's execution lock. It
+// returns nil when the wake may go on; otherwise 422 precondition_failed
+// (details.reason issue_closed) for a done or cancelled issue, or 409
+// checkout_conflict (details.reason assigned_to_other_agent) for another
+// agent's issue, the details naming the issue, its status, assignee and
+// lock holders (checkoutRunID and executionRunID, nil when free). Both
+// stores call it inside the wake's transaction, after locking the issue
+// row, and their lock-taking statement repeats the condition.
+func WakeIssueRefusal(agentID, issueID string, status clasp.IssueStatus, assignee, checkoutRunID, executionRunID *string) error {
+	if status == clasp.IssueDone || status == clasp.IssueCancelled {
+		e := clasp.Errorf(clasp.CodePreconditionFailed,
+			"Issue %s is %s: an agent cannot be woken to work a closed issue; reopen it first.", issueID, status)
+		e.Details = map[string]any{"issueId": issueID, "status": status, "assigneeAgentId": assignee, "reason": WakeReasonIssueClosed}
+		return e
+	}
+	if assignee != nil && *assignee != agentID {
+		e := clasp.Errorf(clasp.CodeCheckoutConflict,
+			"Issue %s is assigned to agent %s: agent %s cannot be woken to work it (only its assignee, or any agent while it is unassigned).",
+			issueID, *assignee, agentID)
+		e.Details = map[string]any{"issueId": issueID, "status": status, "assigneeAgentId": assignee,
+			"checkoutRunId": checkoutRunID, "executionRunId": executionRunID, "reason": clasp.ReasonAssignedToOtherAgent}
+		return e
+	}
+	return nil
+}
+
+// WakeReasonIssueClosed is details.reason of a wake refused because its
+// issue is done or cancelled (WakeIssueRefusal).
+const WakeReasonIssueClosed = "issue_closed"
 
 // Validate checks a wake before any store runs it (both stores call it):
 // 400 invalid_request naming the field for a reason other than timer,

@@ -24,8 +24,10 @@ var _ store.HeartbeatStore = (*Store)(nil)
 
 var (
 	// hbTakeExecution: a run queued for an issue takes its execution lock
-	// when both lock columns are empty or name dead runs; a dead checkout
-	// lock is cleared in the same write (seed 004), so L7 holds.
+	// when the issue is its agent's or unassigned and not done or cancelled
+	// (store.WakeIssueRefusal, checked first for the error's reason), and
+	// both lock columns are empty or name dead runs; a dead checkout lock is
+	// cleared in the same write (seed 004), so L7 holds.
 	hbTakeExecution = `UPDATE issues i SET
 		execution_run_id = @run::text,
 		execution_agent_name_key = (SELECT a.name_key FROM agents a WHERE a.id = @agent::text),
@@ -33,6 +35,8 @@ var (
 		checkout_run_id = NULL,
 		updated_at = now()
 	WHERE i.id = @issue::text
+		AND i.status NOT IN ('done', 'cancelled')
+		AND (i.assignee_agent_id IS NULL OR i.assignee_agent_id = @agent::text)
 		AND (i.execution_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.execution_run_id AND ` + sqlLive("r") + `))
 		AND (i.checkout_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.checkout_run_id AND ` + sqlLive("r") + `))`
 
@@ -287,6 +291,9 @@ func wake(ctx context.Context, tx pgx.Tx, p *store.WakeParams) (*store.WakeResul
 		if err != nil {
 			return nil, fmt.Errorf("find issue %s: %w", p.IssueID, err)
 		}
+		if err := wakeRefusal(ctx, tx, a.ID, issueID); err != nil {
+			return nil, err
+		}
 	}
 	res := &store.WakeResult{WakeID: newUUIDv7()}
 	if a.Status != clasp.AgentActive || cfg == nil {
@@ -328,6 +335,20 @@ func wake(ctx context.Context, tx pgx.Tx, p *store.WakeParams) (*store.WakeResul
 		"wakeId": res.WakeID, "reason": p.Reason, "issueId": nullable(issueID), "outcome": res.Outcome,
 		"runId": runID, "blockedByRunId": res.BlockedByRunID,
 	})
+}
+
+// wakeRefusal locks issue issueID's row (FOR UPDATE, so that no
+// reassignment or close lands before the wake's lock write) and returns
+// store.WakeIssueRefusal's answer for waking agentID for it (nil: it may
+// be woken), or the read's error.
+func wakeRefusal(ctx context.Context, tx pgx.Tx, agentID, issueID string) error {
+	var status string
+	var assignee, checkout, execution *string
+	if err := tx.QueryRow(ctx, `SELECT status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues WHERE id = $1 FOR UPDATE`, issueID).
+		Scan(&status, &assignee, &checkout, &execution); err != nil {
+		return fmt.Errorf("read issue %s: %w", issueID, err)
+	}
+	return store.WakeIssueRefusal(agentID, issueID, clasp.IssueStatus(status), assignee, checkout, execution)
 }
 
 func queuedRunFor(ctx context.Context, tx pgx.Tx, agentID, issueID string) (*clasp.Run, error) {
@@ -423,9 +444,18 @@ func promoteBlockedBy(ctx context.Context, tx pgx.Tx, ids []string) error {
 		if err != nil {
 			return err
 		}
+		allowed := true // the issue may have been reassigned or closed while the wake waited
+		if w.issue != "" {
+			refusal := wakeRefusal(ctx, tx, a.ID, w.issue)
+			var ce *clasp.Error
+			if refusal != nil && !errors.As(refusal, &ce) {
+				return refusal
+			}
+			allowed = refusal == nil
+		}
 		status, blocked := store.WakeSkipped, ""
 		var run *clasp.Run
-		if a.Status == clasp.AgentActive && cfg != nil {
+		if a.Status == clasp.AgentActive && cfg != nil && allowed {
 			if run, err = queuedRunFor(ctx, tx, a.ID, w.issue); err != nil {
 				return err
 			}

@@ -22,7 +22,9 @@ var _ store.HeartbeatStore = (*Store)(nil)
 
 const (
 	// hbTakeExecution: a run queued for an issue takes its execution lock
-	// when both lock columns are empty or name dead runs; a dead checkout
+	// when the issue is its agent's or unassigned and not done or cancelled
+	// (store.WakeIssueRefusal, checked first for the error's reason), and
+	// both lock columns are empty or name dead runs; a dead checkout
 	// lock is cleared in the same write (seed 004: no lock stays pinned to a
 	// dead run), so L7 holds. Matching nothing means a live run holds it.
 	hbTakeExecution = `UPDATE issues SET
@@ -32,6 +34,8 @@ const (
 		checkout_run_id = NULL,
 		updated_at = :now
 	WHERE id = :issue
+		AND status NOT IN ('done', 'cancelled')
+		AND (assignee_agent_id IS NULL OR assignee_agent_id = :agent)
 		AND (execution_run_id IS NULL OR NOT ` + sqlLiveExecution + `)
 		AND (checkout_run_id IS NULL OR NOT ` + sqlLiveCheckout + `)`
 
@@ -294,6 +298,9 @@ func (t *wtx) wake(ctx context.Context, p *store.WakeParams) (*store.WakeResult,
 		if err != nil {
 			return nil, fmt.Errorf("find issue %s: %w", p.IssueID, err)
 		}
+		if err := t.wakeRefusal(ctx, a.ID, issueID); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := t.adapterOf(ctx, a.ID)
 	if err != nil {
@@ -341,6 +348,19 @@ func (t *wtx) wake(ctx context.Context, p *store.WakeParams) (*store.WakeResult,
 		"wakeId": res.WakeID, "reason": p.Reason, "issueId": nullable(issueID), "outcome": res.Outcome,
 		"runId": runID, "blockedByRunId": res.BlockedByRunID,
 	})
+}
+
+// wakeRefusal reads issue issueID and returns store.WakeIssueRefusal's
+// answer for waking agentID for it (nil: it may be woken), or the read's
+// error.
+func (t *wtx) wakeRefusal(ctx context.Context, agentID, issueID string) error {
+	var status string
+	var assignee, checkout, execution sql.NullString
+	if err := t.rrow(ctx, `SELECT status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues WHERE id = ?`, issueID).
+		Scan(&status, &assignee, &checkout, &execution); err != nil {
+		return fmt.Errorf("read issue %s: %w", issueID, err)
+	}
+	return store.WakeIssueRefusal(agentID, issueID, clasp.IssueStatus(status), strPtr(assignee), strPtr(checkout), strPtr(execution))
 }
 
 // queuedRunFor returns the agent's queued managed run for issueID (for no
@@ -445,9 +465,18 @@ func (t *wtx) promoteBlockedBy(ctx context.Context, runID string) error {
 		if err != nil {
 			return err
 		}
+		allowed := true // the issue may have been reassigned or closed while the wake waited
+		if w.issue != "" {
+			refusal := t.wakeRefusal(ctx, a.ID, w.issue)
+			var ce *clasp.Error
+			if refusal != nil && !errors.As(refusal, &ce) {
+				return refusal
+			}
+			allowed = refusal == nil
+		}
 		status, blocked := store.WakeSkipped, ""
 		var run *clasp.Run
-		if a.Status == clasp.AgentActive && cfg != nil {
+		if a.Status == clasp.AgentActive && cfg != nil && allowed {
 			if run, err = t.queuedRunFor(ctx, a.ID, w.issue); err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
@@ -20,6 +21,7 @@ func RunHeartbeat(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"HB_WakeCoalesceDeferPromote", testHBWakeCoalesceDeferPromote},
 		{"HB_WakeIdempotencyConcurrent", testHBWakeIdempotency},
 		{"HB_WakeSkippedWithoutAdapter", testHBWakeSkipped},
+		{"HB_WakeRespectsOwnership", testHBWakeRespectsOwnership},
 		{"HB_RunStartSlots", testHBRunStartSlots},
 		{"HB_ProcessLostRetryOnce", testHBProcessLostRetryOnce},
 		{"HB_ProcessLostRetryKnowsIssue", testHBProcessLostRetryKnowsIssue},
@@ -148,9 +150,9 @@ func testHBWakeCoalesceDeferPromote(t *testing.T, e *hbEnv) {
 	if deref(w3.BlockedByRunID) != ra.ID || w3.Run != nil {
 		t.Fatalf("deferred wake: blocked by %q run %v, want %s and no run", deref(w3.BlockedByRunID), w3.Run, ra.ID)
 	}
-	// A's run starts, checks the issue out, and finishes: B's wake is promoted in the same transaction.
+	// A's run starts and finishes without taking the issue (it stays
+	// unassigned): B's wake is promoted in the same transaction.
 	ra = e.start(t, ra)
-	mustCheckout(t, e.st, ra, iss.ID, clasp.IssueTodo)
 	if _, err := e.st.RunFinish(ctx, &store.RunFinishParams{RunID: ra.ID, Status: clasp.RunSucceeded, Actor: store.Actor{Type: clasp.ActorSystem}}); err != nil {
 		t.Fatalf("finish A's run: %v", err)
 	}
@@ -167,8 +169,79 @@ func testHBWakeCoalesceDeferPromote(t *testing.T, e *hbEnv) {
 	if n := len(e.issueActivity(t, iss.ID, clasp.ActionIssueExecutionLocked)); n != 2 {
 		t.Errorf("issue.execution_locked rows: got %d, want 2", n)
 	}
-	// B's run starts; the issue stays A's (in_progress), so L1 still decides who works it.
-	e.start(t, runs[0])
+	// B's run starts and may check the issue out.
+	rb := e.start(t, runs[0])
+	if got := mustCheckout(t, e.st, rb, iss.ID, clasp.IssueTodo); deref(got.AssigneeAgentID) != e.b.ID {
+		t.Errorf("checkout by B's promoted run: assignee %q, want B", deref(got.AssigneeAgentID))
+	}
+}
+
+// testHBWakeRespectsOwnership: a wake takes an issue's execution lock, so
+// an agent is woken only for an issue it may check out (its own or
+// unassigned, not done or cancelled), whoever asks (the agent itself or
+// the board). A refused wake writes nothing: no run, no lock, no wake row,
+// no activity; its key may be used again. A deferred wake whose issue
+// became another agent's while it waited is skipped, not promoted.
+func testHBWakeRespectsOwnership(t *testing.T, e *hbEnv) {
+	ctx := t.Context()
+	bIssue := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, e.b.ID)
+	done := newIssue(t, e.st, e.co.ID, clasp.IssueDone, "")
+	cancelled := newIssue(t, e.st, e.co.ID, clasp.IssueCancelled, e.a.ID)
+	before := len(allActivity(t, e.st, store.ActivityListParams{CompanyID: e.co.ID}))
+	for _, actor := range []store.Actor{agentActor(e.a), boardActor()} {
+		for _, key := range []string{"", "k-" + string(actor.Type)} {
+			what := fmt.Sprintf("wake of A by %s (key %q) for B's issue", actor.Type, key)
+			_, err := e.hs.Wake(ctx, &store.WakeParams{AgentID: e.a.ID, Reason: clasp.InvocationOnDemand, IssueID: bIssue.ID,
+				IdempotencyKey: key, Actor: actor})
+			wantConflict(t, what, err, map[string]string{"issueId": bIssue.ID, "status": "todo", "assigneeAgentId": e.b.ID,
+				"checkoutRunId": "", "executionRunId": "", "reason": clasp.ReasonAssignedToOtherAgent})
+			for _, closed := range []*clasp.Issue{done, cancelled} {
+				what := fmt.Sprintf("wake of A by %s (key %q) for a %s issue", actor.Type, key, closed.Status)
+				_, err := e.hs.Wake(ctx, &store.WakeParams{AgentID: e.a.ID, Reason: clasp.InvocationOnDemand, IssueID: closed.Identifier,
+					IdempotencyKey: key, Actor: actor})
+				wantCode(t, what, err, clasp.CodePreconditionFailed)
+				if ce := clasp.AsError(err); ce == nil || ce.Details["reason"] != store.WakeReasonIssueClosed || asString(ce.Details["issueId"]) != closed.ID {
+					t.Errorf("%s: got %v, want details reason %q and the issue's id", what, err, store.WakeReasonIssueClosed)
+				}
+			}
+		}
+	}
+	for _, iss := range []*clasp.Issue{bIssue, done, cancelled} {
+		if got := getIssue(t, e.st, iss.ID); got.ExecutionRunID != nil || got.CheckoutRunID != nil || got.Status != iss.Status {
+			t.Errorf("issue %s (%s) after refused wakes: %+v, want unchanged and unlocked", iss.Identifier, iss.Status, lockOf(got))
+		}
+	}
+	if runs, _, err := e.st.RunList(ctx, &store.RunListParams{CompanyID: e.co.ID}); err != nil || len(runs) != 0 {
+		t.Errorf("runs after refused wakes: got %d, %v; want 0", len(runs), err)
+	}
+	if after := len(allActivity(t, e.st, store.ActivityListParams{CompanyID: e.co.ID})); after != before {
+		t.Errorf("activity rows after refused wakes: got %d more, want none", after-before)
+	}
+	// The key of a refused wake is free: a wake of A with it (no issue) queues a run.
+	wantOutcome(t, "wake of A with a refused wake's key", e.wake(t, e.a, "", "k-agent"), store.WakeQueued)
+	// The assignee, and any agent for an unassigned issue, may be woken.
+	wantOutcome(t, "wake of B for its issue", e.wake(t, e.b, bIssue.ID, ""), store.WakeQueued)
+	own := newIssue(t, e.st, e.co.ID, clasp.IssueBacklog, e.a.ID)
+	wantOutcome(t, "wake of A for its backlog issue", e.wake(t, e.a, own.ID, ""), store.WakeQueued)
+
+	// A deferred wake of B for an unassigned issue; A's run takes the issue
+	// and finishes: B's wake is skipped, not given A's issue's lock.
+	free := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+	ra := e.wake(t, e.a, free.ID, "").Run
+	wantOutcome(t, "wake of B for an issue A's run holds", e.wake(t, e.b, free.ID, ""), store.WakeDeferred)
+	ra = e.start(t, ra)
+	mustCheckout(t, e.st, ra, free.ID, clasp.IssueTodo)
+	if _, err := e.st.RunFinish(ctx, &store.RunFinishParams{RunID: ra.ID, Status: clasp.RunSucceeded, Actor: store.Actor{Type: clasp.ActorSystem}}); err != nil {
+		t.Fatalf("finish A's run: %v", err)
+	}
+	got := getIssue(t, e.st, free.ID)
+	if got.ExecutionRunID != nil || got.CheckoutRunID != nil || deref(got.AssigneeAgentID) != e.a.ID {
+		t.Errorf("A's issue after its run ended: %+v, assignee %q; want unlocked, A's", lockOf(got), deref(got.AssigneeAgentID))
+	}
+	bRuns, _, err := e.st.RunList(ctx, &store.RunListParams{CompanyID: e.co.ID, AgentID: e.b.ID})
+	if err != nil || len(bRuns) != 1 || deref(bRuns[0].IssueID) != bIssue.ID {
+		t.Errorf("B's runs after A's run ended: got %d, %v; want only the one for B's own issue", len(bRuns), err)
+	}
 }
 
 func testHBWakeIdempotency(t *testing.T, e *hbEnv) {
@@ -269,8 +342,9 @@ func testHBProcessLostRetryOnce(t *testing.T, e *hbEnv) {
 	iss := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, e.a.ID)
 	r1 := e.start(t, e.wake(t, e.a, iss.ID, "").Run)
 	mustCheckout(t, e.st, r1, iss.ID, clasp.IssueTodo)
-	// A wake of B waits for A's run.
-	wantOutcome(t, "wake of B", e.wake(t, e.b, iss.ID, ""), store.WakeDeferred)
+	// Another wake of A waits for A's run.
+	deferred := e.wake(t, e.a, iss.ID, "")
+	wantOutcome(t, "second wake of A", deferred, store.WakeDeferred)
 
 	failed, retry, err := e.hs.RunProcessLost(ctx, &store.RunProcessLostParams{RunID: r1.ID, HostID: hbHost})
 	if err != nil {
@@ -292,9 +366,9 @@ func testHBProcessLostRetryOnce(t *testing.T, e *hbEnv) {
 	if _, _, err := e.hs.RunProcessLost(ctx, &store.RunProcessLostParams{RunID: r1.ID, HostID: hbHost}); clasp.ErrorCode(err) != clasp.CodeRunNotLive {
 		t.Errorf("second report of the same loss: got %v, want run_not_live", err)
 	}
-	// B's deferred wake waits for the retry now.
-	if runs, _, _ := e.st.RunList(ctx, &store.RunListParams{CompanyID: e.co.ID, AgentID: e.b.ID}); len(runs) != 0 {
-		t.Errorf("runs of B while the retry holds the issue: got %d, want 0", len(runs))
+	// The deferred wake waits for the retry now.
+	if runs, _, _ := e.st.RunList(ctx, &store.RunListParams{CompanyID: e.co.ID, AgentID: e.a.ID}); len(runs) != 2 {
+		t.Errorf("runs of A while the retry holds the issue: got %d, want 2 (the lost run and its retry)", len(runs))
 	}
 	// The retry resumes the issue (in_progress, A's) and is lost too: no second retry, locks released.
 	r2 := e.start(t, retry)
@@ -309,15 +383,18 @@ func testHBProcessLostRetryOnce(t *testing.T, e *hbEnv) {
 	if got.CheckoutRunID != nil && deref(got.CheckoutRunID) == r2.ID || deref(got.ExecutionRunID) == r2.ID {
 		t.Errorf("issue after second loss: still names %s: %+v", r2.ID, lockOf(got))
 	}
-	// ... and B's deferred wake was promoted in that transaction.
-	runs, _, _ := e.st.RunList(ctx, &store.RunListParams{CompanyID: e.co.ID, AgentID: e.b.ID})
-	if len(runs) != 1 || deref(got.ExecutionRunID) != runs[0].ID {
-		t.Errorf("after second loss: B's runs %d, issue execution %q; want B's promoted run holding it", len(runs), deref(got.ExecutionRunID))
+	// A's deferred wake was coalesced into the retry when the first run
+	// was lost, so nothing more runs: the issue is free.
+	if got.ExecutionRunID != nil || got.CheckoutRunID != nil {
+		t.Errorf("issue after second loss: %+v, want no lock", lockOf(got))
 	}
 	all, _, _ := e.st.RunList(ctx, &store.RunListParams{CompanyID: e.co.ID, AgentID: e.a.ID})
 	if len(all) != 2 {
-		t.Errorf("runs of A: got %d, want 2 (the run and its one retry)", len(all))
+		t.Errorf("runs of A: got %d, want 2 (the run and its one retry, into which the deferred wake coalesced)", len(all))
 	}
+	// B, not the assignee, may not be woken for A's issue at all.
+	_, err = e.hs.Wake(ctx, &store.WakeParams{AgentID: e.b.ID, Reason: clasp.InvocationOnDemand, IssueID: iss.ID, Actor: boardActor()})
+	wantCode(t, "wake of B for A's issue", err, clasp.CodeCheckoutConflict)
 }
 
 // testHBProcessLostRetryKnowsIssue: a run woken without an issue that
