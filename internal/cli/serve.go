@@ -70,6 +70,11 @@ type ServeConfig struct {
 	// of its own, never on Listen (issue 5). A non-loopback address is a
 	// usage error.
 	Pprof string
+	// AgentUser, when set (serve --agent-user), is the user name or uid
+	// that server-managed agent processes run as; the server must run as
+	// root. The data directory is then 0711 and its files 0600, so agents
+	// cannot read them.
+	AgentUser string
 }
 
 // ServeInfo describes a started server; Serve sends it on its ready channel.
@@ -101,6 +106,14 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 	}
 	log := cfg.Logger
 	out := cfg.Stdout
+	var agentUser *heartbeat.AgentUser
+	if cfg.AgentUser != "" {
+		u, err := lookupAgentUser(cfg.AgentUser)
+		if err != nil {
+			return err
+		}
+		agentUser = u
+	}
 
 	// Bind first: a busy port fails before anything is created or printed.
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -162,6 +175,13 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 	default:
 		fmt.Fprintf(out, "board token: set at first start (its file %s is gone; only its hash is stored)\n", info.BoardTokenFile)
 	}
+	if err := secureDataDir(cfg.DataDir, filepath.Join(cfg.DataDir, DBFileName), info.BoardTokenFile, agentUser != nil); err != nil {
+		return err
+	}
+	if agentUser == nil && os.Geteuid() == 0 {
+		fmt.Fprintln(out, "warning: running as root without --agent-user: server-managed agents run as root and can read the data directory, the database and the board token")
+		log.Warn("running as root without --agent-user: managed agents run as root")
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -173,7 +193,8 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 	var apiSched httpapi.Scheduler // stays a nil interface without a scheduler
 	if hst, ok := any(st).(store.HeartbeatStore); ok {
 		sched = heartbeat.New(hst, heartbeat.Config{APIURL: info.URL, LeaseTTL: cfg.LeaseTTL, Logger: log,
-			LogDir:      runLogDir,
+			LogDir:  runLogDir,
+			WorkDir: filepath.Join(cfg.DataDir, RunWorkDirName), AgentUser: agentUser,
 			NewRunToken: func() (string, string) { return httpapi.NewToken(httpapi.TokenRun) }})
 		apiSched = sched
 	}
@@ -487,6 +508,7 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 	f.BoolVar(&cfg.RequireRunToken, "require-run-token", false, "checkout, release, issue PATCH, run heartbeat and run finish by agents accept only run tokens")
 	f.StringVar(&cfg.Sync, "sync", "full", "SQLite durability: full (an acknowledged write survives power loss) or normal (an acknowledged write may be lost on power loss, not on a process crash)")
 	f.StringVar(&cfg.Pprof, "pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port, a listener of its own (e.g. 127.0.0.1:6060)")
+	f.StringVar(&cfg.AgentUser, "agent-user", "", "run server-managed agent processes as this user (name or uid; the server must run as root); the data directory, database and board token are then unreadable to them")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	return cmd
 }

@@ -50,6 +50,13 @@ type Config struct {
 	// KillGrace is the time between SIGTERM and SIGKILL of a run's process
 	// group on timeout or cancel. Default 5 s.
 	KillGrace time.Duration
+	// WorkDir holds the working directories of runs whose adapter sets no
+	// cwd (<WorkDir>/<runId>, see Scheduler.runDir). Default
+	// os.TempDir()/clasp-run-work.
+	WorkDir string
+	// AgentUser, when set, is the account run processes start as (the
+	// server must then run as root); nil: the server's own.
+	AgentUser *AgentUser
 	// Logger, default slog.Default().
 	Logger *slog.Logger
 }
@@ -104,6 +111,7 @@ func New(st store.HeartbeatStore, cfg Config) *Scheduler {
 	cfg.LogDir = cmp.Or(cfg.LogDir, os.TempDir()+"/clasp-run-logs")
 	cfg.MaxLogBytes = cmp.Or(cfg.MaxLogBytes, DefaultMaxLogBytes)
 	cfg.KillGrace = cmp.Or(cfg.KillGrace, 5*time.Second)
+	cfg.WorkDir = cmp.Or(cfg.WorkDir, os.TempDir()+"/clasp-run-work")
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -326,6 +334,7 @@ func (s *Scheduler) adopt(ctx context.Context, run *clasp.Run, pid int, start in
 				return
 			case st := <-p.stopping:
 				s.terminate(pid, func() bool { return Alive(pid, start) })
+				s.removeRunDir(run.ID)
 				s.finish(context.WithoutCancel(ctx), run.ID, st, nil, "")
 				return
 			case <-renew.C:
@@ -335,6 +344,7 @@ func (s *Scheduler) adopt(ctx context.Context, run *clasp.Run, pid int, start in
 			case <-poll.C:
 				if !Alive(pid, start) {
 					_ = signalGroup(pid, syscall.SIGKILL)
+					s.removeRunDir(run.ID)
 					s.lost(context.WithoutCancel(ctx), run.ID, fmt.Sprintf("process lost: re-adopted pid %d is gone", pid))
 					return
 				}

@@ -40,11 +40,12 @@ func (s *Scheduler) startRun(ctx context.Context, r *clasp.Run, c *clasp.Adapter
 	}
 }
 
-// env is the process environment of a run: the server's, the adapter's
-// env, then the run's credentials under the CLASP_* and PAPERCLIP_* names,
-// and PAPERCLIP_TASK_ID, the issue as Paperclip names it (CLASP_ISSUE_ID).
+// env is the process environment of a run: the allowlisted variables of
+// the server's (baseEnv: never its secrets), the adapter's env, then the
+// run's credentials under the CLASP_* and PAPERCLIP_* names, and
+// PAPERCLIP_TASK_ID, the issue as Paperclip names it (CLASP_ISSUE_ID).
 func (s *Scheduler) env(run *clasp.Run, c *clasp.AdapterConfig, token string) []string {
-	env := os.Environ()
+	env := baseEnv(os.Environ(), s.cfg.AgentUser)
 	keys := make([]string, 0, len(c.Env))
 	for k := range c.Env {
 		keys = append(keys, k)
@@ -76,13 +77,19 @@ func (s *Scheduler) spawn(ctx context.Context, p *proc, c *clasp.AdapterConfig, 
 	if err != nil {
 		return err
 	}
+	dir, err := s.runDir(run.ID, c.Cwd)
+	if err != nil {
+		lg.Close()
+		return err
+	}
 	cmd := exec.Command(c.Command, c.Args...)
-	cmd.Dir = c.Cwd
+	cmd.Dir = dir
 	cmd.Env = s.env(run, c, token)
 	cmd.Stdout, cmd.Stderr = lg, lg
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = s.sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		lg.Close()
+		s.removeRunDir(run.ID)
 		return err
 	}
 	p.pid = cmd.Process.Pid
@@ -148,6 +155,7 @@ loop:
 	}
 	_ = signalGroup(p.pid, syscall.SIGKILL)
 	lg.Close()
+	s.removeRunDir(p.run.ID)
 	code := cmd.ProcessState.ExitCode()
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {

@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+
+	"github.com/clasp-dev/clasp/internal/heartbeat"
+)
+
+// RunWorkDirName is the directory under the data directory holding the
+// working directories of managed runs (<data-dir>/runs/<runId>).
+const RunWorkDirName = "runs"
+
+// lookupAgentUser resolves serve --agent-user NAME (a user name or a
+// numeric uid) to the account managed agents run as. Errors (usage): no
+// such user; the server is not root (only root may start processes as
+// another uid); the user is the server's own uid or root (no isolation).
+func lookupAgentUser(name string) (*heartbeat.AgentUser, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		if _, nerr := strconv.Atoi(name); nerr == nil {
+			u, err = user.LookupId(name)
+		}
+	}
+	if err != nil {
+		return nil, usageErr(fmt.Errorf("--agent-user %q: %w", name, err))
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, usageErr(fmt.Errorf("--agent-user %q: uid %q, gid %q: %w", name, u.Uid, u.Gid, err))
+	}
+	switch {
+	case uid == 0:
+		return nil, usageErr(fmt.Errorf("--agent-user %q is root: agents must run as an unprivileged user", name))
+	case int(uid) == os.Geteuid():
+		return nil, usageErr(fmt.Errorf("--agent-user %q is the server's own user: agents could read its data directory; use another account", name))
+	case os.Geteuid() != 0:
+		return nil, usageErr(fmt.Errorf("--agent-user needs the server to run as root (it starts agent processes as %q and keeps signalling their process groups)", name))
+	}
+	return &heartbeat.AgentUser{Name: u.Username, Uid: uint32(uid), Gid: uint32(gid), Home: u.HomeDir}, nil
+}
+
+// secureDataDir sets the modes that keep agents out of the data
+// directory: the directory 0700, or 0711 with an agent user (who must
+// traverse it to reach <data-dir>/runs/<runId>, never list it); the
+// SQLite database and its -wal and -shm files and the board token file
+// 0600 (absent files are skipped). It returns the first error.
+func secureDataDir(dataDir, dbPath, boardTokenFile string, agentUser bool) error {
+	mode := os.FileMode(0o700)
+	if agentUser {
+		mode = 0o711
+	}
+	if err := os.Chmod(dataDir, mode); err != nil {
+		return fmt.Errorf("data directory mode: %w", err)
+	}
+	for _, p := range []string{dbPath, dbPath + "-wal", dbPath + "-shm", boardTokenFile} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("mode of %s: %w", filepath.Base(p), err)
+		}
+	}
+	return nil
+}

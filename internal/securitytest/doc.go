@@ -1,0 +1,7 @@
+// Package securitytest holds clasp's security test suite: Go tests that
+// start the real clasp binary (on SQLite and, with CLASP_TEST_POSTGRES_URL,
+// on PostgreSQL) and check one promise each: what a server-managed agent
+// can see of the server (environment, working directory, data directory,
+// database, board token), and that credentials stay out of run logs, argv,
+// reports and profiles. The package has no code of its own; see its tests.
+package securitytest
