@@ -1,0 +1,182 @@
+package mcp_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clasp-dev/clasp"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// claspBinary builds cmd/clasp once per test binary and returns its path.
+func claspBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the clasp binary; skipped with -short")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "clasp-mcp-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "clasp")
+		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/clasp").CombinedOutput()
+		if err != nil {
+			buildErr = &buildError{err: err, out: string(out)}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n" + e.out }
+
+// mcpProcess is a `clasp mcp` process and the MCP client session on its
+// stdio (the SDK's command transport).
+type mcpProcess struct {
+	cmd    *exec.Cmd
+	cs     *sdk.ClientSession
+	stderr *bytes.Buffer
+}
+
+func startMCP(t *testing.T, env ...string) *mcpProcess {
+	t.Helper()
+	cmd := exec.Command(claspBinary(t), "mcp")
+	cmd.Env = append(os.Environ(), env...)
+	p := &mcpProcess{cmd: cmd, stderr: &bytes.Buffer{}}
+	cmd.Stderr = p.stderr
+	start := time.Now()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "binary-test", Version: "1"}, nil).
+		Connect(context.Background(), &sdk.CommandTransport{Command: cmd, TerminateDuration: 10 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("start clasp mcp: %v\n%s", err, p.stderr)
+	}
+	t.Logf("clasp mcp answered initialize %v after start", time.Since(start).Round(time.Millisecond))
+	p.cs = cs
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cs.Close() })
+	return p
+}
+
+// TestBinaryStdio drives the real `clasp mcp` binary over stdio: start, list
+// tools, claim, work, done; stdin EOF finishes its run succeeded; SIGTERM
+// finishes it cancelled and releases the issue; SIGKILL leaves the lock to
+// the lease and the sweeper.
+func TestBinaryStdio(t *testing.T) {
+	w := newWorld(t, "", 2*time.Second, 3)
+	env := []string{"CLASP_URL=" + w.url, "CLASP_API_KEY=" + w.keys[0], "CLASP_RUN_ID=", "CLASP_RUN_TOKEN=", "CLASP_API_KEY_FILE="}
+	ctx := context.Background()
+
+	// Start, list, claim, done, EOF.
+	p := startMCP(t, env...)
+	tools, err := p.cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 8 {
+		t.Fatalf("tools/list: %v, %d tools", err, len(tools.Tools))
+	}
+	c := call(t, p.cs, "claim_next_issue", nil)
+	if c.IsError || c.str("outcome") != "claimed" {
+		t.Fatalf("claim: %+v", c.S)
+	}
+	ident, runID := c.str("issue", "identifier"), c.str("runId")
+	d := call(t, p.cs, "update_issue_status", map[string]any{"issue": ident, "status": "done", "comment": "ok"})
+	if d.IsError {
+		t.Fatalf("done: %+v", d.S)
+	}
+	held := call(t, p.cs, "claim_next_issue", nil) // held when stdin closes: released by the finish
+	if err := p.cs.Close(); err != nil {                // closes stdin, waits for the exit
+		t.Fatalf("close: %v\n%s", err, p.stderr)
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d after stdin EOF\n%s", code, p.stderr)
+	}
+	r, err := w.board.RunGet(ctx, runID)
+	if err != nil || r.Status != clasp.RunSucceeded || r.InvocationSource != "mcp" {
+		t.Fatalf("run after stdin EOF: %+v %v; want succeeded", r, err)
+	}
+	iss, _ := w.board.IssueGet(ctx, held.str("issue", "identifier"))
+	if iss.CheckoutRunID != nil {
+		t.Errorf("issue held at EOF is still locked by %s", *iss.CheckoutRunID)
+	}
+	if !strings.Contains(p.stderr.String(), "finished run") {
+		t.Errorf("stderr has no log of the finish:\n%s", p.stderr)
+	}
+
+	// SIGTERM: cancelled, lock released.
+	p = startMCP(t, env...)
+	c = call(t, p.cs, "claim_next_issue", nil)
+	runID, ident = c.str("runId"), c.str("issue", "identifier")
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// stdin stays open until the run has ended: the signal alone ends it.
+	eventually(t, "the run ends after SIGTERM", func() bool {
+		r, err := w.board.RunGet(ctx, runID)
+		return err == nil && r.Status.Terminal()
+	})
+	t.Logf("clasp mcp finished its run %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	_ = p.cs.Close()
+	r, _ = w.board.RunGet(ctx, runID)
+	iss, _ = w.board.IssueGet(ctx, ident)
+	if r.Status != clasp.RunCancelled || iss.CheckoutRunID != nil {
+		t.Fatalf("after SIGTERM: run %s, lock %v; want cancelled and released", r.Status, iss.CheckoutRunID)
+	}
+
+	// SIGKILL: the lock stays until the lease runs out, then the sweeper
+	// clears it.
+	p = startMCP(t, env...)
+	c = call(t, p.cs, "claim_next_issue", nil)
+	runID, ident = c.str("runId"), c.str("issue", "identifier")
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+	iss, _ = w.board.IssueGet(ctx, ident)
+	r, _ = w.board.RunGet(ctx, runID)
+	if iss.CheckoutRunID == nil || *iss.CheckoutRunID != runID || r.Status != clasp.RunRunning {
+		t.Fatalf("right after SIGKILL: lock %v, run %s; want still held by the running run", iss.CheckoutRunID, r.Status)
+	}
+	eventually(t, "the sweeper releases the killed session's issue", func() bool {
+		iss, err := w.board.IssueGet(ctx, ident)
+		return err == nil && iss.CheckoutRunID == nil
+	})
+	r, _ = w.board.RunGet(ctx, runID)
+	if r.Status != clasp.RunFailed {
+		t.Errorf("killed session's run: %s; want failed (lease expired)", r.Status)
+	}
+}
+
+// TestBinaryNotConfigured: `clasp mcp` with no environment starts, lists its
+// tools, and answers not_configured naming CLASP_API_KEY.
+func TestBinaryNotConfigured(t *testing.T) {
+	p := startMCP(t, "CLASP_URL=", "CLASP_API_KEY=", "CLASP_RUN_TOKEN=", "CLASP_API_KEY_FILE=", "CLASP_RUN_ID=")
+	r := call(t, p.cs, "claim_next_issue", nil)
+	if !r.IsError || r.str("error", "setting") != "CLASP_API_KEY" {
+		t.Fatalf("claim without a key: %+v", r.S)
+	}
+	if err := p.cs.Close(); err != nil || p.cmd.ProcessState.ExitCode() != 0 {
+		t.Fatalf("close: %v, exit %d\n%s", err, p.cmd.ProcessState.ExitCode(), p.stderr)
+	}
+}

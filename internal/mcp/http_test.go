@@ -1,0 +1,108 @@
+package mcp_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clasp-dev/clasp/client"
+)
+
+// headerTransport adds fixed headers to every request.
+type headerTransport struct{ h map[string]string }
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func httpSession(t *testing.T, url string, headers map[string]string) *sdk.ClientSession {
+	t.Helper()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "http-test", Version: "1"}, nil).Connect(context.Background(),
+		&sdk.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: headerTransport{headers}}}, nil)
+	if err != nil {
+		t.Fatalf("connect %s/mcp: %v", url, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// TestHTTPEndpoint drives /mcp of `clasp serve`: the same tools, acting in
+// the run of the bearer run token (or of X-Clasp-Run-Id with the API key),
+// a conflict for a second run, and the SDK's Host and Origin checks.
+func TestHTTPEndpoint(t *testing.T) {
+	stores(t, func(t *testing.T, dbURL string) {
+		w := newWorld(t, dbURL, 30*time.Second, 1)
+		ctx := context.Background()
+		agent := client.New(w.url, client.WithToken(w.keys[0]))
+		r1, err := agent.RunOpen(ctx, client.RunOpenRequest{InvocationSource: "http-test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := agent.RunOpen(ctx, client.RunOpenRequest{InvocationSource: "http-test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := httpSession(t, w.url, map[string]string{"Authorization": "Bearer " + r1.RunToken})
+		b := httpSession(t, w.url, map[string]string{"Authorization": "Bearer " + w.keys[0], "X-Clasp-Run-Id": r2.ID})
+		tools, err := a.ListTools(ctx, nil)
+		if err != nil || len(tools.Tools) != 8 {
+			t.Fatalf("tools/list: %v", err)
+		}
+		c := call(t, a, "claim_next_issue", nil)
+		if c.IsError || c.str("outcome") != "claimed" || !strings.HasPrefix(c.str("stamp"), "Clasp-Issue: ACME-1@") {
+			t.Fatalf("claim over HTTP: %+v", c.S)
+		}
+		ident := c.str("issue", "identifier")
+		conf := call(t, b, "checkout_issue", map[string]any{"issue": ident})
+		if !conf.IsError || conf.str("outcome") != "conflict" || conf.str("heldBy", "runId") != r1.ID || conf.str("heldBy", "agent") != "coder" {
+			t.Fatalf("second run's checkout over HTTP: %+v", conf.S)
+		}
+		d := call(t, a, "update_issue_status", map[string]any{"issue": ident, "status": "done", "comment": "via http"})
+		if d.IsError || d.str("issue", "status") != "done" {
+			t.Fatalf("done over HTTP: %+v", d.S)
+		}
+		if run, _ := w.board.RunGet(ctx, r1.ID); run.Status.Terminal() {
+			t.Errorf("the stateless endpoint ended the caller's run")
+		}
+
+		// No run named: the claim says how to name one.
+		norun := httpSession(t, w.url, map[string]string{"Authorization": "Bearer " + w.keys[0]})
+		if r := call(t, norun, "claim_next_issue", nil); !r.IsError || !strings.Contains(r.str("message"), "X-Clasp-Run-Id") {
+			t.Errorf("claim without a run: %+v", r.S)
+		}
+		// No credential: every tool names the Authorization header.
+		anon := httpSession(t, w.url, nil)
+		if r := call(t, anon, "list_my_issues", nil); !r.IsError || r.str("error", "setting") != "Authorization" {
+			t.Errorf("no credential: %+v", r.S)
+		}
+
+		// DNS rebinding and cross-origin requests are refused by the SDK.
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
+		for name, set := range map[string]func(*http.Request){
+			"foreign Host":   func(r *http.Request) { r.Host = "evil.example" },
+			"foreign Origin": func(r *http.Request) { r.Header.Set("Origin", "http://evil.example"); r.Header.Set("Sec-Fetch-Site", "cross-site") },
+		} {
+			req, _ := http.NewRequest(http.MethodPost, w.url+"/mcp", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", "Bearer "+r1.RunToken)
+			set(req)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("%s: status %d, want 403", name, resp.StatusCode)
+			}
+		}
+	})
+}
