@@ -2,7 +2,9 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,7 +16,7 @@ import (
 // agent, the process `clasp swarm` launches (package swarm, Worker).
 func (a *app) newAgentWorkCmd() *cobra.Command {
 	var slow time.Duration
-	var noClaim, oneRun bool
+	var noClaim, oneRun, viaMCP bool
 	cmd := &cobra.Command{
 		Use:   "work",
 		Short: "Work issues as one agent until none is left (the swarm's agent process)",
@@ -72,11 +74,22 @@ With --one-run it is the process of a server-managed agent (clasp swarm
 				Events:  a.stdout,
 				Log:     slog.New(slog.NewTextHandler(a.stderr, nil)),
 			})
+			if viaMCP {
+				if oneRun || noClaim {
+					return usageErr(errors.New("--mcp excludes --one-run and --no-claim"))
+				}
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("find own executable for clasp mcp: %w", err)
+				}
+				return w.RunMCP(cmd.Context(), []string{exe, "mcp"})
+			}
 			return w.Run(cmd.Context())
 		},
 	}
 	cmd.Flags().DurationVar(&slow, "slow", 0, "stretch the work on each issue to at least this long (e.g. 200ms)")
 	cmd.Flags().BoolVar(&noClaim, "no-claim", false, "find work with inbox, list and checkout instead of claim-next")
+	cmd.Flags().BoolVar(&viaMCP, "mcp", false, "work through the MCP tools of a 'clasp mcp' process started on a pipe (clasp swarm --mcp)")
 	cmd.Flags().BoolVar(&oneRun, "one-run", false, "work at most one issue in the run $CLASP_RUN_ID with the run token $CLASP_API_KEY on $CLASP_API_URL\n(the process of a server-managed agent; $CLASP_ISSUE_ID (or $PAPERCLIP_TASK_ID), when set, is the issue to work, first)")
 	return cmd
 }

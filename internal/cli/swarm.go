@@ -47,6 +47,11 @@ of a run seen running (its pid) at a random moment within --slow (default
 100ms); the server's process-loss handling must fail the run (process_lost) and
 queue its one retry, which carries the issue on.
 
+With --mcp each agent process ('clasp agent work --mcp') works through the MCP
+tools of a 'clasp mcp' process it starts on a pipe (claim_next_issue, then
+update_issue_status done with the result); a SIGKILL of the agent kills its
+'clasp mcp' too (parent death signal), so the session's run is left to its lease.
+
 When the work is over and the sweeper has failed the runs of the killed
 processes, the swarm checks through the API: every issue done, exactly one
 result comment per issue with the right hash, no lock left, no run left
@@ -57,6 +62,7 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 		Example: `  clasp swarm                                   # the current directory, 8 agents
   clasp swarm --dir /usr/share/doc --agents 16 --kill-rate 0.2 --slow 50ms
   clasp swarm --managed --agents 8 --kill-rate 0.2
+  clasp swarm --mcp --agents 8 --kill-rate 0.2
   clasp swarm --server http://127.0.0.1:3100 --token clasp_bt_... --json
   clasp swarm --database-url postgres://clasp@127.0.0.1/clasp --replicas 3 --agents 16 --kill-rate 0.2 --kill-replica-every 5s`,
 		Args: cobra.NoArgs,
@@ -72,6 +78,9 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 			}
 			if cfg.Managed && cfg.DatabaseURL != "" {
 				return usageErr(errors.New("--managed runs on one server: not with --database-url"))
+			}
+			if cfg.MCP && (cfg.Managed || cfg.DatabaseURL != "" || cfg.NoClaim) {
+				return usageErr(errors.New("--mcp excludes --managed, --database-url and --no-claim"))
 			}
 			if cfg.Replicas < 1 {
 				return usageErr(errors.New("--replicas must be at least 1"))
@@ -109,6 +118,7 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 	f.Float64Var(&cfg.KillRate, "kill-rate", 0.1, "probability that a checkout is answered by a SIGKILL of the agent process during its work")
 	f.DurationVar(&cfg.Slow, "slow", 0, "stretch each issue's work to at least this long, so kills land mid-checkout")
 	f.BoolVar(&cfg.Managed, "managed", false, "the server runs the agents: process adapters running 'clasp agent work --one-run', woken by the swarm; --kill-rate SIGKILLs their processes (found by the run's pid)")
+	f.BoolVar(&cfg.MCP, "mcp", false, "each agent process is an MCP client of a 'clasp mcp' process and works through its tools (same kills: the pair dies together)")
 	f.BoolVar(&cfg.NoClaim, "no-claim", false, "agents find work with inbox, list and checkout instead of claim-next (to compare)")
 	f.StringVar(&cfg.ServerURL, "server", "", "use the clasp server at this URL instead of an embedded one")
 	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server, or of a --database-url that has one already (default $"+EnvToken+"; none for --local-trusted)")

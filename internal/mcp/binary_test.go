@@ -105,7 +105,7 @@ func TestBinaryStdio(t *testing.T) {
 		t.Fatalf("done: %+v", d.S)
 	}
 	held := call(t, p.cs, "claim_next_issue", nil) // held when stdin closes: released by the finish
-	if err := p.cs.Close(); err != nil {                // closes stdin, waits for the exit
+	if err := p.cs.Close(); err != nil {           // closes stdin, waits for the exit
 		t.Fatalf("close: %v\n%s", err, p.stderr)
 	}
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {

@@ -87,8 +87,11 @@ func TestHTTPEndpoint(t *testing.T) {
 		// DNS rebinding and cross-origin requests are refused by the SDK.
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
 		for name, set := range map[string]func(*http.Request){
-			"foreign Host":   func(r *http.Request) { r.Host = "evil.example" },
-			"foreign Origin": func(r *http.Request) { r.Header.Set("Origin", "http://evil.example"); r.Header.Set("Sec-Fetch-Site", "cross-site") },
+			"foreign Host": func(r *http.Request) { r.Host = "evil.example" },
+			"foreign Origin": func(r *http.Request) {
+				r.Header.Set("Origin", "http://evil.example")
+				r.Header.Set("Sec-Fetch-Site", "cross-site")
+			},
 		} {
 			req, _ := http.NewRequest(http.MethodPost, w.url+"/mcp", strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")

@@ -39,6 +39,10 @@ type Config struct {
 	// must run on this machine; not with DatabaseURL. Slow defaults to
 	// 100 ms.
 	Managed bool
+	// MCP makes each agent process an MCP client of a `clasp mcp` process
+	// (`clasp agent work --mcp`): the same work and kills, through the
+	// MCP tools. Not with Managed or DatabaseURL.
+	MCP bool
 
 	// ServerURL targets an existing server (with BoardToken, "" if it runs
 	// --local-trusted) instead of starting an embedded one.
@@ -131,6 +135,7 @@ type Report struct {
 	LocksTakenOver int      `json:"locksTakenOver"`
 	AgentFailures  []string `json:"agentFailures,omitempty"`
 	Managed        bool     `json:"managed,omitempty"`
+	MCP            bool     `json:"mcp,omitempty"` // the agents worked through the tools of `clasp mcp` processes
 	// Recoveries (managed swarm) is how many killed runs were seen retried,
 	// and RecoveryP50Ms/RecoveryP99Ms the time from the SIGKILL to the
 	// retry's process start (its startedAt), in milliseconds.
@@ -158,6 +163,9 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	if r.Managed {
 		fmt.Fprintf(w, "  agents              server-managed (process adapter, one issue per run)\n")
+	}
+	if r.MCP {
+		fmt.Fprintf(w, "  agents              MCP clients of clasp mcp processes (one session run each)\n")
 	}
 	fmt.Fprintf(w, "  processes started   %d\n", r.ProcessesStarted)
 	fmt.Fprintf(w, "  kills (SIGKILL)     %d\n", r.Kills)
@@ -267,7 +275,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	}
 	logf("%d files under %s", len(files), cfg.Dir)
 
-	rep := &Report{Dir: cfg.Dir, Agents: cfg.Agents}
+	rep := &Report{Dir: cfg.Dir, Agents: cfg.Agents, MCP: cfg.MCP}
 	if abs, err := filepath.Abs(cfg.Dir); err == nil {
 		rep.Dir = abs
 	}
@@ -450,6 +458,9 @@ func (cfg *Config) defaults() error {
 		if cfg.Slow == 0 {
 			cfg.Slow = managedSlow
 		}
+	}
+	if cfg.MCP && (cfg.Managed || cfg.DatabaseURL != "" || cfg.NoClaim) {
+		return errors.New("an MCP swarm runs its own agents on one server: not with managed agents, a database URL (replicas) or no-claim")
 	}
 	if cfg.DatabaseURL != "" {
 		if cfg.ServerURL != "" {
@@ -708,6 +719,9 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 	}
 	if s.cfg.NoClaim {
 		args = append(args, "--no-claim")
+	}
+	if s.cfg.MCP {
+		args = append(args, "--mcp")
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	// CLASP_URL lists the replicas (one URL without them), starting at a

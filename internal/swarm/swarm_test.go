@@ -153,3 +153,36 @@ func TestSwarmManagedSurvivesKills(t *testing.T) {
 		t.Errorf("violations: %v; agent failures: %v", rep.Violations, rep.AgentFailures)
 	}
 }
+
+// TestSwarmMCPSurvivesKills runs `clasp swarm --mcp` on 30 files with 3
+// agents, each an MCP client of a `clasp mcp` process; a third of the
+// checkouts are answered by a SIGKILL of the agent (its `clasp mcp` dies
+// with it): every end-of-run check must hold and the killed sessions' runs
+// must be left to the lease.
+func TestSwarmMCPSurvivesKills(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeTree(t, dir, 30)
+	cmd := exec.Command(claspBin, "swarm", "--mcp", "--dir", dir, "--agents", "3", "--kill-rate", "0.3", "--slow", "20ms",
+		"--lease-ttl", "1s", "--sweep-interval", "200ms", "--timeout", "4m", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("stderr:\n%s", stderr.String())
+	if err != nil {
+		t.Fatalf("clasp swarm --mcp: %v\nstdout:\n%s", err, stdout.String())
+	}
+	var rep swarm.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("decode report: %v\n%s", err, stdout.String())
+	}
+	if !rep.MCP || rep.Issues != 30 || rep.Done != 30 {
+		t.Errorf("mcp %v, issues %d, done %d; want true, 30, 30", rep.MCP, rep.Issues, rep.Done)
+	}
+	if rep.Kills > 0 && rep.RunsLost == 0 {
+		t.Errorf("%d kills but no run lost: a killed agent's clasp mcp finished its run instead of leaving it to the lease", rep.Kills)
+	}
+	if len(rep.Violations) != 0 || len(rep.AgentFailures) != 0 {
+		t.Errorf("violations: %v; agent failures: %v", rep.Violations, rep.AgentFailures)
+	}
+}
