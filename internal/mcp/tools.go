@@ -325,6 +325,9 @@ func (s *Session) claimNext(ctx context.Context, in ClaimIn, out *IssueOut) erro
 
 // grant fills out for an issue this session's run holds.
 func (s *Session) grant(out *IssueOut, iss *clasp.Issue, me *clasp.Agent, runID string) {
+	if runID == "" && iss.CheckoutRunID != nil {
+		runID = *iss.CheckoutRunID // a run token names its run: the lock says which
+	}
 	myID := ""
 	var h *Holder
 	if me != nil {
