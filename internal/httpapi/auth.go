@@ -33,6 +33,10 @@ type principal struct {
 	// time): touch then needs no second read (issue 5).
 	freshRun *clasp.Run
 	freshAt  time.Time
+	// key is the agent API key the request authenticated with ("" for a
+	// run token or the board): the secret an idempotent run open derives
+	// its run token from (runTokenFor).
+	key string
 }
 
 // authenticate resolves the caller (SPEC section 2). A bearer token is
@@ -73,7 +77,7 @@ func (s *Server) authenticate(r *http.Request, ep *endpoint) (principal, error) 
 	if kind == TokenAgentKey || kind == "" {
 		a, run, err := s.st.AgentAuthenticateRun(ctx, hash, namedRun(r, ep), s.minRenew)
 		if err == nil {
-			return principal{agent: a, freshRun: run, freshAt: time.Now()}, nil
+			return principal{agent: a, freshRun: run, freshAt: time.Now(), key: token}, nil
 		}
 		if clasp.ErrorCode(err) != clasp.CodeUnauthenticated {
 			return principal{}, err

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,48 +79,87 @@ func TestIdempotencyKeyCrashAfterCreateReplays(t *testing.T) {
 	}
 }
 
-// TestIdempotentRunOpenReissuesTokenStoresNone: a replayed POST
-// /agents/me/runs answered the stored first response, run token included,
-// so run tokens were kept in clear in the database. Now a replay answers
-// the same run with a fresh token (the first one stops working), no token
-// is anywhere in the database file, and a replay once the run has ended
-// answers 409 run_not_live.
-func TestIdempotentRunOpenReissuesTokenStoresNone(t *testing.T) {
+// TestIdempotentRunOpenKeepsTokenStoresNone: a replayed POST
+// /agents/me/runs answers the same run with the same run token, so no
+// token given out stops working, also for ten concurrent opens with one
+// key; no token is anywhere in the database file (it is derived from the
+// API key, not stored); a replay under another API key of the agent is 422
+// idempotency_key_reused and the token stays valid; a replay once the run
+// has ended answers 409 run_not_live.
+func TestIdempotentRunOpenKeepsTokenStoresNone(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	w := b.world("RK")
-	key := map[string]string{"Idempotency-Key": "run-1"}
-	var first, again clasp.Run
-	b.must(http.StatusCreated, "POST", "/api/agents/me/runs", req{token: w.ka, body: map[string]any{}, headers: key}, &first)
-	res := b.must(http.StatusCreated, "POST", "/api/agents/me/runs", req{token: w.ka, body: map[string]any{}, headers: key}, &again)
-	if res.header.Get("Idempotent-Replayed") != "true" || again.ID != first.ID {
-		t.Fatalf("replay: got run %s (Idempotent-Replayed %q), want run %s replayed", again.ID, res.header.Get("Idempotent-Replayed"), first.ID)
-	}
-	if !strings.HasPrefix(again.RunToken, "clasp_rt_") || again.RunToken == first.RunToken {
-		t.Errorf("replayed runToken %q: want a fresh clasp_rt_ token, not the first one", again.RunToken)
-	}
-	wantErr(t, b.do("POST", "/api/runs/"+first.ID+"/heartbeat", req{token: first.RunToken}), 401, clasp.CodeUnauthenticated, "")
-	b.must(http.StatusOK, "POST", "/api/runs/"+first.ID+"/heartbeat", req{token: again.RunToken}, nil)
-
-	for _, f := range []string{b.db, b.db + "-wal"} {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
+	bothStores(t, func(t *testing.T, b *bundle) {
+		w := b.world("RK")
+		key := map[string]string{"Idempotency-Key": "run-1"}
+		var first, again clasp.Run
+		b.must(http.StatusCreated, "POST", "/api/agents/me/runs", req{token: w.ka, body: map[string]any{}, headers: key}, &first)
+		res := b.must(http.StatusCreated, "POST", "/api/agents/me/runs", req{token: w.ka, body: map[string]any{}, headers: key}, &again)
+		if res.header.Get("Idempotent-Replayed") != "true" || again.ID != first.ID {
+			t.Fatalf("replay: got run %s (Idempotent-Replayed %q), want run %s replayed", again.ID, res.header.Get("Idempotent-Replayed"), first.ID)
 		}
-		for _, tok := range []string{first.RunToken, again.RunToken} {
-			if bytes.Contains(data, []byte(tok)) {
+		if !strings.HasPrefix(first.RunToken, "clasp_rt_") || again.RunToken != first.RunToken {
+			t.Errorf("replayed runToken %q, first %q: want the same clasp_rt_ token", again.RunToken, first.RunToken)
+		}
+		b.must(http.StatusOK, "POST", "/api/runs/"+first.ID+"/heartbeat", req{token: first.RunToken}, nil)
+
+		// Ten concurrent opens with a new key: one run, one token, and it works.
+		const n = 10
+		var wg sync.WaitGroup
+		answers := make([]*resp, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				answers[i] = b.do("POST", "/api/agents/me/runs", req{token: w.ka, body: map[string]any{}, headers: map[string]string{"Idempotency-Key": "run-c"}})
+			}()
+		}
+		wg.Wait()
+		var runC *clasp.Run
+		for i, a := range answers {
+			if a.status != http.StatusCreated {
+				t.Errorf("concurrent open %d: %d %s", i, a.status, a.body)
+				continue
+			}
+			r := decode[clasp.Run](t, a)
+			if runC == nil {
+				runC = r
+			}
+			if r.ID != runC.ID || r.RunToken != runC.RunToken {
+				t.Errorf("concurrent open %d: run %s token %q, want run %s token %q", i, r.ID, r.RunToken, runC.ID, runC.RunToken)
+			}
+		}
+		if runC != nil {
+			b.must(http.StatusOK, "POST", "/api/runs/"+runC.ID+"/heartbeat", req{token: runC.RunToken}, nil)
+		}
+
+		// Another API key of the same agent may not replay the open: its
+		// token would differ, and the first one must stay valid.
+		var k2 clasp.APIKey
+		b.must(http.StatusCreated, "POST", "/api/agents/"+w.a.ID+"/keys", req{body: map[string]any{}}, &k2)
+		e := wantErr(t, b.do("POST", "/api/agents/me/runs", req{token: k2.Token, body: map[string]any{}, headers: key}), 422, clasp.CodeIdempotencyKeyReused, "")
+		if e.Details["runId"] != first.ID {
+			t.Errorf("replay under another key: details %v, want runId %s", e.Details, first.ID)
+		}
+		b.must(http.StatusOK, "POST", "/api/runs/"+first.ID+"/heartbeat", req{token: first.RunToken}, nil)
+
+		for _, f := range []string{b.db, b.db + "-wal"} { // SQLite's files (none on PostgreSQL)
+			data, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			if bytes.Contains(data, []byte(first.RunToken)) {
 				t.Errorf("%s holds a run token in clear", f)
 			}
 		}
-	}
 
-	b.must(http.StatusOK, "POST", "/api/runs/"+first.ID+"/finish", req{token: again.RunToken, body: map[string]any{"status": "succeeded"}}, nil)
-	wantErr(t, b.do("POST", "/api/agents/me/runs", req{token: w.ka, body: map[string]any{}, headers: key}), 409, clasp.CodeRunNotLive, "")
-	var runs []*clasp.Run
-	b.must(http.StatusOK, "GET", "/api/companies/"+w.c.ID+"/runs?agentId="+w.a.ID, req{}, &runs)
-	if len(runs) != 3 { // the world's two, and the one opened with the key
-		t.Errorf("runs of A: got %d, want 3", len(runs))
-	}
+		b.must(http.StatusOK, "POST", "/api/runs/"+first.ID+"/finish", req{token: first.RunToken, body: map[string]any{"status": "succeeded"}}, nil)
+		wantErr(t, b.do("POST", "/api/agents/me/runs", req{token: w.ka, body: map[string]any{}, headers: key}), 409, clasp.CodeRunNotLive, "")
+		var runs []*clasp.Run
+		b.must(http.StatusOK, "GET", "/api/companies/"+w.c.ID+"/runs?agentId="+w.a.ID, req{}, &runs)
+		if len(runs) != 4 { // the world's two, and the ones opened with keys run-1 and run-c
+			t.Errorf("runs of A: got %d, want 4", len(runs))
+		}
+	})
 }
 
 // TestTerminateAgentEndsRunsAndLocks: terminating an agent left its runs

@@ -68,6 +68,11 @@ func (s *Server) runOpen(ctx context.Context, c *call, in *runOpenIn) (int, any,
 		Actor:            c.actor(),
 		Idempotency:      c.idem,
 	}
+	if c.idem != nil && c.who.key != "" {
+		// A replay answers the run opened first with the same token, so
+		// that none given out stops working: it is derived, not stored.
+		p.TokenHashFor = func(runID string) string { return HashToken(runTokenFor(c.who.key, runID)) }
+	}
 	if in.IssueID != nil {
 		p.IssueID = *in.IssueID
 	}
@@ -79,6 +84,9 @@ func (s *Server) runOpen(ctx context.Context, c *call, in *runOpenIn) (int, any,
 		return 0, nil, err
 	}
 	run.RunToken = token
+	if p.TokenHashFor != nil {
+		run.RunToken = runTokenFor(c.who.key, run.ID)
+	}
 	return http.StatusCreated, run, nil
 }
 

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -39,6 +40,19 @@ func NewToken(kind string) (token, hash string) {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it crashes the program instead)
 	token = tokenPrefix + kind + "_" + base64.RawURLEncoding.EncodeToString(b[:])
 	return token, HashToken(token)
+}
+
+// runTokenFor returns the run token of run runID opened with an
+// Idempotency-Key under agent API key apiKey: "clasp_rt_" and the unpadded
+// base64url HMAC-SHA256, keyed by the API key (256 random bits), of a
+// fixed label and the run id. The same key and run always give the same
+// token, so a replayed open answers the token of the first answer and that
+// one stays valid; without the API key it cannot be computed, and whoever
+// holds the key may act in the agent's runs anyway.
+func runTokenFor(apiKey, runID string) string {
+	m := hmac.New(sha256.New, []byte(apiKey))
+	m.Write([]byte("clasp idempotent run token\x00" + runID))
+	return tokenPrefix + TokenRun + "_" + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 // HashToken returns the hex SHA-256 of token: the only form in which the

@@ -87,17 +87,43 @@ type AgentKeyCreateParams struct {
 }
 
 // RunOpenParams opens a self-reported run: running, lease = now + LeaseTTL.
-// TokenHash is the hash of the run token returned to the caller. With
-// Idempotency, a replay opens nothing: TokenHash replaces the token hash of
-// the run opened first (whose old token stops working), see Store.RunOpen.
+// The run token's hash is TokenHashFor(run id) when TokenHashFor is set,
+// else TokenHash. With Idempotency, a replay opens nothing and never
+// changes the recorded run's token hash (a token once given out stays
+// valid for the run's life): the replay's hash, TokenHashFor of the
+// recorded run's id, must equal it, so that the caller can answer the same
+// token again, see Store.RunOpen.
 type RunOpenParams struct {
 	AgentID          string
 	IssueID          string // optional; a UUID or identifier of the agent's company
 	InvocationSource string
 	LeaseTTL         time.Duration
 	TokenHash        string
-	Actor            Actor
-	Idempotency      *IdempotencyParams // optional: the request's Idempotency-Key
+	// TokenHashFor, when set, gives the token hash of the run with the
+	// given id (a new run's, or a replay's recorded run's); it must be a
+	// pure function of the id for the caller, e.g. a token derived from the
+	// caller's credential and the run id.
+	TokenHashFor func(runID string) string
+	Actor        Actor
+	Idempotency  *IdempotencyParams // optional: the request's Idempotency-Key
+}
+
+// TokenHashOf returns the run token hash for run runID: TokenHashFor(runID)
+// when TokenHashFor is set, else TokenHash.
+func (p *RunOpenParams) TokenHashOf(runID string) string {
+	if p.TokenHashFor != nil {
+		return p.TokenHashFor(runID)
+	}
+	return p.TokenHash
+}
+
+// ErrRunReplayOtherToken is the error of a replayed RunOpen whose token
+// hash is not the recorded run's (another API key of the same agent): 422
+// idempotency_key_reused, details.runId; the run's token is left as it is.
+func ErrRunReplayOtherToken(runID string) error {
+	return clasp.Errorf(clasp.CodeIdempotencyKeyReused,
+		"Run %s was opened with this Idempotency-Key under another API key of this agent: replay it with that key, or open a new run with a new key.",
+		runID).WithDetails("runId", runID)
 }
 
 // RunTouchParams checks that RunID exists (else 422 run_not_found), belongs
@@ -311,8 +337,8 @@ const IdempotencyWindow = 24 * time.Hour
 //
 // A record holds the created resource's id, never a response body: a
 // replay re-reads the resource as it is now (an issue may have changed
-// since; a run gets a fresh token, see RunOpen), so no secret is ever
-// stored. Records older than the window are ignored and replaced, and
+// since; a run's token is derived again by the caller, see RunOpen), so
+// no secret is ever stored. Records older than the window are ignored and replaced, and
 // purged from time to time.
 type IdempotencyParams struct {
 	ActorID     string // whose key it is: the Actor.ID() of the caller
@@ -390,10 +416,12 @@ type Store interface {
 
 	// RunOpen opens a running run with a lease. 404 if IssueID names no
 	// issue of the agent's company. With p.Idempotency (see
-	// IdempotencyParams) a replay opens nothing: while the recorded run is
-	// live, p.TokenHash replaces its token hash (the old token stops
-	// working) and its lease is renewed, as by a sign of life; once it is
-	// terminal or lost, 409 run_not_live (its token cannot be issued again).
+	// IdempotencyParams) a replay opens nothing and keeps the recorded
+	// run's token hash: while the run is live and its hash is the replay's
+	// (p.TokenHashOf of its id), its lease is renewed, as by a sign of
+	// life, and it is returned; with another hash, 422
+	// idempotency_key_reused (ErrRunReplayOtherToken); once it is terminal
+	// or lost, 409 run_not_live.
 	RunOpen(ctx context.Context, p *RunOpenParams) (*clasp.Run, error)
 	// RunGet returns a run; 404 not_found.
 	RunGet(ctx context.Context, id string) (*clasp.Run, error)

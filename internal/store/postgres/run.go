@@ -45,15 +45,15 @@ var (
 	SELECT ` + runCols + ` FROM made`
 
 	// sqlRunReopen is the replay of a RunOpen with an Idempotency-Key: the
-	// recorded run, while live, gets the new token hash (the old token stops
-	// working) and a lease renewed as by a sign of life, with the agent's
-	// heartbeat. No row when it is terminal or lost.
+	// recorded run, while live and holding the replay's token hash (the
+	// token given out stays valid and is answered again), gets a lease
+	// renewed as by a sign of life, with the agent's heartbeat. No row when
+	// it is terminal or lost, or has another token hash.
 	sqlRunReopen = `WITH upd AS (
 		UPDATE runs r SET
-			token_hash = @token_hash::text,
 			lease_expires_at = now() + @ttl_us::bigint * interval '1 microsecond',
 			last_sign_of_life_at = now()
-		WHERE r.id = @id::text AND ` + sqlLive("r") + `
+		WHERE r.id = @id::text AND r.token_hash IS NOT DISTINCT FROM @token_hash::text AND ` + sqlLive("r") + `
 		RETURNING ` + qualify("r", runCols) + `
 	), hb AS (
 		UPDATE agents SET last_heartbeat_at = now() WHERE id IN (SELECT agent_id FROM upd)
@@ -92,33 +92,43 @@ var (
 
 // RunOpen opens a running run of agent AgentID with a lease of LeaseTTL
 // (default 60 s) from now (database clock), and records the run token's
-// hash. IssueID, when set, is a UUID or identifier of an issue of the
-// agent's company. With Idempotency, a repeat opens nothing: the recorded
-// run, while live, gets TokenHash (its old token stops working) and a
-// renewed lease; once it is terminal or lost, 409 run_not_live. Errors: 403
-// forbidden (the actor is another agent, or the agent is terminated), 404
-// not_found (agent, or issue of its company), 422 idempotency_key_reused.
+// hash, p.TokenHashOf(the new run's id). IssueID, when set, is a UUID or
+// identifier of an issue of the agent's company. With Idempotency, a repeat
+// opens nothing and keeps the recorded run's token hash: while the run is
+// live and its hash is p.TokenHashOf(its id), its lease is renewed and it
+// is returned; with another hash, 422 idempotency_key_reused
+// (store.ErrRunReplayOtherToken); once it is terminal or lost, 409
+// run_not_live. Errors: 403 forbidden (the actor is another agent, or the
+// agent is terminated), 404 not_found (agent, or issue of its company), 422
+// idempotency_key_reused.
 func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run, error) {
 	if p.Actor.Type == clasp.ActorAgent && p.Actor.AgentID != p.AgentID {
 		return nil, clasp.Errorf(clasp.CodeForbidden, "An agent opens runs only for itself.")
 	}
 	ttl := cmp.Or(p.LeaseTTL, defaultLeaseTTL)
 	rid, rident := splitRef(p.IssueID)
-	args := actorArgs(namedArgs{"id": s.newID(), "agent": p.AgentID, "issue_ref": p.IssueID, "rid": rid, "rident": rident,
+	newID := s.newID()
+	args := actorArgs(namedArgs{"id": newID, "agent": p.AgentID, "issue_ref": p.IssueID, "rid": rid, "rident": rident,
 		"source": cmp.Or(p.InvocationSource, clasp.InvocationSelf), "ttl_us": ttl.Microseconds(),
-		"token_hash": nullable(p.TokenHash)}, p.Actor)
+		"token_hash": nullable(p.TokenHashOf(newID))}, p.Actor)
 	idemArgs(args, p.Idempotency, idemRun)
 	replay := func(id string) (*clasp.Run, error) {
 		var out *clasp.Run
 		err := s.retry(ctx, func() error {
 			var err error
-			out, err = scanRun(s.pool.QueryRow(ctx, sqlRunReopen, namedArgs{"id": id, "token_hash": nullable(p.TokenHash),
+			out, err = scanRun(s.pool.QueryRow(ctx, sqlRunReopen, namedArgs{"id": id, "token_hash": nullable(p.TokenHashOf(id)),
 				"ttl_us": ttl.Microseconds()}))
 			return err
 		})
 		if isNotFound(err) {
-			if _, err := s.RunGet(ctx, id); err != nil {
-				return nil, err
+			var live bool
+			if err := s.pool.QueryRow(ctx, `SELECT `+sqlLive("r")+` FROM runs r WHERE r.id = $1`, id).Scan(&live); errors.Is(err, pgx.ErrNoRows) {
+				return nil, notFound("run", id)
+			} else if err != nil {
+				return nil, translate(fmt.Errorf("read run %s: %w", id, err))
+			}
+			if live {
+				return nil, store.ErrRunReplayOtherToken(id)
 			}
 			return nil, clasp.Errorf(clasp.CodeRunNotLive, "Run %s, opened with this Idempotency-Key, has ended: open a new run with a new key.", id).
 				WithDetails("runId", id)

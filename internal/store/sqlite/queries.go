@@ -53,7 +53,7 @@ const (
 	qRunGet
 	qRunAuth
 	qRunTouch
-	qRunReissueToken
+	qRunReplayOpen
 	// issue.go
 	qNextIdentifier
 	qIssueInsert
@@ -117,11 +117,11 @@ var queries = [numQueries]string{
 	qKeyAuthRun:           sqlKeyAuthRun,
 	qKeyUsed:              sqlKeyUsed,
 
-	qRunInsert:       sqlRunInsert,
-	qRunGet:          sqlRunGet,
-	qRunAuth:         sqlRunAuth,
-	qRunTouch:        sqlRunTouch,
-	qRunReissueToken: sqlRunReissueToken,
+	qRunInsert:     sqlRunInsert,
+	qRunGet:        sqlRunGet,
+	qRunAuth:       sqlRunAuth,
+	qRunTouch:      sqlRunTouch,
+	qRunReplayOpen: sqlRunReplayOpen,
 
 	qNextIdentifier: sqlNextIdentifier,
 	qIssueInsert:    sqlIssueInsert,

@@ -35,15 +35,14 @@ const (
 		AND (status = 'queued' OR (status = 'running' AND lease_expires_at > :now))
 	RETURNING ` + runCols
 
-	// sqlRunReissueToken: a replayed RunOpen (Idempotency-Key) gives the
-	// run it opened first a new token hash, so the old token stops working,
-	// and renews its lease as a sign of life; only while the run is live,
-	// in one conditional write.
-	sqlRunReissueToken = `UPDATE runs SET
-		token_hash = :hash,
+	// sqlRunReplayOpen: a replayed RunOpen (Idempotency-Key) renews the
+	// lease of the run it opened first as a sign of life, only while the run
+	// is live and its token hash is the replay's (the token already given
+	// out stays valid and is answered again), in one conditional write.
+	sqlRunReplayOpen = `UPDATE runs SET
 		lease_expires_at = :now + :ttl,
 		last_sign_of_life_at = :now
-	WHERE id = :run AND agent_id = :agent
+	WHERE id = :run AND agent_id = :agent AND token_hash IS :hash
 		AND (status = 'queued' OR (status = 'running' AND lease_expires_at > :now))
 	RETURNING ` + runCols
 )
@@ -52,17 +51,20 @@ const (
 // (default 60 s) from now, and records the run token's hash. IssueID, when
 // set, is a UUID or identifier of an issue of the agent's company.
 //
+// The token hash is p.TokenHashOf(the new run's id).
+//
 // With p.Idempotency (store.IdempotencyParams), a repeat of an earlier open
-// opens nothing: while the run opened first is live, TokenHash replaces its
-// token hash (its old token stops working: no token is ever stored in
-// clear to be answered again) and its lease is renewed to now + LeaseTTL,
-// and that run is returned with Replayed set. The record of a new open is
-// written in the same transaction.
+// opens nothing and leaves the run's token hash as it is: while the run
+// opened first is live and its hash is p.TokenHashOf(its id), its lease is
+// renewed to now + LeaseTTL and that run is returned with Replayed set
+// (the caller derives the same token again: none is stored in clear). The
+// record of a new open is written in the same transaction.
 //
 // Errors: 403 forbidden (the actor is another agent, or the agent is
 // terminated), 404 not_found (agent, or issue of its company), 409
 // run_not_live (a replay whose run is terminal or lost), 422
-// idempotency_key_reused.
+// idempotency_key_reused (another request with the key, or a replay with
+// another token hash: store.ErrRunReplayOtherToken).
 func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run, error) {
 	if p.Actor.Type == clasp.ActorAgent && p.Actor.AgentID != p.AgentID {
 		return nil, clasp.Errorf(clasp.CodeForbidden, "An agent opens runs only for itself.")
@@ -75,7 +77,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 			if err != nil {
 				return err
 			}
-			out, err = tx.runReissueToken(ctx, id, p.AgentID, p.TokenHash, ttl)
+			out, err = tx.runReplayOpen(ctx, id, p.AgentID, p.TokenHashOf(id), ttl)
 			p.Idempotency.Replayed = err == nil
 			return err
 		}
@@ -100,8 +102,9 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 			}
 			issueID = id
 		}
-		run, err := scanRun(tx.queryRow(ctx, qRunInsert, tx.s.newID(), a.CompanyID, a.ID, source, issueID,
-			tx.now+ttl.Microseconds(), tx.now, tx.now, nullable(p.TokenHash), tx.now))
+		id := tx.s.newID()
+		run, err := scanRun(tx.queryRow(ctx, qRunInsert, id, a.CompanyID, a.ID, source, issueID,
+			tx.now+ttl.Microseconds(), tx.now, tx.now, nullable(p.TokenHashOf(id)), tx.now))
 		if err != nil {
 			return fmt.Errorf("open run of agent %s: %w", a.ID, err)
 		}
@@ -122,12 +125,13 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 	return out, nil
 }
 
-// runReissueToken answers a replayed RunOpen: while run runID of agentID is
-// live, tokenHash becomes its token hash and its lease is renewed to now +
-// ttl, with the agent's heartbeat. 409 run_not_live once it is terminal or
-// lost; 404 not_found if it is gone.
-func (t *wtx) runReissueToken(ctx context.Context, runID, agentID, tokenHash string, ttl time.Duration) (*clasp.Run, error) {
-	r, err := scanRun(t.queryRow(ctx, qRunReissueToken, sql.Named("run", runID), sql.Named("agent", agentID),
+// runReplayOpen answers a replayed RunOpen: while run runID of agentID is
+// live and tokenHash is its token hash, its lease is renewed to now + ttl,
+// with the agent's heartbeat, and the run returned. 409 run_not_live once
+// it is terminal or lost; 422 idempotency_key_reused while live with
+// another token hash; 404 not_found if it is gone.
+func (t *wtx) runReplayOpen(ctx context.Context, runID, agentID, tokenHash string, ttl time.Duration) (*clasp.Run, error) {
+	r, err := scanRun(t.queryRow(ctx, qRunReplayOpen, sql.Named("run", runID), sql.Named("agent", agentID),
 		sql.Named("hash", nullable(tokenHash)), sql.Named("ttl", ttl.Microseconds()), sql.Named("now", t.now)))
 	if errors.Is(err, sql.ErrNoRows) {
 		var owner, company, state string
@@ -137,13 +141,15 @@ func (t *wtx) runReissueToken(ctx context.Context, runID, agentID, tokenHash str
 			return nil, notFound("run", runID)
 		case err != nil:
 			return nil, fmt.Errorf("read run %s: %w", runID, err)
+		case state == "live":
+			return nil, store.ErrRunReplayOtherToken(runID)
 		}
 		return nil, clasp.Errorf(clasp.CodeRunNotLive,
 			"Run %s, opened earlier with this Idempotency-Key, is %s: its run token cannot be issued again; open a new run with a new Idempotency-Key.",
 			runID, state).WithDetails("runId", runID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reissue token of run %s: %w", runID, err)
+		return nil, fmt.Errorf("replay open of run %s: %w", runID, err)
 	}
 	if _, err := t.exec(ctx, qAgentHeartbeat, t.now, agentID); err != nil {
 		return nil, fmt.Errorf("heartbeat of agent %s: %w", agentID, err)

@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -145,43 +148,90 @@ func testIdempotencyConcurrentDuplicates(t *testing.T, open opener) {
 	}
 }
 
-// A replayed run open (issue: the replay answered the stored response with
-// the run token in it, so tokens were kept in clear) opens nothing and gives
-// the run a fresh token: the request's token hash replaces the run's, the
-// old token stops authenticating, the new one does. Once the run is
-// terminal or lost, a replay answers 409 run_not_live and changes nothing.
-func testIdempotencyRunReplayReissuesToken(t *testing.T, open opener) {
+// A replayed run open opens nothing and never takes away a token it gave
+// out: the run keeps its token hash, the replay's hash (TokenHashFor of the
+// recorded run's id, the caller deriving the same token again) must be the
+// same, and the first token still authenticates. Ten concurrent opens with
+// one key open one run whose every answer's token works. A replay with
+// another hash (another API key of the agent) is 422
+// idempotency_key_reused and changes nothing. Once the run is terminal or
+// lost, a replay answers 409 run_not_live and changes nothing.
+func testIdempotencyRunReplayKeepsToken(t *testing.T, open opener) {
 	e := newEnv(t, open)
 	ctx := t.Context()
-	openRun := func(key string) (*clasp.Run, *store.RunOpenParams, error) {
+	derive := func(secret string) func(string) string {
+		return func(runID string) string {
+			h := sha256.Sum256([]byte(secret + "\x00" + runID))
+			return hex.EncodeToString(h[:])
+		}
+	}
+	openRun := func(key, secret string) (*clasp.Run, *store.RunOpenParams, error) {
 		p := runOpenParams(e.a, leaseTTL)
+		p.TokenHashFor = derive(secret)
 		p.Idempotency = idem(agentActor(e.a), key, "h")
 		r, err := e.st.RunOpen(ctx, p)
 		return r, p, err
 	}
-	r1, p1, err := openRun("run-1")
+	authAs := func(what, hash, runID string) {
+		t.Helper()
+		if a, r, err := e.st.RunAuthenticate(ctx, hash); err != nil || a.ID != e.a.ID || r.ID != runID {
+			t.Errorf("%s: authenticate got %v, %v, %v; want agent A in run %s", what, a, r, err, runID)
+		}
+	}
+	r1, p1, err := openRun("run-1", "key-a")
 	if err != nil || p1.Idempotency.Replayed {
 		t.Fatalf("open: got %v, replayed %v", err, p1.Idempotency.Replayed)
 	}
-	r2, p2, err := openRun("run-1")
+	authAs("first token", p1.TokenHashOf(r1.ID), r1.ID)
+	r2, p2, err := openRun("run-1", "key-a")
 	if err != nil || !p2.Idempotency.Replayed || r2.ID != r1.ID || r2.Status != clasp.RunRunning {
 		t.Fatalf("replay: got %+v, %v, replayed %v, want run %s running, replayed", r2, err, p2.Idempotency.Replayed, r1.ID)
 	}
-	_, _, err = e.st.RunAuthenticate(ctx, p1.TokenHash)
-	wantCode(t, "first token after the replay", err, clasp.CodeUnauthenticated)
-	if a, r, err := e.st.RunAuthenticate(ctx, p2.TokenHash); err != nil || a.ID != e.a.ID || r.ID != r1.ID {
-		t.Errorf("reissued token: got %v, %v, %v, want agent A in run %s", a, r, err, r1.ID)
+	authAs("first token after the replay", p1.TokenHashOf(r1.ID), r1.ID)
+
+	// Another credential's replay is refused and leaves the token alone,
+	// whether it derives its hash or brings a random one.
+	_, _, err = openRun("run-1", "key-b")
+	wantCode(t, "replay under another key", err, clasp.CodeIdempotencyKeyReused)
+	p := runOpenParams(e.a, leaseTTL)
+	p.Idempotency = idem(agentActor(e.a), "run-1", "h")
+	_, err = e.st.RunOpen(ctx, p)
+	wantCode(t, "replay with a random token hash", err, clasp.CodeIdempotencyKeyReused)
+	_, _, err = e.st.RunAuthenticate(ctx, p.TokenHash)
+	wantCode(t, "refused replay's token", err, clasp.CodeUnauthenticated)
+	authAs("first token after refused replays", p1.TokenHashOf(r1.ID), r1.ID)
+
+	// Ten concurrent first opens with one key: one run, every token works.
+	const n = 10
+	var got [n]*clasp.Run
+	var hashes [n]string
+	race(n, func(i int) {
+		r, p, err := openRun("run-c", "key-a")
+		if err != nil {
+			t.Errorf("concurrent open %d: %v", i, err)
+			return
+		}
+		got[i], hashes[i] = r, p.TokenHashOf(r.ID)
+	})
+	for i := range n {
+		if got[i] == nil {
+			continue
+		}
+		if got[i].ID != got[0].ID {
+			t.Errorf("concurrent open %d: run %s, want %s (one run)", i, got[i].ID, got[0].ID)
+		}
+		authAs(fmt.Sprintf("token of concurrent open %d", i), hashes[i], got[0].ID)
 	}
 
 	if _, err := finish(ctx, e.st, r1, clasp.RunSucceeded); err != nil {
 		t.Fatalf("finish: %v", err)
 	}
-	_, p3, err := openRun("run-1")
+	_, _, err = openRun("run-1", "key-a")
 	wantCode(t, "replay of a finished run", err, clasp.CodeRunNotLive)
-	_, _, err = e.st.RunAuthenticate(ctx, p3.TokenHash)
-	wantCode(t, "token of a replay of a finished run", err, clasp.CodeUnauthenticated)
+	_, _, err = e.st.RunAuthenticate(ctx, p1.TokenHashOf(r1.ID))
+	wantCode(t, "token of a finished run", err, clasp.CodeUnauthenticated)
 
-	lost, _, err := openRun("run-2")
+	lost, _, err := openRun("run-2", "key-a")
 	if err != nil {
 		t.Fatalf("open run-2: %v", err)
 	}
@@ -189,19 +239,19 @@ func testIdempotencyRunReplayReissuesToken(t *testing.T, open opener) {
 		t.Fatalf("expire run-2: %v", err)
 	}
 	before := getRun(t, e.st, lost.ID)
-	_, _, err = openRun("run-2")
+	_, _, err = openRun("run-2", "key-a")
 	wantCode(t, "replay of a lost run", err, clasp.CodeRunNotLive)
 	if diff := cmp.Diff(before, getRun(t, e.st, lost.ID)); diff != "" {
 		t.Errorf("lost run changed by a refused replay (-before +after):\n%s", diff)
 	}
 
 	runs, _, err := e.st.RunList(ctx, &store.RunListParams{CompanyID: e.co.ID, AgentID: e.a.ID, Page: store.Page{Limit: 100}})
-	if err != nil || len(runs) != 2 {
-		t.Errorf("runs of A: got %d, %v, want 2 (replays open none)", len(runs), err)
+	if err != nil || len(runs) != 3 {
+		t.Errorf("runs of A: got %d, %v, want 3 (replays open none)", len(runs), err)
 	}
 	started := allActivity(t, e.st, store.ActivityListParams{CompanyID: e.co.ID, Action: clasp.ActionRunStarted})
-	if len(started) != 2 {
-		t.Errorf("run.started rows: got %d, want 2", len(started))
+	if len(started) != 3 {
+		t.Errorf("run.started rows: got %d, want 3", len(started))
 	}
 }
 
