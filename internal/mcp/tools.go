@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -31,11 +32,23 @@ const retryAfterSeconds = 30
 // sess. Instructions are the work_loop prompt's text.
 func NewServer(sess *Session) *sdk.Server {
 	srv := sdk.NewServer(&sdk.Implementation{Name: ServerName, Title: "clasp: take and finish work items", Version: Version},
-		&sdk.ServerOptions{Instructions: Instructions})
+		&sdk.ServerOptions{Instructions: Instructions, SchemaCache: schemaCache})
 	addTools(srv, sess)
 	addResources(srv, sess)
 	return srv
 }
+
+// schemaCache keeps the tools' schemas across servers: the HTTP endpoint
+// builds a server per request.
+var schemaCache = sdk.NewSchemaCache()
+
+// statusSchema is update_issue_status's input schema: StatusIn's, with the
+// status enum.
+var statusSchema = sync.OnceValue(func() *jsonschema.Schema {
+	st := inputSchema[StatusIn]()
+	st.Properties["status"].Enum = []any{"in_review", "blocked", "done"}
+	return st
+})
 
 // outPtr is a tool answer type: a pointer to a struct embedding Envelope.
 type outPtr[T any] interface {
@@ -169,14 +182,12 @@ func addTools(srv *sdk.Server, s *Session) {
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: false, IdempotentHint: true, DestructiveHint: &f, OpenWorldHint: &f},
 	}, commentRef, s.addComment)
 
-	st := inputSchema[StatusIn]()
-	st.Properties["status"].Enum = []any{"in_review", "blocked", "done"}
 	addTool(srv, s, &sdk.Tool{
 		Name:  "update_issue_status",
 		Title: "Finish or park an issue",
 		Description: "Moves an issue this session holds to done (finished), in_review (finished, needs review) or blocked (cannot go on; comment required), with an optional comment written in the same atomic write, and lets go of it. " +
 			"If another run holds the issue now the answer is an error (ownership_lost): stop working on it. Safe to retry. Next: claim_next_issue.",
-		InputSchema: st,
+		InputSchema: statusSchema(),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: false, IdempotentHint: true, DestructiveHint: &f, OpenWorldHint: &f},
 	}, statusRef, s.updateStatus)
 
@@ -236,6 +247,8 @@ func (s *Session) sessionStatus(ctx context.Context, _ NoInput, out *StatusOut) 
 	}
 	out.Outcome = OutcomeOK
 	switch {
+	case out.RunID == "" && (s.opts.Stateless || s.cfg.RunToken()):
+		out.Message = fmt.Sprintf("Connected as agent %s; the run is the one the credential names. Next: claim_next_issue.", me.Name)
 	case out.RunID == "":
 		out.Message = fmt.Sprintf("Connected to %s as agent %s; no run yet (the first claim opens one). Next: claim_next_issue.", s.cfg.URL, me.Name)
 	case len(held) > 0:

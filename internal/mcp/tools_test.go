@@ -396,3 +396,98 @@ func TestResourcesAndPrompt(t *testing.T) {
 		t.Fatalf("work_loop: %v", err)
 	}
 }
+
+// TestLauncherRun: with CLASP_RUN_ID (and the agent key) or a run token the
+// tools act in the launcher's run, and closing the session leaves it live.
+func TestLauncherRun(t *testing.T) {
+	w := newWorld(t, "", 30*time.Second, 2)
+	ctx := context.Background()
+	agent := client.New(w.url, client.WithToken(w.keys[0]))
+	for _, tc := range []struct {
+		name string
+		cfg  func(r *clasp.Run) mcp.Config
+	}{
+		{"run id", func(r *clasp.Run) mcp.Config { return mcp.Config{URL: w.url, Token: w.keys[0], RunID: r.ID} }},
+		{"run token", func(r *clasp.Run) mcp.Config { return mcp.Config{URL: w.url, Token: r.RunToken} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run, err := agent.RunOpen(ctx, client.RunOpenRequest{InvocationSource: "launcher"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sess := mcp.NewSession(tc.cfg(run), mcp.Options{})
+			srv := mcp.NewServer(sess)
+			st, ct := sdk.NewInMemoryTransports()
+			ss, err := srv.Connect(ctx, st, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := call(t, cs, "session_status", nil); s.str("runOwner") != "launcher" {
+				t.Errorf("session_status: %+v", s.S)
+			}
+			c := call(t, cs, "claim_next_issue", nil)
+			if c.IsError || c.str("runId") != run.ID {
+				t.Fatalf("claim in the launcher's run: %+v", c.S)
+			}
+			d := call(t, cs, "update_issue_status", map[string]any{"issue": c.str("issue", "identifier"), "status": "done", "comment": "ok"})
+			if d.IsError {
+				t.Fatalf("done: %+v", d.S)
+			}
+			_ = cs.Close()
+			_ = ss.Wait()
+			if err := sess.Close(clasp.RunSucceeded); err != nil {
+				t.Fatal(err)
+			}
+			r, err := w.board.RunGet(ctx, run.ID)
+			if err != nil || r.Status != clasp.RunRunning {
+				t.Fatalf("launcher's run after the session closed: %v %v; want still running", r.Status, err)
+			}
+			runs, _ := w.board.RunList(ctx, w.co.ID, client.RunListParams{})
+			for _, x := range runs.Items {
+				if x.InvocationSource == mcp.InvocationSource {
+					t.Errorf("a launcher session opened run %s of its own", x.ID)
+				}
+			}
+		})
+	}
+}
+
+// TestClaimWaits: claim_next_issue with waitSeconds takes an issue filed
+// while it waits; a checkout of a done issue is a conflict saying so.
+func TestClaimWaits(t *testing.T) {
+	w := newWorld(t, "", 30*time.Second, 0)
+	cs, _ := w.agentSession(0)
+	got := make(chan result, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "claim_next_issue", Arguments: map[string]any{"waitSeconds": 60}})
+		r := result{}
+		if err == nil {
+			r.IsError = res.IsError
+			b, _ := json.Marshal(res.StructuredContent)
+			_ = json.Unmarshal(b, &r.S)
+		}
+		got <- r
+	}()
+	// File the issue once the claim is waiting (its run exists).
+	eventually(t, "the waiting claim opened its run", func() bool {
+		p, err := w.board.RunList(context.Background(), w.co.ID, client.RunListParams{})
+		return err == nil && len(p.Items) > 0
+	})
+	iss, err := w.board.IssueCreate(context.Background(), w.co.ID, client.IssueCreateRequest{Title: "late", Status: clasp.IssueTodo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.IsError || r.str("outcome") != "claimed" || r.str("issue", "identifier") != iss.Identifier {
+		t.Fatalf("waiting claim: %+v; want %s claimed", r.S, iss.Identifier)
+	}
+	call(t, cs, "update_issue_status", map[string]any{"issue": iss.Identifier, "status": "done"})
+	c := call(t, cs, "checkout_issue", map[string]any{"issue": iss.Identifier})
+	if !c.IsError || c.str("outcome") != "conflict" || c.str("reason") != "status_not_expected" || !strings.Contains(c.str("message"), "status is done") {
+		t.Errorf("checkout of a done issue: %+v", c.S)
+	}
+}
