@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/clasp-dev/clasp/internal/board"
 	"github.com/clasp-dev/clasp/internal/heartbeat"
 	"github.com/clasp-dev/clasp/internal/httpapi"
 	"github.com/clasp-dev/clasp/internal/mcp"
@@ -61,6 +62,7 @@ type ServeConfig struct {
 	SweepInterval   time.Duration // time between sweeper passes
 	LocalTrusted    bool          // tokenless requests are the board; requires a loopback Listen
 	RequireRunToken bool          // checkout, release, PATCH, heartbeat and finish by agents take run tokens only
+	BoardReadOnly   bool          // the web board at / hides and refuses every action
 	Sync            string        // SQLite synchronous: "full" (default) or "normal"
 	ShutdownTimeout time.Duration // how long in-flight requests get after ctx ends
 	Logger          *slog.Logger  // default: discard
@@ -222,10 +224,16 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 		defer sched.Stop()
 	}
 
+	// The web board at / (package board) in front of the API.
+	web, err := board.New(board.Config{API: api.Handler(), LocalTrusted: cfg.LocalTrusted, ReadOnly: cfg.BoardReadOnly, Logger: log})
+	if err != nil {
+		return err
+	}
+
 	// No ReadTimeout: it would cut the live event stream. Request bodies
 	// have their own read deadline (httpapi.Config.BodyReadTimeout).
 	// /mcp: the stateless MCP endpoint, whose tools call the API in process.
-	mcpH, apiH := mcp.NewHTTPHandler(api.Handler(), log), api.Handler()
+	mcpH, apiH := mcp.NewHTTPHandler(api.Handler(), log), web.Handler() // web: the board at /, and the API behind it
 	hs := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/mcp" {
@@ -505,6 +513,7 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "lease a run gets from each sign of life: a run that stays silent this long is lost (writes are at most one per min(1s, TTL/3) per run, so a lease may run up to that much longer)")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", DefaultSweepInterval, "time between sweeper passes")
 	f.BoolVar(&cfg.LocalTrusted, "local-trusted", false, "requests without a token are the board (loopback --listen only)")
+	f.BoolVar(&cfg.BoardReadOnly, "board-read-only", false, "the web board at / shows everything and changes nothing (it hides and refuses every action)")
 	f.BoolVar(&cfg.RequireRunToken, "require-run-token", false, "checkout, release, issue PATCH, run heartbeat and run finish by agents accept only run tokens")
 	f.StringVar(&cfg.Sync, "sync", "full", "SQLite durability: full (an acknowledged write survives power loss) or normal (an acknowledged write may be lost on power loss, not on a process crash)")
 	f.StringVar(&cfg.Pprof, "pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port, a listener of its own (e.g. 127.0.0.1:6060)")

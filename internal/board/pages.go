@@ -1,0 +1,582 @@
+package board
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// view is what every page template gets.
+type view struct {
+	Title        string
+	Page         string // template name, also the nav's current entry
+	ReadOnly     bool
+	LocalTrusted bool
+	ServerNow    int64 // the server's clock at render, Unix ms (the live layer's lease ticker corrects by it)
+	Companies    []clasp.Company
+	Company      *clasp.Company
+	Error        string // a readable message when the page's data could not be read
+	// LastEventID is the company's newest activity id when the page was
+	// read: the live layer streams the events after it, so none written
+	// between this render and the stream's start is missed.
+	LastEventID int64
+	Data         any
+}
+
+// Actions are the activity actions the live layer subscribes to (the
+// event stream names each event by its action).
+var Actions = []string{
+	clasp.ActionIssueCreated, clasp.ActionIssueUpdated, clasp.ActionIssueCheckedOut, clasp.ActionIssueLockAdopted,
+	clasp.ActionIssueReleased, clasp.ActionIssueLockReleased, clasp.ActionIssueStaleLockCleared, clasp.ActionIssueForceRelease,
+	clasp.ActionIssueCommented, clasp.ActionRunStarted, clasp.ActionRunFinished, clasp.ActionRunLost,
+	clasp.ActionCompanyCreated, clasp.ActionAgentCreated, clasp.ActionAgentUpdated, clasp.ActionAgentKeyCreated, clasp.ActionAgentKeyRevoked,
+}
+
+// page wraps a page's data function with the sign-in check (a redirect to
+// /login without a valid cookie) and the company picker (?company=ID, else
+// the first company).
+func (b *Board) page(name string, fill func(c *client, v *view) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c := &client{b: b, r: r}
+		if !b.cfg.LocalTrusted {
+			ck, err := r.Cookie(CookieName)
+			if err != nil || ck.Value == "" {
+				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				return
+			}
+			c.token = ck.Value
+		}
+		v := &view{Title: strings.ToUpper(name[:1]) + name[1:]}
+		if _, err := c.get("/api/companies?limit=1000", &v.Companies); err != nil {
+			var ae *apiError
+			if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+				http.SetCookie(w, &http.Cookie{Name: CookieName, Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				return
+			}
+			v.Error = "The companies could not be read: " + err.Error()
+			b.render(w, r, "nocompany", http.StatusBadGateway, v)
+			return
+		}
+		want := r.URL.Query().Get("company")
+		for i := range v.Companies {
+			if v.Companies[i].ID == want || (want == "" && i == 0) {
+				v.Company = &v.Companies[i]
+				break
+			}
+		}
+		if v.Company == nil {
+			status := http.StatusOK
+			if want != "" {
+				status = http.StatusNotFound
+				v.Error = "There is no company " + want + "."
+			}
+			b.render(w, r, "nocompany", status, v)
+			return
+		}
+		var newest []struct {
+			ID int64 `json:"id"`
+		}
+		if _, err := c.get("/api/companies/"+v.Company.ID+"/activity?limit=1", &newest); err == nil && len(newest) == 1 {
+			v.LastEventID = newest[0].ID
+		}
+		status := http.StatusOK
+		if err := fill(c, v); err != nil {
+			status = http.StatusBadGateway
+			var ae *apiError
+			if errors.As(err, &ae) {
+				status = ae.Status
+				v.Error = ae.Message
+			} else {
+				v.Error = err.Error()
+			}
+		}
+		b.render(w, r, name, status, v)
+	}
+}
+
+// lockView is an issue's lock as the board shows it: the checkout lock's
+// holder run and agent, the run's liveness, lease and last sign of life,
+// the fencing epoch, and whether the execution lock agrees.
+type lockView struct {
+	RunID        string
+	AgentID      string
+	AgentName    string
+	Epoch        int64
+	Since        *time.Time // when the execution lock was taken (else the issue's start)
+	LeaseExpires *time.Time
+	LastSign     *time.Time
+	RunStatus    string
+	// Liveness is live (running with its lease ahead), lost (its lease
+	// ran out; the sweeper will clear it), terminal (the run ended) or
+	// missing (no such run).
+	Liveness       string
+	ExecutionRunID string
+	Agree          bool // the execution lock names the checkout run
+}
+
+// lookup caches the runs and agents a page resolves.
+type lookup struct {
+	c      *client
+	now    time.Time
+	runs   map[string]*clasp.Run // nil value: missing
+	agents map[string]*clasp.Agent
+}
+
+func newLookup(c *client, companyID string) (*lookup, error) {
+	l := &lookup{c: c, now: c.b.cfg.Now(), runs: map[string]*clasp.Run{}, agents: map[string]*clasp.Agent{}}
+	var agents []*clasp.Agent
+	if _, err := c.get("/api/companies/"+companyID+"/agents?limit=1000", &agents); err != nil {
+		return nil, err
+	}
+	for _, a := range agents {
+		l.agents[a.ID] = a
+	}
+	var live []*clasp.Run
+	if _, err := c.get("/api/companies/"+companyID+"/runs?status=running,queued&limit=1000", &live); err != nil {
+		return nil, err
+	}
+	for _, r := range live {
+		l.runs[r.ID] = r
+	}
+	return l, nil
+}
+
+// run returns run id (nil when it does not exist).
+func (l *lookup) run(id string) *clasp.Run {
+	if r, ok := l.runs[id]; ok {
+		return r
+	}
+	var r clasp.Run
+	if _, err := l.c.get("/api/runs/"+url.PathEscape(id), &r); err != nil {
+		l.runs[id] = nil
+		return nil
+	}
+	l.runs[id] = &r
+	return &r
+}
+
+func (l *lookup) agentName(id string) string {
+	if a := l.agents[id]; a != nil {
+		return a.Name
+	}
+	return id
+}
+
+// liveness classifies run r at now: live, lost, terminal or missing.
+func liveness(r *clasp.Run, now time.Time) string {
+	switch {
+	case r == nil:
+		return "missing"
+	case r.Status.Terminal():
+		return "terminal"
+	case r.LeaseExpiresAt == nil || !r.LeaseExpiresAt.After(now):
+		return "lost"
+	default:
+		return "live"
+	}
+}
+
+// lock returns the lock view of iss, nil when it holds no lock.
+func (l *lookup) lock(iss *clasp.Issue) *lockView {
+	if iss.CheckoutRunID == nil && iss.ExecutionRunID == nil {
+		return nil
+	}
+	lv := &lockView{Epoch: iss.CheckoutEpoch, Since: iss.ExecutionLockedAt}
+	if lv.Since == nil {
+		lv.Since = iss.StartedAt
+	}
+	if iss.ExecutionRunID != nil {
+		lv.ExecutionRunID = *iss.ExecutionRunID
+	}
+	holder := lv.ExecutionRunID
+	if iss.CheckoutRunID != nil {
+		lv.RunID = *iss.CheckoutRunID
+		holder = lv.RunID
+		lv.Agree = lv.ExecutionRunID == lv.RunID
+	}
+	r := l.run(holder)
+	lv.Liveness = liveness(r, l.now)
+	if r != nil {
+		lv.AgentID, lv.AgentName = r.AgentID, l.agentName(r.AgentID)
+		lv.LeaseExpires, lv.LastSign, lv.RunStatus = r.LeaseExpiresAt, r.LastSignOfLifeAt, string(r.Status)
+	}
+	return lv
+}
+
+// card is one issue on the board.
+type card struct {
+	Issue    *clasp.Issue
+	Assignee string
+	Lock     *lockView
+}
+
+type column struct {
+	Status  string
+	Cards   []card
+	Count   string // "12", or "50+" when more are not shown
+	MoreURL string // the board with this column showing more ("" when all are shown)
+}
+
+type boardView struct {
+	Columns  []column
+	Agents   []*clasp.Agent
+	Agent    string // filter: assignee agent id, or "none"
+	Status   string // filter: one status ("" all)
+	Q        string // filter: search text
+	Statuses []string
+}
+
+var statuses = []string{"backlog", "todo", "in_progress", "in_review", "blocked", "done", "cancelled"}
+
+// Column paging: each column shows columnPage cards, and "more" adds
+// another columnPage, up to the API's 1000; the DOM stays bounded.
+const columnPage = 25
+
+func (b *Board) boardData(c *client, v *view) error {
+	q := c.r.URL.Query()
+	bv := &boardView{Agent: q.Get("agent"), Status: q.Get("status"), Q: strings.TrimSpace(q.Get("q")), Statuses: statuses}
+	l, err := newLookup(c, v.Company.ID)
+	if err != nil {
+		return err
+	}
+	for _, a := range l.agents {
+		bv.Agents = append(bv.Agents, a)
+	}
+	sort.Slice(bv.Agents, func(i, j int) bool { return bv.Agents[i].Name < bv.Agents[j].Name })
+	for _, st := range statuses {
+		if bv.Status != "" && bv.Status != st {
+			continue
+		}
+		n := columnPage
+		if m, err := strconv.Atoi(q.Get("n_" + st)); err == nil && m > 0 {
+			n = min(m, 1000)
+		}
+		p := url.Values{"status": {st}, "limit": {strconv.Itoa(n)}}
+		if bv.Q != "" {
+			p.Set("q", bv.Q)
+		}
+		if bv.Agent != "" {
+			p.Set("assigneeAgentId", bv.Agent)
+		}
+		var issues []*clasp.Issue
+		next, err := c.get("/api/companies/"+v.Company.ID+"/issues?"+p.Encode(), &issues)
+		if err != nil {
+			return err
+		}
+		col := column{Status: st, Count: strconv.Itoa(len(issues))}
+		if next != "" {
+			col.Count += "+"
+			if n < 1000 {
+				mq := url.Values{}
+				for k, vs := range q {
+					mq[k] = vs
+				}
+				mq.Set("n_"+st, strconv.Itoa(n+columnPage))
+				col.MoreURL = "/?" + mq.Encode()
+			}
+		}
+		for _, iss := range issues {
+			cd := card{Issue: iss, Lock: l.lock(iss)}
+			if iss.AssigneeAgentID != nil {
+				cd.Assignee = l.agentName(*iss.AssigneeAgentID)
+			}
+			col.Cards = append(col.Cards, cd)
+		}
+		bv.Columns = append(bv.Columns, col)
+	}
+	v.Data = bv
+	return nil
+}
+
+type issueView struct {
+	Issue    *clasp.Issue
+	Assignee string
+	Lock     *lockView
+	Holder   *clasp.Run
+	Comments []*clasp.Comment
+	Activity []*clasp.Activity
+	Runs     []*clasp.Run
+	Agents   []*clasp.Agent
+	Statuses []string
+	Names    map[string]string
+}
+
+func (b *Board) issueData(c *client, v *view) error {
+	var iss clasp.Issue
+	if _, err := c.get("/api/issues/"+url.PathEscape(c.r.PathValue("ref")), &iss); err != nil {
+		return err
+	}
+	v.Title = iss.Identifier
+	l, err := newLookup(c, v.Company.ID)
+	if err != nil {
+		return err
+	}
+	iv := &issueView{Issue: &iss, Lock: l.lock(&iss), Statuses: statuses, Names: map[string]string{}}
+	for id, a := range l.agents {
+		iv.Agents = append(iv.Agents, a)
+		iv.Names[id] = a.Name
+	}
+	sort.Slice(iv.Agents, func(i, j int) bool { return iv.Agents[i].Name < iv.Agents[j].Name })
+	if iss.AssigneeAgentID != nil {
+		iv.Assignee = l.agentName(*iss.AssigneeAgentID)
+	}
+	if iv.Lock != nil {
+		iv.Holder = l.runs[iv.Lock.RunID]
+	}
+	if _, err := c.get("/api/issues/"+iss.ID+"/comments?limit=1000", &iv.Comments); err != nil {
+		return err
+	}
+	if _, err := c.get("/api/issues/"+iss.ID+"/activity?limit=1000", &iv.Activity); err != nil {
+		return err
+	}
+	// The issue's runs: those its activity names, newest first.
+	seen := map[string]bool{}
+	for _, a := range iv.Activity {
+		if a.RunID != nil && !seen[*a.RunID] {
+			seen[*a.RunID] = true
+			if r := l.run(*a.RunID); r != nil {
+				iv.Runs = append(iv.Runs, r)
+			}
+		}
+	}
+	sort.Slice(iv.Runs, func(i, j int) bool { return iv.Runs[i].CreatedAt.After(iv.Runs[j].CreatedAt) })
+	v.Data = iv
+	return nil
+}
+
+type runRow struct {
+	Run       *clasp.Run
+	AgentName string
+	Issue     string // the issue's identifier, else its id
+	Liveness  string
+	HasLog    bool // a server-managed run (its log is served)
+}
+
+type runsView struct {
+	Live, Recent []runRow
+}
+
+func (b *Board) runsData(c *client, v *view) error {
+	l, err := newLookup(c, v.Company.ID)
+	if err != nil {
+		return err
+	}
+	var recent []*clasp.Run
+	if _, err := c.get("/api/companies/"+v.Company.ID+"/runs?limit=100", &recent); err != nil {
+		return err
+	}
+	idents := map[string]string{}
+	row := func(r *clasp.Run) runRow {
+		rr := runRow{Run: r, AgentName: l.agentName(r.AgentID), Liveness: liveness(r, l.now), HasLog: r.InvocationSource != "" && r.InvocationSource != "agent" && r.HostID != nil}
+		if r.IssueID != nil {
+			id := *r.IssueID
+			if _, ok := idents[id]; !ok {
+				var iss clasp.Issue
+				idents[id] = id
+				if _, err := c.get("/api/issues/"+id, &iss); err == nil {
+					idents[id] = iss.Identifier
+				}
+			}
+			rr.Issue = idents[id]
+		}
+		return rr
+	}
+	rv := &runsView{}
+	liveIDs := map[string]bool{}
+	for _, r := range l.runs {
+		if r != nil && !r.Status.Terminal() {
+			rv.Live = append(rv.Live, row(r))
+			liveIDs[r.ID] = true
+		}
+	}
+	sort.Slice(rv.Live, func(i, j int) bool { return rv.Live[i].Run.CreatedAt.After(rv.Live[j].Run.CreatedAt) })
+	for _, r := range recent {
+		if !liveIDs[r.ID] {
+			rv.Recent = append(rv.Recent, row(r))
+		}
+	}
+	v.Data = rv
+	return nil
+}
+
+type agentRow struct {
+	Agent    *clasp.Agent
+	LiveRuns int
+	Holds    []*clasp.Issue
+	Keys     []*clasp.APIKey
+}
+
+type agentsView struct{ Agents []agentRow }
+
+func (b *Board) agentsData(c *client, v *view) error {
+	l, err := newLookup(c, v.Company.ID)
+	if err != nil {
+		return err
+	}
+	held, err := heldIssues(c, v.Company.ID)
+	if err != nil {
+		return err
+	}
+	av := &agentsView{}
+	for _, a := range l.agents {
+		row := agentRow{Agent: a}
+		for _, r := range l.runs {
+			if r != nil && r.AgentID == a.ID && !r.Status.Terminal() {
+				row.LiveRuns++
+			}
+		}
+		for _, iss := range held {
+			if iss.CheckoutRunID != nil {
+				if r := l.run(*iss.CheckoutRunID); r != nil && r.AgentID == a.ID {
+					row.Holds = append(row.Holds, iss)
+				}
+			}
+		}
+		if _, err := c.get("/api/agents/"+a.ID+"/keys?limit=100", &row.Keys); err != nil {
+			return err
+		}
+		av.Agents = append(av.Agents, row)
+	}
+	sort.Slice(av.Agents, func(i, j int) bool { return av.Agents[i].Agent.Name < av.Agents[j].Agent.Name })
+	v.Data = av
+	return nil
+}
+
+// heldIssues returns the company's issues that hold a lock (up to 1000 of
+// the active statuses, where locks live).
+func heldIssues(c *client, companyID string) ([]*clasp.Issue, error) {
+	var issues []*clasp.Issue
+	if _, err := c.get("/api/companies/"+companyID+"/issues?status=todo,in_progress,in_review,blocked,backlog&limit=1000", &issues); err != nil {
+		return nil, err
+	}
+	out := issues[:0]
+	for _, iss := range issues {
+		if iss.CheckoutRunID != nil || iss.ExecutionRunID != nil {
+			out = append(out, iss)
+		}
+	}
+	return out, nil
+}
+
+type heldRow struct {
+	Issue *clasp.Issue
+	Lock  *lockView
+}
+
+type locksView struct {
+	Held, Dead  []heldRow
+	LastSweep   *clasp.Activity   // the newest row the sweeper (actor system) wrote
+	Swept       []*clasp.Activity // stale locks cleared and runs lost, newest first
+	Adoptions   []*clasp.Activity
+	ForceReleases []*clasp.Activity
+	Idents      map[string]string
+}
+
+func (b *Board) locksData(c *client, v *view) error {
+	l, err := newLookup(c, v.Company.ID)
+	if err != nil {
+		return err
+	}
+	held, err := heldIssues(c, v.Company.ID)
+	if err != nil {
+		return err
+	}
+	lv := &locksView{Idents: map[string]string{}}
+	for _, iss := range held {
+		row := heldRow{Issue: iss, Lock: l.lock(iss)}
+		if row.Lock.Liveness == "live" {
+			lv.Held = append(lv.Held, row)
+		} else {
+			lv.Dead = append(lv.Dead, row)
+		}
+	}
+	oldest := func(rows []heldRow) {
+		sort.Slice(rows, func(i, j int) bool {
+			a, b := rows[i].Lock.Since, rows[j].Lock.Since
+			return a != nil && (b == nil || a.Before(*b))
+		})
+	}
+	oldest(lv.Held)
+	oldest(lv.Dead)
+	var acts []*clasp.Activity
+	if _, err := c.get("/api/companies/"+v.Company.ID+"/activity?limit=1000", &acts); err != nil {
+		return err
+	}
+	for _, a := range acts {
+		switch {
+		case a.Action == clasp.ActionIssueStaleLockCleared || a.Action == clasp.ActionRunLost:
+			if len(lv.Swept) < 50 {
+				lv.Swept = append(lv.Swept, a)
+			}
+		case a.Action == clasp.ActionIssueLockAdopted:
+			if len(lv.Adoptions) < 50 {
+				lv.Adoptions = append(lv.Adoptions, a)
+			}
+		case a.Action == clasp.ActionIssueForceRelease:
+			if len(lv.ForceReleases) < 50 {
+				lv.ForceReleases = append(lv.ForceReleases, a)
+			}
+		}
+		if a.ActorType == clasp.ActorSystem && lv.LastSweep == nil {
+			lv.LastSweep = a
+		}
+	}
+	v.Data = lv
+	return nil
+}
+
+type activityView struct {
+	Rows      []*clasp.Activity
+	Action    string
+	Entity    string // entity type, or type:id
+	Actions   []string
+	Entities  []string
+	Older     string // URL of the next older page ("" at the end)
+}
+
+func (b *Board) activityData(c *client, v *view) error {
+	q := c.r.URL.Query()
+	av := &activityView{Action: q.Get("action"), Entity: q.Get("entity"), Actions: Actions, Entities: []string{"issue", "run", "agent", "company"}}
+	p := url.Values{"limit": {"1000"}}
+	if cur := q.Get("cursor"); cur != "" {
+		p.Set("cursor", cur)
+	}
+	var acts []*clasp.Activity
+	next, err := c.get("/api/companies/"+v.Company.ID+"/activity?"+p.Encode(), &acts)
+	if err != nil {
+		return err
+	}
+	etype, eid, _ := strings.Cut(av.Entity, ":")
+	for _, a := range acts {
+		if av.Action != "" && a.Action != av.Action {
+			continue
+		}
+		if etype != "" && a.EntityType != etype {
+			continue
+		}
+		if eid != "" && a.EntityID != eid {
+			continue
+		}
+		if len(av.Rows) < 200 {
+			av.Rows = append(av.Rows, a)
+		}
+	}
+	if cur := cursorOf(next); cur != "" {
+		oq := url.Values{}
+		for k, vs := range q {
+			oq[k] = slices.Clone(vs)
+		}
+		oq.Set("cursor", cur)
+		av.Older = "/activity?" + oq.Encode()
+	}
+	v.Data = av
+	return nil
+}
