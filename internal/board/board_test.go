@@ -1,0 +1,154 @@
+package board_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clasp-dev/clasp/internal/board"
+	"github.com/clasp-dev/clasp/internal/httpapi"
+	"github.com/clasp-dev/clasp/internal/store/sqlite"
+)
+
+// newBoard serves the board in front of the real API on a real SQLite
+// file, and returns its URL and board token.
+func newBoard(t *testing.T, cfg board.Config) (string, string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Synchronous: "NORMAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	token, hash := httpapi.NewToken(httpapi.TokenBoard)
+	if _, err := st.SettingPutIfAbsent(ctx, "board_token_hash", hash); err != nil {
+		t.Fatal(err)
+	}
+	api := httpapi.New(httpapi.Config{Store: st, LocalTrusted: cfg.LocalTrusted})
+	cfg.API = api.Handler()
+	b, err := board.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(func() { api.BeginShutdown(); srv.Close() })
+	return srv.URL, token
+}
+
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func do(t *testing.T, method, u string, body string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	return res, string(b)
+}
+
+// TestSignInCookie: a page without the cookie redirects to /login; a bad
+// token gets the form back with 401 and no cookie; the board token sets an
+// HttpOnly, SameSite=Strict cookie (not Secure over plain HTTP) that the
+// pages and the API then accept; sign-out clears it.
+func TestSignInCookie(t *testing.T) {
+	u, token := newBoard(t, board.Config{})
+	res, _ := do(t, "GET", u+"/", "", nil)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {
+		t.Fatalf("GET / without cookie: %d %q, want 303 to /login", res.StatusCode, res.Header.Get("Location"))
+	}
+	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "object-src 'none'") {
+		t.Fatalf("CSP = %q", csp)
+	}
+	form := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	res, body := do(t, "POST", u+"/login", url.Values{"token": {"clasp_bt_wrong"}}.Encode(), form)
+	if res.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not the board token") || len(res.Cookies()) != 0 {
+		t.Fatalf("bad token: %d cookies=%v body has message=%v", res.StatusCode, res.Cookies(), strings.Contains(body, "not the board token"))
+	}
+	res, _ = do(t, "POST", u+"/login", url.Values{"token": {token}}.Encode(), form)
+	if res.StatusCode != http.StatusSeeOther || len(res.Cookies()) != 1 {
+		t.Fatalf("good token: %d cookies=%v", res.StatusCode, res.Cookies())
+	}
+	c := res.Cookies()[0]
+	if c.Name != board.CookieName || c.Value != token || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure {
+		t.Fatalf("cookie = %+v, want HttpOnly SameSite=Strict, not Secure over HTTP", c)
+	}
+	cookie := map[string]string{"Cookie": board.CookieName + "=" + token}
+	if res, _ := do(t, "GET", u+"/api/companies", "", cookie); res.StatusCode != 200 {
+		t.Fatalf("GET /api/companies with the cookie: %d", res.StatusCode)
+	}
+	if res, body := do(t, "GET", u+"/", "", cookie); res.StatusCode != 200 || !strings.Contains(body, "No company") {
+		t.Fatalf("GET / signed in: %d", res.StatusCode)
+	}
+	res, _ = do(t, "POST", u+"/logout", "", cookie)
+	if res.StatusCode != http.StatusSeeOther || len(res.Cookies()) != 1 || res.Cookies()[0].MaxAge >= 0 {
+		t.Fatalf("logout: %d %v", res.StatusCode, res.Cookies())
+	}
+}
+
+// TestCookieWritesAreSameOriginOnly: a write that carries the board cookie
+// from another origin is refused (403, nothing created); the same write
+// from the page's origin goes through the API.
+func TestCookieWritesAreSameOriginOnly(t *testing.T) {
+	u, token := newBoard(t, board.Config{})
+	hdr := map[string]string{"Cookie": board.CookieName + "=" + token, "Content-Type": "application/json", "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
+	res, body := do(t, "POST", u+"/api/companies", `{"name":"Evil","issuePrefix":"EVL"}`, hdr)
+	if res.StatusCode != http.StatusForbidden || !strings.Contains(body, `"code":"forbidden"`) {
+		t.Fatalf("cross-origin write: %d %s, want 403 forbidden", res.StatusCode, body)
+	}
+	_, list := do(t, "GET", u+"/api/companies", "", map[string]string{"Authorization": "Bearer " + token})
+	if strings.Contains(list, "Evil") {
+		t.Fatalf("the refused write created a company: %s", list)
+	}
+	hdr["Origin"], hdr["Sec-Fetch-Site"] = u, "same-origin"
+	if res, body := do(t, "POST", u+"/api/companies", `{"name":"Good","issuePrefix":"GOO"}`, hdr); res.StatusCode != http.StatusCreated {
+		t.Fatalf("same-origin write: %d %s, want 201", res.StatusCode, body)
+	}
+}
+
+// TestReadOnly: with ReadOnly the pages carry no action forms or buttons
+// and a write from the board's browser is refused with 403, while a
+// bearer-token client of the API is unaffected.
+func TestReadOnly(t *testing.T) {
+	u, token := newBoard(t, board.Config{ReadOnly: true})
+	bearer := map[string]string{"Authorization": "Bearer " + token, "Content-Type": "application/json"}
+	if res, body := do(t, "POST", u+"/api/companies", `{"name":"Acme","issuePrefix":"ACM"}`, bearer); res.StatusCode != http.StatusCreated {
+		t.Fatalf("API client write: %d %s", res.StatusCode, body)
+	}
+	cookie := map[string]string{"Cookie": board.CookieName + "=" + token, "Content-Type": "application/json", "Origin": u, "Sec-Fetch-Site": "same-origin"}
+	res, body := do(t, "POST", u+"/api/companies", `{"name":"Other","issuePrefix":"OTH"}`, cookie)
+	if res.StatusCode != http.StatusForbidden || !strings.Contains(body, "read-only") {
+		t.Fatalf("board write in read-only mode: %d %s, want 403", res.StatusCode, body)
+	}
+	for _, p := range []string{"/", "/agents", "/runs"} {
+		res, body := do(t, "GET", u+p, "", cookie)
+		if res.StatusCode != 200 || strings.Contains(body, `class="action`) || !strings.Contains(body, "read-only") {
+			t.Fatalf("GET %s read-only: %d, has actions=%v", p, res.StatusCode, strings.Contains(body, `class="action`))
+		}
+	}
+}
+
+// TestLocalTrustedNeedsNoSignIn: in local-trusted mode the pages open
+// without a cookie (a loopback Host) and /login sends to /.
+func TestLocalTrustedNeedsNoSignIn(t *testing.T) {
+	u, _ := newBoard(t, board.Config{LocalTrusted: true})
+	if res, body := do(t, "GET", u+"/", "", nil); res.StatusCode != 200 || strings.Contains(body, "Sign out") {
+		t.Fatalf("GET / local-trusted: %d", res.StatusCode)
+	}
+	if res, _ := do(t, "GET", u+"/login", "", nil); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("GET /login local-trusted: %d, want 303", res.StatusCode)
+	}
+}
