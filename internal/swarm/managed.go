@@ -112,11 +112,11 @@ func (s *supervisor) runManaged(ctx context.Context, board *client.Client, compa
 		}
 		if time.Since(lastProgress) >= time.Second {
 			lastProgress = time.Now()
-			fmt.Fprintln(progress, s.progressLine())
+			fmt.Fprintln(progress, s.progressLine(ctx))
 		}
 		sleepCtx(ctx, managedPoll)
 	}
-	fmt.Fprintln(progress, s.progressLine())
+	fmt.Fprintln(progress, s.progressLine(ctx))
 }
 
 // setUpManaged gives every agent of the company a process adapter running

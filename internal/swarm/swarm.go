@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -333,7 +334,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 
 	wctx, cancel := context.WithTimeout(ctx, cfg.Timeout-time.Since(start))
 	defer cancel()
-	sup := &supervisor{cfg: &cfg, urls: urlsFor, total: len(expected), done: map[string]bool{}, byReason: map[string]int{}, logDir: logDir}
+	sup := &supervisor{cfg: &cfg, urls: urlsFor, total: len(expected), byReason: map[string]int{}, logDir: logDir,
+		countDone: func(ctx context.Context) (int, error) { return issuesDone(ctx, board, co.ID) }}
 	var kwg sync.WaitGroup
 	kctx, stopKills := context.WithCancel(wctx)
 	if replicas != nil {
@@ -592,6 +594,17 @@ func issuesLeft(ctx context.Context, board *client.Client, companyID string) (in
 	return len(p.Items), nil
 }
 
+// issuesDone counts the company's issues in status done, as the
+// end-of-run check does (Tally.Done): the progress line's count.
+func issuesDone(ctx context.Context, board *client.Client, companyID string) (int, error) {
+	p, err := board.IssueList(ctx, companyID, client.IssueListParams{Statuses: []clasp.IssueStatus{clasp.IssueDone}, Limit: 1000})
+	if err != nil {
+		return 0, err
+	}
+	all, err := p.All(ctx)
+	return len(all), err
+}
+
 func waitForSweep(ctx context.Context, board *client.Client, companyID string, cfg Config, logf func(string, ...any)) {
 	ttl := cfg.LeaseTTL
 	if cfg.ServerURL != "" {
@@ -629,6 +642,11 @@ type supervisor struct {
 	total        int
 	logDir       string
 	start        time.Time // when the first process started
+	// countDone counts the issues done in the database (issuesDone), for
+	// the progress line; doneSeen is its last answer, kept when a count
+	// fails (a replica killed at that moment).
+	countDone func(ctx context.Context) (int, error)
+	doneSeen  atomic.Int64
 
 	mu        sync.Mutex
 	started   int
@@ -638,7 +656,6 @@ type supervisor struct {
 	byReason  map[string]int
 	// runsDropped and locksTakenOver count run_lost and lock_lost events.
 	runsDropped, locksTakenOver int
-	done                        map[string]bool
 	failures                    []string
 	acks                        []Ack           // writes the agents saw acknowledged (their event lines)
 	recovery                    []time.Duration // managed: SIGKILL to the retry's start, per recovered run
@@ -664,14 +681,14 @@ func (s *supervisor) run(ctx context.Context, keys []string, progress io.Writer)
 			case <-stop:
 				return
 			case <-t.C:
-				fmt.Fprintln(progress, s.progressLine())
+				fmt.Fprintln(progress, s.progressLine(ctx))
 			}
 		}
 	})
 	wg.Wait()
 	close(stop)
 	pwg.Wait()
-	fmt.Fprintln(progress, s.progressLine())
+	fmt.Fprintln(progress, s.progressLine(ctx))
 }
 
 // maxFailures is how many times in a row an agent process may exit with an
@@ -775,10 +792,6 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 			s.mu.Lock()
 			s.locksTakenOver++
 			s.mu.Unlock()
-		case EventDone:
-			s.mu.Lock()
-			s.done[ev.Fields["issue"]] = true
-			s.mu.Unlock()
 		}
 	}
 	_, _ = io.Copy(io.Discard, stdout)
@@ -807,17 +820,25 @@ func (s *supervisor) fail(msg string) {
 }
 
 // progressLine is the once-a-second line: done/total, kills, live agent
-// processes, conflicts, elapsed time. "done" counts the done events the
-// agents printed; an agent killed right after its write loses its line, so
-// the count may trail the database until the end-of-run check, which
-// counts from the database.
-func (s *supervisor) progressLine() string {
+// processes, conflicts, elapsed time. "done" is the number of issues done
+// in the database, what the report's "done" counts (Tally.Done), read
+// through the board (the last count when the read fails); not the done
+// events the agents printed, since an agent killed right after its write
+// loses its line.
+func (s *supervisor) progressLine(ctx context.Context) string {
+	if s.countDone != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if n, err := s.countDone(rctx); err == nil {
+			s.doneSeen.Store(int64(n))
+		}
+		cancel()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	replicas := ""
 	if s.replicaKills != nil {
 		replicas = fmt.Sprintf("  replica kills %d", s.replicaKills())
 	}
-	return fmt.Sprintf("swarm: done (reported) %d/%d  kills %d%s  live %d  conflicts %d  elapsed %.1fs",
-		len(s.done), s.total, s.kills, replicas, s.live, s.conflicts, time.Since(s.start).Seconds())
+	return fmt.Sprintf("swarm: done %d/%d  kills %d%s  live %d  conflicts %d  elapsed %.1fs",
+		s.doneSeen.Load(), s.total, s.kills, replicas, s.live, s.conflicts, time.Since(s.start).Seconds())
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -71,6 +72,27 @@ func writeTree(t *testing.T, dir string, n int) {
 	}
 }
 
+// wantProgressDone checks that the last progress line on stderr
+// ("swarm: done N/M ...") counts what the report counts: N is the report's
+// done issues and M its issues.
+func wantProgressDone(t *testing.T, stderr string, rep swarm.Report) {
+	t.Helper()
+	var last string
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(line, "swarm: done ") {
+			last = line
+		}
+	}
+	var done, total int
+	if _, err := fmt.Sscanf(last, "swarm: done %d/%d", &done, &total); err != nil {
+		t.Errorf("last progress line %q: want \"swarm: done N/M ...\" (%v)", last, err)
+		return
+	}
+	if done != rep.Done || total != rep.Issues {
+		t.Errorf("last progress line %q: done %d/%d, report %d done of %d issues; want the same counts", last, done, total, rep.Done, rep.Issues)
+	}
+}
+
 // TestSwarmSurvivesKills runs `clasp swarm` on 60 files with 4 agents, a
 // third of whose checkouts are answered by a SIGKILL in the middle of the
 // work (scenario S24 at scale): it must exit 0 with every check passed.
@@ -94,6 +116,7 @@ func TestSwarmSurvivesKills(t *testing.T) {
 	if rep.Issues != 60 || rep.Done != 60 {
 		t.Errorf("issues %d, done %d; want 60, 60", rep.Issues, rep.Done)
 	}
+	wantProgressDone(t, stderr.String(), rep)
 	if rep.Kills == 0 {
 		t.Errorf("kills = 0, want > 0 (kill rate 0.3 over 60 checkouts)")
 	}
@@ -137,6 +160,7 @@ func TestSwarmManagedSurvivesKills(t *testing.T) {
 	if !rep.Managed || rep.Issues != 20 || rep.Done != 20 {
 		t.Errorf("managed %v, issues %d, done %d; want true, 20, 20", rep.Managed, rep.Issues, rep.Done)
 	}
+	wantProgressDone(t, stderr.String(), rep)
 	// One issue per run: at least one process per issue.
 	if rep.ProcessesStarted < 20 {
 		t.Errorf("processes started %d, want at least 20 (one issue per run)", rep.ProcessesStarted)
