@@ -44,8 +44,14 @@ const RunIDHeader = "X-Clasp-Run-Id"
 // repeat (SPEC section 3).
 const IdempotencyKeyHeader = "Idempotency-Key"
 
-// DefaultUserAgent is sent when WithUserAgent is not used.
+// DefaultUserAgent is the product the User-Agent header names first when
+// WithUserAgent is not used.
 const DefaultUserAgent = "clasp-go-client"
+
+// userAgentSuffix ends every User-Agent the client sends: the client's own
+// product token with the version of the clasp build it is part of
+// (clasp.Version), so servers can tell which client build called them.
+var userAgentSuffix = "clasp-go-client/" + clasp.Version()
 
 // maxErrorBody caps how much of an error response is read.
 const maxErrorBody = 1 << 20
@@ -77,7 +83,9 @@ func WithRunID(runID string) Option { return func(c *Client) { c.runID = runID }
 // http.DefaultClient). Its Timeout, if any, applies per attempt.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
-// WithUserAgent sets the User-Agent header.
+// WithUserAgent sets the product named first in the User-Agent header
+// (e.g. "my-agent/1.0"); the client appends "clasp-go-client/<version>", so
+// the header reads "my-agent/1.0 clasp-go-client/v1.2.3".
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
 
 // New returns a client of the server at baseURL, the server root such as
@@ -92,6 +100,12 @@ func New(baseURL string, opts ...Option) *Client {
 	}
 	if c.hc == nil {
 		c.hc = http.DefaultClient
+	}
+	switch c.userAgent {
+	case "", DefaultUserAgent:
+		c.userAgent = userAgentSuffix
+	default:
+		c.userAgent += " " + userAgentSuffix
 	}
 	return c
 }
@@ -247,9 +261,16 @@ func (c *Client) send(ctx context.Context, method, u string, body []byte, idemKe
 		raw.data = data
 		return resp.Header, nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
 		if ctx.Err() != nil {
 			return resp.Header, fmt.Errorf("%s %s: %w", method, u, ctx.Err())
+		}
+		return resp.Header, fmt.Errorf("read %s %s response: %w", method, u, err)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		if !json.Valid(data) {
+			return resp.Header, notClasp(resp, data)
 		}
 		return resp.Header, fmt.Errorf("decode %s %s response: %w", method, u, err)
 	}
@@ -257,13 +278,14 @@ func (c *Client) send(ctx context.Context, method, u string, body []byte, idemKe
 }
 
 // decodeError turns a non-2xx response into a *clasp.Error with Status set.
-// A body that is not a clasp error body gives code internal and the status
-// text (plus the start of the body) as message.
+// A body that is not a clasp error body gives a *NotClaspError (wrapping a
+// *clasp.Error of code internal with the status text, plus the start of a
+// short plain-text body, as message).
 func decodeError(resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	e := &clasp.Error{}
 	if err := json.Unmarshal(raw, e); err != nil || e.Code == "" {
-		e = &clasp.Error{Code: clasp.CodeInternal, Message: statusMessage(resp.StatusCode, raw)}
+		return notClasp(resp, raw)
 	}
 	if e.Message == "" {
 		e.Message = http.StatusText(resp.StatusCode)

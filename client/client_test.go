@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,10 +174,10 @@ func TestRequestHeadersAndBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []seen{
-		{"PATCH", "/api/issues/ENG-1", "", "Bearer clasp_ak_1", "run-1", "test/1", "application/json",
+		{"PATCH", "/api/issues/ENG-1", "", "Bearer clasp_ak_1", "run-1", "test/1 clasp-go-client/" + clasp.Version(), "application/json",
 			map[string]any{"status": "done", "comment": "result", "assigneeAgentId": nil}},
-		{"GET", "/api/companies/c%201/issues", "limit=5&status=todo%2Cblocked", "Bearer clasp_ak_1", "", "test/1", "", nil},
-		{"POST", "/api/issues/ENG%2F2/release", "", "Bearer clasp_bt_x", "", "test/1", "application/json", map[string]any{}},
+		{"GET", "/api/companies/c%201/issues", "limit=5&status=todo%2Cblocked", "Bearer clasp_ak_1", "", "test/1 clasp-go-client/" + clasp.Version(), "", nil},
+		{"POST", "/api/issues/ENG%2F2/release", "", "Bearer clasp_bt_x", "", "test/1 clasp-go-client/" + clasp.Version(), "application/json", map[string]any{}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
@@ -539,5 +540,43 @@ func TestHealth(t *testing.T) {
 	var target *clasp.Error
 	if !errors.As(err, &target) {
 		t.Errorf("errors.As failed")
+	}
+}
+
+// TestNotClaspAnswer: an HTML answer (another web server at the URL) is a
+// *client.NotClaspError saying "that is not a clasp server", never quoting
+// the page; for an error status it still unwraps to a *clasp.Error with the
+// status, and a short plain-text body is quoted.
+func TestNotClaspAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		status     int
+		ctype, bod string
+		wantStatus int // of the unwrapped *clasp.Error, 0 for none
+		wantText   string
+	}{
+		{200, "text/html; charset=utf-8", "<html><body>It works!</body></html>", 0, ""},
+		{404, "text/html", "<html><body>It works!</body></html>", 404, ""},
+		{502, "text/plain", "upstream down", 502, "upstream down"},
+	} {
+		c := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", tc.ctype)
+			w.WriteHeader(tc.status)
+			_, _ = io.WriteString(w, tc.bod)
+		})
+		_, err := c.IssueGet(ctx, "ENG-1")
+		var nc *client.NotClaspError
+		if !errors.As(err, &nc) {
+			t.Errorf("%d %s: err = %v (%T), want *client.NotClaspError", tc.status, tc.ctype, err, err)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "that is not a clasp server") || strings.Contains(msg, "It works") || nc.Text != tc.wantText {
+			t.Errorf("%d %s: message %q, Text %q; want 'that is not a clasp server', no page, Text %q", tc.status, tc.ctype, msg, nc.Text, tc.wantText)
+		}
+		e := clasp.AsError(err)
+		if tc.wantStatus == 0 && e != nil || tc.wantStatus != 0 && (e == nil || e.Status != tc.wantStatus) {
+			t.Errorf("%d %s: clasp.AsError = %v, want status %d", tc.status, tc.ctype, e, tc.wantStatus)
+		}
 	}
 }

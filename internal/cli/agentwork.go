@@ -47,7 +47,7 @@ With --one-run it is the process of a server-managed agent (clasp swarm
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			token := firstNonEmpty(a.token, a.getenv(EnvToken))
-			url := firstNonEmpty(a.url, a.getenv(EnvURL), DefaultURL)
+			url := firstNonEmpty(a.baseURL, a.url, a.getenv(EnvURL), DefaultURL)
 			runID, issueID := "", ""
 			if oneRun {
 				// A server-managed run: the scheduler passes the run and

@@ -82,6 +82,9 @@ type app struct {
 	// Client flags (persistent on each client command group).
 	url, token, runID string
 	jsonOut           bool
+	// baseURL is the server URL the client commands call: --url, else
+	// $CLASP_URL, else DefaultURL, as checkClientFlags repaired it.
+	baseURL string
 }
 
 // newRootCmd builds the command tree.
@@ -107,11 +110,16 @@ Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409).`
   export CLASP_TOKEN=$(cat .clasp/board-token)
   clasp company create "Acme" --prefix ACME
   clasp issue list --company <id> --status todo`,
-		SilenceErrors: true,
-		SilenceUsage:  true,
-		RunE:          groupRunE,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		RunE:              groupRunE,
+		PersistentPreRunE: a.checkClientFlags,
+		Version:           clasp.Version(),
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
+	// --version prints what `clasp version` prints.
+	root.SetVersionTemplate(clasp.Build().String() + "\n")
+	// `clasp completion bash|zsh|fish|powershell` is cobra's default
+	// completion command, added when the command runs.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
 
 	agent := a.newAgentCmd()
@@ -129,15 +137,24 @@ Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409).`
 		a.newActivityCmd(),
 		a.newEventsCmd(),
 		a.newMCPCmd(),
+		a.newVersionCmd(),
 	)
 	return root
 }
 
 // groupRunE is the RunE of command groups (clasp, clasp issue, ...): with no
-// argument it prints the help, with one it reports an unknown command.
+// argument it prints the help, with one it reports an unknown command and
+// the group's subcommands whose names are close to it ("did you mean").
 func groupRunE(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usageErr(fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()))
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2
+		}
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+		}
+		return usageErr(errors.New(msg))
 	}
 	return cmd.Help()
 }
@@ -161,7 +178,7 @@ func (a *app) addClientFlags(cmd *cobra.Command) {
 
 // client returns a client configured from the client flags and environment.
 func (a *app) client() *client.Client {
-	u := firstNonEmpty(a.url, a.getenv(EnvURL), DefaultURL)
+	u := firstNonEmpty(a.baseURL, a.url, a.getenv(EnvURL), DefaultURL)
 	return client.New(u,
 		client.WithToken(firstNonEmpty(a.token, a.getenv(EnvToken))),
 		client.WithRunID(firstNonEmpty(a.runID, a.getenv(EnvRunID))),
@@ -307,6 +324,13 @@ func (a *app) report(cmd *cobra.Command, err error) int {
 // command added, if any), the holder named in a conflict's details, and the
 // other details.
 func (a *app) printError(err error) {
+	var nc *client.NotClaspError
+	if errors.As(err, &nc) {
+		// Not a clasp answer: no code to show, and never the page itself.
+		fmt.Fprintf(a.stderr, "error: %v\n", err)
+		fmt.Fprintf(a.stderr, "Point to a clasp server with --url or %s (now %s).\n", EnvURL, firstNonEmpty(a.baseURL, DefaultURL))
+		return
+	}
 	e := clasp.AsError(err)
 	if e == nil {
 		fmt.Fprintf(a.stderr, "error: %v\n", err)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -120,7 +121,7 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 	// Bind first: a busy port fails before anything is created or printed.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return listenError(cfg.Listen, err)
 	}
 	defer ln.Close() // no-op after http.Server.Serve has taken it over and closed it
 	if tcp, ok := ln.Addr().(*net.TCPAddr); cfg.LocalTrusted && (!ok || !tcp.IP.IsLoopback()) {
@@ -364,6 +365,16 @@ func servePprof(addr string, log *slog.Logger) (stop func(), bound string, err e
 		_ = hs.Close()
 		<-done
 	}, ln.Addr().String(), nil
+}
+
+// listenError is the error of a failed bind of addr: for an address in
+// use, a sentence naming --listen and CLASP_LISTEN, the ways to pick
+// another; otherwise the bind error itself.
+func listenError(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen on %s: the address is already in use (is another clasp serve running?); choose another with --listen HOST:PORT or %s: %w", addr, EnvListen, err)
+	}
+	return fmt.Errorf("listen on %s: %w", addr, err)
 }
 
 // isLoopbackHost reports whether host is "localhost" or a loopback IP.

@@ -137,7 +137,7 @@ func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request, ep *endpo
 	}
 	status, v, err := ep.serve(r.Context(), c)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, callerRef(r, err))
 		return
 	}
 	if v == streamed {

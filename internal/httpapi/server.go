@@ -312,9 +312,12 @@ func routeLabel(pattern string) string {
 	return pattern
 }
 
-// handleHealthz answers 200 while the process serves (liveness).
+// handleHealthz answers 200 while the process serves (liveness), with the
+// server's build: {"status":"ok","version":"v1.2.3","commit":"<sha>"}
+// (commit is "" when the binary does not know it).
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	b := clasp.Build()
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": b.Version, "commit": b.Commit})
 }
 
 // handleReadyz answers 200 when the database answers a ping within 2 s, and

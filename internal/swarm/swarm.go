@@ -746,7 +746,7 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 	cmd.Env = append(os.Environ(), "CLASP_URL="+strings.Join(s.urls(n-1), ","), "CLASP_TOKEN="+key)
 	cmd.Stderr = logFile
 	// The agent dies with the swarm even if the swarm itself is SIGKILLed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	setDeathSignal(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return false, err
