@@ -102,6 +102,8 @@ function onEvent(ev) {
   if (!Number.isFinite(id) || seen.has(id)) return;
   seen.add(id);
   if (lastId === null || id > lastId) lastId = id;
+  body.dataset.applied = String(seen.size); // events applied by this page, and the newest:
+  body.dataset.appliedLast = String(lastId); // read by the tests and by people debugging
   let a = {};
   try { a = JSON.parse(ev.data); } catch { /* shown without details */ }
   const feed = document.getElementById("feed");
