@@ -558,6 +558,21 @@ func TestBrowser(t *testing.T) {
 		holder.kill()
 	})
 
+	step("EditAndComment", func(t *testing.T) {
+		iss := createIssue("to be edited")
+		b.visit(t, s, "/issues/"+iss.Identifier+q)
+		b.run(t, chromedp.SetValue(chromedp.CSS(`#edit-issue select[name="status"]`), "blocked"), chromedp.Click(chromedp.CSS(`#edit-issue button[type="submit"]`)))
+		b.confirm(t)
+		b.waitJS(t, `document.getElementById("issue-status").textContent === "blocked"`, `document.getElementById("issue-status").textContent`)
+		body := `<script>alert("comment")</script> done`
+		b.run(t, chromedp.SendKeys(chromedp.CSS(`#comment textarea`), body), chromedp.Click(chromedp.CSS(`#comment button[type="submit"]`)))
+		b.confirm(t)
+		b.waitJS(t, `[...document.querySelectorAll(".comments .body")].some(e => e.textContent === `+js(body)+`)`, `document.querySelector(".comments").innerText`)
+		if n := eval[int](t, b, `document.querySelectorAll(".comments script").length`); n != 0 {
+			t.Fatalf("the comment became markup: %d script elements", n)
+		}
+	})
+
 	step("KilledAgentLockSwept", func(t *testing.T) {
 		iss := createIssue("its agent dies")
 		run := openRun()
