@@ -22,6 +22,9 @@ import (
 // CLASP_BOARD_LOAD=1 and logs its figures:
 //
 //	CLASP_BOARD_LOAD=1 go test -run TestBoardLoad -v ./internal/board/
+//
+// CLASP_BOARD_LOAD_FILES (default 400) and CLASP_BOARD_LOAD_AGENTS
+// (default 8) size the swarm.
 func TestBoardLoad(t *testing.T) {
 	if os.Getenv("CLASP_BOARD_LOAD") == "" {
 		t.Skip("a measurement: set CLASP_BOARD_LOAD=1 to run it")
@@ -38,13 +41,17 @@ func TestBoardLoad(t *testing.T) {
 	if v := os.Getenv("CLASP_BOARD_LOAD_FILES"); v != "" {
 		fmt.Sscan(v, &files)
 	}
+	agents := "8"
+	if v := os.Getenv("CLASP_BOARD_LOAD_AGENTS"); v != "" {
+		agents = v
+	}
 	tree := t.TempDir()
 	for i := range files {
 		if err := os.WriteFile(filepath.Join(tree, fmt.Sprintf("f%04d.txt", i)), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sw := exec.Command(bin, "swarm", "--server", s.url, "--token", s.token, "--dir", tree, "--agents", "8", "--kill-rate", "0.1", "--lease-ttl", leaseTTL, "--json")
+	sw := exec.Command(bin, "swarm", "--server", s.url, "--token", s.token, "--dir", tree, "--agents", agents, "--kill-rate", "0.1", "--lease-ttl", leaseTTL, "--json")
 	sw.Env = cleanEnv()
 	var swOut bytes.Buffer
 	sw.Stdout, sw.Stderr = &swOut, &swOut

@@ -64,6 +64,8 @@ let lastId = body.dataset.lastEventId ? Number(body.dataset.lastEventId) : null;
 const seen = new Set();
 let es = null;
 let down = false;
+let downSince = 0;
+const staleReload = 10 * 60 * 1000; // ms disconnected after which a reconnect reloads the page
 let timer = null;
 let inflight = false;
 let again = false;
@@ -83,9 +85,16 @@ function connect() {
   es = new EventSource(url);
   es.onopen = () => {
     setConn("live", "live");
-    if (down) { down = false; schedule(); }
+    if (down) {
+      down = false;
+      // Away too long: the replay would be a history, not an update;
+      // the page is read again whole instead.
+      if (Date.now() - downSince > staleReload) { location.reload(); return; }
+      schedule();
+    }
   };
   es.onerror = () => {
+    if (!down) downSince = Date.now();
     down = true;
     setConn("down", "disconnected");
     if (es.readyState === EventSource.CLOSED) {
