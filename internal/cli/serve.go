@@ -217,7 +217,7 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 		return fmt.Errorf("start sweeper: %w", err)
 	}
 	defer sweeper.Stop()
-	// The scheduler re-adopts the live processes of this host at start.
+	// The scheduler registers this server as an instance at start.
 	if sched != nil {
 		if err := sched.Start(ctx); err != nil {
 			return fmt.Errorf("start heartbeat scheduler: %w", err)

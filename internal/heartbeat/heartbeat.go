@@ -6,14 +6,24 @@
 // store.HeartbeatStore.RunProcessLost), also after a server restart, when
 // it re-adopts the processes that still run.
 //
-// All decisions are the store's conditional statements; the scheduler only
-// acts on processes of its own host (Config.HostID). Only internal/cli
-// wires it.
+// Every scheduler is a server instance with its own id (Config.HostID, a
+// fresh one per process) and a lease row in the database, renewed every
+// pass; the runs it starts carry that id. It only ever judges, renews,
+// re-adopts or kills the processes of its own runs, and takes over those of
+// an instance of the same machine whose lease ended or whose server process
+// is gone (a restart, or a crashed replica): it re-adopts their live
+// processes and kills those that outlived their runs. A process never
+// outlives its run: when a run of this instance ends by any path (finish,
+// cancel from any replica, agent terminated, lease expired), the next pass
+// stops its process group (SIGTERM, SIGKILL after KillGrace). All decisions
+// are the store's conditional statements. Only internal/cli wires it.
 package heartbeat
 
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,9 +39,14 @@ import (
 
 // Config configures a Scheduler.
 type Config struct {
-	// HostID names this host in runs.host_id; it must stay the same across
-	// restarts of the server on the same machine. Default DefaultHostID().
+	// HostID is this instance's id, kept in runs.host_id of the runs it
+	// starts or takes over, and its row in the instances table. Default a
+	// fresh id per scheduler (NewInstanceID): a restarted server takes its
+	// predecessor's runs over as those of a dead instance of its machine.
 	HostID string
+	// Machine names the machine (instances of one machine can check each
+	// other's processes by pid). Default DefaultHostID().
+	Machine string
 	// APIURL is the server's base URL given to agents as CLASP_API_URL.
 	APIURL string
 	// NewRunToken returns a new run token and its hash (httpapi.NewToken("rt")).
@@ -69,6 +84,15 @@ func DefaultHostID() string {
 	return cmp.Or(h, "localhost") + "/" + strings.TrimSpace(string(b))
 }
 
+// NewInstanceID returns a new instance id: the host name and 12 random
+// hex digits.
+func NewInstanceID() string {
+	h, _ := os.Hostname()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return cmp.Or(h, "localhost") + "/" + hex.EncodeToString(b[:])
+}
+
 // Scheduler is the heartbeat loop. Build it with New; Start and Stop it once.
 type Scheduler struct {
 	st  store.HeartbeatStore
@@ -93,9 +117,15 @@ type proc struct {
 	pid      int
 	start    int64
 	adopted  bool
-	stopping chan clasp.RunStatus // cancel or timeout: the status to end with
+	stopping chan clasp.RunStatus // cancel or timeout: the status to end with; runEnded: stop, do not end
 	once     sync.Once
+	ctx      context.Context // ends when the scheduler stops or hands the run over: the watcher leaves the process alone
+	release  context.CancelFunc
 }
+
+// runEnded is the stop of a process whose run already ended (or lost its
+// lease) elsewhere: the process group is stopped, the run left as it is.
+const runEnded clasp.RunStatus = "ended"
 
 func (p *proc) stop(st clasp.RunStatus) {
 	p.once.Do(func() { p.stopping <- st })
@@ -104,7 +134,10 @@ func (p *proc) stop(st clasp.RunStatus) {
 // New returns a scheduler over st.
 func New(st store.HeartbeatStore, cfg Config) *Scheduler {
 	if cfg.HostID == "" {
-		cfg.HostID = DefaultHostID()
+		cfg.HostID = NewInstanceID()
+	}
+	if cfg.Machine == "" {
+		cfg.Machine = DefaultHostID()
 	}
 	cfg.LeaseTTL = cmp.Or(cfg.LeaseTTL, 60*time.Second)
 	cfg.Interval = cmp.Or(cfg.Interval, time.Second)
@@ -119,7 +152,7 @@ func New(st store.HeartbeatStore, cfg Config) *Scheduler {
 		procs: map[string]*proc{}, lastWake: map[string]time.Time{}}
 }
 
-// HostID is the host id runs started here carry.
+// HostID is this instance's id, the host id runs started here carry.
 func (s *Scheduler) HostID() string { return s.cfg.HostID }
 
 // LogDir is the directory of the run logs.
@@ -146,7 +179,11 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.done = make(chan struct{})
 	s.mu.Unlock()
-	if err := s.checkHost(ctx); err != nil {
+	err := s.register(ctx)
+	if err == nil {
+		err = s.checkHost(ctx)
+	}
+	if err != nil {
 		s.cancel()
 		close(s.done)
 		return err
@@ -155,9 +192,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the loop and the watchers and waits for them. The agent
-// processes keep running: a later Start (or another server on this host)
-// re-adopts them, or their leases expire.
+// Stop stops the loop and the watchers, waits for them, and ends this
+// instance's lease. The agent processes keep running: another instance of
+// this machine takes them over (re-adopts them), or their leases expire.
 func (s *Scheduler) Stop() {
 	s.mu.Lock()
 	cancel, done := s.cancel, s.done
@@ -168,6 +205,79 @@ func (s *Scheduler) Stop() {
 	cancel()
 	<-done
 	s.wg.Wait()
+	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	if err := s.st.InstanceRelease(ctx, s.cfg.HostID); err != nil {
+		s.log.Warn("heartbeat: release instance", "instance", s.cfg.HostID, "err", err)
+	}
+}
+
+// register records this instance (its id, machine, pid and start time)
+// with a lease of LeaseTTL.
+func (s *Scheduler) register(ctx context.Context) error {
+	pid := os.Getpid()
+	start, _ := ProcStart(pid)
+	return s.st.InstanceRegister(ctx, &store.Instance{ID: s.cfg.HostID, Host: s.cfg.Machine, PID: pid, ProcStart: start}, s.cfg.LeaseTTL)
+}
+
+// renewInstance renews this instance's lease. When another instance took
+// this one over (its lease had run out: the server stalled), the runs are
+// that instance's now: every watcher here lets go of its process without
+// touching it, and the instance registers again.
+func (s *Scheduler) renewInstance(ctx context.Context) error {
+	err := s.st.InstanceRenew(ctx, s.cfg.HostID, s.cfg.LeaseTTL)
+	if clasp.ErrorCode(err) != clasp.CodeNotFound {
+		return err
+	}
+	s.log.Warn("heartbeat: this instance was taken over; letting its processes go", "instance", s.cfg.HostID)
+	s.mu.Lock()
+	for id, p := range s.procs {
+		p.release()
+		delete(s.procs, id)
+	}
+	s.mu.Unlock()
+	return s.register(ctx)
+}
+
+// takeOver takes over the instances of this machine whose lease ended or
+// whose server process is gone: their running runs become this instance's
+// (checkHost then re-adopts or judges them), and a process that outlived
+// its ended run is stopped.
+func (s *Scheduler) takeOver(ctx context.Context) error {
+	ins, err := s.st.InstanceList(ctx, s.cfg.Machine)
+	if err != nil {
+		return err
+	}
+	for _, in := range ins {
+		if in.ID == s.cfg.HostID || (!in.Expired && Alive(in.PID, in.ProcStart)) {
+			continue
+		}
+		runs, ok, err := s.st.InstanceTakeOver(ctx, in, s.cfg.HostID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue // another instance took it over, or it renewed
+		}
+		s.log.Info("heartbeat: took over instance", "instance", in.ID, "runs", len(runs))
+		for _, m := range runs {
+			pid := 0
+			if m.Run.PID != nil {
+				pid = *m.Run.PID
+			}
+			if !m.Run.Status.Terminal() || !Alive(pid, m.ProcStart) {
+				continue
+			}
+			s.log.Warn("heartbeat: stopping a process that outlived its run", "run", m.Run.ID, "status", m.Run.Status, "pid", pid)
+			start := m.ProcStart
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.terminate(pid, func() bool { return Alive(pid, start) })
+			}()
+		}
+	}
+	return nil
 }
 
 func (s *Scheduler) loop(ctx context.Context) {
@@ -188,6 +298,12 @@ func (s *Scheduler) loop(ctx context.Context) {
 // RunOnce is one pass: process-loss check, deferred-wake catch-all, timer
 // and assignment wakes, then starting queued runs. Errors are logged.
 func (s *Scheduler) RunOnce(ctx context.Context) {
+	if err := s.renewInstance(ctx); err != nil && ctx.Err() == nil {
+		s.log.Error("heartbeat: renew instance", "err", err)
+	}
+	if err := s.takeOver(ctx); err != nil && ctx.Err() == nil {
+		s.log.Error("heartbeat: take over instances", "err", err)
+	}
 	if err := s.checkHost(ctx); err != nil && ctx.Err() == nil {
 		s.log.Error("heartbeat: process check", "err", err)
 	}
@@ -270,26 +386,43 @@ func (s *Scheduler) assignmentWakes(ctx context.Context, aa *store.AgentAdapter)
 	}
 }
 
-// checkHost compares this host's running managed runs with the processes:
-// a run not watched here whose process is alive (same pid and start time)
-// is re-adopted; one whose process is gone is failed with process_lost
-// (and retried once, by the store).
+// checkHost compares this instance's running managed runs with the
+// processes: a run not watched here whose process is alive (same pid and
+// start time) is re-adopted; one whose process is gone is failed with
+// process_lost (and retried once, by the store); one whose pid is not
+// recorded yet is left to its lease (its process may have started). A
+// watched process whose run is no longer running here (it ended by any
+// path, or lost its lease) is stopped.
 func (s *Scheduler) checkHost(ctx context.Context) error {
+	// The watched set is read before the runs: a run started after this
+	// read is not judged in this pass.
+	s.mu.Lock()
+	watchedBefore := make(map[string]*proc, len(s.procs))
+	for id, p := range s.procs {
+		watchedBefore[id] = p
+	}
+	s.mu.Unlock()
 	runs, err := s.st.RunRunningOnHost(ctx, s.cfg.HostID)
 	if err != nil {
 		return err
+	}
+	running := make(map[string]bool, len(runs))
+	for _, m := range runs {
+		running[m.Run.ID] = true
+	}
+	for id, p := range watchedBefore {
+		if !running[id] {
+			p.stop(runEnded)
+		}
 	}
 	for _, m := range runs {
 		s.mu.Lock()
 		_, watched := s.procs[m.Run.ID]
 		s.mu.Unlock()
-		if watched {
+		if watched || m.Run.PID == nil {
 			continue
 		}
-		pid := 0
-		if m.Run.PID != nil {
-			pid = *m.Run.PID
-		}
+		pid := *m.Run.PID
 		if Alive(pid, m.ProcStart) {
 			s.adopt(ctx, m.Run, pid, m.ProcStart)
 			continue
@@ -315,15 +448,18 @@ func (s *Scheduler) lost(ctx context.Context, runID, msg string) {
 // its start time) lives; when it is gone the run is lost, since its exit
 // status cannot be known.
 func (s *Scheduler) adopt(ctx context.Context, run *clasp.Run, pid int, start int64) {
-	p := &proc{run: run, pid: pid, start: start, adopted: true, stopping: make(chan clasp.RunStatus, 1)}
+	p := newProc(ctx, run)
+	p.pid, p.start, p.adopted = pid, start, true
 	if !s.track(p) {
+		p.release()
 		return
 	}
+	ctx = p.ctx
 	s.log.Info("heartbeat: re-adopted run", "run", run.ID, "pid", pid)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer s.untrack(run.ID)
+		defer s.untrack(p)
 		poll := time.NewTicker(min(s.cfg.Interval, 200*time.Millisecond))
 		defer poll.Stop()
 		renew := time.NewTicker(s.cfg.LeaseTTL / 3)
@@ -335,11 +471,16 @@ func (s *Scheduler) adopt(ctx context.Context, run *clasp.Run, pid int, start in
 			case st := <-p.stopping:
 				s.terminate(pid, func() bool { return Alive(pid, start) })
 				s.removeRunDir(run.ID)
-				s.finish(context.WithoutCancel(ctx), run.ID, st, nil, "")
+				if st != runEnded {
+					s.finish(context.WithoutCancel(ctx), run.ID, st, nil, "")
+				}
 				return
 			case <-renew.C:
 				if err := s.st.RunRenew(ctx, run.ID, s.cfg.HostID, s.cfg.LeaseTTL); clasp.ErrorCode(err) == clasp.CodeRunNotLive {
-					return // ended by someone else (the agent finished it, or it was terminated)
+					// Ended by someone else (the agent finished it, it was
+					// cancelled or terminated) or its lease ran out: the
+					// process must not outlive it.
+					p.stop(runEnded)
 				}
 			case <-poll.C:
 				if !Alive(pid, start) {
@@ -363,10 +504,21 @@ func (s *Scheduler) track(p *proc) bool {
 	return true
 }
 
-func (s *Scheduler) untrack(runID string) {
+// untrack forgets p (if it is still the watched proc of its run).
+func (s *Scheduler) untrack(p *proc) {
 	s.mu.Lock()
-	delete(s.procs, runID)
+	if s.procs[p.run.ID] == p {
+		delete(s.procs, p.run.ID)
+	}
 	s.mu.Unlock()
+	p.release()
+}
+
+// newProc returns a proc for run whose context ends with ctx or its release.
+func newProc(ctx context.Context, run *clasp.Run) *proc {
+	p := &proc{run: run, stopping: make(chan clasp.RunStatus, 1)}
+	p.ctx, p.release = context.WithCancel(ctx)
+	return p
 }
 
 // Cancel ends a run watched here: SIGTERM to its process group, SIGKILL

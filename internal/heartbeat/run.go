@@ -29,12 +29,13 @@ func (s *Scheduler) startRun(ctx context.Context, r *clasp.Run, c *clasp.Adapter
 		}
 		return
 	}
-	p := &proc{run: run, stopping: make(chan clasp.RunStatus, 1)}
+	p := newProc(ctx, run)
 	if !s.track(p) {
+		p.release()
 		return
 	}
-	if err := s.spawn(ctx, p, c, token); err != nil {
-		s.untrack(run.ID)
+	if err := s.spawn(p.ctx, p, c, token); err != nil {
+		s.untrack(p)
 		s.log.Error("heartbeat: spawn", "run", run.ID, "err", err)
 		s.finishCode(context.WithoutCancel(ctx), run.ID, clasp.RunFailed, nil, "spawn failed: "+err.Error(), clasp.RunErrorSpawnFailed)
 	}
@@ -110,7 +111,7 @@ func (s *Scheduler) spawn(ctx context.Context, p *proc, c *clasp.AdapterConfig, 
 // cancel cancelled. Afterwards the whole process group is killed.
 func (s *Scheduler) watch(ctx context.Context, p *proc, cmd *exec.Cmd, lg *cappedLog, timeout time.Duration) {
 	defer s.wg.Done()
-	defer s.untrack(p.run.ID)
+	defer s.untrack(p)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	var timer <-chan time.Time
@@ -136,7 +137,8 @@ loop:
 		case werr = <-exited:
 			break loop
 		case <-ctx.Done():
-			// The server stops: the process keeps running; a later Start re-adopts it.
+			// The server stops, or another instance took the run over: the
+			// process keeps running; the instance that takes it over re-adopts it.
 			lg.Close()
 			return
 		case <-timer:
@@ -144,7 +146,14 @@ loop:
 		case st := <-p.stopping:
 			stop(st)
 		case <-renew.C:
-			if err := s.st.RunRenew(ctx, p.run.ID, s.cfg.HostID, s.cfg.LeaseTTL); err != nil && clasp.ErrorCode(err) != clasp.CodeRunNotLive {
+			err := s.st.RunRenew(ctx, p.run.ID, s.cfg.HostID, s.cfg.LeaseTTL)
+			switch {
+			case clasp.ErrorCode(err) == clasp.CodeRunNotLive:
+				// Ended elsewhere (finished, cancelled on another replica,
+				// agent terminated) or its lease ran out: the process
+				// must not outlive its run.
+				stop(runEnded)
+			case err != nil:
 				s.log.Error("heartbeat: renew lease", "run", p.run.ID, "err", err)
 			}
 		}
@@ -159,6 +168,9 @@ loop:
 	code := cmd.ProcessState.ExitCode()
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
+	case stopped == runEnded:
+		s.log.Info("heartbeat: stopped the process of an ended run", "run", p.run.ID, "pid", p.pid)
+		s.Nudge()
 	case stopped == clasp.RunTimedOut:
 		s.finish(bg, p.run.ID, clasp.RunTimedOut, nil, fmt.Sprintf("timed out: the process outlived timeoutSec (%s)", timeout))
 	case stopped != "":

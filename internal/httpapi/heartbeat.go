@@ -266,9 +266,10 @@ func (s *Server) runLog(ctx context.Context, c *call) (int, any, error) {
 // runCancel: POST /api/runs/{id}/cancel (board). A run whose process this
 // server's scheduler runs is stopped (SIGTERM to its process group, SIGKILL
 // after a grace period) and ends cancelled once the process is gone, so the
-// answer may still say running; any other live run (queued, or a
-// self-reported one) is finished cancelled in the store at once (its locks
-// released, rule L6). 200 run; 404 not_found; 409 run_not_live if it
+// answer may still say running; any other live run (queued, a self-reported
+// one, or one whose process another replica runs) is finished cancelled in
+// the store at once (its locks released, rule L6), and the instance that
+// runs its process stops it at its next pass. 200 run; 404 not_found; 409 run_not_live if it
 // already ended.
 func (s *Server) runCancel(ctx context.Context, c *call, _ *emptyIn) (int, any, error) {
 	run, err := s.visibleRun(ctx, c)

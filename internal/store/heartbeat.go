@@ -69,6 +69,44 @@ type HeartbeatStore interface {
 	// it), releasing their locks (L6) and promoting deferred wakes. Returns
 	// how many.
 	AgentCancelQueuedRuns(ctx context.Context, agentID string, actor Actor) (int, error)
+
+	// InstanceRegister records server instance in (its ID, Host, PID and
+	// ProcStart) with a lease of ttl from now, replacing a row of the same
+	// id. The instance's id is the host id its runs carry (RunStart).
+	InstanceRegister(ctx context.Context, in *Instance, ttl time.Duration) error
+	// InstanceRenew extends the lease of instance id to ttl from now. 404
+	// not_found when the row is gone (another instance took it over).
+	InstanceRenew(ctx context.Context, id string, ttl time.Duration) error
+	// InstanceRelease ends the lease of instance id now (a clean stop: a
+	// server on the same host takes its processes over at once). A missing
+	// row is no error.
+	InstanceRelease(ctx context.Context, id string) error
+	// InstanceList lists the instances registered on host, with the
+	// lease's state as of the database clock (Instance.Expired).
+	InstanceList(ctx context.Context, host string) ([]*Instance, error)
+	// InstanceTakeOver takes over instance dead for instance by, if its
+	// row still has the lease end in.LeaseExpiresAt as read (one
+	// conditional DELETE: of two instances taking over the same one,
+	// exactly one does; an instance that renewed meanwhile is not taken).
+	// In the same transaction every running managed run of dead moves to
+	// by (host_id). It returns the runs of dead whose process is recorded
+	// (pid set): the running ones, now of by, to re-adopt or judge lost,
+	// and the ended ones, whose process must not outlive them. ok is false
+	// (nothing changed) when the row is gone or was renewed.
+	InstanceTakeOver(ctx context.Context, dead *Instance, by string) (runs []*ManagedRun, ok bool, err error)
+}
+
+// Instance is a server process that runs managed agents' processes
+// (heartbeat.Scheduler): its id is the host id of the runs it started or
+// took over.
+type Instance struct {
+	ID             string
+	Host           string // the machine: host name and boot id
+	PID            int    // the server's own process
+	ProcStart      int64  // its start time in clock ticks since boot (/proc/<pid>/stat field 22)
+	StartedAt      time.Time
+	LeaseExpiresAt time.Time
+	Expired        bool // the lease had ended when InstanceList read it (database clock)
 }
 
 // AgentAdapterSetParams sets (or, Config nil, removes) an agent's adapter.

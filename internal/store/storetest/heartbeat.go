@@ -28,6 +28,7 @@ func RunHeartbeat(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"HB_ProcessLostOtherHost", testHBProcessLostOtherHost},
 		{"HB_PromoteAfterLeaseExpired", testHBPromoteAfterLeaseExpired},
 		{"HB_PauseCancelsQueued", testHBPauseCancelsQueued},
+		{"HB_InstanceTakeOver", testHBInstanceTakeOver},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -480,5 +481,73 @@ func testHBPauseCancelsQueued(t *testing.T, e *hbEnv) {
 	runs, _, _ := e.st.RunList(t.Context(), &store.RunListParams{CompanyID: e.co.ID, AgentID: e.b.ID})
 	if len(runs) != 1 {
 		t.Errorf("B's wake after A's run was cancelled: got %d runs, want 1 (promoted)", len(runs))
+	}
+}
+
+// testHBInstanceTakeOver: instances of one machine; a take-over of an
+// instance moves its running runs to the taker, returns its runs with a
+// process (running and ended), happens once, and the taken instance's
+// renewal answers not_found.
+func testHBInstanceTakeOver(t *testing.T, e *hbEnv) {
+	ctx := t.Context()
+	machine := "machine-" + e.co.ID
+	dead := &store.Instance{ID: hbHost, Host: machine, PID: 11, ProcStart: 22}
+	taker := &store.Instance{ID: "host-2", Host: machine, PID: 33, ProcStart: 44}
+	for _, in := range []*store.Instance{dead, taker} {
+		if err := e.hs.InstanceRegister(ctx, in, leaseTTL); err != nil {
+			t.Fatalf("register %s: %v", in.ID, err)
+		}
+	}
+	ins, err := e.hs.InstanceList(ctx, machine)
+	if err != nil || len(ins) != 2 {
+		t.Fatalf("list: got %d, %v; want 2", len(ins), err)
+	}
+	for _, in := range ins {
+		if in.Expired || in.Host != machine || (in.ID == hbHost && (in.PID != 11 || in.ProcStart != 22)) {
+			t.Errorf("listed instance %+v: want live, on %s, with its pid and start", in, machine)
+		}
+	}
+	running := e.start(t, e.wake(t, e.a, "", "").Run)
+	ended := e.start(t, e.wake(t, e.b, "", "").Run)
+	for _, r := range []*clasp.Run{running, ended} {
+		if err := e.hs.RunSetProcess(ctx, r.ID, hbHost, 4242, 777); err != nil {
+			t.Fatalf("set process: %v", err)
+		}
+	}
+	if _, err := e.st.RunFinish(ctx, &store.RunFinishParams{RunID: ended.ID, Status: clasp.RunCancelled, Actor: boardActor()}); err != nil {
+		t.Fatalf("finish: %v", err)
+	}
+	if err := e.hs.InstanceRelease(ctx, hbHost); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	ins, _ = e.hs.InstanceList(ctx, machine)
+	var d *store.Instance
+	for _, in := range ins {
+		if in.ID == hbHost {
+			d = in
+		}
+	}
+	if d == nil || !d.Expired {
+		t.Fatalf("released instance: got %+v, want listed and expired", d)
+	}
+	runs, ok, err := e.hs.InstanceTakeOver(ctx, d, taker.ID)
+	if err != nil || !ok || len(runs) != 2 {
+		t.Fatalf("take over: got %d runs, %v, %v; want 2, true, nil", len(runs), ok, err)
+	}
+	if _, ok, err := e.hs.InstanceTakeOver(ctx, d, "host-3"); err != nil || ok {
+		t.Errorf("second take-over of the same instance: got %v, %v; want false, nil", ok, err)
+	}
+	if got := getRun(t, e.st, running.ID); got.Status != clasp.RunRunning || deref(got.HostID) != taker.ID {
+		t.Errorf("running run after the take-over: %s on %q, want running on %s", got.Status, deref(got.HostID), taker.ID)
+	}
+	if got := getRun(t, e.st, ended.ID); deref(got.HostID) != hbHost {
+		t.Errorf("ended run after the take-over: on %q, want still %s", deref(got.HostID), hbHost)
+	}
+	if err := e.hs.RunRenew(ctx, running.ID, taker.ID, leaseTTL); err != nil {
+		t.Errorf("taker renews the moved run: %v", err)
+	}
+	wantCode(t, "renewal of the taken-over instance", e.hs.InstanceRenew(ctx, hbHost, leaseTTL), clasp.CodeNotFound)
+	if err := e.hs.InstanceRenew(ctx, taker.ID, leaseTTL); err != nil {
+		t.Errorf("renewal of the taker: %v", err)
 	}
 }
