@@ -269,11 +269,12 @@ func (s *Scheduler) takeOver(ctx context.Context) error {
 				continue
 			}
 			s.log.Warn("heartbeat: stopping a process that outlived its run", "run", m.Run.ID, "status", m.Run.Status, "pid", pid)
-			start := m.ProcStart
+			start, id := m.ProcStart, m.Run.ID
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
 				s.terminate(pid, func() bool { return Alive(pid, start) })
+				s.removeRunDir(id)
 			}()
 		}
 	}
