@@ -117,8 +117,9 @@ func noBody(fn func(ctx context.Context, c *call) (int, any, error)) func(contex
 	}
 }
 
-// handle registers ep on the mux.
+// handle registers ep on the mux and records its pattern in s.patterns.
 func (s *Server) handle(ep endpoint) {
+	s.patterns = append(s.patterns, ep.pattern)
 	s.mux.HandleFunc(ep.pattern, func(w http.ResponseWriter, r *http.Request) { s.serveEndpoint(w, r, &ep) })
 }
 

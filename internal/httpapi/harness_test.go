@@ -190,6 +190,8 @@ func (b *bundle) do(method, path string, r req) *resp {
 	if res.StatusCode == http.StatusInternalServerError {
 		b.t.Errorf("%s %s: status %d: %s", method, path, res.StatusCode, data)
 	}
+	// Every real answer must match the OpenAPI document.
+	checkOpenAPIResponse(b.t, b.srv, hr, res.StatusCode, res.Header, data)
 	return &resp{status: res.StatusCode, header: res.Header, body: data}
 }
 

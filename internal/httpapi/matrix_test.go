@@ -178,6 +178,7 @@ func matrixRows() []mrow {
 		{pattern: "GET /healthz", path: fixed("/healthz"), body: noBodyFn, want: public},
 		{pattern: "GET /readyz", path: fixed("/readyz"), body: noBodyFn, want: public},
 		{pattern: "GET /metrics", path: fixed("/metrics"), body: noBodyFn, want: public},
+		{pattern: "GET /api/openapi.json", path: fixed("/api/openapi.json"), body: noBodyFn, want: public},
 
 		{pattern: "POST /api/companies", path: fixed("/api/companies"), body: func(w *mworld, _ string) any {
 			return map[string]any{"name": "New " + w.newPrefix, "issuePrefix": w.newPrefix}

@@ -7,6 +7,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", s.handleHealthz)
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
 	s.mux.Handle("GET /metrics", s.metricsHandler())
+	s.mux.HandleFunc("GET /api/openapi.json", s.handleOpenAPI)
 
 	// Tenants and agents: the board's.
 	s.handle(endpoint{pattern: "POST /api/companies", access: boardOnly, serve: withBody(s.companyCreate)})

@@ -110,6 +110,9 @@ type Server struct {
 	// to minRenew early when writes granted LeaseTTL alone.)
 	lease    time.Duration
 	mux      *http.ServeMux
+	// patterns are the mux patterns of the /api endpoints registered with
+	// handle, in order (the OpenAPI document must list each).
+	patterns []string
 	handler  http.Handler
 	stopping atomic.Bool
 	stopOnce sync.Once
