@@ -76,9 +76,6 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 			if cfg.KillReplicaEvery > 0 && cfg.DatabaseURL == "" {
 				return usageErr(errors.New("--kill-replica-every needs --database-url"))
 			}
-			if cfg.Managed && cfg.DatabaseURL != "" {
-				return usageErr(errors.New("--managed runs on one server: not with --database-url"))
-			}
 			if cfg.MCP && (cfg.Managed || cfg.DatabaseURL != "" || cfg.NoClaim) {
 				return usageErr(errors.New("--mcp excludes --managed, --database-url and --no-claim"))
 			}

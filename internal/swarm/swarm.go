@@ -454,9 +454,6 @@ func (cfg *Config) defaults() error {
 		cfg.AgentCommand = []string{exe, "agent", "work"}
 	}
 	if cfg.Managed {
-		if cfg.DatabaseURL != "" {
-			return errors.New("a managed swarm runs on one server, not on replicas (database URL)")
-		}
 		if cfg.Slow == 0 {
 			cfg.Slow = managedSlow
 		}
