@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -78,7 +77,7 @@ func (w *Worker) startMCP(command []string) (*sdk.ClientSession, func(), error) 
 		cmd.Env = append(os.Environ(), "CLASP_URL="+w.c.BaseURL(), "CLASP_API_KEY="+w.cfg.Token,
 			"CLASP_RUN_ID=", "CLASP_RUN_TOKEN=", "CLASP_API_KEY_FILE=")
 		cmd.Stderr = os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		setDeathSignal(cmd)
 		cs, err := sdk.NewClient(&sdk.Implementation{Name: "clasp-swarm-agent", Version: "1"}, nil).
 			Connect(context.Background(), &sdk.CommandTransport{Command: cmd, TerminateDuration: 10 * time.Second}, nil)
 		ready <- started{cs, err}
