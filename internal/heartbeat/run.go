@@ -78,6 +78,7 @@ func (s *Scheduler) spawn(ctx context.Context, p *proc, c *clasp.AdapterConfig, 
 	if err != nil {
 		return err
 	}
+	lg.secrets = []string{token}
 	dir, err := s.runDir(run.ID, c.Cwd)
 	if err != nil {
 		lg.Close()

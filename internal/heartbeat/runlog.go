@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/clasp-dev/clasp/internal/secret"
 )
 
 // DefaultMaxLogBytes caps a run's log (stdout and stderr together).
@@ -13,14 +15,23 @@ const DefaultMaxLogBytes = 1 << 20
 // truncatedMark ends a log that reached its cap.
 const truncatedMark = "\n[clasp: run log truncated at %d bytes]\n"
 
+// maxHeldCredential is the longest credential-looking text a run log
+// holds back while waiting for its end (see secret.Pending).
+const maxHeldCredential = 512
+
 // cappedLog writes a run's output to its file up to max bytes, then drops
-// the rest after one line saying so. Safe for concurrent writes (os/exec
-// copies stdout and stderr from two goroutines when they differ).
+// the rest after one line saying so. Every clasp credential in the output
+// (and each of secrets, by value) is masked before it reaches the file: a
+// credential split across writes is held back until it is complete (or
+// the log closes). Safe for concurrent writes (os/exec copies stdout and
+// stderr from two goroutines when they differ).
 type cappedLog struct {
 	mu      sync.Mutex
 	f       *os.File
 	n, max  int64
 	dropped bool
+	secrets []string // masked by value (the run's own token)
+	pend    []byte   // held back: may be the start of a credential
 }
 
 func openLog(dir, runID string, max int64) (*cappedLog, error) {
@@ -48,6 +59,18 @@ func (l *cappedLog) Write(p []byte) (int, error) {
 	if l.dropped {
 		return len(p), nil
 	}
+	data := append(l.pend, p...)
+	hold := secret.Pending(data, maxHeldCredential, l.secrets...)
+	l.pend = append([]byte(nil), data[len(data)-hold:]...)
+	l.write(secret.MaskBytes(data[:len(data)-hold], l.secrets...))
+	return len(p), nil
+}
+
+// write appends masked output p to the file within the cap.
+func (l *cappedLog) write(p []byte) {
+	if l.dropped || len(p) == 0 {
+		return
+	}
 	room := l.max - l.n
 	w := p
 	if int64(len(w)) > room {
@@ -56,13 +79,19 @@ func (l *cappedLog) Write(p []byte) (int, error) {
 	k, err := l.f.Write(w)
 	l.n += int64(k)
 	if err != nil {
-		return len(p), nil // the agent's output must never block on its log
+		return // the agent's output must never block on its log
 	}
 	if len(w) < len(p) {
 		l.dropped = true
 		fmt.Fprintf(l.f, truncatedMark, l.max)
 	}
-	return len(p), nil
 }
 
-func (l *cappedLog) Close() error { return l.f.Close() }
+// Close writes what was held back (masked) and closes the file.
+func (l *cappedLog) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.write(secret.MaskBytes(l.pend, l.secrets...))
+	l.pend = nil
+	return l.f.Close()
+}

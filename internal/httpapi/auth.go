@@ -42,7 +42,8 @@ type principal struct {
 // authenticate resolves the caller (SPEC section 2). A bearer token is
 // matched, by its kind, against the board token hash (constant time), the
 // agent API keys and the run tokens; tokens without a clasp prefix are tried
-// against all three. Without Authorization, only LocalTrusted mode with a
+// against all three. A clasp-prefixed token that fails its format or
+// checksum (package secret) is refused before any lookup. Without Authorization, only LocalTrusted mode with a
 // loopback Host makes the board. Errors: 401 unauthenticated (no, bad,
 // revoked or terminated credentials), 403 forbidden (no token on a
 // non-loopback Host in local-trusted mode).
@@ -62,9 +63,13 @@ func (s *Server) authenticate(r *http.Request, ep *endpoint) (principal, error) 
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return principal{}, clasp.Errorf(clasp.CodeUnauthenticated, "The Authorization header must be \"Bearer <token>\".")
 	}
+	kind, wellFormed := tokenKind(token)
+	if !wellFormed {
+		// A mistyped or truncated clasp credential: refused without a lookup.
+		return principal{}, clasp.Errorf(clasp.CodeUnauthenticated, "The bearer token is malformed: it starts like a clasp credential but its length or checksum is wrong (a typo, or a truncated copy).")
+	}
 	ctx := r.Context()
 	hash := HashToken(token)
-	kind := tokenKind(token)
 	if kind == TokenBoard || kind == "" {
 		ok, err := s.isBoardToken(ctx, hash)
 		if err != nil {
