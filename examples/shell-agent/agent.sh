@@ -20,11 +20,13 @@ set -eu
 : "${CLASP_AGENT_ID:?CLASP_AGENT_ID is not set}"
 
 # api METHOD PATH [JSON]: one request in this run; prints the body, fails
-# on a non-2xx answer (after printing the error body to stderr).
+# on a non-2xx answer (after printing the error body to stderr). The key
+# reaches curl as a config file on its stdin (printf is a shell builtin),
+# never in its argv, which any local user can read in ps.
 api() {
 	out=$(mktemp)
-	status=$(curl -sS -o "$out" -w '%{http_code}' -X "$1" \
-		-H "Authorization: Bearer $CLASP_API_KEY" \
+	status=$(printf 'header = "Authorization: Bearer %s"\n' "$CLASP_API_KEY" |
+		curl -sS --config - -o "$out" -w '%{http_code}' -X "$1" \
 		-H "X-Clasp-Run-Id: $CLASP_RUN_ID" \
 		-H 'Content-Type: application/json' \
 		${3:+--data "$3"} "$CLASP_API_URL$2")

@@ -66,7 +66,7 @@ refused claim, an issue claimed twice or never).`,
   clasp bench --workload cycle,claim --clients 64 --issues 10000   # claim vs cycle
   clasp bench --database-url postgres://clasp@127.0.0.1/clasp --clients 32
   clasp bench --sync normal --json > bench.json
-  clasp bench --server http://127.0.0.1:3100 --token clasp_bt_... --workload mixed`,
+  clasp bench --server http://127.0.0.1:3100 --token-file .clasp/board-token --workload mixed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for w := range strings.SplitSeq(workloads, ",") {
@@ -83,7 +83,7 @@ refused claim, an issue claimed twice or never).`,
 			if err := cfg.Validate(); err != nil {
 				return usageErr(err)
 			}
-			cfg.Command = "clasp " + strings.Join(os.Args[1:], " ")
+			cfg.Command = "clasp " + strings.Join(redactedArgs(os.Args[1:]), " ")
 			cfg.Progress = a.stderr
 			if f, ok := a.stderr.(*os.File); ok {
 				if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {

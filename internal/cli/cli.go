@@ -139,6 +139,8 @@ Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409).`
 		a.newMCPCmd(),
 		a.newVersionCmd(),
 	)
+	addTokenFileFlags(root)
+	root.PersistentPreRunE = a.resolveTokenFlags
 	return root
 }
 

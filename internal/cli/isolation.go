@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/clasp-dev/clasp/internal/heartbeat"
 )
@@ -65,4 +68,24 @@ func secureDataDir(dataDir, dbPath, boardTokenFile string, agentUser bool) error
 		}
 	}
 	return nil
+}
+
+// loopbackHostOnly serves h only to requests whose Host names the local
+// machine (localhost, 127.0.0.1, [::1], with any port): a web page that
+// rebinds its own name to 127.0.0.1 (DNS rebinding) sends its own Host and
+// gets 403, so a browser cannot read the profiler (whose /cmdline shows
+// the server's argv).
+func loopbackHostOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if hh, _, err := net.SplitHostPort(host); err == nil {
+			host = hh
+		}
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		if !isLoopbackHost(host) {
+			http.Error(w, "forbidden: the profiler answers only requests addressed to a loopback name (localhost, 127.0.0.1, [::1])", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -73,7 +73,7 @@ The long run (issue 6; a few million operations across both):
 		Example: `  clasp verify --duration 30s --clients 16 --issues 4
   clasp verify --process --duration 30s
   clasp verify --database-url postgres://clasp@127.0.0.1/clasp?sslmode=disable --replicas 3 --duration 30s
-  clasp verify --server http://127.0.0.1:3100 --token $CLASP_TOKEN --duration 1m --out /tmp/verify`,
+  clasp verify --server http://127.0.0.1:3100 --token-file .clasp/board-token --duration 1m --out /tmp/verify`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Replicas > 1 && cfg.DatabaseURL == "" {

@@ -7,8 +7,8 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -216,14 +216,21 @@ func TestAgentUserCannotReadDataDir(t *testing.T) {
 		// The server still stops the agent's process group.
 		ag2 := s.managedAgent(t, "echo started; sleep 300 & wait", nil)
 		run2 := s.wake(t, ag2)
-		for deadline := time.Now().Add(60 * time.Second); !strings.Contains(s.runLog(t, run2), "started"); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the long run never started; server output:\n%s", s.output())
+		// Started: its output is there and the server recorded its pid
+		// (which it does just after starting it).
+		var r *clasp.Run
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			got, err := s.board().RunGet(context.Background(), run2)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		r, err := s.board().RunGet(context.Background(), run2)
-		if err != nil || r.PID == nil {
-			t.Fatalf("run %s: %+v, %v: want its pid", run2, r, err)
+			if got.PID != nil && strings.Contains(s.runLog(t, run2), "started") {
+				r = got
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the long run never started (%+v); server output:\n%s", got, s.output())
+			}
 		}
 		pgid := *r.PID
 		if _, err := s.board().RunCancel(context.Background(), run2); err != nil {
@@ -232,10 +239,34 @@ func TestAgentUserCannotReadDataDir(t *testing.T) {
 		if r := s.waitRun(t, run2); r.Status != clasp.RunCancelled {
 			t.Errorf("cancelled run ended %s", r.Status)
 		}
-		if err := syscall.Kill(-pgid, 0); !errors.Is(err, syscall.ESRCH) {
-			t.Errorf("the cancelled run's process group %d remains (kill 0: %v)", pgid, err)
+		if live := groupMembers(pgid); len(live) > 0 {
+			t.Errorf("processes %v of the cancelled run's group %d still run", live, pgid)
 		}
 	})
+}
+
+// groupMembers lists the processes of process group pgid that still run:
+// not zombies, which are dead and only wait for their parent (here,
+// possibly a slow init) to reap them.
+func groupMembers(pgid int) []string {
+	var live []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		// f[0] is field 3 (state), f[2] field 5 (process group).
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
+			live = append(live, e.Name())
+		}
+	}
+	return live
 }
 
 // TestRootWithoutAgentUserWarns: a server running as root without

@@ -91,6 +91,7 @@ type server struct {
 	BoardToken string
 	Dir        string // the server's working directory
 	DataDir    string // absolute; the server was given the relative ".clasp"
+	PprofAddr  string // host:port of --pprof, when given
 	cmd        *exec.Cmd
 
 	mu     sync.Mutex
@@ -105,6 +106,9 @@ type serveOpts struct {
 	// Traversable makes the server's directory 0711 (and its parent),
 	// so another user (serve --agent-user) can reach <data-dir>/runs.
 	Traversable bool
+	// Pprof: the server was given --pprof; wait for its address too.
+	Pprof       bool
+	readyClosed bool
 }
 
 // startServer starts `clasp serve --listen 127.0.0.1:0 --data-dir .clasp`
@@ -150,6 +154,7 @@ func startServer(t *testing.T, o serveOpts) *server {
 	})
 	boardRe := regexp.MustCompile(`^board token: (clasp_\S+)$`)
 	listenRe := regexp.MustCompile(`^clasp listening on (http://\S+)$`)
+	pprofRe := regexp.MustCompile(`^pprof on http://(\S+)/debug/pprof/$`)
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -160,8 +165,17 @@ func startServer(t *testing.T, o serveOpts) *server {
 			if m := boardRe.FindStringSubmatch(line); m != nil {
 				s.BoardToken = m[1]
 			}
+			if m := pprofRe.FindStringSubmatch(line); m != nil {
+				s.PprofAddr = m[1]
+			}
 			if m := listenRe.FindStringSubmatch(line); m != nil && s.URL == "" {
 				s.URL = m[1]
+				if !o.Pprof {
+					close(ready)
+				}
+			}
+			if s.URL != "" && o.Pprof && s.PprofAddr != "" && !o.readyClosed {
+				o.readyClosed = true
 				close(ready)
 			}
 			s.mu.Unlock()
