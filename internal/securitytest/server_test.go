@@ -141,8 +141,9 @@ func startServer(t *testing.T, o serveOpts) *server {
 		t.Fatal(err)
 	}
 	s.cmd = cmd
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); pw.Close() }()
+	exited := make(chan struct{}) // closed when the process is reaped; then waitErr is set
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); pw.Close(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -184,8 +185,8 @@ func startServer(t *testing.T, o serveOpts) *server {
 	}()
 	select {
 	case <-ready:
-	case err := <-exited:
-		t.Fatalf("clasp serve exited before listening (%v):\n%s", err, s.output())
+	case <-exited:
+		t.Fatalf("clasp serve exited before listening (%v):\n%s", waitErr, s.output())
 	case <-time.After(time.Minute):
 		t.Fatalf("clasp serve did not listen within a minute:\n%s", s.output())
 	}
