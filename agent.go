@@ -46,6 +46,7 @@ type APIKey struct {
 	ID         string     `json:"id"`
 	AgentID    string     `json:"agentId"`
 	Prefix     string     `json:"prefix"`
+	Name       string     `json:"name"` // a label for people ("default" when none was given)
 	CreatedAt  time.Time  `json:"createdAt"`
 	LastUsedAt *time.Time `json:"lastUsedAt"`
 	RevokedAt  *time.Time `json:"revokedAt"`

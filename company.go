@@ -2,6 +2,7 @@ package clasp
 
 import (
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -18,3 +19,56 @@ var issuePrefixRE = regexp.MustCompile(`^[A-Z]{2,10}$`)
 
 // ValidIssuePrefix reports whether p is 2-10 upper-case ASCII letters.
 func ValidIssuePrefix(p string) bool { return issuePrefixRE.MatchString(p) }
+
+// maxPrefixCandidates bounds IssuePrefixCandidates: past that many taken
+// prefixes, a company create asks for an explicit issuePrefix.
+const maxPrefixCandidates = 100
+
+// IssuePrefixCandidates returns the issue prefixes a company named name
+// may get when it is created without one (as Paperclip derives it), in the
+// order they are tried: the first three ASCII letters of the name,
+// upper-cased (padded with X to two letters when the name has fewer); then
+// that base extended by the name's next letters, one at a time; then the
+// base followed by one letter A-Z, then by two. Every candidate is valid
+// (2-10 upper-case letters) and they are distinct; at most
+// maxPrefixCandidates are returned.
+func IssuePrefixCandidates(name string) []string {
+	var letters []byte
+	for _, r := range strings.ToUpper(name) {
+		if r >= 'A' && r <= 'Z' {
+			letters = append(letters, byte(r))
+		}
+	}
+	for len(letters) < 2 {
+		letters = append(letters, 'X')
+	}
+	base := string(letters[:min(3, len(letters))])
+	seen := map[string]bool{}
+	var out []string
+	add := func(p string) bool {
+		if !seen[p] && ValidIssuePrefix(p) {
+			seen[p] = true
+			out = append(out, p)
+		}
+		return len(out) < maxPrefixCandidates
+	}
+	add(base)
+	for n := len(base) + 1; n <= min(len(letters), 10); n++ {
+		if !add(string(letters[:n])) {
+			return out
+		}
+	}
+	for a := 'A'; a <= 'Z'; a++ {
+		if !add(base + string(a)) {
+			return out
+		}
+	}
+	for a := 'A'; a <= 'Z'; a++ {
+		for b := 'A'; b <= 'Z'; b++ {
+			if !add(base + string(a) + string(b)) {
+				return out
+			}
+		}
+	}
+	return out
+}

@@ -265,8 +265,8 @@ func (c *Client) CommentCreate(ctx context.Context, ref string, req CommentCreat
 	return &out, nil
 }
 
-// CommentList returns an issue's comments after p.After (all of them when
-// empty), oldest first. It follows the server's Link rel="next" pages, so it
+// CommentList returns an issue's comments written after p.After (all of
+// them when empty), oldest first (newest first with p.Order "desc"). It follows the server's Link rel="next" pages, so it
 // returns every such comment; p.Limit is the page size.
 func (c *Client) CommentList(ctx context.Context, ref string, p CommentListParams) ([]*clasp.Comment, error) {
 	first, err := getPage[*clasp.Comment](ctx, c, request{method: http.MethodGet, path: pathf("/api/issues/%s/comments", ref), query: p.values()})

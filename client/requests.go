@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/url"
 	"strconv"
@@ -180,15 +181,19 @@ type CommentCreateRequest struct {
 	Body string `json:"body"`
 }
 
-// CommentListParams filters GET /api/issues/{id}/comments (oldest first).
+// CommentListParams filters GET /api/issues/{id}/comments.
 type CommentListParams struct {
-	After string // a comment id: list the comments after it
+	After string // a comment id: list the comments written after it
 	Limit int    // page size (CommentList follows every page)
+	// Order is "asc" (oldest first; the client's default, sent
+	// explicitly) or "desc" (newest first, the server's default).
+	Order string
 }
 
 func (p CommentListParams) values() url.Values {
 	v := url.Values{}
 	setNonEmpty(v, "after", p.After)
+	v.Set("order", cmp.Or(p.Order, "asc"))
 	setPage(v, p.Limit, "")
 	return v
 }

@@ -204,6 +204,7 @@ func TestKilledAgentRetriedOnce(t *testing.T) {
 		r1 := f.runningWithPID(t, f.wake(t).Run.ID)
 		env, _ := os.ReadFile(filepath.Join(f.dir, "env-"+r1.ID))
 		for _, want := range []string{"CLASP_RUN_ID=" + r1.ID, "PAPERCLIP_RUN_ID=" + r1.ID, "CLASP_ISSUE_ID=" + f.issue.ID,
+			"PAPERCLIP_TASK_ID=" + f.issue.ID, "PAPERCLIP_LINKED_ISSUE_IDS=" + f.issue.ID, "PAPERCLIP_COMPANY_ID=" + f.agent.CompanyID,
 			"CLASP_AGENT_ID=" + f.agent.ID, "CLASP_WAKE_REASON=on_demand", "CLASP_API_KEY=clasp_rt_test", "CLASP_COMPANY_ID=" + f.agent.CompanyID} {
 			if !containsLine(string(env), want) {
 				t.Errorf("agent environment lacks %s:\n%s", want, env)

@@ -44,7 +44,8 @@ func (s *Scheduler) startRun(ctx context.Context, r *clasp.Run, c *clasp.Adapter
 // env is the process environment of a run: the allowlisted variables of
 // the server's (baseEnv: never its secrets), the adapter's env, then the
 // run's credentials under the CLASP_* and PAPERCLIP_* names, and
-// PAPERCLIP_TASK_ID, the issue as Paperclip names it (CLASP_ISSUE_ID).
+// PAPERCLIP_TASK_ID and PAPERCLIP_LINKED_ISSUE_IDS (the run's issue,
+// empty for none), which Paperclip agents read.
 func (s *Scheduler) env(run *clasp.Run, c *clasp.AdapterConfig, token string) []string {
 	env := baseEnv(os.Environ(), s.cfg.AgentUser)
 	keys := make([]string, 0, len(c.Env))
@@ -59,8 +60,9 @@ func (s *Scheduler) env(run *clasp.Run, c *clasp.AdapterConfig, token string) []
 	if run.IssueID != nil {
 		issue = *run.IssueID
 	}
-	// Paperclip names the issue of a wake PAPERCLIP_TASK_ID.
-	env = append(env, "PAPERCLIP_TASK_ID="+issue)
+	// The names only a Paperclip agent reads: its wake's task (the issue)
+	// and the issues linked to the wake (the same one, comma-separated).
+	env = append(env, "PAPERCLIP_TASK_ID="+issue, "PAPERCLIP_LINKED_ISSUE_IDS="+issue)
 	for _, kv := range [][2]string{
 		{"API_URL", s.cfg.APIURL}, {"API_KEY", token}, {"RUN_ID", run.ID}, {"AGENT_ID", run.AgentID},
 		{"COMPANY_ID", run.CompanyID}, {"ISSUE_ID", issue}, {"WAKE_REASON", run.InvocationSource},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -15,12 +16,23 @@ type companyCreateIn struct {
 	IssuePrefix *string `json:"issuePrefix"`
 }
 
+// companyCompat are the fields of Paperclip's company create that clasp
+// does not model.
+var companyCompat = map[string]compatField{
+	"description":                      {concept: "clasp has no company descriptions"},
+	"budgetMonthlyCents":               {concept: "clasp has no budgets", def: "0"},
+	"requireBoardApprovalForNewAgents": {concept: "clasp has no approvals", def: "false"},
+	"brandColor":                       {concept: "clasp has no company branding"},
+}
+
+func (in *companyCreateIn) compatFields() map[string]compatField { return companyCompat }
+
 func (in *companyCreateIn) validate() error {
 	if err := requiredText("name", in.Name, maxNameLen); err != nil {
 		return err
 	}
 	if in.IssuePrefix == nil {
-		return clasp.InvalidField("issuePrefix", "Field \"issuePrefix\" is required.")
+		return nil // derived from the name (companyCreate)
 	}
 	if !clasp.ValidIssuePrefix(*in.IssuePrefix) {
 		return clasp.InvalidField("issuePrefix", "Field \"issuePrefix\" must be 2 to 10 upper-case letters A-Z, not %q.", truncate(*in.IssuePrefix, 32))
@@ -28,13 +40,32 @@ func (in *companyCreateIn) validate() error {
 	return nil
 }
 
-// companyCreate: POST /api/companies (board). 201 company; 409 already_exists.
+// companyCreate: POST /api/companies (board). 201 company; 409
+// already_exists for a given issuePrefix that is taken. Without
+// issuePrefix, as Paperclip does, one is derived from the name
+// (clasp.IssuePrefixCandidates): the first candidate no other company has,
+// decided by the store's unique prefix, so concurrent creates never share
+// one.
 func (s *Server) companyCreate(ctx context.Context, c *call, in *companyCreateIn) (int, any, error) {
-	co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: *in.IssuePrefix, Actor: c.actor()})
-	if err != nil {
-		return 0, nil, err
+	if in.IssuePrefix != nil {
+		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: *in.IssuePrefix, Actor: c.actor()})
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusCreated, co, nil
 	}
-	return http.StatusCreated, co, nil
+	for _, prefix := range clasp.IssuePrefixCandidates(*in.Name) {
+		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: prefix, Actor: c.actor()})
+		if clasp.ErrorCode(err) == clasp.CodeAlreadyExists {
+			continue
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusCreated, co, nil
+	}
+	return 0, nil, clasp.Errorf(clasp.CodeAlreadyExists, "Every issue prefix derived from %q is taken; send issuePrefix.", truncate(*in.Name, 64)).
+		WithDetails("field", "issuePrefix")
 }
 
 // companyList: GET /api/companies (board), oldest first, paged.
@@ -76,31 +107,72 @@ func (s *Server) companyID(ctx context.Context, c *call) (string, error) {
 }
 
 // agentCreateIn is the body of POST /api/companies/{companyId}/agents.
+// AdapterType, AdapterConfig and RuntimeConfig are Paperclip's way to say
+// how the server runs the agent (paperclipAdapter maps them to clasp's
+// process adapter); Adapter is clasp's own form (as in PATCH). At most one
+// of the two forms.
 type agentCreateIn struct {
-	Name *string `json:"name"`
-	Role *string `json:"role"`
+	Name          *string         `json:"name"`
+	Role          *string         `json:"role"`
+	Adapter       json.RawMessage `json:"adapter"`
+	AdapterType   *string         `json:"adapterType"`
+	AdapterConfig json.RawMessage `json:"adapterConfig"`
+	RuntimeConfig json.RawMessage `json:"runtimeConfig"`
+
+	adapter *clasp.AdapterConfig // the decoded adapter of either form, nil for none
 }
+
+func (in *agentCreateIn) compatFields() map[string]compatField { return agentCompat }
 
 func (in *agentCreateIn) validate() error {
-	return firstErr(requiredText("name", in.Name, maxNameLen), optionalText("role", in.Role, maxNameLen))
+	if err := firstErr(requiredText("name", in.Name, maxNameLen), optionalText("role", in.Role, maxNameLen)); err != nil {
+		return err
+	}
+	if in.Adapter != nil && (in.AdapterType != nil || in.AdapterConfig != nil || in.RuntimeConfig != nil) {
+		return clasp.InvalidField("adapter", "Send either adapter (clasp's form) or adapterType/adapterConfig/runtimeConfig (Paperclip's), not both.")
+	}
+	var err error
+	if in.Adapter != nil {
+		in.adapter, err = decodeAdapter(in.Adapter)
+		return err
+	}
+	in.adapter, err = paperclipAdapter(in.AdapterType, in.AdapterConfig, in.RuntimeConfig)
+	return err
 }
 
-// agentCreate: POST /api/companies/{companyId}/agents (board). 201 agent;
-// 404 company; 409 already_exists for a taken name key.
+// agentCreate: POST /api/companies/{companyId}/agents (board). 201 the
+// agent with its "adapter" (null for none); 404 company; 409
+// already_exists for a taken name key. The adapter, validated before
+// anything is written, is stored right after the agent.
 func (s *Server) agentCreate(ctx context.Context, c *call, in *agentCreateIn) (int, any, error) {
 	cid, _ := parseUUID(c.r.PathValue("companyId"))
 	p := &store.AgentCreateParams{CompanyID: cid, Name: *in.Name, Actor: c.actor()}
 	if in.Role != nil {
 		p.Role = *in.Role
 	}
+	hst, _ := s.st.(store.HeartbeatStore)
+	if in.adapter != nil && hst == nil {
+		return 0, nil, errNoHeartbeat()
+	}
 	a, err := s.st.AgentCreate(ctx, p)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusCreated, a, nil
+	if in.adapter != nil {
+		if _, err := hst.AgentAdapterSet(ctx, &store.AgentAdapterSetParams{AgentID: a.ID, Config: in.adapter, Actor: c.actor()}); err != nil {
+			return 0, nil, prefixField(err, "adapterConfig")
+		}
+	}
+	_, out, err := s.agentAnswer(ctx, a)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, out, nil
 }
 
-// agentList: GET /api/companies/{companyId}/agents (board), paged.
+// agentList: GET /api/companies/{companyId}/agents (board, or an agent of
+// the company: Paperclip agents read their colleagues, to delegate), paged.
+// The agents carry no keys and no adapter settings.
 func (s *Server) agentList(ctx context.Context, c *call) (int, any, error) {
 	p, err := pageParams(c.r.URL.Query())
 	if err != nil {
@@ -127,8 +199,10 @@ func pathAgentID(c *call) (string, error) {
 	return id, nil
 }
 
-// agentGet: GET /api/agents/{id} (board): the agent with its "adapter"
-// (null for none). 404 not_found.
+// agentGet: GET /api/agents/{id} (board: the agent with its "adapter",
+// null for none; an agent: an agent of its own company, without adapter
+// settings, SPEC section 2). 404 not_found, also for an agent of another
+// company.
 func (s *Server) agentGet(ctx context.Context, c *call) (int, any, error) {
 	id, err := pathAgentID(c)
 	if err != nil {
@@ -137,6 +211,12 @@ func (s *Server) agentGet(ctx context.Context, c *call) (int, any, error) {
 	a, err := s.st.AgentGet(ctx, id)
 	if err != nil {
 		return 0, nil, err
+	}
+	if !c.who.board {
+		if a.CompanyID != c.who.agent.CompanyID {
+			return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Agent %s does not exist.", id)
+		}
+		return http.StatusOK, a, nil
 	}
 	return s.agentAnswer(ctx, a)
 }
@@ -217,16 +297,40 @@ func (s *Server) agentUpdate(ctx context.Context, c *call, in *agentUpdateIn) (i
 // emptyIn is the body of endpoints that take none: empty or {}.
 type emptyIn struct{}
 
+// keyCreateIn is the body of POST /api/agents/{id}/keys: Paperclip's
+// {name, scope}. scope is accepted as null or {"kind": "standard"}.
+type keyCreateIn struct {
+	Name *string `json:"name"`
+}
+
+var keyCompat = map[string]compatField{
+	"scope": {concept: "clasp has no scoped keys (every key acts as its agent)", def: `{"kind":"standard"}`},
+}
+
+func (in *keyCreateIn) compatFields() map[string]compatField { return keyCompat }
+
+func (in *keyCreateIn) validate() error {
+	if in.Name != nil {
+		return requiredText("name", in.Name, maxNameLen)
+	}
+	return nil
+}
+
 // agentKeyCreate: POST /api/agents/{id}/keys (board). 201 {id, agentId,
-// prefix, createdAt, token}: token is the secret, shown this once and
-// stored only as its hash. 404 for a missing agent.
-func (s *Server) agentKeyCreate(ctx context.Context, c *call, _ *emptyIn) (int, any, error) {
+// prefix, name, createdAt, token}: token is the secret, shown this once and
+// stored only as its hash; name defaults to "default". 404 for a missing
+// agent.
+func (s *Server) agentKeyCreate(ctx context.Context, c *call, in *keyCreateIn) (int, any, error) {
 	id, err := pathAgentID(c)
 	if err != nil {
 		return 0, nil, err
 	}
 	token, hash := NewToken(TokenAgentKey)
-	k, err := s.st.AgentKeyCreate(ctx, &store.AgentKeyCreateParams{AgentID: id, Prefix: token[:KeyPrefixLen], TokenHash: hash, Actor: c.actor()})
+	name := ""
+	if in.Name != nil {
+		name = strings.TrimSpace(*in.Name)
+	}
+	k, err := s.st.AgentKeyCreate(ctx, &store.AgentKeyCreateParams{AgentID: id, Prefix: token[:KeyPrefixLen], TokenHash: hash, Name: name, Actor: c.actor()})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -73,7 +73,7 @@ func TestAuthMatrix(t *testing.T) {
 		{"AgentCreatesAgent", "POST", "/api/companies/" + w.c.ID + "/agents", req{token: w.ka, body: map[string]any{"name": "x"}}, 403, clasp.CodeForbidden},
 		{"AgentPatchesAgent", "PATCH", "/api/agents/" + w.a.ID, req{token: w.ka, body: map[string]any{"status": "active"}}, 403, clasp.CodeForbidden},
 		{"AgentCreatesKey", "POST", "/api/agents/" + w.a.ID + "/keys", req{token: w.ka}, 403, clasp.CodeForbidden},
-		{"RunTokenOnBoardRoute", "GET", "/api/agents/" + w.a.ID, req{token: w.ra1.RunToken}, 403, clasp.CodeForbidden},
+		{"RunTokenOnBoardRoute", "GET", "/api/agents/" + w.a.ID + "/keys", req{token: w.ra1.RunToken}, 403, clasp.CodeForbidden},
 		{"BoardOnAgentRoute", "GET", "/api/agents/me", req{}, 403, clasp.CodeForbidden},
 		{"BoardHeartbeat", "POST", "/api/runs/" + w.ra1.ID + "/heartbeat", req{}, 403, clasp.CodeForbidden},
 	} {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -235,7 +236,7 @@ func (c *call) touch(ctx context.Context) error {
 				return c.runNotFound()
 			}
 		}
-		return err
+		return c.namedByHeader(err)
 	}
 	c.run = run
 	return nil
@@ -245,8 +246,30 @@ func (c *call) touch(ctx context.Context) error {
 // visible to the caller: 404 not_found when the path names it, 422
 // run_not_found when a header does (SPEC section 2).
 func (c *call) runNotFound() error {
-	if c.ep.run == runInPath {
+	if c.ep.run == runInPath && c.runHeader == "" {
 		return clasp.Errorf(clasp.CodeNotFound, "Run %s does not exist.", c.runID)
 	}
-	return clasp.Errorf(clasp.CodeRunNotFound, "Run %s does not exist.", c.runID).WithDetails("runId", c.runID)
+	if c.ep.run == runInPath {
+		return c.namedByHeader(clasp.Errorf(clasp.CodeNotFound, "Run %s does not exist.", c.runID))
+	}
+	return c.namedByHeader(clasp.Errorf(clasp.CodeRunNotFound, "Run %s does not exist.", c.runID).WithDetails("runId", c.runID))
+}
+
+// namedByHeader adds to a *clasp.Error about the call's run the header
+// that named it, in the message and as details.header, so that a client
+// that sent X-Paperclip-Run-Id reads its own header's name (SPEC section
+// 2). Other errors, and calls whose run no header named, pass unchanged.
+func (c *call) namedByHeader(err error) error {
+	var ce *clasp.Error
+	if c.runHeader == "" || !errors.As(err, &ce) {
+		return err
+	}
+	out := *ce
+	out.Message = strings.TrimSuffix(ce.Message, ".") + " (the run named by the " + c.runHeader + " header)."
+	out.Details = map[string]any{}
+	for k, v := range ce.Details {
+		out.Details[k] = v
+	}
+	out.Details["header"] = c.runHeader
+	return &out
 }

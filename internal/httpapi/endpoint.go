@@ -64,9 +64,12 @@ type call struct {
 	w     http.ResponseWriter
 	r     *http.Request
 	who   principal
-	runID string     // the run the call names (header, run token or path), "" if none
-	run   *clasp.Run // the named run, once touch checked it
-	body  []byte     // the raw body, nil for none
+	runID string // the run the call names (header, run token or path), "" if none
+	// runHeader is the header that named the run (X-Clasp-Run-Id or
+	// X-Paperclip-Run-Id), "" when none did.
+	runHeader string
+	run       *clasp.Run // the named run, once touch checked it
+	body      []byte     // the raw body, nil for none
 	// idem is the request's Idempotency-Key on an idempotent endpoint, nil
 	// without one. The store sets idem.Replayed when it answered an earlier
 	// creation; serveEndpoint then adds Idempotent-Replayed: true.
@@ -177,7 +180,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep *endpoint) (
 			return nil, clasp.InvalidField(hdrName, "The board never acts in a run; do not send %s.", hdrName)
 		}
 	} else {
-		c.runID = hdrRun
+		c.runID, c.runHeader = hdrRun, hdrName
 		if who.tokenRun != nil {
 			if hdrRun != "" && hdrRun != who.tokenRun.ID {
 				return nil, clasp.Errorf(clasp.CodeForbidden, "The run token is bound to run %s, but %s names run %s.", who.tokenRun.ID, hdrName, hdrRun).
@@ -200,7 +203,9 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep *endpoint) (
 			}
 		}
 		if ep.run == runRequired && c.runID == "" {
-			return nil, clasp.Errorf(clasp.CodeRunIDRequired, "This call needs the run it acts in: send the %s header, or use a run token.", RunIDHeader)
+			// No run header was sent (one that was would have set
+			// c.runID): name both, as a Paperclip client knows only its own.
+			return nil, clasp.Errorf(clasp.CodeRunIDRequired, "This call needs the run it acts in: send the %s (or %s) header, or use a run token.", RunIDHeader, PaperclipRunIDHdr)
 		}
 		if ep.tokenOnly && s.cfg.RequireRunToken && who.tokenRun == nil {
 			return nil, clasp.Errorf(clasp.CodeUnauthenticated, "This server accepts only run tokens for this call (--require-run-token); authenticate with the runToken of your run.")

@@ -36,7 +36,11 @@ type issueCreateIn struct {
 	Status          *clasp.IssueStatus `json:"status"`
 	Priority        *clasp.Priority    `json:"priority"`
 	AssigneeAgentID *string            `json:"assigneeAgentId"`
+	// IdempotencyKey is Paperclip's body form of the Idempotency-Key header.
+	IdempotencyKey *string `json:"idempotencyKey"`
 }
+
+func (in *issueCreateIn) compatFields() map[string]compatField { return issueCompat }
 
 func (in *issueCreateIn) validate() error {
 	if err := firstErr(
@@ -63,6 +67,9 @@ func (s *Server) issueCreate(ctx context.Context, c *call, in *issueCreateIn) (i
 	if !c.who.board && in.Status != nil && *in.Status == clasp.IssueInProgress {
 		return 0, nil, errAgentInProgress()
 	}
+	if err := bodyIdempotencyKey(c, in.IdempotencyKey); err != nil {
+		return 0, nil, err
+	}
 	cid, _ := parseUUID(c.r.PathValue("companyId"))
 	p := &store.IssueCreateParams{CompanyID: cid, Title: *in.Title, Actor: c.actor(), Idempotency: c.idem}
 	if in.Description != nil {
@@ -82,6 +89,28 @@ func (s *Server) issueCreate(ctx context.Context, c *call, in *issueCreateIn) (i
 		return 0, nil, err
 	}
 	return http.StatusCreated, iss, nil
+}
+
+// bodyIdempotencyKey honours Paperclip's idempotencyKey body field as the
+// Idempotency-Key header (SPEC section 3): with no header, key (when not
+// nil) becomes the request's key. 400 invalid_request when both are sent
+// and differ, or for a key the header would refuse.
+func bodyIdempotencyKey(c *call, key *string) error {
+	if key == nil {
+		return nil
+	}
+	if c.idem != nil {
+		if c.idem.Key != *key {
+			return clasp.InvalidField("idempotencyKey", "Field \"idempotencyKey\" and the Idempotency-Key header differ; send one, or the same key in both.")
+		}
+		return nil
+	}
+	p, err := idempotencyParams(c, *key)
+	if err != nil {
+		return clasp.InvalidField("idempotencyKey", "Field \"idempotencyKey\" must be 1 to %d printable ASCII characters.", maxIdempotencyKey)
+	}
+	c.idem = p
+	return nil
 }
 
 func errAgentInProgress() error {
@@ -157,18 +186,26 @@ func (s *Server) issueGet(ctx context.Context, c *call) (int, any, error) {
 	return http.StatusOK, iss, nil
 }
 
-// issueUpdateIn is the body of PATCH /api/issues/{id}. AssigneeAgentID is
-// raw so that null (unassign) differs from absent.
+// issueUpdateIn is the body of PATCH /api/issues/{id}. AssigneeAgentID and
+// Description are raw so that null (unassign, clear) differs from absent.
 type issueUpdateIn struct {
 	Title           *string            `json:"title"`
-	Description     *string            `json:"description"`
+	Description     json.RawMessage    `json:"description"`
 	Status          *clasp.IssueStatus `json:"status"`
 	Priority        *clasp.Priority    `json:"priority"`
 	AssigneeAgentID json.RawMessage    `json:"assigneeAgentId"`
 	Comment         *string            `json:"comment"`
+	// IdempotencyKey is Paperclip's body form of the Idempotency-Key header.
+	IdempotencyKey *string `json:"idempotencyKey"`
 
-	assignee *string // decoded AssigneeAgentID: nil absent, "" unassign, else a UUID
+	assignee    *string  // decoded AssigneeAgentID: nil absent, "" unassign, else a UUID
+	description *string  // decoded Description: nil absent, "" for null (clear), else the text
+	compat      []string // Paperclip fields the body carried (accepted, unmodelled)
+	noop        bool     // the body carries only accepted Paperclip fields: nothing to write
 }
+
+func (in *issueUpdateIn) compatFields() map[string]compatField { return issueUpdateCompat }
+func (in *issueUpdateIn) noteCompat(keys []string)             { in.compat = keys }
 
 // issueReadOnly are the issue fields a PATCH may never set (SPEC section 3:
 // lock columns are never writable; scenario S18).
@@ -188,8 +225,18 @@ func (in *issueUpdateIn) validate() error {
 			return err
 		}
 	}
+	if in.Description != nil {
+		var v *string
+		if err := json.Unmarshal(in.Description, &v); err != nil {
+			return clasp.InvalidField("description", "Field \"description\" must be a string, or null to clear it.")
+		}
+		if v == nil {
+			v = new(string)
+		}
+		in.description = v
+	}
 	if err := firstErr(
-		optionalText("description", in.Description, maxDescriptionLen),
+		optionalText("description", in.description, maxDescriptionLen),
 		issueStatus("status", in.Status),
 		priority("priority", in.Priority),
 	); err != nil {
@@ -215,7 +262,11 @@ func (in *issueUpdateIn) validate() error {
 			in.assignee = v
 		}
 	}
-	if in.Title == nil && in.Description == nil && in.Status == nil && in.Priority == nil && in.assignee == nil && in.Comment == nil {
+	if in.Title == nil && in.description == nil && in.Status == nil && in.Priority == nil && in.assignee == nil && in.Comment == nil {
+		if len(in.compat) > 0 {
+			in.noop = true
+			return nil
+		}
 		return clasp.Errorf(clasp.CodeInvalidRequest, "The body changes nothing: send title, description, status, priority, assigneeAgentId or comment.")
 	}
 	return nil
@@ -237,8 +288,19 @@ func (s *Server) issueUpdate(ctx context.Context, c *call, in *issueUpdateIn) (i
 	if !c.who.board && in.Status != nil && *in.Status == clasp.IssueInProgress {
 		return 0, nil, errAgentInProgress()
 	}
+	if err := bodyIdempotencyKey(c, in.IdempotencyKey); err != nil {
+		return 0, nil, err
+	}
+	if in.noop {
+		// Only Paperclip fields at their defaults: the issue as it is.
+		iss, err := s.st.IssueGet(ctx, c.scope(), ref)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, iss, nil
+	}
 	iss, err := s.st.IssueUpdate(ctx, &store.IssueUpdateParams{
-		Ref: ref, Title: in.Title, Description: in.Description, Status: in.Status,
+		Ref: ref, Title: in.Title, Description: in.description, Status: in.Status,
 		Priority: in.Priority, AssigneeAgentID: in.assignee, Comment: in.Comment, Actor: c.actor(), Idempotency: c.idem,
 	})
 	if err != nil {
@@ -380,9 +442,15 @@ func (s *Server) issueForceRelease(ctx context.Context, c *call, in *forceReleas
 }
 
 // commentCreateIn is the body of POST /api/issues/{id}/comments.
+// AuthorType is Paperclip's: the author is always the caller, so it may
+// only name the caller's own kind (checked by commentCreate).
 type commentCreateIn struct {
-	Body *string `json:"body"`
+	Body           *string `json:"body"`
+	AuthorType     *string `json:"authorType"`
+	IdempotencyKey *string `json:"idempotencyKey"`
 }
+
+func (in *commentCreateIn) compatFields() map[string]compatField { return commentCompat }
 
 func (in *commentCreateIn) validate() error {
 	return requiredText("body", in.Body, maxCommentLen)
@@ -396,6 +464,15 @@ func (s *Server) commentCreate(ctx context.Context, c *call, in *commentCreateIn
 	if err != nil {
 		return 0, nil, err
 	}
+	if in.AuthorType != nil {
+		own := map[bool]map[string]bool{true: {"user": true, "board": true}, false: {"agent": true}}[c.who.board]
+		if !own[*in.AuthorType] {
+			return 0, nil, clasp.InvalidField("authorType", "clasp takes a comment's author from the credential: field \"authorType\" may only be null or the caller's own kind, not %q.", truncate(*in.AuthorType, 32))
+		}
+	}
+	if err := bodyIdempotencyKey(c, in.IdempotencyKey); err != nil {
+		return 0, nil, err
+	}
 	cm, err := s.st.CommentCreate(ctx, &store.CommentCreateParams{Ref: ref, Body: *in.Body, Actor: c.actor(), Idempotency: c.idem})
 	if err != nil {
 		return 0, nil, err
@@ -403,8 +480,14 @@ func (s *Server) commentCreate(ctx context.Context, c *call, in *commentCreateIn
 	return http.StatusCreated, cm, nil
 }
 
-// commentList: GET /api/issues/{id}/comments?after=&limit= oldest first;
-// Link rel="next" (after = the last id) when the page is full.
+// commentList: GET /api/issues/{id}/comments?order=&after=&cursor=&limit=
+// newest first (order=desc, the default, as Paperclip) or oldest first
+// (order=asc). after (a comment id) keeps only the comments written after
+// it, in either order (Paperclip's incremental read); cursor continues
+// after a comment in the list's order. Link rel="next" (cursor = the last
+// id, the other parameters kept) when the page is full. 400 naming the
+// parameter for a bad order, or an after or cursor that is no comment id
+// of the issue.
 func (s *Server) commentList(ctx context.Context, c *call) (int, any, error) {
 	ref, err := issueRef(c)
 	if err != nil {
@@ -415,22 +498,53 @@ func (s *Server) commentList(ctx context.Context, c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	after := q.Get("after")
-	if after != "" {
-		id, ok := parseUUID(after)
-		if !ok {
-			return 0, nil, clasp.InvalidField("after", "Query parameter after must be a comment id (a UUID).")
-		}
-		after = id
+	p := &store.CommentListParams{Ref: ref, CompanyID: c.scope(), Limit: page.Limit}
+	switch v := q.Get("order"); v {
+	case "", "desc":
+		p.Desc = true
+	case "asc":
+	default:
+		return 0, nil, clasp.InvalidField("order", "Query parameter order must be asc (oldest first) or desc (newest first, the default), not %q.", truncate(v, 32))
 	}
-	items, err := s.st.CommentList(ctx, &store.CommentListParams{Ref: ref, CompanyID: c.scope(), After: after, Limit: page.Limit})
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"after", &p.After}, {"cursor", &p.Cursor}} {
+		if v := q.Get(f.name); v != "" {
+			id, ok := parseUUID(v)
+			if !ok {
+				return 0, nil, clasp.InvalidField(f.name, "Query parameter %s must be a comment id (a UUID).", f.name)
+			}
+			*f.dst = id
+		}
+	}
+	items, err := s.st.CommentList(ctx, p)
 	if err != nil {
 		return 0, nil, err
 	}
 	if len(items) > 0 && len(items) >= page.Limit {
-		setNextLink(c, "after", items[len(items)-1].ID)
+		setNextLink(c, "cursor", items[len(items)-1].ID)
 	}
 	return http.StatusOK, list(items), nil
+}
+
+// commentGet: GET /api/issues/{id}/comments/{commentId} (board, or an agent
+// of the issue's company): one comment. 404 not_found for an issue not
+// visible to the caller, or a comment that is not of that issue.
+func (s *Server) commentGet(ctx context.Context, c *call) (int, any, error) {
+	ref, err := issueRef(c)
+	if err != nil {
+		return 0, nil, err
+	}
+	id, ok := parseUUID(c.r.PathValue("commentId"))
+	if !ok {
+		return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Comment %q does not exist.", truncate(c.r.PathValue("commentId"), 64))
+	}
+	cm, err := s.st.CommentGet(ctx, c.scope(), ref, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, cm, nil
 }
 
 // activityFilters reads action and entityId.

@@ -85,6 +85,8 @@ func decodeJSONBytes(data []byte, v any) error {
 	}
 	known := jsonFieldNames(reflect.TypeOf(v))
 	ro, _ := v.(readOnlyFielder)
+	cf, _ := v.(compatFielder)
+	var compat []string
 	for _, k := range keys {
 		if _, ok := known[k]; ok {
 			continue
@@ -92,10 +94,28 @@ func decodeJSONBytes(data []byte, v any) error {
 		if ro != nil && ro.readOnlyField(k) {
 			return clasp.InvalidField(k, "Field %q is read-only: lock columns and server-kept fields are never writable.", k)
 		}
+		if cf != nil {
+			if _, ok := cf.compatFields()[k]; ok {
+				compat = append(compat, k)
+				continue
+			}
+		}
 		return clasp.InvalidField(k, "Unknown field %q in the request body.", k)
 	}
+	if len(compat) > 0 {
+		if err := checkCompatFields(data, cf.compatFields(), compat); err != nil {
+			return err
+		}
+		if n, ok := v.(compatNoter); ok {
+			n.noteCompat(compat)
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
+	if len(compat) == 0 {
+		// Every key was checked above; with Paperclip fields present the
+		// decoder must skip them (they have no struct field).
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {

@@ -61,6 +61,7 @@ type mworld struct {
 	ra, rx, rt         *clasp.Run
 	issue              *clasp.Issue // in C, todo, unassigned
 	newPrefix, newName string       // unique values for creating requests
+	commentID          string       // a comment on issue, when the row's prep wrote one
 }
 
 var matrixSeq atomic.Int64
@@ -188,8 +189,9 @@ func matrixRows() []mrow {
 		{pattern: "POST /api/companies/{companyId}/agents", path: func(w *mworld) string { return C(w) + "/agents" }, body: func(w *mworld, _ string) any {
 			return map[string]any{"name": w.newName}
 		}, want: boardOnly(c201)},
-		{pattern: "GET /api/companies/{companyId}/agents", path: func(w *mworld) string { return C(w) + "/agents" }, body: noBodyFn, want: boardOnly(c200)},
-		{pattern: "GET /api/agents/{id}", path: A, body: noBodyFn, want: boardOnly(c200)},
+		// Agents read their own company's agents (SPEC 3), without adapters.
+		{pattern: "GET /api/companies/{companyId}/agents", path: func(w *mworld) string { return C(w) + "/agents" }, body: noBodyFn, want: company(c200)},
+		{pattern: "GET /api/agents/{id}", path: A, body: noBodyFn, want: byID(c200)},
 		// SPEC 2: adapter and process settings are the board's alone.
 		{pattern: "PATCH /api/agents/{id}", path: A, body: func(*mworld, string) any { return map[string]any{"status": "paused"} }, want: boardOnly(c200)},
 		{pattern: "POST /api/agents/{id}/keys", path: func(w *mworld) string { return A(w) + "/keys" }, body: empty, want: boardOnly(c201)},
@@ -252,6 +254,13 @@ func matrixRows() []mrow {
 			return map[string]any{"reason": "matrix"}
 		}, want: boardOnly(c200)},
 		{pattern: "GET /api/issues/{id}/comments", path: func(w *mworld) string { return I(w) + "/comments" }, body: noBodyFn, want: byID(c200)},
+		{pattern: "GET /api/issues/{id}/comments/{commentId}", path: func(w *mworld) string { return I(w) + "/comments/" + w.commentID }, body: noBodyFn, want: byID(c200),
+			prep: func(b *bundle, w *mworld) {
+				var cm clasp.Comment
+				b.must(http.StatusCreated, "POST", "/api/issues/"+w.issue.ID+"/comments", req{body: map[string]any{"body": "hello"}}, &cm)
+				w.commentID = cm.ID
+			}},
+		{pattern: "GET /api/issues/{id}/heartbeat-context", path: func(w *mworld) string { return I(w) + "/heartbeat-context" }, body: noBodyFn, want: byID(c200)},
 		{pattern: "POST /api/issues/{id}/comments", path: func(w *mworld) string { return I(w) + "/comments" }, body: func(*mworld, string) any {
 			return map[string]any{"body": "a comment"}
 		}, want: byID(c201)},

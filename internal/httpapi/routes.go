@@ -14,8 +14,9 @@ func (s *Server) routes() {
 	s.handle(endpoint{pattern: "GET /api/companies", access: boardOnly, serve: noBody(s.companyList)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}", access: boardOnly, serve: noBody(s.companyGet)})
 	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/agents", access: boardOnly, serve: withBody(s.agentCreate)})
-	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/agents", access: boardOnly, serve: noBody(s.agentList)})
-	s.handle(endpoint{pattern: "GET /api/agents/{id}", access: boardOnly, serve: noBody(s.agentGet)})
+	// Agents read their own company's agents, without keys or adapters (SPEC section 3).
+	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/agents", access: anyone, serve: noBody(s.agentList)})
+	s.handle(endpoint{pattern: "GET /api/agents/{id}", access: anyone, serve: noBody(s.agentGet)})
 	s.handle(endpoint{pattern: "PATCH /api/agents/{id}", access: boardOnly, serve: withBody(s.agentUpdate)})
 	s.handle(endpoint{pattern: "POST /api/agents/{id}/keys", access: boardOnly, serve: withBody(s.agentKeyCreate)})
 	s.handle(endpoint{pattern: "GET /api/agents/{id}/keys", access: boardOnly, serve: noBody(s.agentKeyList)})
@@ -52,6 +53,8 @@ func (s *Server) routes() {
 	// Comments and the audit trail.
 	s.handle(endpoint{pattern: "GET /api/issues/{id}/comments", access: anyone, serve: noBody(s.commentList)})
 	s.handle(endpoint{pattern: "POST /api/issues/{id}/comments", access: anyone, idempotent: true, serve: withBody(s.commentCreate)})
+	s.handle(endpoint{pattern: "GET /api/issues/{id}/comments/{commentId}", access: anyone, serve: noBody(s.commentGet)})
+	s.handle(endpoint{pattern: "GET /api/issues/{id}/heartbeat-context", access: anyone, serve: noBody(s.heartbeatContext)})
 	s.handle(endpoint{pattern: "GET /api/issues/{id}/activity", access: anyone, serve: noBody(s.issueActivity)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/activity", access: anyone, serve: noBody(s.companyActivity)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/events", access: anyone, serve: noBody(s.companyEvents)})

@@ -83,8 +83,12 @@ type AgentKeyCreateParams struct {
 	AgentID   string
 	Prefix    string
 	TokenHash string
+	Name      string // a label for people; empty stores DefaultKeyName
 	Actor     Actor
 }
+
+// DefaultKeyName is the name of a key created without one (Paperclip's).
+const DefaultKeyName = "default"
 
 // RunOpenParams opens a self-reported run: running, lease = now + LeaseTTL.
 // The run token's hash is TokenHashFor(run id) when TokenHashFor is set,
@@ -289,12 +293,17 @@ type CommentCreateParams struct {
 	Idempotency *IdempotencyParams // optional: the request's Idempotency-Key
 }
 
-// CommentListParams lists comments of an issue, oldest first, after the
-// comment id After (exclusive) when set.
+// CommentListParams lists comments of an issue, oldest first (newest
+// first with Desc). After (a comment id, exclusive) keeps only the
+// comments written after it, in either order (Paperclip's after); Cursor
+// (a comment id, exclusive) continues a list after that comment in the
+// list's own order: the next page.
 type CommentListParams struct {
 	Ref       string
 	CompanyID string // scope for agent actors; empty for the board
 	After     string
+	Cursor    string
+	Desc      bool
 	Limit     int
 }
 
@@ -468,8 +477,14 @@ type Store interface {
 	// CommentCreate adds a comment. With p.Idempotency a replay returns the
 	// recorded comment.
 	CommentCreate(ctx context.Context, p *CommentCreateParams) (*clasp.Comment, error)
-	// CommentList lists comments of an issue, oldest first.
+	// CommentList lists comments of an issue, oldest first (newest first
+	// with p.Desc). 404 for the issue; 400 invalid_request (field after
+	// or cursor) for a comment id that is not of this issue.
 	CommentList(ctx context.Context, p *CommentListParams) ([]*clasp.Comment, error)
+	// CommentGet returns comment commentID of the issue ref (visible in
+	// companyID, "" for any). 404 not_found for the issue, and for a
+	// comment that is not of that issue.
+	CommentGet(ctx context.Context, companyID, ref, commentID string) (*clasp.Comment, error)
 
 	// ActivityList lists activity rows, newest first.
 	ActivityList(ctx context.Context, p *ActivityListParams) ([]*clasp.Activity, string, error)

@@ -62,8 +62,8 @@ const (
 	sqlKeyCreate = `WITH a AS (
 		SELECT id, company_id FROM agents WHERE id = @agent::text
 	), k AS (
-		INSERT INTO agent_api_keys (id, agent_id, prefix, token_hash, created_at)
-		SELECT @id::text, a.id, @prefix::text, @hash::text, now() FROM a
+		INSERT INTO agent_api_keys (id, agent_id, prefix, token_hash, created_at, name)
+		SELECT @id::text, a.id, @prefix::text, @hash::text, now(), @name::text FROM a
 		RETURNING ` + keyCols + `
 	), act AS (` + sqlActivityInto + `
 		SELECT a.company_id, ` + sqlActorCols + `, 'agent.key_created', 'agent', a.id,
@@ -249,7 +249,7 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 // AgentKeyCreate stores a key hash for an agent. 404 not_found if the agent
 // is missing, 409 already_exists if the hash is in use.
 func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParams) (*clasp.APIKey, error) {
-	args := actorArgs(namedArgs{"id": s.newID(), "agent": p.AgentID, "prefix": p.Prefix, "hash": p.TokenHash}, p.Actor)
+	args := actorArgs(namedArgs{"id": s.newID(), "agent": p.AgentID, "prefix": p.Prefix, "hash": p.TokenHash, "name": keyName(p.Name)}, p.Actor)
 	var out *clasp.APIKey
 	err := s.retry(ctx, func() error {
 		k, err := scanKey(s.pool.QueryRow(ctx, sqlKeyCreate, args))
@@ -357,4 +357,13 @@ func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID strin
 	}
 	fixRun(&r)
 	return &a, &r, nil
+}
+
+// keyName returns the name a key is stored with: name, or
+// store.DefaultKeyName when it is empty.
+func keyName(name string) string {
+	if name == "" {
+		return store.DefaultKeyName
+	}
+	return name
 }

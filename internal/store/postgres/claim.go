@@ -157,7 +157,7 @@ func (s *Store) IssueClaim(ctx context.Context, p *store.IssueClaimParams) (*cla
 	case a.Type != clasp.ActorAgent:
 		return nil, clasp.Errorf(clasp.CodeForbidden, "Only an agent, in a run, claims issues.")
 	case a.RunID == "":
-		return nil, clasp.Errorf(clasp.CodeRunIDRequired, "A claim needs the run it is made in (X-Clasp-Run-Id).")
+		return nil, clasp.Errorf(clasp.CodeRunIDRequired, "A claim needs the run it is made in (header X-Clasp-Run-Id or X-Paperclip-Run-Id).")
 	}
 	args := actorArgs(namedArgs{"run": a.RunID, "agent": a.AgentID, "unassigned": unassigned, "mine": mine}, a)
 	var (

@@ -31,9 +31,18 @@ var (
 const (
 	sqlCommentGet   = `SELECT ` + commentCols + ` FROM comments WHERE id = $1`
 	sqlCommentIssue = `SELECT i.id FROM issues i WHERE ` + sqlIssueRef
-	sqlCommentList  = `SELECT ` + commentCols + ` FROM comments
+	// sqlCommentList: $2 after (only comments newer than it), $4 cursor
+	// (continue after it in the list's order); "" for none.
+	sqlCommentList = `SELECT ` + commentCols + ` FROM comments
 	WHERE issue_id = $1 AND seq > coalesce((SELECT seq FROM comments WHERE id = $2 AND issue_id = $1), 0)
+	AND seq > coalesce((SELECT seq FROM comments WHERE id = $4 AND issue_id = $1), 0)
 	ORDER BY seq LIMIT $3`
+	// sqlCommentListDesc is newest first: the cursor bounds from above.
+	sqlCommentListDesc = `SELECT ` + commentCols + ` FROM comments
+	WHERE issue_id = $1 AND seq > coalesce((SELECT seq FROM comments WHERE id = $2 AND issue_id = $1), 0)
+	AND seq < coalesce((SELECT seq FROM comments WHERE id = $4 AND issue_id = $1), 9223372036854775807)
+	ORDER BY seq DESC LIMIT $3`
+	sqlCommentOfIssue = `SELECT ` + commentCols + ` FROM comments WHERE id = $1 AND issue_id = $2`
 	sqlCommentExists = `SELECT EXISTS (SELECT 1 FROM comments WHERE id = $1 AND issue_id = $2)`
 )
 
@@ -80,29 +89,33 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 }
 
 // CommentList lists the comments of an issue (scoped to CompanyID when
-// set), oldest first, after the comment After (exclusive) when set, at most
-// Limit (1..1000, default 100). 404 not_found for the issue; 400
-// invalid_request if After is no comment of it.
+// set), oldest first or, with Desc, newest first; only those written after
+// the comment After (exclusive) when set, and continuing after the comment
+// Cursor in the list's order when set; at most Limit (1..1000, default
+// 100). 404 not_found for the issue; 400 invalid_request if After or Cursor
+// is no comment of it.
 func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]*clasp.Comment, error) {
-	rid, rident := splitRef(p.Ref)
-	var issueID string
-	err := s.pool.QueryRow(ctx, sqlCommentIssue, namedArgs{"rid": rid, "rident": rident, "company": p.CompanyID}).Scan(&issueID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("issue", p.Ref)
-	}
+	issueID, err := s.commentIssue(ctx, p.CompanyID, p.Ref)
 	if err != nil {
-		return nil, translate(fmt.Errorf("find issue %s: %w", p.Ref, err))
+		return nil, err
 	}
-	if p.After != "" {
+	for _, f := range []struct{ name, id string }{{"after", p.After}, {"cursor", p.Cursor}} {
+		if f.id == "" {
+			continue
+		}
 		var ok bool
-		if err := s.pool.QueryRow(ctx, sqlCommentExists, p.After, issueID).Scan(&ok); err != nil {
-			return nil, translate(fmt.Errorf("find comment %s: %w", p.After, err))
+		if err := s.pool.QueryRow(ctx, sqlCommentExists, f.id, issueID).Scan(&ok); err != nil {
+			return nil, translate(fmt.Errorf("find comment %s: %w", f.id, err))
 		}
 		if !ok {
-			return nil, clasp.InvalidField("after", "after %q is not a comment of this issue.", p.After)
+			return nil, clasp.InvalidField(f.name, "%s %q is not a comment of this issue.", f.name, f.id)
 		}
 	}
-	rows, err := s.pool.Query(ctx, sqlCommentList, issueID, p.After, pageLimit(p.Limit))
+	q := sqlCommentList
+	if p.Desc {
+		q = sqlCommentListDesc
+	}
+	rows, err := s.pool.Query(ctx, q, issueID, p.After, pageLimit(p.Limit), p.Cursor)
 	if err != nil {
 		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
 	}
@@ -111,4 +124,37 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
 	}
 	return cs, nil
+}
+
+// commentIssue returns the id of the issue ref visible in companyID ("" for
+// any); 404 not_found.
+func (s *Store) commentIssue(ctx context.Context, companyID, ref string) (string, error) {
+	rid, rident := splitRef(ref)
+	var issueID string
+	err := s.pool.QueryRow(ctx, sqlCommentIssue, namedArgs{"rid": rid, "rident": rident, "company": companyID}).Scan(&issueID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", notFound("issue", ref)
+	}
+	if err != nil {
+		return "", translate(fmt.Errorf("find issue %s: %w", ref, err))
+	}
+	return issueID, nil
+}
+
+// CommentGet returns the comment commentID of the issue ref (scoped to
+// companyID when set). 404 not_found for the issue, or for a comment that
+// is not of it.
+func (s *Store) CommentGet(ctx context.Context, companyID, ref, commentID string) (*clasp.Comment, error) {
+	issueID, err := s.commentIssue(ctx, companyID, ref)
+	if err != nil {
+		return nil, err
+	}
+	c, err := scanComment(s.pool.QueryRow(ctx, sqlCommentOfIssue, commentID, issueID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("comment", commentID)
+	}
+	if err != nil {
+		return nil, translate(fmt.Errorf("get comment %s: %w", commentID, err))
+	}
+	return c, nil
 }

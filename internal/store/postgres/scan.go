@@ -15,7 +15,7 @@ import (
 const (
 	companyCols = `id, name, issue_prefix, created_at`
 	agentCols   = `id, company_id, name, name_key, role, status, created_at, last_heartbeat_at`
-	keyCols     = `id, agent_id, prefix, created_at, last_used_at, revoked_at`
+	keyCols     = `id, agent_id, prefix, created_at, last_used_at, revoked_at, name`
 	runCols     = `id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 		lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at`
 	issueCols = `id, company_id, identifier, title, description, status, priority, assignee_agent_id,
@@ -66,7 +66,7 @@ func fixAgent(a *clasp.Agent) {
 
 func scanKey(sc scanner) (*clasp.APIKey, error) {
 	var k clasp.APIKey
-	if err := sc.Scan(&k.ID, &k.AgentID, &k.Prefix, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt); err != nil {
+	if err := sc.Scan(&k.ID, &k.AgentID, &k.Prefix, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &k.Name); err != nil {
 		return nil, err
 	}
 	k.CreatedAt = k.CreatedAt.UTC()

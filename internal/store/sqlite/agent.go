@@ -40,7 +40,7 @@ const (
 	RETURNING ` + runCols
 	sqlAgentHeartbeat = `UPDATE agents SET last_heartbeat_at = ? WHERE id = ?`
 
-	sqlKeyInsert = `INSERT INTO agent_api_keys (id, agent_id, prefix, token_hash, created_at) VALUES (?, ?, ?, ?, ?)
+	sqlKeyInsert = `INSERT INTO agent_api_keys (id, agent_id, prefix, token_hash, created_at, name) VALUES (?, ?, ?, ?, ?, ?)
 	RETURNING ` + keyCols
 	sqlKeyRevoke = `UPDATE agent_api_keys SET revoked_at = ? WHERE id = ? AND agent_id = ? AND revoked_at IS NULL
 	RETURNING ` + keyCols
@@ -220,7 +220,7 @@ func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParam
 		if err != nil {
 			return err
 		}
-		k, err := scanKey(tx.queryRow(ctx, qKeyInsert, tx.s.newID(), a.ID, p.Prefix, p.TokenHash, tx.now))
+		k, err := scanKey(tx.queryRow(ctx, qKeyInsert, tx.s.newID(), a.ID, p.Prefix, p.TokenHash, tx.now, keyName(p.Name)))
 		if err != nil {
 			return fmt.Errorf("create key of agent %s: %w", a.ID, err)
 		}
@@ -371,4 +371,13 @@ func (t *wtx) agent(ctx context.Context, id string) (*clasp.Agent, error) {
 		return nil, fmt.Errorf("get agent %s: %w", id, err)
 	}
 	return a, nil
+}
+
+// keyName returns the name a key is stored with: name, or
+// store.DefaultKeyName when it is empty.
+func keyName(name string) string {
+	if name == "" {
+		return store.DefaultKeyName
+	}
+	return name
 }

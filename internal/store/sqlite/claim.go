@@ -108,7 +108,7 @@ func newClaimArgs(p *store.IssueClaimParams) (*claimArgs, error) {
 	case a.Type != clasp.ActorAgent:
 		return nil, clasp.Errorf(clasp.CodeForbidden, "Only an agent, in a run, claims issues.")
 	case a.RunID == "":
-		return nil, clasp.Errorf(clasp.CodeRunIDRequired, "A claim needs the run it is made in (X-Clasp-Run-Id).")
+		return nil, clasp.Errorf(clasp.CodeRunIDRequired, "A claim needs the run it is made in (header X-Clasp-Run-Id or X-Paperclip-Run-Id).")
 	}
 	var unassigned, mine []string
 	for _, st := range statuses {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/clasp-dev/clasp"
@@ -19,7 +20,11 @@ const (
 	VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM comments WHERE issue_id = ?), ?)
 	RETURNING ` + commentCols
 	sqlCommentList = `SELECT ` + commentCols + ` FROM comments
-	WHERE issue_id = :issue AND seq > :after_seq ORDER BY seq LIMIT :limit`
+	WHERE issue_id = :issue AND seq > :after_seq AND seq > :cursor_seq ORDER BY seq LIMIT :limit`
+	// sqlCommentListDesc is newest first: :cursor_seq bounds from above.
+	sqlCommentListDesc = `SELECT ` + commentCols + ` FROM comments
+	WHERE issue_id = :issue AND seq > :after_seq AND seq < :cursor_seq ORDER BY seq DESC LIMIT :limit`
+	sqlCommentGet = `SELECT ` + commentCols + ` FROM comments WHERE id = ? AND issue_id = ?`
 	sqlCommentSeq  = `SELECT seq FROM comments WHERE id = ? AND issue_id = ?`
 	sqlCommentByID = `SELECT ` + commentCols + ` FROM comments WHERE id = ?`
 )
@@ -84,32 +89,44 @@ func (t *wtx) commentInsert(ctx context.Context, issueID, companyID, body string
 }
 
 // CommentList lists the comments of an issue (scoped to CompanyID when
-// set), oldest first, after the comment After (exclusive) when set, at most
-// Limit (1..1000, default 100). 404 not_found for the issue; 400
-// invalid_request if After is no comment of it.
+// set), oldest first or, with Desc, newest first; only those written after
+// the comment After (exclusive) when set, and continuing after the comment
+// Cursor in the list's order when set; at most Limit (1..1000, default
+// 100). 404 not_found for the issue; 400 invalid_request if After or Cursor
+// is no comment of it.
 func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]*clasp.Comment, error) {
-	rid, rident := splitRef(p.Ref)
-	var issueID, companyID string
-	err := s.readRow(ctx, qIssueRef, sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", p.CompanyID)).
-		Scan(&issueID, &companyID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("issue", p.Ref)
-	}
+	issueID, err := s.commentIssue(ctx, p.CompanyID, p.Ref)
 	if err != nil {
-		return nil, translate(fmt.Errorf("find issue %s: %w", p.Ref, err))
+		return nil, err
 	}
-	var afterSeq int64
-	if p.After != "" {
-		err := s.readRow(ctx, qCommentSeq, p.After, issueID).Scan(&afterSeq)
+	seqOf := func(field, id string, none int64) (int64, error) {
+		if id == "" {
+			return none, nil
+		}
+		var seq int64
+		err := s.readRow(ctx, qCommentSeq, id, issueID).Scan(&seq)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, clasp.InvalidField("after", "after %q is not a comment of this issue.", p.After)
+			return 0, clasp.InvalidField(field, "%s %q is not a comment of this issue.", field, id)
 		}
 		if err != nil {
-			return nil, translate(fmt.Errorf("find comment %s: %w", p.After, err))
+			return 0, translate(fmt.Errorf("find comment %s: %w", id, err))
 		}
+		return seq, nil
 	}
-	rows, err := s.read(ctx, qCommentList, sql.Named("issue", issueID), sql.Named("after_seq", afterSeq),
-		sql.Named("limit", pageLimit(p.Limit)))
+	afterSeq, err := seqOf("after", p.After, 0)
+	if err != nil {
+		return nil, err
+	}
+	q, none := qCommentList, int64(0)
+	if p.Desc {
+		q, none = qCommentListDesc, math.MaxInt64
+	}
+	cursorSeq, err := seqOf("cursor", p.Cursor, none)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.read(ctx, q, sql.Named("issue", issueID), sql.Named("after_seq", afterSeq),
+		sql.Named("cursor_seq", cursorSeq), sql.Named("limit", pageLimit(p.Limit)))
 	if err != nil {
 		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
 	}
@@ -118,4 +135,38 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
 	}
 	return cs, nil
+}
+
+// commentIssue returns the id of the issue ref visible in companyID ("" for
+// any); 404 not_found.
+func (s *Store) commentIssue(ctx context.Context, companyID, ref string) (string, error) {
+	rid, rident := splitRef(ref)
+	var issueID, cid string
+	err := s.readRow(ctx, qIssueRef, sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", companyID)).
+		Scan(&issueID, &cid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", notFound("issue", ref)
+	}
+	if err != nil {
+		return "", translate(fmt.Errorf("find issue %s: %w", ref, err))
+	}
+	return issueID, nil
+}
+
+// CommentGet returns the comment commentID of the issue ref (scoped to
+// companyID when set). 404 not_found for the issue, or for a comment that
+// is not of it.
+func (s *Store) CommentGet(ctx context.Context, companyID, ref, commentID string) (*clasp.Comment, error) {
+	issueID, err := s.commentIssue(ctx, companyID, ref)
+	if err != nil {
+		return nil, err
+	}
+	c, err := scanComment(s.readRow(ctx, qCommentGet, commentID, issueID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("comment", commentID)
+	}
+	if err != nil {
+		return nil, translate(fmt.Errorf("get comment %s: %w", commentID, err))
+	}
+	return c, nil
 }

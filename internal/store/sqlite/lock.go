@@ -368,7 +368,7 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 	a := p.Actor
 	switch {
 	case a.Type == clasp.ActorAgent && a.RunID == "":
-		return nil, clasp.Errorf(clasp.CodeRunIDRequired, "A checkout needs the run it is made in (X-Clasp-Run-Id).")
+		return nil, clasp.Errorf(clasp.CodeRunIDRequired, "A checkout needs the run it is made in (header X-Clasp-Run-Id or X-Paperclip-Run-Id).")
 	case a.Type == clasp.ActorAgent && p.AgentID != a.AgentID:
 		return nil, clasp.Errorf(clasp.CodeAgentMismatch, "agentId must be the calling agent.").WithDetails("agentId", p.AgentID)
 	case a.Type != clasp.ActorAgent && !a.IsBoard():

@@ -64,6 +64,8 @@ const (
 	qIssueRef
 	qCommentInsert
 	qCommentList
+	qCommentListDesc
+	qCommentGet
 	qCommentSeq
 	qCommentByID
 	// idempotency.go
@@ -129,11 +131,13 @@ var queries = [numQueries]string{
 	qIssueByID:      sqlIssueByID,
 	qInbox:          sqlInbox,
 
-	qIssueRef:      sqlIssueRef,
-	qCommentInsert: sqlCommentInsert,
-	qCommentList:   sqlCommentList,
-	qCommentSeq:    sqlCommentSeq,
-	qCommentByID:   sqlCommentByID,
+	qIssueRef:        sqlIssueRef,
+	qCommentInsert:   sqlCommentInsert,
+	qCommentList:     sqlCommentList,
+	qCommentListDesc: sqlCommentListDesc,
+	qCommentGet:      sqlCommentGet,
+	qCommentSeq:      sqlCommentSeq,
+	qCommentByID:     sqlCommentByID,
 
 	qIdempotencyGet:    sqlIdempotencyGet,
 	qIdempotencyInsert: sqlIdempotencyInsert,

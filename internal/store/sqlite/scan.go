@@ -12,7 +12,7 @@ import (
 const (
 	companyCols = `id, name, issue_prefix, created_at`
 	agentCols   = `id, company_id, name, name_key, role, status, created_at, last_heartbeat_at`
-	keyCols     = `id, agent_id, prefix, created_at, last_used_at, revoked_at`
+	keyCols     = `id, agent_id, prefix, created_at, last_used_at, revoked_at, name`
 	runCols     = `id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 		lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at`
 	issueCols = `id, company_id, identifier, title, description, status, priority, assignee_agent_id,
@@ -57,7 +57,7 @@ func scanKey(sc scanner) (*clasp.APIKey, error) {
 		created       int64
 		used, revoked sql.NullInt64
 	)
-	if err := sc.Scan(&k.ID, &k.AgentID, &k.Prefix, &created, &used, &revoked); err != nil {
+	if err := sc.Scan(&k.ID, &k.AgentID, &k.Prefix, &created, &used, &revoked, &k.Name); err != nil {
 		return nil, err
 	}
 	k.CreatedAt = fromMicros(created)
