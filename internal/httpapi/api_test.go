@@ -297,16 +297,31 @@ func TestPaginationLink(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		b.must(http.StatusCreated, "POST", "/api/issues/"+iss.ID+"/comments", req{body: map[string]any{"body": fmt.Sprint(i)}}, nil)
 	}
-	var cs []*clasp.Comment
-	res = b.must(http.StatusOK, "GET", "/api/issues/"+iss.ID+"/comments?limit=2", req{}, &cs)
-	m := linkRE.FindStringSubmatch(res.header.Get("Link"))
-	if len(cs) != 2 || m == nil {
-		t.Fatalf("comments page 1: %d items, Link %q", len(cs), res.header.Get("Link"))
+	// Newest first by default (as Paperclip), oldest first with order=asc;
+	// the next page's cursor continues in the list's own order.
+	for _, tc := range []struct{ query, page1, page2 string }{
+		{"", "2,1", "0"}, {"&order=desc", "2,1", "0"}, {"&order=asc", "0,1", "2"},
+	} {
+		var cs []*clasp.Comment
+		res = b.must(http.StatusOK, "GET", "/api/issues/"+iss.ID+"/comments?limit=2"+tc.query, req{}, &cs)
+		m := linkRE.FindStringSubmatch(res.header.Get("Link"))
+		if got := commentBodies(cs); got != tc.page1 || m == nil {
+			t.Fatalf("comments%s page 1: %s, Link %q; want %s and a next link", tc.query, got, res.header.Get("Link"), tc.page1)
+		}
+		b.must(http.StatusOK, "GET", m[1], req{}, &cs)
+		if got := commentBodies(cs); got != tc.page2 {
+			t.Errorf("comments%s page 2: %s, want %s", tc.query, got, tc.page2)
+		}
 	}
-	b.must(http.StatusOK, "GET", m[1], req{}, &cs)
-	if len(cs) != 1 || cs[0].Body != "2" {
-		t.Errorf("comments page 2: %+v, want the third comment", cs)
+}
+
+// commentBodies joins the bodies of cs with commas.
+func commentBodies(cs []*clasp.Comment) string {
+	bodies := make([]string, len(cs))
+	for i, c := range cs {
+		bodies[i] = c.Body
 	}
+	return strings.Join(bodies, ",")
 }
 
 func TestHealthReadyMetrics(t *testing.T) {

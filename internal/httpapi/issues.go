@@ -400,6 +400,14 @@ type releaseIn struct {
 	Unassign bool `json:"unassign"`
 }
 
+// releaseCompat: Paperclip's release ignores its body; its clients may send
+// {"force": false}.
+var releaseCompat = map[string]compatField{
+	"force": {concept: "clasp has no forced release by a run (the board uses POST /api/issues/{id}/admin/force-release)", def: "false"},
+}
+
+func (in *releaseIn) compatFields() map[string]compatField { return releaseCompat }
+
 // issueRelease: POST /api/issues/{id}/release (rule L4): the holding run,
 // a live run of the assignee when the holder is dead, or the board. Locks
 // cleared, in_progress becomes todo, the assignee kept unless unassign.
