@@ -506,7 +506,8 @@ func testInbox(t *testing.T, open opener) {
 	}
 }
 
-// Comments: oldest first, after a comment id, limited; authored by an agent
+// Comments: oldest first or newest first, after a comment id, continued
+// after a cursor in either order, limited; one by id; authored by an agent
 // in a run or by the board; any agent of the company may comment, even on
 // an issue another run holds.
 func testComments(t *testing.T, open opener) {
@@ -557,11 +558,42 @@ func testComments(t *testing.T, open opener) {
 	if diff := cmp.Diff([]string{"third, by a non-holder"}, list(store.CommentListParams{After: c2.ID, Limit: 100, CompanyID: e.co.ID})); diff != "" {
 		t.Errorf("comments after the second, scoped (-want +got):\n%s", diff)
 	}
+	// Newest first (Desc), and the cursor continuing either order; After
+	// keeps only newer comments in both orders.
+	all, last := []string{"third, by a non-holder", "second", "first"}, "third, by a non-holder"
+	for _, tc := range []struct {
+		name string
+		p    store.CommentListParams
+		want []string
+	}{
+		{"desc", store.CommentListParams{Desc: true, Limit: 100}, all},
+		{"desc limit 2", store.CommentListParams{Desc: true, Limit: 2}, all[:2]},
+		{"desc cursor", store.CommentListParams{Desc: true, Cursor: c2.ID, Limit: 100}, []string{"first"}},
+		{"desc after", store.CommentListParams{Desc: true, After: c1.ID, Limit: 100}, all[:2]},
+		{"desc after and cursor", store.CommentListParams{Desc: true, After: c1.ID, Cursor: c3.ID, Limit: 100}, []string{"second"}},
+		{"asc cursor", store.CommentListParams{Cursor: c2.ID, Limit: 100}, []string{last}},
+		{"desc cursor at the oldest", store.CommentListParams{Desc: true, Cursor: c1.ID, Limit: 100}, nil},
+	} {
+		if diff := cmp.Diff(tc.want, list(tc.p)); diff != "" {
+			t.Errorf("comments %s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	_, err := e.st.CommentList(ctx, &store.CommentListParams{Ref: i1.ID, Cursor: "00000000-0000-4000-8000-000000000000", Limit: 1})
+	wantCode(t, "comments with a cursor of no comment", err, clasp.CodeInvalidRequest)
+	// One comment by id, of its issue only.
+	if got, err := e.st.CommentGet(ctx, e.co.ID, i1.Identifier, c2.ID); err != nil || got.ID != c2.ID || got.Body != "second" {
+		t.Errorf("comment get: got %+v, %v, want the second comment", got, err)
+	}
+	i2 := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+	_, err = e.st.CommentGet(ctx, "", i2.ID, c2.ID)
+	wantCode(t, "comment get on another issue", err, clasp.CodeNotFound)
+	_, err = e.st.CommentGet(ctx, "", "ACME-99", c2.ID)
+	wantCode(t, "comment get on an unknown issue", err, clasp.CodeNotFound)
 	if deref(c3.AuthorAgentID) != e.b.ID || deref(c3.RunID) != rb.ID {
 		t.Errorf("B's comment: got %+v, want author B in its run", c3)
 	}
 	wantLock(t, "after comments", getIssue(t, e.st, i1.ID), held(e.a.ID, ra.ID, 1))
-	_, err := e.st.CommentCreate(ctx, &store.CommentCreateParams{Ref: "ACME-99", Body: "x", Actor: boardActor()})
+	_, err = e.st.CommentCreate(ctx, &store.CommentCreateParams{Ref: "ACME-99", Body: "x", Actor: boardActor()})
 	wantCode(t, "comment on unknown issue", err, clasp.CodeNotFound)
 }
 
