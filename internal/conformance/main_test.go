@@ -6,6 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	// The server's code, imported so that a change to it invalidates
+	// go test's cached result (TestMain builds the binary from it, which
+	// the cache does not see).
+	_ "github.com/clasp-dev/clasp/internal/cli"
 )
 
 // claspBin is the clasp binary built once by TestMain; every test runs it
