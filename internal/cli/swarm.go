@@ -79,6 +79,9 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 			if cfg.MCP && (cfg.Managed || cfg.DatabaseURL != "" || cfg.NoClaim) {
 				return usageErr(errors.New("--mcp excludes --managed, --database-url and --no-claim"))
 			}
+			if len(cfg.ManagedCommand) > 0 && !cfg.Managed {
+				return usageErr(errors.New("--agent-command needs --managed"))
+			}
 			if cfg.Replicas < 1 {
 				return usageErr(errors.New("--replicas must be at least 1"))
 			}
@@ -116,6 +119,7 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 	f.DurationVar(&cfg.Slow, "slow", 0, "stretch each issue's work to at least this long, so kills land mid-checkout")
 	f.BoolVar(&cfg.Managed, "managed", false, "the server runs the agents: process adapters running 'clasp agent work --one-run', woken by the swarm; --kill-rate SIGKILLs their processes (found by the run's pid)")
 	f.BoolVar(&cfg.MCP, "mcp", false, "each agent process is an MCP client of a 'clasp mcp' process and works through its tools (same kills: the pair dies together)")
+	f.StringSliceVar(&cfg.ManagedCommand, "agent-command", nil, "with --managed: the agents' process runs this command line (absolute program path, then arguments, comma-separated) instead of 'clasp agent work --one-run'; e.g. /bin/sh,$PWD/examples/paperclip-agent/agent.sh,0.1")
 	f.BoolVar(&cfg.NoClaim, "no-claim", false, "agents find work with inbox, list and checkout instead of claim-next (to compare)")
 	f.StringVar(&cfg.ServerURL, "server", "", "use the clasp server at this URL instead of an embedded one")
 	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server, or of a --database-url that has one already (default $"+EnvToken+"; none for --local-trusted)")

@@ -120,7 +120,8 @@ func (s *supervisor) runManaged(ctx context.Context, board *client.Client, compa
 }
 
 // setUpManaged gives every agent of the company a process adapter running
-// AgentCommand --one-run (and --slow), and returns their ids.
+// AgentCommand --one-run (and --slow), or ManagedCommand as it is, and
+// returns their ids.
 func (s *supervisor) setUpManaged(ctx context.Context, board *client.Client, companyID string) ([]string, error) {
 	page, err := board.AgentList(ctx, companyID, client.ListParams{Limit: 1000})
 	if err != nil {
@@ -130,9 +131,13 @@ func (s *supervisor) setUpManaged(ctx context.Context, board *client.Client, com
 	if s.cfg.Slow > 0 {
 		args = append(args, "--slow", s.cfg.Slow.String())
 	}
+	command := s.cfg.AgentCommand[0]
+	if mc := s.cfg.ManagedCommand; len(mc) > 0 {
+		command, args = mc[0], mc[1:]
+	}
 	var ids []string
 	for _, a := range page.Items {
-		cfg := &clasp.AdapterConfig{Type: clasp.AdapterProcess, Command: s.cfg.AgentCommand[0], Args: args,
+		cfg := &clasp.AdapterConfig{Type: clasp.AdapterProcess, Command: command, Args: args,
 			// --one-run takes the run's credentials (CLASP_API_*), never
 			// the CLASP_URL or CLASP_TOKEN of the server's environment.
 			TimeoutSec: 120,

@@ -44,6 +44,13 @@ type Config struct {
 	// (`clasp agent work --mcp`): the same work and kills, through the
 	// MCP tools. Not with Managed or DatabaseURL.
 	MCP bool
+	// ManagedCommand, with Managed, is the command line (program and
+	// arguments) every agent's process adapter runs as it is, instead of
+	// AgentCommand --one-run: any agent that works one issue per run with
+	// the run's credentials (CLASP_* or PAPERCLIP_* variables) and writes
+	// the swarm's result comment ("sha256 <hex>" of the file the
+	// description names) with status done.
+	ManagedCommand []string
 
 	// ServerURL targets an existing server (with BoardToken, "" if it runs
 	// --local-trusted) instead of starting an embedded one.

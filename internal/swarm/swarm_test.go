@@ -210,3 +210,44 @@ func TestSwarmMCPSurvivesKills(t *testing.T) {
 		t.Errorf("violations: %v; agent failures: %v", rep.Violations, rep.AgentFailures)
 	}
 }
+
+// TestSwarmManagedPaperclipAgent runs the Paperclip-style shell agent
+// (examples/paperclip-agent: only PAPERCLIP_* variables and Paperclip's
+// paths) as the server's agents, 30% of whose processes are SIGKILLed
+// during their work: every issue done once, no violation.
+func TestSwarmManagedPaperclipAgent(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"curl", "jq", "sha256sum"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the Paperclip example needs %s: %v", tool, err)
+		}
+	}
+	agent, err := filepath.Abs("../../examples/paperclip-agent/agent.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeTree(t, dir, 12)
+	cmd := exec.Command(claspBin, "swarm", "--managed", "--dir", dir, "--agents", "3", "--kill-rate", "0.3", "--slow", "200ms",
+		"--agent-command", "/bin/sh,"+agent+",0.2", "--lease-ttl", "2s", "--sweep-interval", "200ms", "--timeout", "3m", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	t.Logf("stderr:\n%s", stderr.String())
+	if err != nil {
+		t.Fatalf("clasp swarm --managed --agent-command: %v\nstdout:\n%s", err, stdout.String())
+	}
+	var rep swarm.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("decode report: %v\n%s", err, stdout.String())
+	}
+	if !rep.Managed || rep.Issues != 12 || rep.Done != 12 {
+		t.Errorf("managed %v, issues %d, done %d; want true, 12, 12", rep.Managed, rep.Issues, rep.Done)
+	}
+	if rep.Kills > 0 && rep.RunsLost == 0 {
+		t.Errorf("%d kills but no run lost", rep.Kills)
+	}
+	if len(rep.Violations) != 0 || len(rep.AgentFailures) != 0 {
+		t.Errorf("violations: %v; agent failures: %v", rep.Violations, rep.AgentFailures)
+	}
+}
