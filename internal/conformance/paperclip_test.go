@@ -469,7 +469,7 @@ func replay(t *testing.T, c *pc) {
 		"name": "Runner", "role": "general", "adapterType": "process",
 		"adapterConfig": map[string]any{"command": "/bin/true", "args": []string{"-x"}, "cwd": "/tmp", "timeoutSec": 30, "graceSec": 15,
 			"env": map[string]any{"FOO": "bar", "BAZ": map[string]any{"type": "plain", "value": "q"}}},
-		"runtimeConfig": map[string]any{"heartbeat": map[string]any{"enabled": true, "intervalSec": 0, "wakeOnDemand": true, "maxConcurrentRuns": 2}},
+		"runtimeConfig":      map[string]any{"heartbeat": map[string]any{"enabled": true, "intervalSec": 0, "wakeOnDemand": true, "maxConcurrentRuns": 2}},
 		"budgetMonthlyCents": 0, "permissions": map[string]any{}, "desiredSkills": []any{},
 	})).obj
 	c.fields("agent process adapter", pa, map[string]any{"adapter.type": "process", "adapter.command": "/bin/true", "adapter.cwd": "/tmp",

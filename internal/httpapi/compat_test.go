@@ -20,7 +20,10 @@ func TestPaperclipCompatFields(t *testing.T) {
 	co := b.company("CF")
 	agent, key := b.agent(co.ID, "alpha")
 	n := 0
-	unique := func(s string) string { n++; return s + strings.Repeat("x", n%7) + string(rune('a'+n%26)) + string(rune('a'+n/26%26)) }
+	unique := func(s string) string {
+		n++
+		return s + strings.Repeat("x", n%7) + string(rune('a'+n%26)) + string(rune('a'+n/26%26))
+	}
 	type target struct {
 		name   string
 		fields map[string]compatField

@@ -43,7 +43,7 @@ const (
 	AND seq < coalesce((SELECT seq FROM comments WHERE id = $4 AND issue_id = $1), 9223372036854775807)
 	ORDER BY seq DESC LIMIT $3`
 	sqlCommentOfIssue = `SELECT ` + commentCols + ` FROM comments WHERE id = $1 AND issue_id = $2`
-	sqlCommentExists = `SELECT EXISTS (SELECT 1 FROM comments WHERE id = $1 AND issue_id = $2)`
+	sqlCommentExists  = `SELECT EXISTS (SELECT 1 FROM comments WHERE id = $1 AND issue_id = $2)`
 )
 
 // CommentCreate adds a comment by the actor (an agent, in its run if any,

@@ -24,7 +24,7 @@ const (
 	// sqlCommentListDesc is newest first: :cursor_seq bounds from above.
 	sqlCommentListDesc = `SELECT ` + commentCols + ` FROM comments
 	WHERE issue_id = :issue AND seq > :after_seq AND seq < :cursor_seq ORDER BY seq DESC LIMIT :limit`
-	sqlCommentGet = `SELECT ` + commentCols + ` FROM comments WHERE id = ? AND issue_id = ?`
+	sqlCommentGet  = `SELECT ` + commentCols + ` FROM comments WHERE id = ? AND issue_id = ?`
 	sqlCommentSeq  = `SELECT seq FROM comments WHERE id = ? AND issue_id = ?`
 	sqlCommentByID = `SELECT ` + commentCols + ` FROM comments WHERE id = ?`
 )
