@@ -18,6 +18,10 @@ import (
 // count and kill their processes) and wakes the agents.
 const managedPoll = 50 * time.Millisecond
 
+// managedRunTimeout bounds one server-managed run of the swarm's agents
+// (their adapter's timeoutSec): past it the server ends the process.
+const managedRunTimeout = 120 * time.Second
+
 // managedSlow is the default Slow of a managed swarm: the work of an issue
 // lasts long enough for a kill to land while the process holds it.
 const managedSlow = 100 * time.Millisecond
@@ -140,7 +144,7 @@ func (s *supervisor) setUpManaged(ctx context.Context, board *client.Client, com
 		cfg := &clasp.AdapterConfig{Type: clasp.AdapterProcess, Command: command, Args: args,
 			// --one-run takes the run's credentials (CLASP_API_*), never
 			// the CLASP_URL or CLASP_TOKEN of the server's environment.
-			TimeoutSec: 120,
+			TimeoutSec: int(managedRunTimeout / time.Second),
 			Heartbeat:  clasp.HeartbeatConfig{Enabled: true, IntervalSec: 1, MaxConcurrentRuns: 1}}
 		if _, err := board.AgentSetAdapter(ctx, a.ID, cfg); err != nil {
 			return nil, fmt.Errorf("set adapter of agent %s: %w", a.Name, err)

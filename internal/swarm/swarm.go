@@ -617,6 +617,13 @@ func waitForSweep(ctx context.Context, board *client.Client, companyID string, c
 		}
 	}
 	deadline := time.Now().Add(ttl + 2*cfg.SweepInterval + 2*time.Second)
+	if cfg.Managed {
+		// A managed run whose process was not killed is not the sweeper's
+		// to end: its process ends by itself (one issue per run), at the
+		// latest when the server stops it at the adapter's timeout. A
+		// loaded machine can take longer than a lease to get there.
+		deadline = time.Now().Add(managedRunTimeout + ttl + 2*cfg.SweepInterval + 2*time.Second)
+	}
 	waited := false
 	for {
 		p, err := board.RunList(ctx, companyID, client.RunListParams{Statuses: []clasp.RunStatus{clasp.RunQueued, clasp.RunRunning}, Limit: 1})
