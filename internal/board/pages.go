@@ -331,7 +331,7 @@ func (b *Board) issueData(c *client, v *view) error {
 	if iv.Lock != nil {
 		iv.Holder = l.runs[iv.Lock.RunID]
 	}
-	if _, err := c.get("/api/issues/"+iss.ID+"/comments?limit=1000", &iv.Comments); err != nil {
+	if _, err := c.get("/api/issues/"+iss.ID+"/comments?order=asc&limit=1000", &iv.Comments); err != nil {
 		return err
 	}
 	if _, err := c.get("/api/issues/"+iss.ID+"/activity?limit=1000", &iv.Activity); err != nil {
