@@ -42,11 +42,14 @@ const (
 // (it is an integer, not a UUID, so that lists and event streams can resume
 // from it).
 type Activity struct {
-	ID         int64           `json:"id"`
-	CompanyID  string          `json:"companyId"`
-	ActorType  ActorType       `json:"actorType"`
-	ActorID    string          `json:"actorId"`
-	RunID      *string         `json:"runId"`
+	ID        int64     `json:"id"`
+	CompanyID string    `json:"companyId"`
+	ActorType ActorType `json:"actorType"`
+	ActorID   string    `json:"actorId"`
+	RunID     *string   `json:"runId"`
+	// RequestID is the id of the HTTP request that wrote the row (its
+	// X-Request-Id); null for rows the server wrote on its own.
+	RequestID  *string         `json:"requestId"`
 	Action     string          `json:"action"`
 	EntityType string          `json:"entityType"`
 	EntityID   string          `json:"entityId"`

@@ -192,10 +192,11 @@ func truncate(s string, n int) string {
 // actor returns the store actor of a call: the board, or the agent with its
 // company and (when it names one) its run.
 func (c *call) actor() store.Actor {
+	rid := RequestIDFrom(c.r.Context())
 	if c.who.board {
-		return store.Actor{Type: clasp.ActorBoard}
+		return store.Actor{Type: clasp.ActorBoard, RequestID: rid}
 	}
-	return store.Actor{Type: clasp.ActorAgent, AgentID: c.who.agent.ID, CompanyID: c.who.agent.CompanyID, RunID: c.runID}
+	return store.Actor{Type: clasp.ActorAgent, AgentID: c.who.agent.ID, CompanyID: c.who.agent.CompanyID, RunID: c.runID, RequestID: rid}
 }
 
 // touch checks the run the call names, if any, and renews its lease (SPEC

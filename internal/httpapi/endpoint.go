@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -136,12 +135,15 @@ func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request, ep *endpo
 	c, err := s.prepare(w, r, ep)
 	if err != nil {
 		closeIfBodyUnread(w, r, c)
+		s.logDenied(r, ep, c, err)
 		s.writeError(w, r, err)
 		return
 	}
 	status, v, err := ep.serve(r.Context(), c)
 	if err != nil {
-		s.writeError(w, r, callerRef(r, err))
+		err = callerRef(r, err)
+		s.logDenied(r, ep, c, err)
+		s.writeError(w, r, err)
 		return
 	}
 	if v == streamed {
@@ -153,24 +155,60 @@ func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request, ep *endpo
 	writeJSON(w, status, v)
 }
 
-// prepare authenticates and checks everything that needs no body.
+// logDenied logs a refused write (POST, PUT, PATCH, DELETE answered 4xx)
+// at info, with the actor (or "anonymous" before authentication), the
+// route, the error code and the request id, so that the audit of who was
+// refused what does not need debug logs.
+func (s *Server) logDenied(r *http.Request, ep *endpoint, c *call, err error) {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return
+	}
+	st, body, _ := statusOf(err)
+	if st < 400 || st >= 500 {
+		return
+	}
+	actor := "anonymous"
+	if c != nil {
+		actor = string(c.actor().Type) + ":" + c.actor().ID()
+	}
+	s.log.Info("write refused", "actor", actor, "method", r.Method, "route", routeLabel(ep.pattern), "status", st,
+		"code", body.Code, "request_id", RequestIDFrom(r.Context()), "client", s.clientAddr(r))
+}
+
+// prepare authenticates and checks everything that needs no body. It
+// returns the call as far as it got (nil before authentication succeeded)
+// with any error, for the refusal's log.
 func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep *endpoint) (*call, error) {
 	who, err := s.authenticate(r, ep)
 	if err != nil {
 		return nil, err
 	}
+	c := &call{s: s, ep: ep, w: w, r: r, who: who}
+	if st := s.byCred.take(credentialKey(r), time.Now()); !st.ok {
+		st.setHeaders(w.Header())
+		return c, rateLimited("credential", st)
+	}
 	switch {
 	case ep.access == boardOnly && !who.board:
-		return nil, clasp.Errorf(clasp.CodeForbidden, "Only the board may call %s.", routeLabel(ep.pattern))
+		return c, clasp.Errorf(clasp.CodeForbidden, "Only the board may call %s.", routeLabel(ep.pattern))
 	case ep.access == agentOnly && who.board:
-		return nil, clasp.Errorf(clasp.CodeForbidden, "Only an agent may call %s; the board has no agent identity.", routeLabel(ep.pattern))
+		return c, clasp.Errorf(clasp.CodeForbidden, "Only an agent may call %s; the board has no agent identity.", routeLabel(ep.pattern))
 	}
 	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
 		// r.URL.Query() drops a malformed pair silently: a bad cursor
 		// would answer the first page again.
-		return nil, clasp.InvalidField("query", "The query string is malformed (%v); escape %% as %%25.", err)
+		return c, clasp.InvalidField("query", "The query string is malformed (%v); escape %% as %%25.", err)
 	}
-	c := &call{s: s, ep: ep, w: w, r: r, who: who}
+	c2, err := s.prepareCall(c)
+	if c2 == nil {
+		c2 = c
+	}
+	return c2, err
+}
+
+// prepareCall is the rest of prepare, once the caller is known and allowed.
+func (s *Server) prepareCall(c *call) (*call, error) {
+	r, w, who, ep := c.r, c.w, c.who, c.ep
 	hdrRun, hdrName, err := runHeader(r)
 	if err != nil {
 		return nil, err
@@ -220,6 +258,9 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep *endpoint) (
 		} else if !ok {
 			return nil, clasp.Errorf(clasp.CodeNotFound, "Company %q does not exist.", truncate(cid, 64))
 		}
+	}
+	if err := checkContentType(r); err != nil {
+		return nil, err
 	}
 	if r.Body != nil && r.Body != http.NoBody && (r.Method == http.MethodPost || r.Method == http.MethodPatch || r.Method == http.MethodPut) {
 		body, err := s.readRequestBody(w, r)
@@ -280,21 +321,19 @@ func idempotencyParams(c *call, key string) (*store.IdempotencyParams, error) {
 // maxPageLimit is the most rows one page returns (SPEC section 3).
 const maxPageLimit = 1000
 
-// pageParams reads limit (a positive integer, default 100; larger values
-// than 1000 are clamped to 1000) and cursor from the query. 400
-// invalid_request naming the parameter for a limit that is not a positive
-// integer or an overlong cursor.
+// pageParams reads limit (an integer from 1 to 1000, default 100) and
+// cursor from the query. 400 invalid_request naming the parameter for a
+// limit that is not an integer from 1 to 1000 (a larger one is refused,
+// not clamped: a client asking for more would silently get less), or an
+// overlong cursor.
 func pageParams(q url.Values) (store.Page, error) {
 	p := store.Page{Limit: 100}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v, "-") {
-			n, err = maxPageLimit, nil // a huge limit is clamped like any other
+		if err != nil || n < 1 || n > maxPageLimit {
+			return p, clasp.InvalidField("limit", "Query parameter limit must be an integer from 1 to %d, not %q.", maxPageLimit, truncate(v, 32))
 		}
-		if err != nil || n < 1 {
-			return p, clasp.InvalidField("limit", "Query parameter limit must be an integer, 1 or more (at most %d are returned), not %q.", maxPageLimit, truncate(v, 32))
-		}
-		p.Limit = min(n, maxPageLimit)
+		p.Limit = n
 	}
 	p.Cursor = q.Get("cursor")
 	if len(p.Cursor) > 512 {

@@ -30,6 +30,9 @@ var codeStatus = map[string]int{
 	clasp.CodePreconditionFailed:   http.StatusUnprocessableEntity,
 	clasp.CodeRunNotFound:          http.StatusUnprocessableEntity,
 	clasp.CodeIdempotencyKeyReused: http.StatusUnprocessableEntity,
+	clasp.CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
+	clasp.CodeHeaderTooLarge:       http.StatusRequestHeaderFieldsTooLarge,
+	clasp.CodeRateLimited:          http.StatusTooManyRequests,
 	clasp.CodeUnavailable:          http.StatusServiceUnavailable,
 	clasp.CodeInternal:             http.StatusInternalServerError,
 }
@@ -67,21 +70,38 @@ func statusOf(err error) (int, errorBody, bool) {
 }
 
 // writeError writes err as a JSON error response: the status of its code
-// and {"error", "code", "details"}. Anything that is not an expected
-// *clasp.Error answers 500 {"error":"internal error","code":"internal",
-// "details":{}}, and only the log sees its text. 401 answers carry
+// and {"error", "code", "details"}, details always carrying the request's
+// id (requestId). Anything that is not an expected *clasp.Error answers
+// 500 {"error":"internal error","code":"internal","details":{"requestId":
+// ...}}, and only the log sees its text. 401 answers carry
 // WWW-Authenticate: Bearer.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	st, body, expected := statusOf(err)
+	rid := RequestIDFrom(r.Context())
 	if !expected {
 		level := slog.LevelError
 		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 			level = slog.LevelDebug // the client went away
 		}
-		s.log.Log(r.Context(), level, "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Log(r.Context(), level, "internal error", "method", r.Method, "path", r.URL.Path, "request_id", rid, "err", err)
 	}
 	if st == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="clasp"`)
 	}
-	writeJSON(w, st, body)
+	writeJSON(w, st, withRequestID(body, rid))
+}
+
+// withRequestID returns body with details.requestId set to rid (a copy:
+// the details of an error value are never changed); body as is for rid "".
+func withRequestID(body errorBody, rid string) errorBody {
+	if rid == "" {
+		return body
+	}
+	d := make(map[string]any, len(body.Details)+1)
+	for k, v := range body.Details {
+		d[k] = v
+	}
+	d["requestId"] = rid
+	body.Details = d
+	return body
 }

@@ -32,7 +32,14 @@ var streamed = new(struct{})
 // ?after=ID); without either it starts with rows written from now on
 // (?after=0 replays the whole history). ?action=a,b narrows to actions.
 // A comment line is sent every 15 s so proxies keep the stream open. The
-// stream ends when the client goes away or the server shuts down.
+// stream ends when the client goes away, the server shuts down, or its
+// credential stops being valid: when the stream reads an activity row
+// that may revoke one (a key revoked, an agent updated, a run ended; rows
+// reach every replica's streams through store.WatchActivity, LISTEN/NOTIFY
+// on PostgreSQL, within the 1 s re-read at worst) it authenticates its
+// request again and ends with a last comment line if that fails. Open
+// streams are capped per credential and in total (Limits): one more
+// answers 429 rate_limited.
 func (s *Server) companyEvents(ctx context.Context, c *call) (int, any, error) {
 	src := s.st
 	companyID, err := s.companyID(ctx, c)
@@ -59,6 +66,12 @@ func (s *Server) companyEvents(ctx context.Context, c *call) (int, any, error) {
 		after = n
 		break
 	}
+	release, which, ok := s.streams.acquire(credentialKey(c.r))
+	if !ok {
+		return 0, nil, clasp.Errorf(clasp.CodeRateLimited, "Too many open event streams for this %s; close one first.", which).
+			WithDetails("limit", "event streams per "+which)
+	}
+	defer release()
 	// Subscribe before reading the start, so no commit falls between.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -106,6 +119,20 @@ func (s *Server) companyEvents(ctx context.Context, c *call) (int, any, error) {
 				}
 				return 0, streamed, nil
 			}
+			if !c.who.board && mayRevoke(rows) {
+				if _, err := s.authenticate(c.r, c.ep); err != nil {
+					if clasp.ErrorCode(err) == clasp.CodeUnauthenticated {
+						fmt.Fprint(c.w, ": credential revoked\n\n")
+						_ = rc.Flush()
+						s.log.Info("event stream closed: credential no longer valid", "company", companyID,
+							"agent", c.who.agent.ID, "request_id", RequestIDFrom(ctx))
+						return 0, streamed, nil
+					}
+					if ctx.Err() == nil {
+						s.log.Warn("event stream: re-authentication failed; checking again at the next row", "err", err)
+					}
+				}
+			}
 			for _, a := range rows {
 				if actions != nil && !actions[a.Action] {
 					continue
@@ -135,4 +162,16 @@ func writeEvent(w http.ResponseWriter, a *clasp.Activity) error {
 	}
 	_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", a.ID, a.Action, data)
 	return err
+}
+
+// mayRevoke reports whether rows hold a change that can end a credential:
+// a key revoked, an agent updated (terminated), a run finished or lost.
+func mayRevoke(rows []*clasp.Activity) bool {
+	for _, a := range rows {
+		switch a.Action {
+		case clasp.ActionAgentKeyRevoked, clasp.ActionAgentUpdated, clasp.ActionRunFinished, clasp.ActionRunLost:
+			return true
+		}
+	}
+	return false
 }

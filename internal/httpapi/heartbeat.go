@@ -198,7 +198,7 @@ func (s *Server) visibleRun(ctx context.Context, c *call) (*clasp.Run, error) {
 		return nil, err
 	}
 	if !c.who.board && run.AgentID != c.who.agent.ID {
-		return nil, clasp.Errorf(clasp.CodeNotFound, "Run %s does not exist.", id)
+		return nil, notVisible("run", id)
 	}
 	return run, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/metrics"
@@ -480,6 +481,20 @@ func (s *Server) commentCreate(ctx context.Context, c *call, in *commentCreateIn
 	}
 	if err := bodyIdempotencyKey(c, in.IdempotencyKey); err != nil {
 		return 0, nil, err
+	}
+	if !c.who.board {
+		// Limits.CommentsPerRunMinute: per run, or per agent for an agent
+		// that names none. A replayed Idempotency-Key counts too: it is
+		// still a request.
+		key := "agent:" + c.who.agent.ID
+		if c.runID != "" {
+			key = "run:" + c.runID
+		}
+		if st := s.comments.take(key, time.Now()); !st.ok {
+			st.setHeaders(c.w.Header())
+			return 0, nil, clasp.Errorf(clasp.CodeRateLimited, "This run wrote %d comments in the last minute, the most it may; retry after %d s.", s.limits.CommentsPerRunMinute, max(1, ceilSeconds(st.retry))).
+				WithDetails("limit", "comments per run per minute").WithDetails("retryAfterSeconds", max(1, ceilSeconds(st.retry)))
+		}
 	}
 	cm, err := s.st.CommentCreate(ctx, &store.CommentCreateParams{Ref: ref, Body: *in.Body, Actor: c.actor(), Idempotency: c.idem})
 	if err != nil {

@@ -364,6 +364,9 @@ func matrixDo(t *testing.T, b *bundle, method, path, token, run string, body any
 	if err != nil {
 		t.Fatalf("new request: %v", err)
 	}
+	if rd != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		hr.Header.Set("Authorization", "Bearer "+token)
 	}

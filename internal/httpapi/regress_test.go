@@ -58,6 +58,7 @@ func TestIdempotencyKeyCrashAfterCreateReplays(t *testing.T) {
 	path := "/api/companies/" + co.ID + "/issues"
 	hr, _ := http.NewRequest("POST", ts.URL+path, strings.NewReader(`{"title":"once"}`))
 	hr.Header.Set("Authorization", "Bearer "+b.board)
+	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Idempotency-Key", "crash-1")
 	res, err := ts.Client().Do(hr)
 	if err != nil {
@@ -285,22 +286,22 @@ func TestPathRunOfOtherCompanyIsNotFound(t *testing.T) {
 	}
 }
 
-// TestPageLimitAboveMaxIsClampedAndSaidSo: limit=0 answered "an integer from
-// 1 to 1000" while limit=5000 was silently clamped. The clamp stays; the
-// message now says what the server does.
-func TestPageLimitAboveMaxIsClampedAndSaidSo(t *testing.T) {
+// TestPageLimitAboveMaxIsRefusedAndSaidSo: a limit outside 1..1000 is a
+// 400 naming the field, above 1000 too (a silently clamped page looks like
+// the whole answer to a client that asked for more), and the message says
+// the range.
+func TestPageLimitAboveMaxIsRefusedAndSaidSo(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	co := b.company("LM")
 	path := "/api/companies/" + co.ID + "/issues?limit="
-	for _, v := range []string{"0", "-1", "x"} {
+	for _, v := range []string{"0", "-1", "x", "1001", "5000", "99999999999999999999"} {
 		e := wantErr(t, b.do("GET", path+v, req{}), 400, clasp.CodeInvalidRequest, "limit")
-		// The message is the finding here: it must not claim an upper bound that is not enforced.
-		if !strings.Contains(e.Error, "1 or more (at most 1000 are returned)") {
-			t.Errorf("limit=%s: message %q, want it to say 1 or more, at most 1000 returned", v, e.Error)
+		if !strings.Contains(e.Error, "from 1 to 1000") {
+			t.Errorf("limit=%s: message %q, want it to say from 1 to 1000", v, e.Error)
 		}
 	}
-	for _, v := range []string{"1000", "5000", "99999999999999999999"} {
+	for _, v := range []string{"1", "1000"} {
 		b.must(http.StatusOK, "GET", path+v, req{}, nil)
 	}
 }

@@ -147,7 +147,7 @@ func (s *Server) runGet(ctx context.Context, c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	if !c.who.board && run.CompanyID != c.who.agent.CompanyID {
-		return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Run %s does not exist.", id)
+		return 0, nil, notVisible("run", id)
 	}
 	return http.StatusOK, run, nil
 }
@@ -186,4 +186,12 @@ func (s *Server) runList(ctx context.Context, c *call) (int, any, error) {
 	}
 	setNextLink(c, "cursor", next)
 	return http.StatusOK, list(items), nil
+}
+
+// notVisible is the 404 for an object that exists but is not the caller's
+// (another company's, or another agent's run log): the very answer the
+// stores give for a missing one (store "not found" errors), so that an
+// answer never tells whether an id exists elsewhere.
+func notVisible(kind, ref string) error {
+	return clasp.Errorf(clasp.CodeNotFound, "No %s %q (or it is not visible to you).", kind, ref)
 }

@@ -78,6 +78,9 @@ type Config struct {
 	// RunLogDir holds the run logs of server-managed runs (<runId>.log, see
 	// heartbeat.LogPath), served by GET /api/runs/{id}/log. "": no logs (404).
 	RunLogDir string
+	// Limits are the rate limits and caps (see Limits); zero fields take
+	// their defaults.
+	Limits Limits
 }
 
 // Scheduler is what the API needs of the heartbeat scheduler (issue 4).
@@ -117,6 +120,12 @@ type Server struct {
 	stopping atomic.Bool
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by BeginShutdown: event streams end
+
+	limits   Limits
+	byAddr   *buckets // Limits.AddressRate per client address
+	byCred   *buckets // Limits.CredentialRate per credential
+	comments *buckets // Limits.CommentsPerRunMinute per run
+	streams  *streamSlots
 }
 
 // New returns a Server for cfg. It panics if cfg.Store is nil.
@@ -149,6 +158,11 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger, m: cfg.Metrics, now: cfg.Now, mux: http.NewServeMux(), stopped: make(chan struct{}),
 		minRenew: min(MinRenewInterval, cfg.LeaseTTL/3)}
 	s.lease = cfg.LeaseTTL + s.minRenew
+	s.limits = cfg.Limits.withDefaults()
+	s.byAddr = newBuckets(s.limits.AddressRate, s.limits.AddressBurst)
+	s.byCred = newBuckets(s.limits.CredentialRate, s.limits.CredentialBurst)
+	s.comments = newBuckets(float64(s.limits.CommentsPerRunMinute)/60, s.limits.CommentsPerRunMinute)
+	s.streams = &streamSlots{perCred: s.limits.StreamsPerCredential, total: s.limits.Streams, open: map[string]int{}}
 	s.routes()
 	var h http.Handler = http.HandlerFunc(s.serveMux)
 	if cfg.LocalTrusted {
@@ -273,21 +287,33 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// observe wraps next with panic recovery, the request log (debug) and the
-// latency histogram, labelled with the route pattern (never the raw path).
+// observe wraps next with the steps every request takes, before any
+// other: its request id (a valid X-Request-Id, else a new one; echoed in
+// the answer's X-Request-Id, put in the request's context for error
+// bodies, logs and activity rows), X-Content-Type-Options: nosniff, the
+// header size cap (431 header_too_large as JSON above MaxHeaderBytes), the
+// per-address rate limit (429 rate_limited with Retry-After), panic
+// recovery, the request log (debug) and the latency histogram, labelled
+// with the route pattern (never the raw path).
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		rid := requestIDOf(r)
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
+		h := w.Header()
+		h.Set(RequestIDHeader, rid)
+		h.Set("X-Content-Type-Options", "nosniff")
 		sw := &statusWriter{ResponseWriter: w}
+		addr := s.clientAddr(r)
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path,
+				s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "request_id", rid,
 					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 				if sw.status == 0 {
-					writeJSON(sw, http.StatusInternalServerError, internalBody)
+					writeJSON(sw, http.StatusInternalServerError, withRequestID(internalBody, rid))
 				}
 			}
 			status := sw.status
@@ -297,8 +323,23 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			route := routeLabel(r.Pattern)
 			d := time.Since(start)
 			s.m.HTTPRequestDuration.WithLabelValues(r.Method, route, strconv.Itoa(status)).Observe(d.Seconds())
-			s.log.Debug("request", "method", r.Method, "route", route, "status", status, "duration", d)
+			s.log.Debug("request", "method", r.Method, "route", route, "status", status, "duration", d,
+				"request_id", rid, "client", addr)
 		}()
+		if headerBytes(r) > MaxHeaderBytes {
+			w.Header().Set("Connection", "close")
+			s.writeError(sw, r, clasp.Errorf(clasp.CodeHeaderTooLarge, "The request header is larger than %d bytes.", MaxHeaderBytes).
+				WithDetails("limit", MaxHeaderBytes))
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			if st := s.byAddr.take(addr, time.Now()); !st.ok {
+				st.setHeaders(h)
+				closeIfBodyUnread(sw, r, nil)
+				s.writeError(sw, r, rateLimited("client address", st))
+				return
+			}
+		}
 		next.ServeHTTP(sw, r)
 	})
 }

@@ -27,6 +27,10 @@ type Actor struct {
 	AgentID   string
 	CompanyID string
 	RunID     string
+	// RequestID is the id of the HTTP request that makes the change,
+	// stored on every activity row it writes ("" for none: the sweeper,
+	// the scheduler; stored as NULL).
+	RequestID string
 }
 
 // IsBoard reports whether a is the board.

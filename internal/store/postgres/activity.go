@@ -14,15 +14,16 @@ import (
 )
 
 // sqlActivityInto starts the INSERT of activity rows; a SELECT of
-// (company_id, actor_type, actor_id, run_id, action, entity_type,
-// entity_id, details) follows. created_at is now(), the transaction's
+// (company_id, actor_type, actor_id, run_id, request_id, action,
+// entity_type, entity_id, details) follows (sqlActorCols gives the four
+// actor columns). created_at is now(), the transaction's
 // time, and id the next value of the identity.
-const sqlActivityInto = `INSERT INTO activity (company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details) `
+const sqlActivityInto = `INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details) `
 
 // sqlActorCols are the actor columns of an activity row from actorArgs.
-const sqlActorCols = `@actor_type::text, @actor_id::text, @actor_run::text`
+const sqlActorCols = `@actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text`
 
-const sqlActivityInsert = sqlActivityInto + `VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+const sqlActivityInsert = sqlActivityInto + `VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 
 // logActivity appends one audit row in transaction tx, attributed to actor
 // (and the run it acts in). details is marshalled to a JSON object.
@@ -32,7 +33,7 @@ func logActivity(ctx context.Context, tx pgx.Tx, companyID string, actor store.A
 		return fmt.Errorf("activity %s details: %w", action, err)
 	}
 	a := actorArgs(namedArgs{}, actor)
-	if _, err := tx.Exec(ctx, sqlActivityInsert, companyID, a["actor_type"], a["actor_id"], a["actor_run"],
+	if _, err := tx.Exec(ctx, sqlActivityInsert, companyID, a["actor_type"], a["actor_id"], a["actor_run"], a["actor_request"],
 		action, entityType, entityID, string(b)); err != nil {
 		return fmt.Errorf("write activity %s of %s %s: %w", action, entityType, entityID, err)
 	}

@@ -452,7 +452,7 @@ var (
 		FROM cand WHERE r.id = cand.id AND r.status = 'running' AND r.lease_expires_at <= now()
 		RETURNING r.id, r.company_id, r.agent_id, r.lease_expires_at
 	), act AS (` + sqlActivityInto + `
-		SELECT company_id, 'system', 'system', NULL, 'run.lost', 'run', id,
+		SELECT company_id, 'system', 'system', NULL, NULL, 'run.lost', 'run', id,
 			jsonb_build_object('agentId', agent_id, 'errorCode', 'lease_expired',
 				'leaseExpiresAt', to_char(lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
 		FROM lost ORDER BY id
@@ -499,7 +499,7 @@ var (
 		RETURNING o.id, o.company_id, o.checkout_run_id, o.execution_run_id,
 			CASE WHEN o.checkout_run_id IS NOT NULL THEN o.c_state ELSE o.e_state END AS why
 	), act AS (` + sqlActivityInto + `
-		SELECT company_id, 'system', 'system', NULL, 'issue.stale_lock_cleared', 'issue', id,
+		SELECT company_id, 'system', 'system', NULL, NULL, 'issue.stale_lock_cleared', 'issue', id,
 			jsonb_build_object('clearedCheckoutRunId', checkout_run_id, 'clearedExecutionRunId', execution_run_id, 'why', why)
 		FROM upd ORDER BY id
 	)

@@ -22,7 +22,7 @@ const (
 		checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
 		started_at, completed_at, cancelled_at, created_at, updated_at`
 	commentCols  = `id, issue_id, body, author_agent_id, author_board, run_id, created_at`
-	activityCols = `id, company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at`
+	activityCols = `id, company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id`
 )
 
 // qualify returns cols with "alias." before each column.
@@ -135,7 +135,7 @@ func scanActivity(sc scanner) (*clasp.Activity, error) {
 		a       clasp.Activity
 		details []byte
 	)
-	if err := sc.Scan(&a.ID, &a.CompanyID, &a.ActorType, &a.ActorID, &a.RunID, &a.Action, &a.EntityType, &a.EntityID, &details, &a.CreatedAt); err != nil {
+	if err := sc.Scan(&a.ID, &a.CompanyID, &a.ActorType, &a.ActorID, &a.RunID, &a.Action, &a.EntityType, &a.EntityID, &details, &a.CreatedAt, &a.RequestID); err != nil {
 		return nil, err
 	}
 	a.Details = details
@@ -206,6 +206,7 @@ func actorArgs(args namedArgs, a store.Actor) namedArgs {
 	args["actor_type"] = string(t)
 	args["actor_id"] = a.ID()
 	args["actor_run"] = nullable(a.RunID)
+	args["actor_request"] = nullable(a.RequestID)
 	return args
 }
 
@@ -216,7 +217,7 @@ func scanActivityExtra(sc scanner, extra ...any) (*clasp.Activity, error) {
 		a       clasp.Activity
 		details []byte
 	)
-	dest := append([]any{&a.ID, &a.CompanyID, &a.ActorType, &a.ActorID, &a.RunID, &a.Action, &a.EntityType, &a.EntityID, &details, &a.CreatedAt}, extra...)
+	dest := append([]any{&a.ID, &a.CompanyID, &a.ActorType, &a.ActorID, &a.RunID, &a.Action, &a.EntityType, &a.EntityID, &details, &a.CreatedAt, &a.RequestID}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return nil, err
 	}

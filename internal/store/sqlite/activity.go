@@ -11,8 +11,8 @@ import (
 )
 
 const sqlActivityInsert = `INSERT INTO activity
-	(company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	(company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // logActivity appends one audit row, attributed to actor (and the run it
 // acts in), in the transaction's time. details is marshalled to a JSON
@@ -27,7 +27,7 @@ func (t *wtx) logActivity(ctx context.Context, companyID string, actor store.Act
 		actorType = clasp.ActorSystem
 	}
 	if _, err := t.exec(ctx, qActivityInsert, companyID, string(actorType), actor.ID(), nullable(actor.RunID),
-		action, entityType, entityID, string(b), t.now); err != nil {
+		action, entityType, entityID, string(b), t.now, nullable(actor.RequestID)); err != nil {
 		return fmt.Errorf("write activity %s of %s %s: %w", action, entityType, entityID, err)
 	}
 	t.wroteActivity = true

@@ -210,7 +210,7 @@ func rawStep(ctx context.Context, s *Store, q query, id, agentID, runID, company
 		return fmt.Errorf("raw %s: %w", action, err)
 	}
 	details := `{"agentId":"` + agentID + `","runId":"` + runID + `","checkoutEpoch":` + strconv.FormatInt(epoch, 10) + `}`
-	if _, err := tx.Stmt(s.ws[qActivityInsert]).ExecContext(ctx, companyID, "agent", agentID, runID, action, "issue", id, details, now); err != nil {
+	if _, err := tx.Stmt(s.ws[qActivityInsert]).ExecContext(ctx, companyID, "agent", agentID, runID, action, "issue", id, details, now, nil); err != nil {
 		return err
 	}
 	return tx.Commit()

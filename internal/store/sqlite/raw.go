@@ -80,7 +80,7 @@ func (r *Raw) step(ctx context.Context, q query, p RawStep, action string, extra
 		details = `{"previousCheckoutRunId":"` + p.RunID + `","previousExecutionRunId":"` + p.RunID + `","unassigned":false}`
 	}
 	if _, err := tx.StmtContext(ctx, s.ws[qActivityInsert]).ExecContext(ctx, p.CompanyID, "agent", p.AgentID, p.RunID,
-		action, "issue", p.IssueID, details, now); err != nil {
+		action, "issue", p.IssueID, details, now, nil); err != nil {
 		return fmt.Errorf("raw %s: activity: %w", action, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -19,7 +19,7 @@ const (
 		checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
 		started_at, completed_at, cancelled_at, created_at, updated_at`
 	commentCols  = `id, issue_id, body, author_agent_id, author_board, run_id, created_at`
-	activityCols = `id, company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at`
+	activityCols = `id, company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id`
 )
 
 // scanner is a *sql.Row or *sql.Rows.
@@ -145,14 +145,16 @@ func scanActivity(sc scanner) (*clasp.Activity, error) {
 		a         clasp.Activity
 		actorType string
 		runID     sql.NullString
+		requestID sql.NullString
 		details   string
 		created   int64
 	)
-	if err := sc.Scan(&a.ID, &a.CompanyID, &actorType, &a.ActorID, &runID, &a.Action, &a.EntityType, &a.EntityID, &details, &created); err != nil {
+	if err := sc.Scan(&a.ID, &a.CompanyID, &actorType, &a.ActorID, &runID, &a.Action, &a.EntityType, &a.EntityID, &details, &created, &requestID); err != nil {
 		return nil, err
 	}
 	a.ActorType = clasp.ActorType(actorType)
 	a.RunID = strPtr(runID)
+	a.RequestID = strPtr(requestID)
 	a.Details = []byte(details)
 	a.CreatedAt = fromMicros(created)
 	return &a, nil

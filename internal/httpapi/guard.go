@@ -1,0 +1,420 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/time/rate"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// RequestIDHeader carries a request's id: a valid incoming value is kept,
+// otherwise the server makes one; every answer echoes it.
+const RequestIDHeader = "X-Request-Id"
+
+// MaxHeaderBytes is the most header bytes (request line and header fields)
+// a request may carry; more answers 431 header_too_large as JSON.
+// http.Server.MaxHeaderBytes should be HeaderReadLimit, so that requests
+// between the two reach the handler and get the JSON answer.
+const MaxHeaderBytes = 64 << 10
+
+// HeaderReadLimit is what the http.Server should read of a request's
+// header at most (its MaxHeaderBytes): twice MaxHeaderBytes. A header
+// beyond it is cut off by net/http itself (a plain-text 431 and a closed
+// connection) before any handler runs.
+const HeaderReadLimit = 2 * MaxHeaderBytes
+
+// Limits are the abuse limits of a Server. A zero field takes its default
+// (the Default* constants below); a negative field turns that limit off.
+type Limits struct {
+	// AddressRate is the sustained requests per second one client address
+	// may send (token bucket), AddressBurst the bucket's size. Over it: 429.
+	AddressRate  float64
+	AddressBurst int
+	// CredentialRate and CredentialBurst are the same for one credential
+	// (an agent key, a run token, the board token, or the local-trusted
+	// board), counted after it authenticated.
+	CredentialRate  float64
+	CredentialBurst int
+	// CommentsPerRunMinute caps the comments an agent writes within one
+	// run per minute (token bucket, refilled evenly), on this replica.
+	CommentsPerRunMinute int
+	// StreamsPerCredential and Streams cap the open event streams of one
+	// credential and of the whole server; one more answers 429.
+	StreamsPerCredential int
+	Streams              int
+	// TrustedProxies are the addresses whose X-Forwarded-For is believed:
+	// when the peer is one of them, the client address is the rightmost
+	// X-Forwarded-For entry that is not a trusted proxy. Empty: the header
+	// is ignored and the client address is the peer's.
+	TrustedProxies []netip.Prefix
+}
+
+// Defaults of Limits: generous enough that one loopback load generator
+// (benchmarks, swarms) is never limited, tight enough that a runaway
+// client is.
+const (
+	DefaultAddressRate          = 5000.0
+	DefaultAddressBurst         = 10000
+	DefaultCredentialRate       = 2000.0
+	DefaultCredentialBurst      = 4000
+	DefaultCommentsPerRunMinute = 120
+	DefaultStreamsPerCredential = 16
+	DefaultStreams              = 1024
+)
+
+// withDefaults fills zero fields with the defaults.
+func (l Limits) withDefaults() Limits {
+	if l.AddressRate == 0 {
+		l.AddressRate = DefaultAddressRate
+	}
+	if l.AddressBurst == 0 {
+		l.AddressBurst = DefaultAddressBurst
+	}
+	if l.CredentialRate == 0 {
+		l.CredentialRate = DefaultCredentialRate
+	}
+	if l.CredentialBurst == 0 {
+		l.CredentialBurst = DefaultCredentialBurst
+	}
+	if l.CommentsPerRunMinute == 0 {
+		l.CommentsPerRunMinute = DefaultCommentsPerRunMinute
+	}
+	if l.StreamsPerCredential == 0 {
+		l.StreamsPerCredential = DefaultStreamsPerCredential
+	}
+	if l.Streams == 0 {
+		l.Streams = DefaultStreams
+	}
+	return l
+}
+
+// ParseTrustedProxies parses a list of IP addresses and CIDR prefixes
+// ("10.0.0.1", "10.0.0.0/8", "::1"). Error: the first entry that is neither.
+func ParseTrustedProxies(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("trusted proxy %q is neither an IP address nor a CIDR prefix", s)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+type ctxKey int
+
+const requestIDKey ctxKey = iota
+
+// RequestIDFrom returns the request id that the server's handler put in
+// ctx, "" outside a request.
+func RequestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// validRequestID reports whether an incoming X-Request-Id is kept: 1 to 128
+// characters of letters, digits and - _ . : + / = (what tracing systems
+// and proxies send), so that it is safe in logs and headers.
+func validRequestID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("-_.:+/=", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// requestIDOf returns the request's id: its X-Request-Id when valid, else
+// a new random UUID.
+func requestIDOf(r *http.Request) string {
+	if v := r.Header.Get(RequestIDHeader); validRequestID(v) {
+		return v
+	}
+	return uuid.NewString()
+}
+
+// headerBytes is the size of r's request line and header fields as sent
+// (give or take the line ends' bytes), for the MaxHeaderBytes check.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	n += len(r.Host) + 8 // Host is moved out of r.Header
+	return n
+}
+
+// clientAddr returns the address a request comes from: the peer's, or,
+// when the peer is a trusted proxy, the rightmost X-Forwarded-For entry
+// that is not itself a trusted proxy (entries further left are whatever
+// the client wrote, and could be spoofed).
+func (s *Server) clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	peer, err := netip.ParseAddr(host)
+	if err != nil || len(s.limits.TrustedProxies) == 0 || !s.trusted(peer.Unmap()) {
+		return host
+	}
+	xff := r.Header.Values("X-Forwarded-For")
+	var hops []string
+	for _, v := range xff {
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				hops = append(hops, h)
+			}
+		}
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(hops[i])
+		if err != nil {
+			// Garbage the proxy passed on: stop at it and count the
+			// request against the last hop we can trust.
+			return host
+		}
+		a = a.Unmap()
+		if !s.trusted(a) {
+			return a.String()
+		}
+		host = a.String()
+	}
+	return host
+}
+
+// trusted reports whether a is in Limits.TrustedProxies.
+func (s *Server) trusted(a netip.Addr) bool {
+	for _, p := range s.limits.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// buckets holds one token bucket per key (a client address, a credential,
+// a run). Buckets idle long enough to have refilled are dropped when the
+// map grows, so memory stays bounded by the keys active in that time.
+type buckets struct {
+	rate  rate.Limit
+	burst int
+	off   bool
+
+	mu      sync.Mutex
+	m       map[string]*bucket
+	lastGC  time.Time
+	refillT time.Duration // how long an empty bucket takes to refill
+}
+
+type bucket struct {
+	lim  *rate.Limiter
+	used time.Time
+}
+
+// newBuckets returns buckets of perSecond tokens a second and burst size
+// burst; off (no limit) when either is negative.
+func newBuckets(perSecond float64, burst int) *buckets {
+	b := &buckets{rate: rate.Limit(perSecond), burst: burst, m: map[string]*bucket{}}
+	if perSecond < 0 || burst < 0 {
+		b.off = true
+		return b
+	}
+	b.refillT = time.Duration(float64(burst)/perSecond*float64(time.Second)) + time.Second
+	return b
+}
+
+// limitState is the outcome of one take: whether it was allowed, the
+// bucket's size, the tokens left, and (when refused) how long until one
+// token is back.
+type limitState struct {
+	ok        bool
+	limit     int
+	remaining int
+	retry     time.Duration
+	reset     time.Duration // until the bucket is full again
+}
+
+// take takes one token from key's bucket at now.
+func (b *buckets) take(key string, now time.Time) limitState {
+	if b.off {
+		return limitState{ok: true}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.m[key]
+	if e == nil {
+		if len(b.m) >= 4096 && now.Sub(b.lastGC) > time.Second {
+			for k, v := range b.m {
+				if now.Sub(v.used) > b.refillT {
+					delete(b.m, k)
+				}
+			}
+			b.lastGC = now
+		}
+		e = &bucket{lim: rate.NewLimiter(b.rate, b.burst)}
+		b.m[key] = e
+	}
+	e.used = now
+	st := limitState{limit: b.burst}
+	if e.lim.AllowN(now, 1) {
+		st.ok = true
+	} else {
+		r := e.lim.ReserveN(now, 1)
+		if r.OK() {
+			st.retry = r.DelayFrom(now)
+			r.CancelAt(now)
+		} else {
+			st.retry = time.Minute
+		}
+	}
+	tokens := e.lim.TokensAt(now)
+	st.remaining = max(0, int(math.Floor(tokens)))
+	if b.rate > 0 {
+		st.reset = time.Duration((float64(b.burst) - tokens) / float64(b.rate) * float64(time.Second))
+	}
+	return st
+}
+
+// setHeaders writes the RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset headers (seconds, rounded up) of st, and Retry-After
+// when it was refused.
+func (st limitState) setHeaders(h http.Header) {
+	if st.limit == 0 {
+		return
+	}
+	h.Set("RateLimit-Limit", strconv.Itoa(st.limit))
+	h.Set("RateLimit-Remaining", strconv.Itoa(st.remaining))
+	h.Set("RateLimit-Reset", strconv.Itoa(ceilSeconds(st.reset)))
+	if !st.ok {
+		h.Set("Retry-After", strconv.Itoa(max(1, ceilSeconds(st.retry))))
+	}
+}
+
+func ceilSeconds(d time.Duration) int {
+	if d <= 0 {
+		return 0
+	}
+	return int((d + time.Second - 1) / time.Second)
+}
+
+// rateLimited is the 429 rate_limited error of a refused take.
+func rateLimited(what string, st limitState) error {
+	return clasp.Errorf(clasp.CodeRateLimited, "Too many requests from this %s; retry after %d s.", what, max(1, ceilSeconds(st.retry))).
+		WithDetails("limit", what).WithDetails("retryAfterSeconds", max(1, ceilSeconds(st.retry)))
+}
+
+// streamSlots counts open event streams per credential and in total.
+type streamSlots struct {
+	perCred, total int
+	mu             sync.Mutex
+	open           map[string]int
+	n              int
+}
+
+// acquire takes a slot for credential cred; false when the credential or
+// the server is at its cap. The returned release gives the slot back.
+func (ss *streamSlots) acquire(cred string) (release func(), which string, ok bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.total >= 0 && ss.n >= ss.total {
+		return nil, "server", false
+	}
+	if ss.perCred >= 0 && ss.open[cred] >= ss.perCred {
+		return nil, "credential", false
+	}
+	ss.open[cred]++
+	ss.n++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ss.mu.Lock()
+			defer ss.mu.Unlock()
+			ss.n--
+			if ss.open[cred]--; ss.open[cred] <= 0 {
+				delete(ss.open, cred)
+			}
+		})
+	}, "", true
+}
+
+// credentialKey names the credential of a request for the per-credential
+// limits: the hash of its bearer token, or "local" for the tokenless
+// local-trusted board.
+func credentialKey(r *http.Request) string {
+	_, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || strings.TrimSpace(token) == "" {
+		return "local"
+	}
+	return HashToken(strings.TrimSpace(token))
+}
+
+// jsonContentType reports whether a request's Content-Type is JSON:
+// application/json or application/<something>+json, with any parameters.
+// A request without a Content-Type is accepted only when it has no body
+// (checked by the caller).
+func jsonContentType(v string) bool {
+	mt, _, err := mime.ParseMediaType(v)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// checkContentType enforces JSON bodies on writes: a POST, PUT or PATCH
+// that carries a body (or announces one) must say Content-Type:
+// application/json, else 415 unsupported_media_type. A write without a
+// body needs no Content-Type (a release or a heartbeat sent as a bare
+// POST). Browsers send text/plain, form and multipart bodies cross-site
+// without a preflight; this keeps them from ever reaching a handler.
+func checkContentType(r *http.Request) error {
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		return nil
+	}
+	ct := r.Header.Get("Content-Type")
+	hasBody := r.ContentLength > 0 || r.ContentLength < 0 && r.Body != nil && r.Body != http.NoBody
+	if ct == "" && !hasBody {
+		return nil
+	}
+	if ct != "" && jsonContentType(ct) {
+		return nil
+	}
+	shown := ct
+	if shown == "" {
+		shown = "none"
+	}
+	return clasp.Errorf(clasp.CodeUnsupportedMediaType, "Request bodies must be JSON sent with Content-Type: application/json, not %s.", truncate(shown, 64)).
+		WithDetails("field", "Content-Type")
+}
