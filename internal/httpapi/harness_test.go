@@ -50,6 +50,13 @@ type setupOpts struct {
 	postgres bool
 	// scheduler is Config.Scheduler (issue 4); nil for none.
 	scheduler Scheduler
+	// limits is Config.Limits; zero for the defaults.
+	limits Limits
+	// logger, when set, receives the server's logs.
+	logger *slog.Logger
+	// store, when set, is used instead of a new one (a second replica on
+	// the same database); setup does not close it.
+	store store.Store
 }
 
 // setup starts a server for one test and registers its cleanup.
@@ -64,7 +71,9 @@ func setup(t testing.TB, opts ...func(*setupOpts)) *bundle {
 	logs := filepath.Join(t.TempDir(), "run-logs")
 	var st store.Store
 	var err error
-	if o.postgres {
+	if o.store != nil {
+		st = o.store
+	} else if o.postgres {
 		st = openPostgres(t)
 	} else if st, err = sqlite.Open(ctx, db, sqlite.Options{Synchronous: "NORMAL", Now: o.now}); err != nil {
 		t.Fatalf("open store: %v", err)
@@ -77,6 +86,9 @@ func setup(t testing.TB, opts ...func(*setupOpts)) *bundle {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	if o.logger != nil {
+		log = o.logger
+	}
 	srv := New(Config{
 		Store:           st,
 		Logger:          log,
@@ -88,11 +100,15 @@ func setup(t testing.TB, opts ...func(*setupOpts)) *bundle {
 		BodyReadTimeout: o.bodyReadTimeout,
 		Scheduler:       o.scheduler,
 		RunLogDir:       logs,
+		Limits:          o.limits,
 	})
 	ts := httptest.NewServer(srv.Handler())
 	b := &bundle{t: t, st: st, srv: srv, ts: ts, hc: ts.Client(), board: board, db: db, logs: logs}
 	t.Cleanup(func() {
 		ts.Close()
+		if o.store != nil {
+			return
+		}
 		if err := st.Close(); err != nil {
 			t.Errorf("close store: %v", err)
 		}
@@ -360,6 +376,14 @@ func ptr[T any](v T) *T { return &v }
 // at CLASP_TEST_POSTGRES_URL, dropped at cleanup; it skips without it.
 func openPostgres(t testing.TB) store.Store {
 	t.Helper()
+	st, _ := openPostgresSchema(t)
+	return st
+}
+
+// openPostgresSchema is openPostgres that also returns a function opening
+// another store on the same schema (another replica), closed at cleanup.
+func openPostgresSchema(t testing.TB) (store.Store, func() store.Store) {
+	t.Helper()
 	url := os.Getenv("CLASP_TEST_POSTGRES_URL")
 	if url == "" {
 		t.Skip("CLASP_TEST_POSTGRES_URL is not set: no PostgreSQL to run against")
@@ -381,5 +405,14 @@ func openPostgres(t testing.TB) store.Store {
 			t.Errorf("cleanup: drop schema %s: %v", schema, err)
 		}
 	})
-	return st
+	replica := func() store.Store {
+		t.Helper()
+		st2, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 20})
+		if err != nil {
+			t.Fatalf("open second postgres store: %v", err)
+		}
+		t.Cleanup(func() { st2.Close() })
+		return st2
+	}
+	return st, replica
 }

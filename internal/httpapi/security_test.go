@@ -1,0 +1,452 @@
+package httpapi
+
+// The security suite of the HTTP API: one test per promise about abuse
+// limits, request ids, revocation and answers that leak nothing. Each runs
+// the real handler on a loopback listener over a real store; those whose
+// promise involves the database run on SQLite and PostgreSQL.
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// eachStore runs fn as a subtest on SQLite and on PostgreSQL (skipped
+// without CLASP_TEST_POSTGRES_URL).
+func eachStore(t *testing.T, fn func(t *testing.T, pg bool)) {
+	t.Run("sqlite", func(t *testing.T) { t.Parallel(); fn(t, false) })
+	t.Run("postgres", func(t *testing.T) { t.Parallel(); fn(t, true) })
+}
+
+func onPG(pg bool) func(*setupOpts) { return func(o *setupOpts) { o.postgres = pg } }
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSecurityRequestID: every answer carries X-Request-Id (a valid
+// incoming one kept, an invalid one replaced by a new UUID), error bodies
+// carry it in details.requestId, and every activity row a request writes
+// stores it and shows it in the activity API.
+func TestSecurityRequestID(t *testing.T) {
+	eachStore(t, func(t *testing.T, pg bool) {
+		b := setup(t, onPG(pg))
+		co := b.company("RQ")
+		res := b.do("POST", "/api/companies/"+co.ID+"/issues", req{body: map[string]any{"title": "t"}, headers: map[string]string{RequestIDHeader: "trace-abc.123"}})
+		if res.status != 201 || res.header.Get(RequestIDHeader) != "trace-abc.123" {
+			t.Fatalf("create: %d, X-Request-Id %q; want 201 and the incoming id", res.status, res.header.Get(RequestIDHeader))
+		}
+		iss := decode[clasp.Issue](t, res)
+		rows := b.activity(iss.ID)
+		if len(rows) != 1 || rows[0].RequestID == nil || *rows[0].RequestID != "trace-abc.123" {
+			t.Fatalf("activity of the create: %+v; want one row with requestId trace-abc.123", rows)
+		}
+		// A checkout by an agent writes its row with its own request's id.
+		_, key := b.agent(co.ID, "rq-agent")
+		run := b.run(key)
+		b.must(http.StatusOK, "PATCH", "/api/issues/"+iss.ID, req{body: map[string]any{"status": "todo"}}, nil)
+		ck := b.do("POST", "/api/issues/"+iss.ID+"/checkout", req{token: key, run: run.ID, body: map[string]any{"agentId": run.AgentID, "expectedStatuses": []string{"todo"}}})
+		if ck.status != 200 {
+			t.Fatalf("checkout: %d %s", ck.status, ck.body)
+		}
+		made := ck.header.Get(RequestIDHeader)
+		if _, ok := parseUUID(made); !ok {
+			t.Fatalf("checkout without X-Request-Id answered X-Request-Id %q, want a new UUID", made)
+		}
+		var found bool
+		for _, a := range b.activity(iss.ID) {
+			if a.Action == clasp.ActionIssueCheckedOut {
+				found = a.RequestID != nil && *a.RequestID == made
+			}
+		}
+		if !found {
+			t.Errorf("the checked_out row does not carry the checkout's request id %s", made)
+		}
+		// Invalid ids are replaced; error bodies carry the id.
+		for _, bad := range []string{"has space", strings.Repeat("x", 129), "semi;colon"} {
+			r := b.do("GET", "/api/issues/"+iss.ID+"x", req{headers: map[string]string{RequestIDHeader: bad}})
+			got := r.header.Get(RequestIDHeader)
+			if got == bad {
+				t.Errorf("invalid X-Request-Id %q was echoed", bad)
+			}
+			e := r.errBody(t)
+			if e.Details["requestId"] != got || got == "" {
+				t.Errorf("error body details.requestId %v, header %q: want them equal and set", e.Details["requestId"], got)
+			}
+		}
+	})
+}
+
+// TestSecurityNosniffOnEveryAnswer: X-Content-Type-Options: nosniff on
+// JSON answers, errors, /healthz, /metrics, the text run log and the event
+// stream alike.
+func TestSecurityNosniffOnEveryAnswer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	co := b.company("NS")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, _ := b.openStream(ctx, "/api/companies/"+co.ID+"/events", "", nil)
+	if res.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("event stream: X-Content-Type-Options %q", res.Header.Get("X-Content-Type-Options"))
+	}
+	cancel()
+	for _, p := range []string{"/healthz", "/metrics", "/api/companies", "/api/nope", "/api/runs/" + co.ID + "/log"} {
+		r := b.do("GET", p, req{})
+		if r.header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET %s (%d): X-Content-Type-Options %q, want nosniff", p, r.status, r.header.Get("X-Content-Type-Options"))
+		}
+	}
+}
+
+// TestSecurityHeaderTooLarge: a request header over 64 KiB answers 431
+// header_too_large as a JSON error body (net/http's own default is 1 MiB).
+func TestSecurityHeaderTooLarge(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.do("GET", "/api/companies", req{headers: map[string]string{"X-Padding": strings.Repeat("a", 80<<10)}})
+	wantErr(t, r, http.StatusRequestHeaderFieldsTooLarge, clasp.CodeHeaderTooLarge, "")
+	if r.header.Get("Content-Type") != "application/json" {
+		t.Errorf("431 Content-Type %q, want application/json", r.header.Get("Content-Type"))
+	}
+	b.must(http.StatusOK, "GET", "/api/companies", req{headers: map[string]string{"X-Padding": strings.Repeat("a", 32<<10)}}, nil)
+}
+
+// TestSecurityWritesNeedJSONContentType: a write whose body is sent as
+// text/plain, a form, multipart, or without a Content-Type answers 415
+// unsupported_media_type and writes nothing; application/json (with
+// parameters, or a +json type) passes, and a bodiless write needs no
+// Content-Type. Both in token and local-trusted mode (where a browser
+// could otherwise post such bodies cross-site without a preflight).
+func TestSecurityWritesNeedJSONContentType(t *testing.T) {
+	t.Parallel()
+	for _, local := range []bool{false, true} {
+		b := setup(t, func(o *setupOpts) { o.localTrusted = local })
+		co := b.company(map[bool]string{false: "CTT", true: "CTL"}[local])
+		path := "/api/companies/" + co.ID + "/issues"
+		body := []byte(`{"title":"sneaky"}`)
+		for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "", "application/jsonx", "text/json"} {
+			hr, _ := http.NewRequest("POST", b.ts.URL+path, bytes.NewReader(body))
+			if !local {
+				hr.Header.Set("Authorization", "Bearer "+b.board)
+			}
+			if ct != "" {
+				hr.Header.Set("Content-Type", ct)
+			}
+			res, err := b.hc.Do(hr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusUnsupportedMediaType {
+				t.Errorf("local=%v Content-Type %q: status %d, want 415", local, ct, res.StatusCode)
+			}
+		}
+		var list []clasp.Issue
+		b.must(http.StatusOK, "GET", path, req{}, &list)
+		if len(list) != 0 {
+			t.Errorf("local=%v: %d issues written by refused requests", local, len(list))
+		}
+		for _, ct := range []string{"application/json", "application/json; charset=utf-8", "application/merge-patch+json"} {
+			b.must(http.StatusCreated, "POST", path, req{raw: body, headers: map[string]string{"Content-Type": ct}}, nil)
+		}
+		// A bodiless write (an empty release) needs no Content-Type.
+		iss := b.issue(co.ID, nil)
+		hr, _ := http.NewRequest("POST", b.ts.URL+"/api/issues/"+iss.ID+"/release", nil)
+		if !local {
+			hr.Header.Set("Authorization", "Bearer "+b.board)
+		}
+		res, err := b.hc.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode == http.StatusUnsupportedMediaType {
+			t.Errorf("local=%v: a bodiless release answered 415", local)
+		}
+	}
+}
+
+// TestSecurityLimitAbove1000IsRefused: limit=1001 answers 400 naming the
+// field on every paged list, instead of a silently shorter page.
+func TestSecurityLimitAbove1000IsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world("LI")
+	iss := b.issue(w.c.ID, nil)
+	for _, p := range []string{
+		"/api/companies/" + w.c.ID + "/issues", "/api/companies/" + w.c.ID + "/runs", "/api/companies/" + w.c.ID + "/activity",
+		"/api/issues/" + iss.ID + "/activity", "/api/issues/" + iss.ID + "/comments", "/api/companies", "/api/companies/" + w.c.ID + "/agents",
+	} {
+		wantErr(t, b.do("GET", p+"?limit=1001", req{}), 400, clasp.CodeInvalidRequest, "limit")
+		b.must(http.StatusOK, "GET", p+"?limit=1000", req{}, nil)
+	}
+}
+
+// TestSecurityNotFoundIsOneAnswer: an agent asking for another company's
+// object by id gets exactly the answer it gets for an id that exists
+// nowhere (status and body, with the id swapped), so an answer never tells
+// whether an id exists in another company.
+func TestSecurityNotFoundIsOneAnswer(t *testing.T) {
+	eachStore(t, func(t *testing.T, pg bool) {
+		b := setup(t, onPG(pg))
+		w := b.world("NF")
+		o := b.world("NG") // another company, with its own agent, run and issue
+		theirIssue := b.issue(o.c.ID, nil)
+		missing := "0190f000-0000-7000-8000-000000000001"
+		for _, tc := range []struct {
+			path  string
+			their string
+		}{
+			{"/api/runs/%s", o.ra1.ID},
+			{"/api/runs/%s/log", o.ra1.ID},
+			{"/api/issues/%s", theirIssue.ID},
+			{"/api/issues/%s/comments", theirIssue.ID},
+			{"/api/issues/%s/activity", theirIssue.ID},
+		} {
+			get := func(id string) (int, string) {
+				r := b.do("GET", strings.Replace(tc.path, "%s", id, 1), req{token: w.ka})
+				e := r.errBody(t)
+				return r.status, e.Code + " " + strings.ReplaceAll(e.Error, id, "ID")
+			}
+			st1, a := get(tc.their)
+			st2, m := get(missing)
+			if st1 != 404 || st2 != 404 || a != m {
+				t.Errorf("%s: another company's object answered %d %q, a missing one %d %q; want one 404 answer", tc.path, st1, a, st2, m)
+			}
+		}
+	})
+}
+
+// TestSecurityRateLimitPerAddress: over the per-address bucket a request
+// answers 429 rate_limited with Retry-After and RateLimit-* headers; an
+// X-Forwarded-For header changes nothing unless the peer is a trusted
+// proxy, and then each forwarded client has its own bucket.
+func TestSecurityRateLimitPerAddress(t *testing.T) {
+	t.Parallel()
+	lim := Limits{AddressRate: 0.001, AddressBurst: 3}
+	b := setup(t, func(o *setupOpts) { o.limits = lim })
+	for i := range 3 {
+		r := b.do("GET", "/api/companies", req{headers: map[string]string{"X-Forwarded-For": "203.0.113." + strconv.Itoa(i)}})
+		if r.status != 200 {
+			t.Fatalf("request %d: %d %s", i, r.status, r.body)
+		}
+	}
+	r := b.do("GET", "/api/companies", req{headers: map[string]string{"X-Forwarded-For": "198.51.100.7"}})
+	wantErr(t, r, http.StatusTooManyRequests, clasp.CodeRateLimited, "")
+	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Errorf("Retry-After %q, want a positive number of seconds", r.header.Get("Retry-After"))
+	}
+	if r.header.Get("RateLimit-Limit") != "3" || r.header.Get("RateLimit-Remaining") != "0" || r.header.Get("RateLimit-Reset") == "" {
+		t.Errorf("RateLimit headers: limit %q remaining %q reset %q; want 3, 0, set", r.header.Get("RateLimit-Limit"), r.header.Get("RateLimit-Remaining"), r.header.Get("RateLimit-Reset"))
+	}
+	// /healthz is not limited (load balancers probe it).
+	b.must(http.StatusOK, "GET", "/healthz", req{}, nil)
+
+	// Behind a trusted proxy (this test's loopback peer), each forwarded
+	// client has its own bucket; spoofed entries left of the proxy's own
+	// do not help.
+	lim.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	p := setup(t, func(o *setupOpts) { o.limits = lim })
+	for i := range 3 {
+		p.must(http.StatusOK, "GET", "/api/companies", req{headers: map[string]string{"X-Forwarded-For": "1.2.3." + strconv.Itoa(i) + ", 198.51.100.9"}}, nil)
+	}
+	wantErr(t, p.do("GET", "/api/companies", req{headers: map[string]string{"X-Forwarded-For": "9.9.9.9, 198.51.100.9"}}), 429, clasp.CodeRateLimited, "")
+	p.must(http.StatusOK, "GET", "/api/companies", req{headers: map[string]string{"X-Forwarded-For": "198.51.100.10"}}, nil)
+}
+
+// TestSecurityRateLimitPerCredential: one credential over its bucket gets
+// 429 while another credential from the same address is served.
+func TestSecurityRateLimitPerCredential(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	co := b.company("RC")
+	_, k1 := b.agent(co.ID, "one")
+	_, k2 := b.agent(co.ID, "two")
+	l := setup(t, func(o *setupOpts) { o.limits = Limits{CredentialRate: 0.001, CredentialBurst: 2}; o.store = b.st })
+	for range 2 {
+		l.must(http.StatusOK, "GET", "/api/agents/me", req{token: k1}, nil)
+	}
+	r := l.do("GET", "/api/agents/me", req{token: k1})
+	wantErr(t, r, 429, clasp.CodeRateLimited, "")
+	if r.header.Get("Retry-After") == "" {
+		t.Errorf("429 without Retry-After")
+	}
+	l.must(http.StatusOK, "GET", "/api/agents/me", req{token: k2}, nil)
+}
+
+// TestSecurityCommentCapPerRun: a run's agent writes at most
+// CommentsPerRunMinute comments a minute; the next is 429 and is not
+// written; another run of the same agent is not held back.
+func TestSecurityCommentCapPerRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOpts) { o.limits = Limits{CommentsPerRunMinute: 2} })
+	w := b.world("CC")
+	iss := b.issue(w.c.ID, nil)
+	path := "/api/issues/" + iss.ID + "/comments"
+	for range 2 {
+		b.must(http.StatusCreated, "POST", path, req{token: w.ka, run: w.ra1.ID, body: map[string]any{"body": "hi"}}, nil)
+	}
+	wantErr(t, b.do("POST", path, req{token: w.ka, run: w.ra1.ID, body: map[string]any{"body": "spam"}}), 429, clasp.CodeRateLimited, "")
+	var list []clasp.Comment
+	b.must(http.StatusOK, "GET", path, req{}, &list)
+	if len(list) != 2 {
+		t.Errorf("%d comments stored, want 2 (the refused one is not written)", len(list))
+	}
+	other := b.run(w.ka)
+	b.must(http.StatusCreated, "POST", path, req{token: w.ka, run: other.ID, body: map[string]any{"body": "other run"}}, nil)
+}
+
+// TestSecurityStreamCaps: a credential may hold StreamsPerCredential open
+// event streams and the server Streams in all; one more answers 429, and a
+// closed stream gives its slot back.
+func TestSecurityStreamCaps(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOpts) { o.limits = Limits{StreamsPerCredential: 1, Streams: 2} })
+	w := b.world("SC")
+	path := "/api/companies/" + w.c.ID + "/events"
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer cancel1()
+	if res, _ := b.openStream(ctx1, path, w.ka, nil); res.StatusCode != 200 {
+		t.Fatalf("first stream: %d", res.StatusCode)
+	}
+	wantErr(t, b.do("GET", path, req{token: w.ka}), 429, clasp.CodeRateLimited, "")
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	if res, _ := b.openStream(ctx2, path, "", nil); res.StatusCode != 200 {
+		t.Fatalf("board stream: %d", res.StatusCode)
+	}
+	_, kb := b.agent(w.c.ID, "third")
+	wantErr(t, b.do("GET", path, req{token: kb}), 429, clasp.CodeRateLimited, "")
+	// Closing the first stream frees a slot (the handler ends when the
+	// client goes away; retry until it has).
+	cancel1()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx3, cancel3 := context.WithCancel(context.Background())
+		res, _ := b.openStream(ctx3, path, w.ka, nil)
+		cancel3()
+		if res.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the closed stream's slot never came back")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// streamEnds reports whether the stream ch ends (within 10 s; a stream that
+// never ends fails the test) and how long it took after start.
+func streamEnds(t *testing.T, ch <-chan sseEvent, start time.Time, what string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				t.Logf("%s: stream closed %v after the change", what, time.Since(start).Round(time.Millisecond))
+				return
+			}
+		case <-timeout:
+			t.Fatalf("%s: the event stream is still open 10 s later", what)
+		}
+	}
+}
+
+// TestSecurityRevocationEndsStreams: revoking a key, terminating an agent
+// and ending a run close the event streams of that credential, on the
+// replica that made the change and (PostgreSQL) on another one; the
+// board's and other agents' streams stay open.
+func TestSecurityRevocationEndsStreams(t *testing.T) {
+	eachStore(t, func(t *testing.T, pg bool) {
+		var a, b *bundle
+		if pg {
+			st, replica := openPostgresSchema(t)
+			t.Cleanup(func() { st.Close() })
+			a = setup(t, func(o *setupOpts) { o.store = st })
+			b = setup(t, func(o *setupOpts) { o.store = replica() })
+			b.board = a.board // the database's board token is the first replica's
+		} else {
+			a = setup(t)
+			b = a
+		}
+		w := a.world("RV")
+		path := "/api/companies/" + w.c.ID + "/events"
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+
+		// A second key of agent a, revoked: its stream on replica b ends.
+		var k clasp.APIKey
+		a.must(http.StatusCreated, "POST", "/api/agents/"+w.a.ID+"/keys", req{body: map[string]any{}}, &k)
+		_, chKey := b.openStream(ctx, path, k.Token, nil)
+		_, chBoard := b.openStream(ctx, path, "", nil)
+		_, chOther := b.openStream(ctx, path, w.ka, nil) // the agent's first key stays valid
+		start := time.Now()
+		a.must(http.StatusOK, "DELETE", "/api/agents/"+w.a.ID+"/keys/"+k.ID, req{}, nil)
+		streamEnds(t, chKey, start, "revoked key")
+		wantErr(t, b.do("GET", path, req{token: k.Token}), 401, clasp.CodeUnauthenticated, "")
+
+		// A run token's stream ends when its run ends.
+		run := a.run(w.ka)
+		_, chRun := b.openStream(ctx, path, run.RunToken, nil)
+		start = time.Now()
+		a.must(http.StatusOK, "POST", "/api/runs/"+run.ID+"/finish", req{token: run.RunToken, body: map[string]any{"status": "succeeded"}}, nil)
+		streamEnds(t, chRun, start, "ended run")
+
+		// Terminating the agent ends its key's stream.
+		start = time.Now()
+		a.must(http.StatusOK, "PATCH", "/api/agents/"+w.a.ID, req{body: map[string]any{"status": "terminated"}}, nil)
+		streamEnds(t, chOther, start, "terminated agent")
+
+		// The board's stream saw all of it and is still open.
+		nextEvent(t, chBoard, clasp.ActionAgentUpdated)
+		b.issue(w.c.ID, nil)
+		nextEvent(t, chBoard, clasp.ActionIssueCreated)
+	})
+}
+
+// TestSecurityDeniedWritesLogged: a refused write is logged at info with
+// the actor, the route, the code and the request id.
+func TestSecurityDeniedWritesLogged(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	b := setup(t, func(o *setupOpts) { o.logger = log })
+	w := b.world("DW")
+	r := b.do("POST", "/api/companies", req{token: w.ka, body: map[string]any{"name": "x", "issuePrefix": "XX"}, headers: map[string]string{RequestIDHeader: "denied-1"}})
+	wantErr(t, r, 403, clasp.CodeForbidden, "")
+	b.do("POST", "/api/companies", req{token: "clasp_ak_nope", body: map[string]any{}, headers: map[string]string{RequestIDHeader: "denied-2"}})
+	logs := buf.String()
+	for _, want := range []string{
+		`msg="write refused" actor=agent:` + w.a.ID + ` method=POST route=/api/companies status=403 code=forbidden request_id=denied-1`,
+		`msg="write refused" actor=anonymous method=POST route=/api/companies status=401 code=unauthenticated request_id=denied-2`,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %q; got:\n%s", want, logs)
+		}
+	}
+}
