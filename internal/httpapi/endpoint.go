@@ -29,6 +29,7 @@ type runRule int
 
 const (
 	// runOptional: a named run is checked and renewed; none is fine.
+	//lint:ignore U1000 the zero value of endpoint.run, named for the reader: endpoints that leave run unset get it
 	runOptional runRule = iota
 	// runRequired: an agent must name a live run (401 run_id_required).
 	runRequired

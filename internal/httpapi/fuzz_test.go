@@ -74,9 +74,7 @@ func newFuzzWorld(b *bundle) *fuzzWorld {
 		"$I1": i1.ID, "$I2": i2.ID, "$I3": i3.ID, "$N1": i1.Identifier, "$N2": strings.ToLower(i2.Identifier),
 		"$U": "00000000-0000-0000-0000-000000000000", "$BAD": "not-a-uuid", "$ME": "me",
 	}}
-	for _, n := range []string{"$C", "$D", "$A", "$B", "$T", "$X", "$K", "$RA", "$RB", "$RX", "$RT", "$I1", "$I2", "$I3", "$N1", "$N2", "$U", "$BAD", "$ME"} {
-		w.names = append(w.names, n)
-	}
+	w.names = append(w.names, "$C", "$D", "$A", "$B", "$T", "$X", "$K", "$RA", "$RB", "$RX", "$RT", "$I1", "$I2", "$I3", "$N1", "$N2", "$U", "$BAD", "$ME")
 	w.tokens = []string{b.board, ka, kb, kx, kt, k.Token, ra.RunToken, rb.RunToken, rx.RunToken, rt.RunToken,
 		"clasp_ak_nope", "clasp_rt_nope", "clasp_bt_nope", "nope", ""}
 	return w

@@ -370,8 +370,6 @@ func (b *bundle) world(prefix string) *world {
 	return w
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // openPostgres opens a PostgreSQL store in a fresh schema of the database
 // at CLASP_TEST_POSTGRES_URL, dropped at cleanup; it skips without it.
 func openPostgres(t testing.TB) store.Store {

@@ -2,7 +2,6 @@ package swarm
 
 import (
 	"encoding/json"
-	"fmt"
 	"sort"
 	"strconv"
 
@@ -113,13 +112,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// ackSummary formats the acks checked for the report.
-func ackSummary(acks []Ack) string {
-	n := map[string]int{}
-	for _, a := range acks {
-		n[a.Op]++
-	}
-	return fmt.Sprintf("%d checkouts, %d done", n[EventCheckedOut], n[EventDone])
 }

@@ -240,7 +240,6 @@ func orNil(v sql.NullString) any {
 // the statements' call sites short.
 
 func splitRef(ref string) (id, ident string)             { return store.SplitRef(ref) }
-func isUUID(s string) bool                               { return store.IsUUID(s) }
 func pageLimit(n int) int                                { return store.PageLimit(n) }
 func encodeIDCursor(id int64) string                     { return store.EncodeIDCursor(id) }
 func decodeIDCursor(c string) (int64, error)             { return store.DecodeIDCursor(c) }

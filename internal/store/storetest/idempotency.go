@@ -45,7 +45,7 @@ func testIdempotencyReplayCreatesNothing(t *testing.T, open opener) {
 	if diff := cmp.Diff(first, again); diff != "" {
 		t.Errorf("replayed issue differs from the first answer (-first +replay):\n%s", diff)
 	}
-	_, p, err = create(boardActor(), "k1", "h2", "other")
+	_, _, err = create(boardActor(), "k1", "h2", "other")
 	wantCode(t, "same key, another request", err, clasp.CodeIdempotencyKeyReused)
 	if e := clasp.AsError(err); e != nil && e.Details["field"] != "Idempotency-Key" {
 		t.Errorf("key reused: details %v, want field Idempotency-Key", e.Details)
@@ -66,7 +66,7 @@ func testIdempotencyReplayCreatesNothing(t *testing.T, open opener) {
 	}
 
 	// A failed call records nothing: the retry (here with a fixed body) creates.
-	_, p, err = create(boardActor(), "k2", "h3", "   ")
+	_, _, err = create(boardActor(), "k2", "h3", "   ")
 	wantCode(t, "failed first call", err, clasp.CodeInvalidRequest)
 	retry, p, err := create(boardActor(), "k2", "h4", "fixed")
 	if err != nil || p.Replayed || retry.Title != "fixed" {
