@@ -26,12 +26,15 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/clasp-dev/clasp"
@@ -63,6 +66,7 @@ type Client struct {
 	runID     string
 	hc        *http.Client
 	userAgent string
+	caSet     bool // an option chose the HTTP client: $CLASP_CA_CERT is not read
 }
 
 // Option configures a Client in New.
@@ -81,7 +85,58 @@ func WithRunID(runID string) Option { return func(c *Client) { c.runID = runID }
 
 // WithHTTPClient sets the *http.Client used for requests (default
 // http.DefaultClient). Its Timeout, if any, applies per attempt.
-func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) { c.hc, c.caSet = hc, hc != nil }
+}
+
+// EnvCACert names a PEM file of CA certificates to trust for the server's
+// certificate, besides the system's: New reads it when no WithHTTPClient
+// or WithCACert option is given.
+const EnvCACert = "CLASP_CA_CERT"
+
+// WithCACert makes the client trust the CA certificates of the PEM file
+// caFile (besides the system's) for an https:// server, with TLS 1.2 or
+// newer; it replaces any WithHTTPClient given before it. If the file
+// cannot be read or holds no certificate, every call of the client fails
+// with that error.
+func WithCACert(caFile string) Option {
+	return func(c *Client) {
+		hc, err := NewHTTPClient(caFile)
+		if err != nil {
+			hc = &http.Client{Transport: errTransport{err}}
+		}
+		c.hc, c.caSet = hc, true
+	}
+}
+
+// NewHTTPClient returns an *http.Client (a clone of the default transport)
+// that trusts the system's CA certificates plus those of the PEM file
+// caFile, with TLS 1.2 or newer. caFile "" trusts the system's alone.
+// Error: the file cannot be read or holds no PEM certificate.
+func NewHTTPClient(caFile string) (*http.Client, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile) // #nosec G304 -- the caller names the CA file to trust
+		if err != nil {
+			return nil, fmt.Errorf("CA certificate file: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA certificate file %s holds no PEM certificate", caFile)
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	return &http.Client{Transport: tr}, nil
+}
+
+// errTransport fails every request with err (a CA file that could not be
+// loaded).
+type errTransport struct{ err error }
+
+func (t errTransport) RoundTrip(*http.Request) (*http.Response, error) { return nil, t.err }
 
 // WithUserAgent sets the product named first in the User-Agent header
 // (e.g. "my-agent/1.0"); the client appends "clasp-go-client/<version>", so
@@ -90,13 +145,17 @@ func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua
 
 // New returns a client of the server at baseURL, the server root such as
 // "http://127.0.0.1:3100" (API paths get "/api" prepended; a trailing "/api"
-// or slash on baseURL is ignored).
+// or slash on baseURL is ignored). Without WithHTTPClient or WithCACert, a
+// file named by $CLASP_CA_CERT is trusted as by WithCACert.
 func New(baseURL string, opts ...Option) *Client {
 	base := strings.TrimRight(baseURL, "/")
 	base = strings.TrimSuffix(base, "/api")
 	c := &Client{base: base, hc: http.DefaultClient, userAgent: DefaultUserAgent}
 	for _, o := range opts {
 		o(c)
+	}
+	if ca := os.Getenv(EnvCACert); ca != "" && !c.caSet {
+		WithCACert(ca)(c)
 	}
 	if c.hc == nil {
 		c.hc = http.DefaultClient

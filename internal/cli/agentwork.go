@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/clasp-dev/clasp/client"
 	"github.com/clasp-dev/clasp/internal/swarm"
 )
 
@@ -64,15 +66,24 @@ With --one-run it is the process of a server-managed agent (clasp swarm
 			}
 			// cmd/clasp ends the context on SIGTERM and SIGINT: the worker
 			// then completes the issue in hand, finishes its run and returns.
+			var hc *http.Client
+			if ca := a.caFile(); ca != "" {
+				var err error
+				if hc, err = client.NewHTTPClient(ca); err != nil {
+					return usageErr(fmt.Errorf("--ca-cert: %w", err))
+				}
+				hc.Timeout = 30 * time.Second
+			}
 			w := swarm.NewWorker(swarm.WorkerConfig{
-				URL:     url,
-				Token:   token,
-				RunID:   runID,
-				IssueID: issueID,
-				Slow:    slow,
-				NoClaim: noClaim,
-				Events:  a.stdout,
-				Log:     slog.New(slog.NewTextHandler(a.stderr, nil)),
+				HTTPClient: hc,
+				URL:        url,
+				Token:      token,
+				RunID:      runID,
+				IssueID:    issueID,
+				Slow:       slow,
+				NoClaim:    noClaim,
+				Events:     a.stdout,
+				Log:        slog.New(slog.NewTextHandler(a.stderr, nil)),
 			})
 			if viaMCP {
 				if oneRun || noClaim {

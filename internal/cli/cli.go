@@ -85,6 +85,7 @@ type app struct {
 	// baseURL is the server URL the client commands call: --url, else
 	// $CLASP_URL, else DefaultURL, as checkClientFlags repaired it.
 	baseURL string
+	caCert  string // --ca-cert (default $CLASP_CA_CERT)
 }
 
 // newRootCmd builds the command tree.
@@ -176,7 +177,11 @@ func (a *app) addClientFlags(cmd *cobra.Command) {
 	f.StringVar(&a.token, "token", "", "bearer token: board token, agent API key or run token (default $"+EnvToken+")")
 	f.StringVar(&a.runID, "run", "", "run id to act in, sent as X-Clasp-Run-Id (default $"+EnvRunID+")")
 	f.BoolVar(&a.jsonOut, "json", false, "print the resource JSON instead of a table")
+	f.StringVar(&a.caCert, "ca-cert", "", "PEM file of CA certificates to trust for an https:// server, besides the system's (default $"+EnvCACert+")")
 }
+
+// caFile is the CA file the client commands trust: --ca-cert, else $CLASP_CA_CERT.
+func (a *app) caFile() string { return firstNonEmpty(a.caCert, a.getenv(EnvCACert)) }
 
 // client returns a client configured from the client flags and environment.
 func (a *app) client() *client.Client {
@@ -186,7 +191,16 @@ func (a *app) client() *client.Client {
 		client.WithRunID(firstNonEmpty(a.runID, a.getenv(EnvRunID))),
 		client.WithUserAgent("clasp-cli"),
 		client.WithHTTPClient(a.hc),
+		a.caOption(),
 	)
+}
+
+// caOption is client.WithCACert of caFile, or nothing without one.
+func (a *app) caOption() client.Option {
+	if ca := a.caFile(); ca != "" {
+		return client.WithCACert(ca)
+	}
+	return func(*client.Client) {}
 }
 
 // companyID resolves the company a command works in: the --company flag,

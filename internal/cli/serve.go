@@ -78,6 +78,9 @@ type ServeConfig struct {
 	// root. The data directory is then 0711 and its files 0600, so agents
 	// cannot read them.
 	AgentUser string
+	// Net is the transport security and abuse limits (TLS, mTLS, plain
+	// HTTP off loopback, rate limits, caps, trusted proxies): see NetConfig.
+	Net NetConfig
 }
 
 // ServeInfo describes a started server; Serve sends it on its ready channel.
@@ -105,6 +108,14 @@ type ServeInfo struct {
 func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
+		return err
+	}
+	tlsCfg, err := cfg.Net.tlsConfig()
+	if err != nil {
+		return err
+	}
+	limits, err := cfg.Net.limits()
+	if err != nil {
 		return err
 	}
 	log := cfg.Logger
@@ -154,7 +165,7 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 		}
 	}()
 	info.Addr = ln.Addr().String()
-	info.URL = "http://" + info.Addr
+	info.URL = cfg.Net.scheme() + "://" + info.Addr
 	if info.SchemaVersion, err = st.SchemaVersion(ctx); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
@@ -211,6 +222,7 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 		Metrics:         m,
 		Scheduler:       apiSched,
 		RunLogDir:       runLogDir,
+		Limits:          limits,
 	})
 	sweeper := recovery.NewSweeper(st, recovery.Config{Interval: cfg.SweepInterval, Logger: log, Metrics: m})
 	if err := sweeper.Start(ctx); err != nil {
@@ -243,13 +255,21 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 			}
 			apiH.ServeHTTP(w, r)
 		}),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		MaxHeaderBytes:    httpapi.HeaderReadLimit,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		TLSConfig:         tlsCfg,
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
+	go func() {
+		if tlsCfg != nil {
+			serveErr <- hs.ServeTLS(ln, "", "") // the certificate is in tlsCfg
+			return
+		}
+		serveErr <- hs.Serve(ln)
+	}()
 
 	fmt.Fprintf(out, "clasp listening on %s\n", info.URL)
 	if pprofAddr != "" {
@@ -329,6 +349,9 @@ func (c ServeConfig) validate() error {
 		if !isLoopbackHost(ph) {
 			return usageErr(fmt.Errorf("--pprof needs a loopback address (127.0.0.1, ::1 or localhost), not %q: the profiler must not be reachable from other machines", c.Pprof))
 		}
+	}
+	if err := c.Net.validate(host); err != nil {
+		return err
 	}
 	if c.LocalTrusted && !isLoopbackHost(host) {
 		return usageErr(fmt.Errorf("--local-trusted needs a loopback --listen address (127.0.0.1, ::1 or localhost), not %q", c.Listen))
@@ -468,6 +491,14 @@ port 0 picks a free port). SIGINT or SIGTERM stops it gracefully.
 --local-trusted makes requests without a token act as the board; it only
 binds a loopback address and refuses cross-origin browser writes.
 
+Transport: --tls-cert and --tls-key serve HTTPS (TLS 1.2 or newer);
+--tls-client-ca also requires every client to present a certificate signed by
+that CA (mTLS). Plain HTTP is refused on a non-loopback --listen address
+unless --insecure-http is given (bearer tokens would cross the network in
+clear). Requests are rate-limited per client address and per credential
+(429 with Retry-After; --rate-* flags, 0 keeps the default, -1 turns one
+off); X-Forwarded-For is believed only from a --trusted-proxy.
+
 Durability (SQLite): by default (--sync full) a write is acknowledged only
 after its commit is on disk (fsync), so it survives power loss; writes that
 arrive while a commit is in flight share the next commit and its fsync (group
@@ -528,6 +559,7 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 	f.BoolVar(&cfg.RequireRunToken, "require-run-token", false, "checkout, release, issue PATCH, run heartbeat and run finish by agents accept only run tokens")
 	f.StringVar(&cfg.Sync, "sync", "full", "SQLite durability: full (an acknowledged write survives power loss) or normal (an acknowledged write may be lost on power loss, not on a process crash)")
 	f.StringVar(&cfg.Pprof, "pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port, a listener of its own (e.g. 127.0.0.1:6060)")
+	addNetFlags(f, &cfg.Net)
 	f.StringVar(&cfg.AgentUser, "agent-user", "", "run server-managed agent processes as this user (name or uid; the server must run as root); the data directory, database and board token are then unreadable to them")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	return cmd

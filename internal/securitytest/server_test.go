@@ -154,7 +154,7 @@ func startServer(t *testing.T, o serveOpts) *server {
 		}
 	})
 	boardRe := regexp.MustCompile(`^board token: (clasp_\S+)$`)
-	listenRe := regexp.MustCompile(`^clasp listening on (http://\S+)$`)
+	listenRe := regexp.MustCompile(`^clasp listening on (https?://\S+)$`)
 	pprofRe := regexp.MustCompile(`^pprof on http://(\S+)/debug/pprof/$`)
 	ready := make(chan struct{})
 	go func() {
