@@ -26,7 +26,7 @@ const (
 	CodeIdempotencyKeyReused = "idempotency_key_reused" // 422: same Idempotency-Key, different body
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405: the path exists, the method does not
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a write whose body is not sent as application/json
-	CodeHeaderTooLarge       = "header_too_large"       // 431: the request's header is over 64 KiB
+	CodeHeaderTooLarge       = "headers_too_large"      // 431: the request's header is over 64 KiB
 	CodeRateLimited          = "rate_limited"           // 429: over a rate limit or a cap (Retry-After says when to retry)
 	CodeUnavailable          = "unavailable"            // 503: the database is unreachable or the server is stopping
 	CodeInternal             = "internal"               // 500: a bug or an unexpected database failure; never for bad input

@@ -24,7 +24,7 @@ import (
 const RequestIDHeader = "X-Request-Id"
 
 // MaxHeaderBytes is the most header bytes (request line and header fields)
-// a request may carry; more answers 431 header_too_large as JSON.
+// a request may carry; more answers 431 headers_too_large as JSON.
 // http.Server.MaxHeaderBytes should be HeaderReadLimit, so that requests
 // between the two reach the handler and get the JSON answer.
 const MaxHeaderBytes = 64 << 10

@@ -123,7 +123,7 @@ func TestSecurityNosniffOnEveryAnswer(t *testing.T) {
 }
 
 // TestSecurityHeaderTooLarge: a request header over 64 KiB answers 431
-// header_too_large as a JSON error body (net/http's own default is 1 MiB).
+// headers_too_large as a JSON error body (net/http's own default is 1 MiB).
 func TestSecurityHeaderTooLarge(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -111,8 +111,8 @@ type Server struct {
 	// last sign of life (SPEC section 5), and a dead run is found at most
 	// minRenew later. (The second fresh-eyes tester found runs swept up
 	// to minRenew early when writes granted LeaseTTL alone.)
-	lease    time.Duration
-	mux      *http.ServeMux
+	lease time.Duration
+	mux   *http.ServeMux
 	// patterns are the mux patterns of the /api endpoints registered with
 	// handle, in order (the OpenAPI document must list each).
 	patterns []string
@@ -291,7 +291,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // other: its request id (a valid X-Request-Id, else a new one; echoed in
 // the answer's X-Request-Id, put in the request's context for error
 // bodies, logs and activity rows), X-Content-Type-Options: nosniff, the
-// header size cap (431 header_too_large as JSON above MaxHeaderBytes), the
+// header size cap (431 headers_too_large as JSON above MaxHeaderBytes), the
 // per-address rate limit (429 rate_limited with Retry-After), panic
 // recovery, the request log (debug) and the latency histogram, labelled
 // with the route pattern (never the raw path).

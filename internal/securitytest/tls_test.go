@@ -261,8 +261,8 @@ func TestHeaderLimitsOfTheBinary(t *testing.T) {
 		b, _ := io.ReadAll(res.Body)
 		return res.StatusCode, res.Header.Get("Content-Type") + " " + string(b)
 	}
-	if st, body := send(80 << 10); st != 431 || !strings.Contains(body, `"code":"header_too_large"`) || !strings.HasPrefix(body, "application/json") {
-		t.Errorf("80 KiB header: %d %.200s; want a JSON 431 header_too_large", st, body)
+	if st, body := send(80 << 10); st != 431 || !strings.Contains(body, `"code":"headers_too_large"`) || !strings.HasPrefix(body, "application/json") {
+		t.Errorf("80 KiB header: %d %.200s; want a JSON 431 headers_too_large", st, body)
 	}
 	if st, body := send(200 << 10); st != 431 {
 		t.Errorf("200 KiB header: %d %.200s; want 431 from net/http (MaxHeaderBytes)", st, body)
