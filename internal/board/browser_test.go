@@ -452,7 +452,9 @@ func TestBrowser(t *testing.T) {
 		s.api("POST", "/api/companies/"+co.ID+"/issues", s.token, "", map[string]any{"title": title, "status": "todo"}, 201, &i)
 		return i
 	}
-	cardSel := func(identifier string) string { return `document.querySelector('.card[data-issue="` + identifier + `"]')` }
+	cardSel := func(identifier string) string {
+		return `document.querySelector('.card[data-issue="` + identifier + `"]')`
+	}
 
 	step("SignIn", func(t *testing.T) {
 		b.run(t, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
@@ -729,4 +731,3 @@ func titleOf(m ident, all []ident) string {
 	}
 	return m.Identifier
 }
-

@@ -79,7 +79,7 @@ var funcs = template.FuncMap{
 		}
 		return strings.Join(parts, " ")
 	},
-	"eq": func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
+	"eq":   func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
 	"join": strings.Join,
 }
 

@@ -27,7 +27,7 @@ type view struct {
 	// read: the live layer streams the events after it, so none written
 	// between this render and the stream's start is missed.
 	LastEventID int64
-	Data         any
+	Data        any
 }
 
 // Actions are the activity actions the live layer subscribes to (the
@@ -472,12 +472,12 @@ type heldRow struct {
 }
 
 type locksView struct {
-	Held, Dead  []heldRow
-	LastSweep   *clasp.Activity   // the newest row the sweeper (actor system) wrote
-	Swept       []*clasp.Activity // stale locks cleared and runs lost, newest first
-	Adoptions   []*clasp.Activity
+	Held, Dead    []heldRow
+	LastSweep     *clasp.Activity   // the newest row the sweeper (actor system) wrote
+	Swept         []*clasp.Activity // stale locks cleared and runs lost, newest first
+	Adoptions     []*clasp.Activity
 	ForceReleases []*clasp.Activity
-	Idents      map[string]string
+	Idents        map[string]string
 }
 
 func (b *Board) locksData(c *client, v *view) error {
@@ -534,12 +534,12 @@ func (b *Board) locksData(c *client, v *view) error {
 }
 
 type activityView struct {
-	Rows      []*clasp.Activity
-	Action    string
-	Entity    string // entity type, or type:id
-	Actions   []string
-	Entities  []string
-	Older     string // URL of the next older page ("" at the end)
+	Rows     []*clasp.Activity
+	Action   string
+	Entity   string // entity type, or type:id
+	Actions  []string
+	Entities []string
+	Older    string // URL of the next older page ("" at the end)
 }
 
 func (b *Board) activityData(c *client, v *view) error {

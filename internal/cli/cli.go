@@ -114,7 +114,7 @@ Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409).`
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		RunE:              groupRunE,
-		PersistentPreRunE: a.checkClientFlags,
+		PersistentPreRunE: a.beforeCommand,
 		Version:           clasp.Version(),
 	}
 	// --version prints what `clasp version` prints.
@@ -141,8 +141,18 @@ Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409).`
 		a.newVersionCmd(),
 	)
 	addTokenFileFlags(root)
-	root.PersistentPreRunE = a.resolveTokenFlags
 	return root
+}
+
+// beforeCommand is the root's PersistentPreRunE (cobra runs only the
+// nearest one, so both checks live here): it resolves the token flags
+// (resolveTokenFlags), then checks the flags every client command shares
+// (checkClientFlags). It returns the first usage error.
+func (a *app) beforeCommand(cmd *cobra.Command, args []string) error {
+	if err := a.resolveTokenFlags(cmd, args); err != nil {
+		return err
+	}
+	return a.checkClientFlags(cmd, args)
 }
 
 // groupRunE is the RunE of command groups (clasp, clasp issue, ...): with no

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// checkClientFlags is the root's PersistentPreRunE: before any command
-// runs, it checks the flags every client command shares, so that a mistake
+// checkClientFlags runs before every command (beforeCommand) and checks
+// the flags every client command shares, so that a mistake
 // is refused with a sentence (exit 2) before a request is sent:
 //   - the server URL (--url, else $CLASP_URL) must be an http or https URL;
 //     a loopback host:port without a scheme ("127.0.0.1:3100",

@@ -33,7 +33,7 @@ func addTokenFileFlags(c *cobra.Command) {
 	}
 }
 
-// resolveTokenFlags is the root's PersistentPreRunE: it gives a command's
+// resolveTokenFlags runs before every command (beforeCommand): it gives a command's
 // --token its value from --token-file FILE (or - for stdin) or from stdin
 // when --token is "-", and warns on stderr when the token itself came as
 // an argument. Errors (usage): both --token and --token-file; a file that

@@ -312,8 +312,10 @@ type fakeT struct {
 	msg    string
 }
 
-func (f *fakeT) Errorf(format string, args ...any) { f.failed, f.msg = true, fmt.Sprintf(format, args...) }
-func (f *fakeT) Helper()                           {}
+func (f *fakeT) Errorf(format string, args ...any) {
+	f.failed, f.msg = true, fmt.Sprintf(format, args...)
+}
+func (f *fakeT) Helper() {}
 
 // TestAPIReference: docs/api.md is the document rendered for people; run
 // with -update to rewrite it after changing openapi.json.
