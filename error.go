@@ -29,6 +29,7 @@ const (
 	CodeHeaderTooLarge       = "headers_too_large"      // 431: the request's header is over 64 KiB
 	CodeRateLimited          = "rate_limited"           // 429: over a rate limit or a cap (Retry-After says when to retry)
 	CodeUnavailable          = "unavailable"            // 503: the database is unreachable or the server is stopping
+	CodeClientClosedRequest  = "client_closed_request"  // 499: the client went away (closed the connection or gave up) before the answer; no client reads it, logs and metrics do
 	CodeInternal             = "internal"               // 500: a bug or an unexpected database failure; never for bad input
 )
 

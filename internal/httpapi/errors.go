@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 
 	"github.com/clasp-dev/clasp"
@@ -35,7 +34,14 @@ var codeStatus = map[string]int{
 	clasp.CodeRateLimited:          http.StatusTooManyRequests,
 	clasp.CodeUnavailable:          http.StatusServiceUnavailable,
 	clasp.CodeInternal:             http.StatusInternalServerError,
+	clasp.CodeClientClosedRequest:  StatusClientClosedRequest,
 }
+
+// StatusClientClosedRequest (499, the status nginx gave this case) is what
+// a request answers when its client went away before the answer was
+// ready: the request's context ended, and the error the store or a stream
+// returned is that context's. It is not a server fault, so never a 500.
+const StatusClientClosedRequest = 499
 
 // errorBody is the JSON error body of SPEC section 3.
 type errorBody struct {
@@ -76,19 +82,27 @@ func statusOf(err error) (int, errorBody, bool) {
 // ...}}, and only the log sees its text. 401 answers carry
 // WWW-Authenticate: Bearer.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	st, body, expected := statusOf(err)
 	rid := RequestIDFrom(r.Context())
+	if clientGone(r, err) {
+		s.log.Debug("client went away before the answer", "method", r.Method, "path", r.URL.Path, "request_id", rid, "err", err)
+		err = clasp.Errorf(clasp.CodeClientClosedRequest, "The client went away before the answer was ready.")
+	}
+	st, body, expected := statusOf(err)
 	if !expected {
-		level := slog.LevelError
-		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-			level = slog.LevelDebug // the client went away
-		}
-		s.log.Log(r.Context(), level, "internal error", "method", r.Method, "path", r.URL.Path, "request_id", rid, "err", err)
+		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "request_id", rid, "err", err)
 	}
 	if st == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="clasp"`)
 	}
 	writeJSON(w, st, withRequestID(body, rid))
+}
+
+// clientGone reports whether err is only the end of r's own context: the
+// client closed the connection (context.Canceled) or its deadline passed
+// (context.DeadlineExceeded) while the request was served. An error of a
+// deadline the server set itself, with r's context still live, is not.
+func clientGone(r *http.Request, err error) bool {
+	return r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 // withRequestID returns body with details.requestId set to rid (a copy:
