@@ -23,7 +23,8 @@ type File struct {
 }
 
 // ListFiles walks dir and returns its regular files sorted by relative path,
-// skipping directories named .git and the directories in skip (absolute
+// skipping directories named .git or node_modules (installed packages, not
+// the tree's own files) and the directories in skip (absolute
 // paths, e.g. the swarm's own data directory), symlinks and other special
 // files. max > 0 keeps only the first max files. It hashes every file it
 // keeps, a few at a time.
@@ -47,7 +48,7 @@ func ListFiles(ctx context.Context, dir string, skip []string, max int) ([]File,
 			return err
 		}
 		if d.IsDir() {
-			if path != root && (d.Name() == ".git" || skipSet[path]) {
+			if path != root && (d.Name() == ".git" || d.Name() == "node_modules" || skipSet[path]) {
 				return filepath.SkipDir
 			}
 			return nil

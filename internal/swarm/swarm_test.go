@@ -47,7 +47,8 @@ func TestMain(m *testing.M) {
 }
 
 // writeTree writes n files of random content (1 B to 4 KiB) in nested
-// directories under dir, plus a .git directory the swarm must skip.
+// directories under dir, plus a .git and a node_modules directory the
+// swarm must skip.
 func writeTree(t *testing.T, dir string, n int) {
 	t.Helper()
 	for i := range n {
@@ -65,6 +66,12 @@ func writeTree(t *testing.T, dir string, n int) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, ".git", "objects", "skip-me"), []byte("not work"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "d1", "node_modules", "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "d1", "node_modules", "pkg", "index.js"), []byte("not work"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(filepath.Join(dir, "d0"), filepath.Join(dir, "link")); err != nil {

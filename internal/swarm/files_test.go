@@ -1,0 +1,28 @@
+package swarm_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/clasp-dev/clasp/internal/swarm"
+)
+
+// TestListFilesSkipsGitAndPackages: the files of .git and node_modules
+// directories, symlinks and the skipped directories are not work; every
+// other regular file is, once, with its SHA-256.
+func TestListFilesSkipsGitAndPackages(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, 12)
+	files, err := swarm.ListFiles(context.Background(), dir, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 12 {
+		t.Fatalf("%d files, want the 12 written (none from .git, node_modules or the symlink)", len(files))
+	}
+	for _, f := range files {
+		if len(f.SHA256) != 64 {
+			t.Errorf("%s: SHA-256 %q", f.Rel, f.SHA256)
+		}
+	}
+}
