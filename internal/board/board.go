@@ -83,7 +83,7 @@ func New(cfg Config) (*Board, error) {
 		cfg.Now = time.Now
 	}
 	b := &Board{cfg: cfg, pages: map[string]*template.Template{}, cop: http.NewCrossOriginProtection(), mux: http.NewServeMux()}
-	for _, name := range []string{"login", "board", "issue", "runs", "agents", "locks", "activity", "nocompany"} {
+	for _, name := range []string{"login", "board", "issue", "runs", "agents", "locks", "activity", "nocompany", "error"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("board template %s: %w", name, err)

@@ -152,3 +152,25 @@ func TestLocalTrustedNeedsNoSignIn(t *testing.T) {
 		t.Fatalf("GET /login local-trusted: %d, want 303", res.StatusCode)
 	}
 }
+
+// TestUnknownIssuePageIs404: an issue page for an identifier, UUID or
+// malformed reference that names no issue answers 404 with the API's
+// message on a page, never a 500 from rendering the issue template
+// without its issue.
+func TestUnknownIssuePageIs404(t *testing.T) {
+	u, _ := newBoard(t, board.Config{LocalTrusted: true})
+	res, body := do(t, "POST", u+"/api/companies", `{"name":"Acme","issuePrefix":"ACME"}`, map[string]string{"Content-Type": "application/json"})
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("create company: %d %s", res.StatusCode, body)
+	}
+	for _, ref := range []string{"ACME-999", "NOPE-1", "0194c5a0-0000-7000-8000-000000000000", "%ff"} {
+		res, body := do(t, "GET", u+"/issues/"+ref, "", nil)
+		if res.StatusCode != http.StatusNotFound {
+			t.Errorf("GET /issues/%s: %d, want 404\n%s", ref, res.StatusCode, body)
+			continue
+		}
+		if !strings.Contains(body, `role="alert"`) || !strings.Contains(body, "Back to the board") {
+			t.Errorf("GET /issues/%s: the 404 page shows no message or no way back:\n%s", ref, body)
+		}
+	}
+}

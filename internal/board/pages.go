@@ -87,9 +87,11 @@ func (b *Board) page(name string, fill func(c *client, v *view) error) http.Hand
 		if _, err := c.get("/api/companies/"+v.Company.ID+"/activity?limit=1", &newest); err == nil && len(newest) == 1 {
 			v.LastEventID = newest[0].ID
 		}
-		status := http.StatusOK
 		if err := fill(c, v); err != nil {
-			status = http.StatusBadGateway
+			// A page whose data could not be read (an unknown issue: 404)
+			// answers the API's status with its message on the error page:
+			// the page's own template needs the data it lacks.
+			status := http.StatusBadGateway
 			var ae *apiError
 			if errors.As(err, &ae) {
 				status = ae.Status
@@ -97,8 +99,10 @@ func (b *Board) page(name string, fill func(c *client, v *view) error) http.Hand
 			} else {
 				v.Error = err.Error()
 			}
+			b.render(w, r, "error", status, v)
+			return
 		}
-		b.render(w, r, name, status, v)
+		b.render(w, r, name, http.StatusOK, v)
 	}
 }
 

@@ -47,8 +47,11 @@ type Limits struct {
 	// board), counted after it authenticated.
 	CredentialRate  float64
 	CredentialBurst int
-	// CommentsPerRunMinute caps the comments an agent writes within one
-	// run per minute (token bucket, refilled evenly), on this replica.
+	// CommentsPerRunMinute is the rate of comments an agent may write in
+	// one run, per minute, on this replica: a token bucket of that size
+	// refilled evenly, so a burst of that many is allowed at once and a
+	// sustained rate of that many a minute after it (at most twice that
+	// in the first minute).
 	CommentsPerRunMinute int
 	// StreamsPerCredential and Streams cap the open event streams of one
 	// credential and of the whole server; one more answers 429.

@@ -492,7 +492,7 @@ func (s *Server) commentCreate(ctx context.Context, c *call, in *commentCreateIn
 		}
 		if st := s.comments.take(key, time.Now()); !st.ok {
 			st.setHeaders(c.w.Header())
-			return 0, nil, clasp.Errorf(clasp.CodeRateLimited, "This run wrote %d comments in the last minute, the most it may; retry after %d s.", s.limits.CommentsPerRunMinute, max(1, ceilSeconds(st.retry))).
+			return 0, nil, clasp.Errorf(clasp.CodeRateLimited, "This run has used up its comment allowance (%d a minute, refilled continuously, with a burst of as many); retry after %d s.", s.limits.CommentsPerRunMinute, max(1, ceilSeconds(st.retry))).
 				WithDetails("limit", "comments per run per minute").WithDetails("retryAfterSeconds", max(1, ceilSeconds(st.retry)))
 		}
 	}
