@@ -319,10 +319,15 @@ func TestIdleRelease(t *testing.T) {
 		r, err := w.board.RunGet(context.Background(), runID)
 		return err == nil && r.Status == clasp.RunFailed
 	})
-	iss, _ := w.board.IssueGet(context.Background(), c.str("issue", "identifier"))
-	if iss.CheckoutRunID != nil {
-		t.Errorf("the swept run still holds the issue")
-	}
+	// Sweeper pass 1 fails the run; pass 2, a later transaction (SPEC
+	// section 5), clears the dead run's locks, so the issue goes back to
+	// the pool only then.
+	var iss *clasp.Issue
+	eventually(t, "the sweeper clears the swept run's locks", func() bool {
+		var err error
+		iss, err = w.board.IssueGet(context.Background(), c.str("issue", "identifier"))
+		return err == nil && iss.CheckoutRunID == nil && iss.ExecutionRunID == nil
+	})
 	d := call(t, cs, "update_issue_status", map[string]any{"issue": iss.Identifier, "status": "done"})
 	if d.str("outcome") != "run_lost" {
 		t.Errorf("write after idle release: %+v", d.S)
