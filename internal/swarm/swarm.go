@@ -758,6 +758,11 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 	cmd.Stderr = logFile
 	// The agent dies with the swarm even if the swarm itself is SIGKILLed.
 	setDeathSignal(cmd)
+	if s.cfg.MCP {
+		// The agent and its `clasp mcp` die in the same instant, so the
+		// server never sees a stdin EOF (which would finish the run).
+		setOwnGroup(cmd)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return false, err
@@ -770,6 +775,9 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 	s.live++
 	s.mu.Unlock()
 	kill := func() { _ = cmd.Process.Kill() } // SIGKILL; a no-op once the process is reaped
+	if s.cfg.MCP {
+		kill = func() { killGroup(cmd) }
+	}
 	stopOnCancel := context.AfterFunc(ctx, kill)
 	var timers []*time.Timer
 
