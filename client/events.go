@@ -58,7 +58,7 @@ func (c *Client) Events(ctx context.Context, companyID string, opt EventsOptions
 		if delivered {
 			backoff = 100 * time.Millisecond
 		}
-		wait := time.Duration(float64(backoff) * (0.5 + rand.Float64()))
+		wait := time.Duration(float64(backoff) * (0.5 + rand.Float64())) // #nosec G404 -- reconnect jitter, not a secret
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -64,7 +64,7 @@ func (b Backoff) Delay(n int) time.Duration {
 		d = float64(b.Max)
 	}
 	if b.Jitter > 0 {
-		d -= d * b.Jitter * mrand.Float64()
+		d -= d * b.Jitter * mrand.Float64() // #nosec G404 -- retry jitter, not a secret
 	}
 	return time.Duration(d)
 }

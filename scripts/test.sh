@@ -15,6 +15,9 @@ go mod tidy -diff
 step "go vet"
 go vet ./...
 
+step "security scanners: govulncheck (offline database), staticcheck, gosec (scripts/scan.sh)"
+timeout 20m scripts/scan.sh
+
 step "unit, contract, scenario and end-to-end tests"
 go test -count=1 -timeout 20m ./...
 

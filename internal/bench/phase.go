@@ -240,7 +240,7 @@ func (h *httpTarget) runner(workload string) runner {
 			})
 		case WorkloadMixed:
 			clientLoop(agents, h.runs, m, func(i int, ag benchAgent, run string) []time.Duration {
-				return mixedClient(ctx, h.srv.api, h.fx.companyID, ag, run, deadline, m, uint64(i))
+				return mixedClient(ctx, h.srv.api, h.fx.companyID, ag, run, deadline, m, uint64(i)) // #nosec G115 -- i is a non-negative worker index
 			})
 		case WorkloadContended:
 			h.badRounds.Add(contendedRounds(ctx, h.srv.api, h.fx.hot, agents, h.runs, deadline, m))
@@ -378,7 +378,7 @@ func cycleClient(ctx context.Context, a *api, ag benchAgent, run string, deadlin
 // until deadline (at least once); each request is one op. It releases what
 // it holds at the end.
 func mixedClient(ctx context.Context, a *api, companyID string, ag benchAgent, run string, deadline time.Time, m *meter, seed uint64) []time.Duration {
-	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
+	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano()))) // #nosec G404 -- load generation, not a secret
 	body := fmt.Appendf(nil, checkoutTodo, ag.id)
 	listPath := fmt.Sprintf(issueListPath, companyID)
 	lats := make([]time.Duration, 0, 4096)

@@ -51,7 +51,7 @@ func synchronousCommit(ctx context.Context, url string) (string, error) {
 // the returned drop closes it and drops the schema.
 func openPostgres(ctx context.Context, url, what string, conns int) (*postgres.Store, string, func(), error) {
 	schema := newSchemaName(what)
-	st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: int32(conns)})
+	st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: int32(conns)}) // #nosec G115 -- conns is the bench's client count plus a few, far below 2^31
 	if err != nil {
 		_ = dropSchema(url, schema)
 		return nil, "", nil, fmt.Errorf("bench: open a PostgreSQL store in schema %s: %w", schema, err)

@@ -461,16 +461,14 @@ func TestBrowser(t *testing.T) {
 		b.shot(t, filepath.Join(artifactsDir(t), "login.png"))
 		b.run(t, chromedp.SendKeys(chromedp.CSS("#token"), "clasp_bt_not-the-token"), chromedp.Submit(chromedp.CSS("#token")))
 		b.waitJS(t, `!!document.getElementById("login-error")`, `document.body.innerText`)
-		var msg string
-		msg = eval[string](t, b, `document.getElementById("login-error").textContent`)
+		msg := eval[string](t, b, `document.getElementById("login-error").textContent`)
 		if !strings.Contains(msg, "not the board token") {
 			t.Fatalf("bad token message = %q", msg)
 		}
 		b.run(t, chromedp.WaitVisible(chromedp.CSS("#token")), chromedp.SendKeys(chromedp.CSS("#token"), s.token), chromedp.Submit(chromedp.CSS("#token")))
 		b.waitJS(t, `document.body.dataset.page === "board"`, `document.body.innerText.slice(0,300)`)
 		b.waitJS(t, `document.getElementById("conn").dataset.state === "live"`, "")
-		var cookie string
-		cookie = eval[string](t, b, `document.cookie`)
+		cookie := eval[string](t, b, `document.cookie`)
 		if strings.Contains(cookie, "clasp_board") {
 			t.Fatalf("the board cookie is readable from script: %q", cookie)
 		}
@@ -482,8 +480,7 @@ func TestBrowser(t *testing.T) {
 		b.run(t, chromedp.SendKeys(chromedp.CSS("#new-title"), title), chromedp.Click(chromedp.CSS(`#create-issue button[type="submit"]`)))
 		b.confirm(t)
 		b.waitJS(t, `[...document.querySelectorAll(".card .title")].some(e => e.textContent === `+js(title)+`)`, `document.querySelector(".columns").innerText`)
-		var imgs int
-		imgs = eval[int](t, b, `document.querySelectorAll(".card img, #feed img").length`)
+		imgs := eval[int](t, b, `document.querySelectorAll(".card img, #feed img").length`)
 		if imgs != 0 {
 			t.Fatalf("the title became markup: %d img elements in the cards", imgs)
 		}
@@ -494,8 +491,7 @@ func TestBrowser(t *testing.T) {
 		eval[chromedp.Void](t, b, `window.__noReload = 1`)
 		iss := createIssue("made through the API")
 		b.waitJS(t, cardSel(iss.Identifier)+` !== null`, `document.querySelector(".columns").innerText`)
-		var marker int
-		marker = eval[int](t, b, `window.__noReload || 0`)
+		marker := eval[int](t, b, `window.__noReload || 0`)
 		if marker != 1 {
 			t.Fatal("the page reloaded")
 		}
@@ -510,8 +506,7 @@ func TestBrowser(t *testing.T) {
 		chip := cardSel(lockIssue.Identifier) + `?.querySelector(".lock")`
 		b.waitJS(t, chip+`?.dataset.liveness === "live"`, cardSel(lockIssue.Identifier)+`?.innerText || "no card"`)
 		b.waitJS(t, chip+`.querySelector(".lease-left").textContent.endsWith("left") && `+chip+`.querySelector("meter").value > 0`, chip+`.innerText`)
-		var text string
-		text = eval[string](t, b, chip+`.innerText`)
+		text := eval[string](t, b, chip+`.innerText`)
 		if !strings.Contains(text, "builder") || !strings.Contains(text, "epoch 1") || !strings.Contains(text, lockRun[len(lockRun)-8:]) {
 			t.Fatalf("lock chip = %q, want the holder run, builder and epoch 1", text)
 		}
@@ -523,8 +518,7 @@ func TestBrowser(t *testing.T) {
 		b.run(t, chromedp.SetValue(chromedp.CSS(`#checkout select[name="agentId"]`), reviewer.ID), chromedp.Click(chromedp.CSS(`#checkout button[type="submit"]`)))
 		b.confirm(t)
 		b.waitJS(t, `!document.getElementById("confirm-error").hidden`, "")
-		var msg string
-		msg = eval[string](t, b, `document.getElementById("confirm-error").textContent`)
+		msg := eval[string](t, b, `document.getElementById("confirm-error").textContent`)
 		if !strings.Contains(msg, "409") || !strings.Contains(msg, lockRun) || !strings.Contains(msg, "builder") {
 			t.Fatalf("409 message = %q, want it to name run %s and agent builder", msg, lockRun)
 		}
@@ -536,23 +530,20 @@ func TestBrowser(t *testing.T) {
 		b.visit(t, s, "/issues/"+lockIssue.Identifier+q)
 		b.run(t, chromedp.Click(chromedp.CSS(`#force-release button[type="submit"]`)))
 		b.waitJS(t, `document.querySelector("#force-release output").textContent.includes("required")`, "")
-		var open bool
-		open = eval[bool](t, b, `document.getElementById("confirm").open`)
+		open := eval[bool](t, b, `document.getElementById("confirm").open`)
 		if open {
 			t.Fatal("an empty reason reached the confirmation")
 		}
 		b.run(t, chromedp.SendKeys(chromedp.CSS("#fr-reason"), "stuck in the browser test"), chromedp.Click(chromedp.CSS(`#force-release button[type="submit"]`)))
 		b.waitJS(t, `document.getElementById("confirm").open`, "")
-		var warn string
-		warn = eval[string](t, b, `document.getElementById("confirm-warn").textContent`)
+		warn := eval[string](t, b, `document.getElementById("confirm-warn").textContent`)
 		if !strings.Contains(warn, "live") || !strings.Contains(warn, "epoch 1") {
 			t.Fatalf("force-release warning = %q, want the live holder and epoch 1", warn)
 		}
 		b.run(t, chromedp.Click(chromedp.CSS("#confirm-ok")))
 		row := `document.querySelector('tr[data-action="issue.admin_force_release"]')`
 		b.waitJS(t, row+` !== null`, `document.getElementById("live").innerText.slice(-800)`)
-		var text string
-		text = eval[string](t, b, row+`.innerText`)
+		text := eval[string](t, b, row+`.innerText`)
 		if !strings.Contains(text, "reason=stuck in the browser test") || !strings.Contains(text, "board") {
 			t.Fatalf("force-release activity = %q, want the reason and the board as actor", text)
 		}
@@ -607,8 +598,7 @@ func TestBrowser(t *testing.T) {
 				t.Fatalf("%s: %d cards and %d feed entries, want exactly 1 of each", m.Identifier, cards, feed)
 			}
 		}
-		var dup bool
-		dup = eval[bool](t, b, `(() => { const ids = [...document.querySelectorAll("#feed li")].map(li => li.dataset.id); return new Set(ids).size !== ids.length })()`)
+		dup := eval[bool](t, b, `(() => { const ids = [...document.querySelectorAll("#feed li")].map(li => li.dataset.id); return new Set(ids).size !== ids.length })()`)
 		if dup {
 			t.Fatal("an event was applied twice")
 		}
@@ -648,8 +638,7 @@ func TestBrowser(t *testing.T) {
 	step("KeyboardOnly", func(t *testing.T) {
 		b.visit(t, s, "/"+q)
 		for i := 0; ; i++ {
-			var id string
-			id = eval[string](t, b, `document.activeElement ? document.activeElement.id : ""`)
+			id := eval[string](t, b, `document.activeElement ? document.activeElement.id : ""`)
 			if id == "new-title" {
 				break
 			}

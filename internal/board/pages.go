@@ -57,7 +57,7 @@ func (b *Board) page(name string, fill func(c *client, v *view) error) http.Hand
 		if _, err := c.get("/api/companies?limit=1000", &v.Companies); err != nil {
 			var ae *apiError
 			if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
-				http.SetCookie(w, &http.Cookie{Name: CookieName, Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+				http.SetCookie(w, &http.Cookie{Name: CookieName, Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode}) // #nosec G124 -- deletes a stale cookie (no value), on any transport
 				http.Redirect(w, r, "/login", http.StatusSeeOther)
 				return
 			}

@@ -91,7 +91,7 @@ refused claim, an issue claimed twice or never).`,
 				}
 			}
 			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
+				f, err := os.Create(cpuProfile) // #nosec G304 -- the --cpuprofile path the operator passed
 				if err != nil {
 					return fmt.Errorf("--cpuprofile: %w", err)
 				}

@@ -297,7 +297,7 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		log.Warn("graceful shutdown timed out; closing connections", "err", err)
-		hs.Close()
+		_ = hs.Close() // forced close after a timed-out shutdown, already logged
 	}
 	<-serveErr // http.ErrServerClosed
 	return nil
@@ -368,7 +368,7 @@ func servePprof(addr string, log *slog.Logger) (stop func(), bound string, err e
 		return nil, "", fmt.Errorf("--pprof: listen on %s: %w", addr, err)
 	}
 	if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
-		ln.Close()
+		_ = ln.Close() // the setup error is the one returned
 		return nil, "", fmt.Errorf("--pprof: %s is not a loopback address", ln.Addr())
 	}
 	mux := http.NewServeMux()
@@ -446,16 +446,16 @@ func ensureBoardToken(ctx context.Context, st settingStore, info *ServeInfo) (bo
 // writeSecretFile writes s to path with mode 0600, replacing any file there.
 func writeSecretFile(path, s string) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600) // #nosec G304 -- the server's own token file in its data directory
 	if err != nil {
 		return err
 	}
 	if _, err := f.WriteString(s); err != nil {
-		f.Close()
+		_ = f.Close() // the write error is the one returned
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close() // the sync error is the one returned
 		return err
 	}
 	if err := f.Close(); err != nil {
@@ -624,7 +624,7 @@ func openStore(ctx context.Context, databaseURL, path string, log *slog.Logger, 
 // connections (0: see postgres.Options.MaxConns).
 func openStoreConns(ctx context.Context, databaseURL, path string, log *slog.Logger, sync string, maxConns int) (migratedStore, error) {
 	if databaseURL != "" {
-		st, err := postgres.Open(ctx, databaseURL, postgres.Options{Logger: log, MaxConns: int32(maxConns)})
+		st, err := postgres.Open(ctx, databaseURL, postgres.Options{Logger: log, MaxConns: int32(maxConns)}) // #nosec G115 -- --db-max-conns is checked to be 0..10000 before this
 		if err != nil {
 			return nil, err
 		}

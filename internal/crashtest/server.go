@@ -203,7 +203,7 @@ func (s *Server) start(ctx context.Context) error {
 	addr := s.addr
 	s.mu.Unlock()
 	args := append([]string{"serve", "--listen", addr}, s.cfg.Args...)
-	cmd := exec.Command(s.cfg.Binary, args...)
+	cmd := exec.Command(s.cfg.Binary, args...) // #nosec G204 -- the clasp binary under test, started without a shell
 	cmd.Env = append(os.Environ(), "CLASP_LISTEN=", "CLASP_DATA_DIR=", "CLASP_DATABASE_URL=")
 	cmd.Env = append(cmd.Env, s.cfg.Env...)
 	cmd.Stderr = s.cfg.Log

@@ -83,16 +83,16 @@ func (s *Scheduler) spawn(ctx context.Context, p *proc, c *clasp.AdapterConfig, 
 	lg.secrets = []string{token}
 	dir, err := s.runDir(run.ID, c.Cwd)
 	if err != nil {
-		lg.Close()
+		_ = lg.Close() // nothing was written yet; the run-directory error is the one returned
 		return err
 	}
-	cmd := exec.Command(c.Command, c.Args...)
+	cmd := exec.Command(c.Command, c.Args...) // #nosec G204 -- the agent command the board configured, run without a shell in the agent's isolation
 	cmd.Dir = dir
 	cmd.Env = s.env(run, c, token)
 	cmd.Stdout, cmd.Stderr = lg, lg
 	cmd.SysProcAttr = s.sysProcAttr()
 	if err := cmd.Start(); err != nil {
-		lg.Close()
+		_ = lg.Close() // nothing was written yet; the setup error is the one returned
 		s.removeRunDir(run.ID)
 		return err
 	}
@@ -142,7 +142,9 @@ loop:
 		case <-ctx.Done():
 			// The server stops, or another instance took the run over: the
 			// process keeps running; the instance that takes it over re-adopts it.
-			lg.Close()
+			if err := lg.Close(); err != nil {
+				s.log.Warn("heartbeat: close run log", "run", p.run.ID, "err", err)
+			}
 			return
 		case <-timer:
 			stop(clasp.RunTimedOut)
@@ -166,7 +168,9 @@ loop:
 		s.terminate(p.pid, func() bool { return false })
 	}
 	_ = signalGroup(p.pid, syscall.SIGKILL)
-	lg.Close()
+	if err := lg.Close(); err != nil {
+		s.log.Warn("heartbeat: close run log (its tail may be missing)", "run", p.run.ID, "err", err)
+	}
 	s.removeRunDir(p.run.ID)
 	code := cmd.ProcessState.ExitCode()
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)

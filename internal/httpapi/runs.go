@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strings"
 
@@ -111,6 +112,9 @@ func (in *runFinishIn) validate() error {
 	}
 	if !in.Status.Terminal() {
 		return clasp.InvalidField("status", "Field \"status\" must be one of succeeded, failed, cancelled, timed_out; not %q.", truncate(string(*in.Status), 64))
+	}
+	if in.ExitCode != nil && (*in.ExitCode < math.MinInt32 || *in.ExitCode > math.MaxInt32) {
+		return clasp.InvalidField("exitCode", "Field \"exitCode\" must be a 32-bit integer (a process exit status); got %d.", *in.ExitCode)
 	}
 	return optionalText("error", in.Error, maxRunErrorLen)
 }

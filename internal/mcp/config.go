@@ -27,6 +27,8 @@ import (
 )
 
 // Environment variables read by LoadConfig.
+//
+// #nosec G101 -- the names of environment variables, not credentials.
 const (
 	EnvURL        = "CLASP_URL"          // server root, e.g. http://127.0.0.1:3100
 	EnvAPIKey     = "CLASP_API_KEY"      // agent API key (clasp_ak_...) or run token (clasp_rt_...)
@@ -79,7 +81,7 @@ func LoadConfig(flagURL, flagKey, flagKeyFile, flagRunID string, idle time.Durat
 	}
 	if c.Token == "" {
 		if path := first(flagKeyFile, getenv(EnvAPIKeyFile)); path != "" {
-			b, err := os.ReadFile(path)
+			b, err := os.ReadFile(path) // #nosec G304 -- the key file the launcher named in CLASP_API_KEY_FILE
 			switch {
 			case err != nil:
 				c.KeyFileError = fmt.Sprintf("the key file %s cannot be read: %v", path, err)

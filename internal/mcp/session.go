@@ -347,14 +347,6 @@ func (s *Session) drop(id string) {
 	delete(s.held, id)
 }
 
-// holds reports whether the session's run holds the issue.
-func (s *Session) holds(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.held[id]
-	return ok
-}
-
 func (s *Session) heldListLocked() []string {
 	out := make([]string, 0, len(s.held))
 	for _, ident := range s.held {
@@ -365,10 +357,10 @@ func (s *Session) heldListLocked() []string {
 }
 
 // snapshot returns what session_status shows.
-func (s *Session) snapshot() (run *clasp.Run, owned, idle bool, lost error, held []string, lastCall time.Time) {
+func (s *Session) snapshot() (run *clasp.Run, owned, idle bool, held []string, lastCall time.Time, lost error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.run, s.owned, s.idle, s.lost, s.heldListLocked(), s.lastCall
+	return s.run, s.owned, s.idle, s.heldListLocked(), s.lastCall, s.lost
 }
 
 // idemKey derives an Idempotency-Key for one logical write of this

@@ -75,8 +75,6 @@ func addTool[In any, T any, P outPtr[T]](srv *sdk.Server, sess *Session, t *sdk.
 	})
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // Inputs.
 
 // NoInput is the input of tools that take no argument.
@@ -123,11 +121,6 @@ func inputSchema[T any]() *jsonschema.Schema {
 	}
 	return s
 }
-
-// errUsage is a bad argument caught before calling the server.
-type errUsage struct{ msg string }
-
-func (e *errUsage) Error() string { return e.msg }
 
 func addTools(srv *sdk.Server, s *Session) {
 	f := false
@@ -211,7 +204,7 @@ func (s *Session) sessionStatus(ctx context.Context, _ NoInput, out *StatusOut) 
 	case s.cfg.LauncherRun():
 		out.RunOwner = "launcher"
 	}
-	run, _, idle, lost, held, _ := s.snapshot()
+	run, _, idle, held, _, lost := s.snapshot()
 	out.Held = held
 	out.Heartbeat = "none"
 	if run != nil && !s.opts.Stateless {

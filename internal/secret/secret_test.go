@@ -18,7 +18,7 @@ func TestNewChecks(t *testing.T) {
 			t.Errorf("ID(%q) = %q", tok, id)
 		}
 	}
-	if New(AgentKey) == New(AgentKey) {
+	if a, b := New(AgentKey), New(AgentKey); a == b {
 		t.Error("two keys are equal")
 	}
 }

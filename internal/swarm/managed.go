@@ -84,9 +84,9 @@ func (s *supervisor) runManaged(ctx context.Context, board *client.Client, compa
 				s.mu.Lock()
 				s.started++
 				s.mu.Unlock()
-				if s.cfg.KillRate > 0 && rand.Float64() < s.cfg.KillRate {
+				if s.cfg.KillRate > 0 && rand.Float64() < s.cfg.KillRate { // #nosec G404 -- fault injection (which agents to kill), not a secret
 					pid, id := *r.PID, r.ID
-					timers = append(timers, time.AfterFunc(rand.N(max(s.cfg.Slow, time.Millisecond)), func() {
+					timers = append(timers, time.AfterFunc(rand.N(max(s.cfg.Slow, time.Millisecond)), func() { // #nosec G404 -- fault injection delay, not a secret
 						// The process leads its own group (the scheduler
 						// spawns it with Setpgid): kill the group, as a
 						// crash of the whole agent would.

@@ -73,7 +73,7 @@ func (w *Worker) startMCP(command []string) (*sdk.ClientSession, func(), error) 
 		defer close(done)
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		cmd := exec.Command(command[0], command[1:]...)
+		cmd := exec.Command(command[0], command[1:]...) // #nosec G204 -- the worker command the operator passed, run without a shell
 		cmd.Env = append(os.Environ(), "CLASP_URL="+w.c.BaseURL(), "CLASP_API_KEY="+w.cfg.Token,
 			"CLASP_RUN_ID=", "CLASP_RUN_TOKEN=", "CLASP_API_KEY_FILE=")
 		cmd.Stderr = os.Stderr

@@ -266,11 +266,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		if !cfg.Keep {
 			defer os.RemoveAll(dataDir)
 		}
-	} else if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	} else if err := os.MkdirAll(dataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	logDir := filepath.Join(dataDir, "logs")
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
+	if err := os.MkdirAll(logDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
 
@@ -304,7 +304,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		rep.Replicas = len(rs.servers)
 		logf("%d replicas of clasp serve on PostgreSQL at %s (lease TTL %s, sweep every %s), logs in %s", len(rs.servers), strings.Join(rs.urls(0), ", "), cfg.LeaseTTL, cfg.SweepInterval, logDir)
 	} else if url == "" {
-		logFile, err := os.Create(filepath.Join(logDir, "server.log"))
+		logFile, err := os.Create(filepath.Join(logDir, "server.log")) // #nosec G304 -- a log file under the swarm's own data directory
 		if err != nil {
 			return nil, fmt.Errorf("create server log: %w", err)
 		}
@@ -522,7 +522,7 @@ func createCompany(ctx context.Context, board *client.Client) (*clasp.Company, e
 	for attempt := 0; ; attempt++ {
 		prefix := []byte("SW")
 		for range 6 {
-			prefix = append(prefix, byte('A'+rand.IntN(26)))
+			prefix = append(prefix, byte('A'+rand.IntN(26))) // #nosec G115 G404 -- a letter A-Z (IntN(26)) of a name prefix, not a secret
 		}
 		co, err := board.CompanyCreate(ctx, client.CompanyCreateRequest{
 			Name:        fmt.Sprintf("swarm %s %s", time.Now().UTC().Format(time.RFC3339), prefix),
@@ -711,7 +711,7 @@ const maxFailures = 3
 // process exits by itself (no work left), or fails maxFailures times in a
 // row, or ctx ends (then it kills the process).
 func (s *supervisor) runSlot(ctx context.Context, n int, key string) {
-	logFile, err := os.OpenFile(filepath.Join(s.logDir, fmt.Sprintf("agent-%02d.log", n)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logFile, err := os.OpenFile(filepath.Join(s.logDir, fmt.Sprintf("agent-%02d.log", n)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		s.fail(fmt.Sprintf("agent %d: open log: %v", n, err))
 		return
@@ -751,7 +751,7 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 	if s.cfg.MCP {
 		args = append(args, "--mcp")
 	}
-	cmd := exec.Command(args[0], args[1:]...)
+	cmd := exec.Command(args[0], args[1:]...) // #nosec G204 -- the agent command the operator passed, run without a shell
 	// CLASP_URL lists the replicas (one URL without them), starting at a
 	// different one per agent: the agents spread over the replicas.
 	cmd.Env = append(os.Environ(), "CLASP_URL="+strings.Join(s.urls(n-1), ","), "CLASP_TOKEN="+key)
@@ -794,9 +794,9 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 		}
 		switch ev.Name {
 		case EventCheckedOut:
-			if s.cfg.KillRate > 0 && rand.Float64() < s.cfg.KillRate {
+			if s.cfg.KillRate > 0 && rand.Float64() < s.cfg.KillRate { // #nosec G404 -- fault injection (which agents to kill), not a secret
 				// A random moment of the work: the work lasts about Slow.
-				timers = append(timers, time.AfterFunc(rand.N(max(s.cfg.Slow, time.Millisecond)), kill))
+				timers = append(timers, time.AfterFunc(rand.N(max(s.cfg.Slow, time.Millisecond)), kill)) // #nosec G404 -- fault injection delay, not a secret
 			}
 		case EventConflict:
 			s.mu.Lock()

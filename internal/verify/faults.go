@@ -77,7 +77,7 @@ func startCluster(ctx context.Context, cfg *Config) (*cluster, error) {
 		args = append(args, "--data-dir", cfg.DataDir)
 	}
 	for i := range cfg.Replicas {
-		lf, err := os.OpenFile(filepath.Join(cfg.DataDir, fmt.Sprintf("replica-%d.log", i+1)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		lf, err := os.OpenFile(filepath.Join(cfg.DataDir, fmt.Sprintf("replica-%d.log", i+1)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			c.stop(ctx)
 			return nil, err
@@ -206,7 +206,7 @@ func (c *cluster) inject(ctx context.Context, cfg *Config, log io.Writer) *sync.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(cfg.Seed), seed))
+			rng := rand.New(rand.NewPCG(uint64(cfg.Seed), seed)) // #nosec G115 G404 -- a reproducible fault schedule from the seed's bits, not a secret
 			for {
 				d := every/2 + time.Duration(rng.Int64N(int64(every)))
 				t := time.NewTimer(d)
@@ -320,7 +320,7 @@ func (c *cluster) killRestart(ctx context.Context, i int) error {
 func (c *cluster) restartDB(ctx context.Context, cmd string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	x := exec.CommandContext(rctx, "sh", "-c", cmd)
+	x := exec.CommandContext(rctx, "sh", "-c", cmd) // #nosec G204 -- the operator's PostgreSQL restart command, a shell command by design
 	if len(c.logs) > 0 {
 		x.Stdout, x.Stderr = c.logs[0], c.logs[0]
 	}
@@ -396,7 +396,7 @@ func (c *cluster) stop(ctx context.Context) {
 		_ = s.Stop(sctx)
 	}
 	for _, f := range c.logs {
-		f.Close()
+		_ = f.Close() // log of a stopped replica: nothing is left to report to
 	}
 	if c.drop != nil {
 		_ = c.drop(sctx)

@@ -42,6 +42,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -913,6 +914,9 @@ func (s *Store) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 	a := p.Actor
 	var exitCode *int32
 	if p.ExitCode != nil {
+		if *p.ExitCode < math.MinInt32 || *p.ExitCode > math.MaxInt32 {
+			return nil, clasp.InvalidField("exitCode", "exitCode must be a 32-bit integer.")
+		}
 		v := int32(*p.ExitCode)
 		exitCode = &v
 	}

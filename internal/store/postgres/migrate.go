@@ -41,7 +41,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	defer func() {
 		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+sqlMigrationLock+`)`, s.schema); err != nil {
-			conn.Conn().Close(context.WithoutCancel(ctx)) // ending the session releases the lock
+			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // ending the session releases the lock
 		}
 	}()
 	if s.schema != "" {

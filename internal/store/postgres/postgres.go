@@ -200,7 +200,7 @@ func retryable(err error) bool {
 // backoff is the pause before try attempt+1: 1-2 ms, doubling.
 func backoff(attempt int) time.Duration {
 	base := time.Millisecond << (attempt - 1)
-	return base + rand.N(base)
+	return base + rand.N(base) // #nosec G404 -- retry jitter, not a secret
 }
 
 func newUUIDv7() string {

@@ -61,7 +61,7 @@ func (s *Store) ActivityList(ctx context.Context, p *store.ActivityListParams) (
 	limit := pageLimit(p.Page.Limit)
 	q := "SELECT " + activityCols + " FROM activity"
 	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
+		q += " WHERE " + strings.Join(where, " AND ") // #nosec G202 -- where holds fixed column conditions with ? placeholders; the values are bound
 	}
 	q += " ORDER BY id DESC LIMIT ?"
 	rows, err := s.r.QueryContext(ctx, q, append(args, limit+1)...)

@@ -447,12 +447,12 @@ func (t *wtx) promoteBlockedBy(ctx context.Context, runID string) error {
 	for rows.Next() {
 		var w wake
 		if err := rows.Scan(&w.id, &w.company, &w.agent, &w.issue, &w.reason); err != nil {
-			rows.Close()
+			_ = rows.Close() // the scan error is the one returned
 			return fmt.Errorf("find deferred wakes of run %s: %w", runID, err)
 		}
 		ws = append(ws, w)
 	}
-	rows.Close()
+	_ = rows.Close() // read-only rows: a close error leaves nothing behind; rows.Err is checked next
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("find deferred wakes of run %s: %w", runID, err)
 	}
@@ -524,12 +524,12 @@ func (s *Store) WakePromoteDeferred(ctx context.Context) (int, error) {
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			rows.Close()
+			_ = rows.Close() // the scan error is the one returned
 			return 0, err
 		}
 		runs = append(runs, id)
 	}
-	rows.Close()
+	_ = rows.Close() // read-only rows: a close error leaves nothing behind; rows.Err is checked next
 	total := 0
 	for _, id := range runs {
 		err := s.write(ctx, func(tx *wtx) error {
@@ -718,12 +718,12 @@ func (s *Store) RunProcessLost(ctx context.Context, p *store.RunProcessLostParam
 				for rows.Next() {
 					var m moved
 					if err := rows.Scan(&m.id, &m.company); err != nil {
-						rows.Close()
+						_ = rows.Close() // the scan error is the one returned
 						return err
 					}
 					ms = append(ms, m)
 				}
-				rows.Close()
+				_ = rows.Close() // read-only rows: a close error leaves nothing behind; rows.Err is checked next
 				for _, m := range ms {
 					if err := tx.logActivity(ctx, m.company, systemActor, clasp.ActionIssueLockMoved, "issue", m.id, map[string]any{
 						"fromRunId": run.ID, "toRunId": retry.ID, "clearedCheckoutRunId": run.ID,

@@ -26,6 +26,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/clasp-dev/clasp"
@@ -859,6 +860,9 @@ func (s *Store) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 	if !p.Status.Terminal() {
 		return nil, clasp.InvalidField("status", "status must be succeeded, failed, cancelled or timed_out.")
 	}
+	if p.ExitCode != nil && (*p.ExitCode < math.MinInt32 || *p.ExitCode > math.MaxInt32) {
+		return nil, clasp.InvalidField("exitCode", "exitCode must be a 32-bit integer.")
+	}
 	a := p.Actor
 	var out *clasp.Run
 	err := s.write(ctx, func(tx *wtx) error {
@@ -899,12 +903,12 @@ func (t *wtx) releaseRunLocks(ctx context.Context, run *clasp.Run, a store.Actor
 	for rows.Next() {
 		var r released
 		if err := rows.Scan(&r.id, &r.companyID); err != nil {
-			rows.Close()
+			_ = rows.Close() // the scan error is the one returned
 			return fmt.Errorf("release locks of run %s: %w", run.ID, err)
 		}
 		issues = append(issues, r)
 	}
-	rows.Close()
+	_ = rows.Close() // read-only rows: a close error leaves nothing behind; rows.Err is checked next
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("release locks of run %s: %w", run.ID, err)
 	}
@@ -959,12 +963,12 @@ func (s *Store) SweepExpiredRuns(ctx context.Context) (int, error) {
 			for rows.Next() {
 				var r lost
 				if err := rows.Scan(&r.id, &r.companyID, &r.agentID, &r.lease); err != nil {
-					rows.Close()
+					_ = rows.Close() // the scan error is the one returned
 					return fmt.Errorf("sweep expired runs: %w", err)
 				}
 				runs = append(runs, r)
 			}
-			rows.Close()
+			_ = rows.Close() // read-only rows: a close error leaves nothing behind; rows.Err is checked next
 			if err := rows.Err(); err != nil {
 				return fmt.Errorf("sweep expired runs: %w", err)
 			}

@@ -67,7 +67,7 @@ func (r *Raw) step(ctx context.Context, q query, p RawStep, action string, extra
 	} else {
 		err = fmt.Errorf("no row changed")
 	}
-	rows.Close()
+	_ = rows.Close() // rows.Err, checked next, reports the statement's failure
 	if err == nil {
 		err = rows.Err()
 	}

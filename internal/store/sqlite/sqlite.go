@@ -103,7 +103,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if err := s.open(ctx, path, syncMode); err != nil {
-		s.Close()
+		_ = s.Close() // the open error is the one returned
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
 	return s, nil

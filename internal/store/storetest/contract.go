@@ -71,7 +71,9 @@ func testFencingEpochSequence(t *testing.T, open opener) {
 	var epochs []int
 	for _, a := range e.issueActivity(t, i1.ID, clasp.ActionIssueCheckedOut) {
 		var n int
-		fmt.Sscan(asString(details(t, a)["checkoutEpoch"]), &n)
+		if _, err := fmt.Sscan(asString(details(t, a)["checkoutEpoch"]), &n); err != nil {
+			t.Fatalf("checkoutEpoch of %v: %v", details(t, a), err)
+		}
 		epochs = append(epochs, n)
 	}
 	sort.Ints(epochs)

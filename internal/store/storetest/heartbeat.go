@@ -154,6 +154,11 @@ func testHBWakeCoalesceDeferPromote(t *testing.T, e *hbEnv) {
 	// A's run starts and finishes without taking the issue (it stays
 	// unassigned): B's wake is promoted in the same transaction.
 	ra = e.start(t, ra)
+	// An exit code beyond 32 bits is refused by both stores, and the run
+	// stays live (PostgreSQL's column is an integer; it must not wrap).
+	huge := 1<<32 + 1
+	_, err := e.st.RunFinish(ctx, &store.RunFinishParams{RunID: ra.ID, Status: clasp.RunFailed, ExitCode: &huge, Actor: store.Actor{Type: clasp.ActorSystem}})
+	wantCode(t, "finish with a 33-bit exit code", err, clasp.CodeInvalidRequest)
 	if _, err := e.st.RunFinish(ctx, &store.RunFinishParams{RunID: ra.ID, Status: clasp.RunSucceeded, Actor: store.Actor{Type: clasp.ActorSystem}}); err != nil {
 		t.Fatalf("finish A's run: %v", err)
 	}
