@@ -84,6 +84,10 @@ func TestNodeClients(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, "--test", "check.test.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CLASP_BIN="+bin)
+	// The script's Inspector calls set no deadline of their own; this
+	// context bounds them all. Once it kills node, children left holding
+	// the output pipe do not keep the test waiting.
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test check.test.mjs (in %s): %v\n%s", dir, err, out)

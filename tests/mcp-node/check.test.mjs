@@ -133,25 +133,45 @@ test("TypeScript SDK client over stdio", async () => {
 });
 
 test("TypeScript SDK client over /mcp (Streamable HTTP)", async () => {
-  const r1 = await api(keys.coder, "POST", "/api/agents/me/runs", { invocationSource: "node-check" });
-  const r2 = await api(keys.coder, "POST", "/api/agents/me/runs", { invocationSource: "node-check" });
+  const r1 = await openRun(keys.coder);
+  const r2 = await openRun(keys.coder);
   const http = (token) => new StreamableHTTPClientTransport(new URL(url + "/mcp"), { requestInit: { headers: { Authorization: `Bearer ${token}` } } });
   const a = await connect(http(r1.runToken));
   const b = await connect(http(r2.runToken));
   await scenario(a, b, r1.id);
   await a.close();
   await b.close();
-  for (const r of [r1, r2]) {
-    await api(r.runToken, "POST", `/api/runs/${r.id}/finish`, { status: "succeeded" });
-  }
+  for (const r of [r1, r2]) await r.finish("succeeded");
 });
 
-// inspect runs the Inspector CLI and returns its JSON output.
+// inspect runs the Inspector CLI and returns its JSON output once it has
+// exited. It sets no deadline of its own: how long the Inspector (two Node
+// processes) takes to start depends on the machine's load, and the Go test
+// that runs this script bounds the whole check.
 async function inspect(args) {
-  const { stdout } = await run(inspector, ["--cli", ...args], { env: { ...process.env, CLASP_URL: "", CLASP_API_KEY: "" }, timeout: 60_000 });
+  const { stdout } = await run(inspector, ["--cli", ...args], { env: { ...process.env, CLASP_URL: "", CLASP_API_KEY: "" } });
   const start = stdout.indexOf("{");
   assert.ok(start >= 0, `inspector output: ${stdout}`);
   return JSON.parse(stdout.slice(start));
+}
+
+// openRun opens a run of the agent whose key is given, as a launcher does,
+// and heartbeats it every third of its lease until stop() (which finish
+// calls), as a launcher does while its agent works: a run handed to a
+// client that only calls in now and then (a stateless /mcp session) would
+// otherwise be swept once its lease ran out, however slowly the client
+// started. Returns the run with finish(status).
+async function openRun(key) {
+  const r = await api(key, "POST", "/api/agents/me/runs", { invocationSource: "node-check" });
+  const ttl = Date.parse(r.leaseExpiresAt) - Date.parse(r.lastSignOfLifeAt ?? r.startedAt);
+  const beat = setInterval(() => {
+    api(r.runToken, "POST", `/api/runs/${r.id}/heartbeat`, {}).catch((err) => console.error(`heartbeat of run ${r.id}: ${err.message}`));
+  }, Math.max(ttl / 3, 100));
+  r.finish = async (status) => {
+    clearInterval(beat);
+    await api(r.runToken, "POST", `/api/runs/${r.id}/finish`, { status });
+  };
+  return r;
 }
 
 test("Inspector CLI over stdio", async () => {
@@ -166,14 +186,14 @@ test("Inspector CLI over stdio", async () => {
 });
 
 test("Inspector CLI over /mcp", async () => {
-  const r = await api(keys.reviewer, "POST", "/api/agents/me/runs", { invocationSource: "node-check" });
+  const r = await openRun(keys.reviewer);
   const common = [url + "/mcp", "--transport", "http", "--header", `Authorization: Bearer ${r.runToken}`];
   const listed = await inspect([...common, "--method", "tools/list"]);
   assert.deepEqual(listed.tools.map((t) => t.name).sort(), tools);
   const claim = await inspect([...common, "--method", "tools/call", "--tool-name", "claim_next_issue"]);
   assert.equal(claim.structuredContent.outcome, "claimed", JSON.stringify(claim));
   assert.equal(claim.structuredContent.runId, r.id);
-  const other = await api(keys.reviewer, "POST", "/api/agents/me/runs", { invocationSource: "node-check" });
+  const other = await openRun(keys.reviewer);
   const conflict = await inspect([url + "/mcp", "--transport", "http", "--header", `Authorization: Bearer ${other.runToken}`,
     "--method", "tools/call", "--tool-name", "checkout_issue", "--tool-arg", `issue=${claim.structuredContent.issue.identifier}`]);
   assert.equal(conflict.isError, true, JSON.stringify(conflict));
@@ -181,5 +201,5 @@ test("Inspector CLI over /mcp", async () => {
   const done = await inspect([...common, "--method", "tools/call", "--tool-name", "update_issue_status",
     "--tool-arg", `issue=${claim.structuredContent.issue.identifier}`, "--tool-arg", "status=done", "--tool-arg", "comment=done from the inspector"]);
   assert.equal(done.structuredContent.outcome, "updated", JSON.stringify(done));
-  for (const x of [r, other]) await api(x.runToken, "POST", `/api/runs/${x.id}/finish`, { status: "succeeded" });
+  for (const x of [r, other]) await x.finish("succeeded");
 });
