@@ -40,21 +40,27 @@ done
 (cd dist && sha256sum clasp-* >SHA256SUMS)
 
 # What each binary says it is: the native one runs `clasp version`; every
-# one's stamped version is read back from its build information.
+# one must hold the stamped version string (-X writes it into the binary's
+# data; the build information does not record -ldflags under -trimpath, so
+# it cannot be read back from there).
 echo
 for f in dist/clasp-*; do
 	[ "${f##*/}" = SHA256SUMS ] && continue
-	stamped=$(go version -m "$f" | sed -n 's/.*-X github.com\/clasp-dev\/clasp.version=\([^ ]*\).*/\1/p')
-	if [ "$stamped" != "$version" ]; then
-		echo "release: $f carries version '$stamped', want $version" >&2
+	if ! LC_ALL=C grep -qaF -- "$version" "$f"; then
+		echo "release: $f does not carry the version $version" >&2
 		exit 1
 	fi
-	printf '%s: %s\n' "$f" "$stamped"
+	printf '%s: %s (%s)\n' "$f" "$version" "$(go version -m "$f" | sed -n 's/^[[:space:]]*build[[:space:]]*GOOS=//p')/$(go version -m "$f" | sed -n 's/^[[:space:]]*build[[:space:]]*GOARCH=//p')"
 done
 native=dist/clasp-$version-$(go env GOOS)-$(go env GOARCH)
 if [ -x "$native" ]; then
 	echo
-	"$native" version
+	got=$("$native" version)
+	echo "$got"
+	case "$got" in
+	"clasp $version "*) ;;
+	*) echo "release: $native version says '$got', want clasp $version" >&2; exit 1 ;;
+	esac
 fi
 echo
 cat dist/SHA256SUMS
