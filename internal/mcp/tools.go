@@ -547,15 +547,19 @@ func (s *Session) updateStatus(ctx context.Context, in StatusIn, out *IssueOut) 
 		return err
 	}
 	s.drop(iss.ID)
-	me, _ := s.agent(ctx)
-	myID := ""
-	if me != nil {
-		myID = me.ID
-	}
-	out.Issue = viewIssue(iss, myID, nil)
+	out.Issue = viewIssue(iss, s.agentID(ctx), nil)
 	out.Outcome = OutcomeUpdated
 	out.Message = fmt.Sprintf("%s is %s now and no longer held by this session. Next: claim_next_issue.", iss.Identifier, iss.Status)
 	return nil
+}
+
+// agentID is the id of the agent the session's credential names, or ""
+// when it cannot be read (the answer then names no holder as "you").
+func (s *Session) agentID(ctx context.Context) string {
+	if me, _ := s.agent(ctx); me != nil {
+		return me.ID
+	}
+	return ""
 }
 
 // release is release_issue.
@@ -575,12 +579,7 @@ func (s *Session) release(ctx context.Context, in ReleaseIn, out *IssueOut) erro
 		return err
 	}
 	s.drop(iss.ID)
-	me, _ := s.agent(ctx)
-	myID := ""
-	if me != nil {
-		myID = me.ID
-	}
-	out.Issue = viewIssue(iss, myID, nil)
+	out.Issue = viewIssue(iss, s.agentID(ctx), nil)
 	out.Outcome = OutcomeReleased
 	out.Message = fmt.Sprintf("%s is released (%s): this session no longer holds it. Next: claim_next_issue, or end the session.", iss.Identifier, iss.Status)
 	return nil
