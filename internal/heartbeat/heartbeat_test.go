@@ -104,6 +104,26 @@ func newFixture(t *testing.T, st store.HeartbeatStore, script string, timeoutSec
 	if err != nil {
 		t.Fatalf("setup: %v", err)
 	}
+	// The fixture's agent processes end with the test: a scheduler that
+	// stops as a SIGKILLed server does leaves them running, and one waiting
+	// for a file in the removed directory would run forever. Only a group
+	// whose leader still runs this fixture's script is killed (a pid may
+	// have been reused by then).
+	t.Cleanup(func() {
+		runs, _, err := st.RunList(context.Background(), &store.RunListParams{CompanyID: co.ID})
+		if err != nil {
+			return
+		}
+		for _, r := range runs {
+			if r.PID == nil || *r.PID <= 0 {
+				continue
+			}
+			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", *r.PID))
+			if err == nil && strings.Contains(string(cmdline), path) {
+				_ = syscall.Kill(-*r.PID, syscall.SIGKILL)
+			}
+		}
+	})
 	return &fixture{st: st, agent: a, issue: iss, dir: dir}
 }
 
