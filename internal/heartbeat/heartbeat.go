@@ -224,7 +224,15 @@ func (s *Scheduler) register(ctx context.Context) error {
 // this one over (its lease had run out: the server stalled), the runs are
 // that instance's now: every watcher here lets go of its process without
 // touching it, and the instance registers again.
+//
+// The renewal is not cut short by Stop: a statement abandoned on a
+// cancelled context may still commit on a PostgreSQL server after Stop has
+// ended the lease, and hand the stopped instance a whole lease again (its
+// successor would then wait that long to take it over). It is bounded by
+// its own timeout instead, and Stop waits for it.
 func (s *Scheduler) renewInstance(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	err := s.st.InstanceRenew(ctx, s.cfg.HostID, s.cfg.LeaseTTL)
 	if clasp.ErrorCode(err) != clasp.CodeNotFound {
 		return err

@@ -335,16 +335,20 @@ func TestIdleRelease(t *testing.T) {
 }
 
 // TestHeartbeat: a session's run outlives several lease TTLs while the
-// session is active (the heartbeat renews it).
+// session is active (the heartbeat renews it every TTL/3). The TTL is 3 s,
+// not less: a renewal delayed past the TTL by a loaded machine would let
+// the sweeper end the run, which is the lease working, not a failure of
+// the heartbeat.
 func TestHeartbeat(t *testing.T) {
-	w := newWorld(t, "", time.Second, 1)
+	const ttl = 3 * time.Second
+	w := newWorld(t, "", ttl, 1)
 	cs, _ := w.agentSession(0)
 	c := call(t, cs, "claim_next_issue", nil)
 	runID := c.str("runId")
 	start, _ := w.board.RunGet(context.Background(), runID)
 	eventually(t, "the lease is renewed past three TTLs", func() bool {
 		r, err := w.board.RunGet(context.Background(), runID)
-		return err == nil && r.LeaseExpiresAt.Sub(*start.LeaseExpiresAt) > 3*time.Second
+		return err == nil && r.LeaseExpiresAt.Sub(*start.LeaseExpiresAt) > 3*ttl
 	})
 	r, _ := w.board.RunGet(context.Background(), runID)
 	if r.Status != clasp.RunRunning {
