@@ -152,7 +152,9 @@ func TestBinaryStdio(t *testing.T) {
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.cmd.Wait()
+	// The SDK's command transport reaps the process (cmd.Wait); a second
+	// Wait here would race it. The session ends once the process is gone.
+	_ = p.cs.Wait()
 	iss, _ = w.board.IssueGet(ctx, ident)
 	r, _ = w.board.RunGet(ctx, runID)
 	if iss.CheckoutRunID == nil || *iss.CheckoutRunID != runID || r.Status != clasp.RunRunning {
