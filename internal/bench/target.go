@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -18,7 +17,7 @@ import (
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/client"
 	"github.com/clasp-dev/clasp/internal/httpapi"
-	"github.com/clasp-dev/clasp/internal/recovery"
+	"github.com/clasp-dev/clasp/internal/server"
 	"github.com/clasp-dev/clasp/internal/store"
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
 )
@@ -89,11 +88,13 @@ func startBaseTarget(ctx context.Context, cfg Config, dir string) (*target, erro
 	return startSQLiteTarget(ctx, cfg, filepath.Join(dir, "server-base.db"), hc)
 }
 
-// serveStore serves st over HTTP on 127.0.0.1:0 in this process, with the
-// sweeper at its default interval. Closing the target stops both and
+// serveStore serves st in this process with the server of `clasp serve`
+// (package server) on 127.0.0.1:0: the sweeper at its default interval,
+// runs' leases of benchLeaseTTL, no heartbeat scheduler (the bench's
+// agents are its own clients). Closing the target stops the server and
 // closes st.
 func serveStore(ctx context.Context, st interface {
-	store.Store
+	store.HeartbeatStore
 	Close() error
 }, hc *http.Client) (*target, error) {
 	board, hash := httpapi.NewToken(httpapi.TokenBoard)
@@ -101,37 +102,23 @@ func serveStore(ctx context.Context, st interface {
 		_ = st.Close() // setup failed: its error is the one returned
 		return nil, fmt.Errorf("bench: store the board token: %w", err)
 	}
-	discard := slog.New(slog.DiscardHandler)
-	srv := httpapi.New(httpapi.Config{Store: st, Logger: discard, LeaseTTL: benchLeaseTTL})
-	sweeper := recovery.NewSweeper(st, recovery.Config{Logger: discard, Metrics: srv.Metrics()})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		_ = st.Close() // setup failed: its error is the one returned
 		return nil, fmt.Errorf("bench: listen on loopback: %w", err)
 	}
-	if err := sweeper.Start(context.WithoutCancel(ctx)); err != nil {
-		_ = ln.Close() // setup failed: its error is the one returned
-		_ = st.Close()
-		return nil, fmt.Errorf("bench: start the sweeper: %w", err)
+	srv, err := server.Start(context.WithoutCancel(ctx), ln, server.Config{Store: st, LeaseTTL: benchLeaseTTL, ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		_ = st.Close() // setup failed: its error is the one returned
+		return nil, fmt.Errorf("bench: start the server: %w", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(discard.Handler(), slog.LevelWarn)}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = hs.Serve(ln)
-	}()
-	url := "http://" + ln.Addr().String()
 	return &target{
-		api:   &api{hc: hc, base: url, board: board},
+		api:   &api{hc: hc, base: srv.URL(), board: board},
 		store: st,
 		close: func() {
 			hc.CloseIdleConnections()
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = hs.Shutdown(sctx)
-			<-served
-			sweeper.Stop()
-			_ = st.Close() // teardown after the measurement; nothing is left to report to
+			_ = srv.Shutdown(context.Background()) // teardown after the measurement; nothing is left to report to
+			_ = st.Close()
 		},
 	}, nil
 }

@@ -5,18 +5,12 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/clasp-dev/clasp/client"
 	"github.com/clasp-dev/clasp/internal/httpapi"
 )
-
-// ReadHeaderTimeout is how long the server waits for a request's header
-// (slow-header clients are cut off after it). There is no ReadTimeout: it
-// would cut the event stream; bodies have their own read deadline.
-const ReadHeaderTimeout = 5 * time.Second
 
 // EnvCACert names a PEM file of CA certificates that the client commands
 // and `clasp agent work` trust for an https:// server (--ca-cert too).

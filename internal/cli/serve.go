@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,16 +18,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
-	"github.com/clasp-dev/clasp/internal/board"
 	"github.com/clasp-dev/clasp/internal/heartbeat"
 	"github.com/clasp-dev/clasp/internal/httpapi"
-	"github.com/clasp-dev/clasp/internal/mcp"
-	"github.com/clasp-dev/clasp/internal/metrics"
-	"github.com/clasp-dev/clasp/internal/recovery"
+	"github.com/clasp-dev/clasp/internal/server"
 	"github.com/clasp-dev/clasp/internal/store"
 	"github.com/clasp-dev/clasp/internal/store/postgres"
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
@@ -95,83 +91,124 @@ type ServeInfo struct {
 }
 
 // Serve runs the clasp server until ctx ends, then shuts it down gracefully
-// (in-flight requests get cfg.ShutdownTimeout, then the sweeper stops and
-// the database is closed). It opens (creating and migrating) the SQLite
-// database under cfg.DataDir, creates the board token at first start
+// (in-flight requests get cfg.ShutdownTimeout, then the scheduler and the
+// sweeper stop and the database is closed). It opens (creating and
+// migrating) the database: PostgreSQL at cfg.DatabaseURL when set, else
+// SQLite at DataDir/clasp.db. It creates the board token at first start
 // (printed on cfg.Stdout and written to DataDir/board-token, mode 0600),
-// binds cfg.Listen, starts the sweeper and serves the API. When the server
-// accepts connections it sends a ServeInfo on ready (if not nil; the send
-// gives up when ctx ends, so give it a buffer of 1 or a receiver).
+// binds cfg.Listen and starts the server of package server (API, board,
+// /mcp, sweeper, heartbeat scheduler). When the server accepts connections
+// it sends a ServeInfo on ready (if not nil; the send gives up when ctx
+// ends, so give it a buffer of 1 or a receiver).
 //
 // It returns nil after a graceful shutdown, and an error if the server
 // cannot start (bad config, database, address in use) or fails.
 func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
+	m, err := newServeMain(cfg)
+	if err != nil {
+		return err
+	}
+	defer m.close()
+	if err := m.setup(ctx); err != nil {
+		return err
+	}
+	if err := m.run(ctx); err != nil {
+		return err
+	}
+	if ready != nil {
+		select {
+		case ready <- m.info:
+		case <-ctx.Done():
+		}
+	}
+	return m.wait(ctx)
+}
+
+// serveMain is one run of Serve, in steps: newServeMain checks the
+// configuration, setup binds the listener and opens the database and the
+// board token, run starts the server, wait serves until ctx ends and shuts
+// down, close releases what setup acquired.
+type serveMain struct {
+	cfg       ServeConfig
+	log       *slog.Logger
+	out       io.Writer
+	tls       *tls.Config
+	limits    httpapi.Limits
+	agentUser *heartbeat.AgentUser
+
+	ln        net.Listener
+	stopPprof func()
+	st        migratedStore
+	srv       *server.Server
+	info      ServeInfo
+}
+
+// newServeMain applies cfg's defaults and checks it: a usage error for a
+// bad flag value, an error for unreadable TLS files or an unknown
+// --agent-user.
+func newServeMain(cfg ServeConfig) (*serveMain, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		return err
+		return nil, err
 	}
-	tlsCfg, err := cfg.Net.tlsConfig()
-	if err != nil {
-		return err
+	m := &serveMain{cfg: cfg, log: cfg.Logger, out: cfg.Stdout}
+	var err error
+	if m.tls, err = cfg.Net.tlsConfig(); err != nil {
+		return nil, err
 	}
-	limits, err := cfg.Net.limits()
-	if err != nil {
-		return err
+	if m.limits, err = cfg.Net.limits(); err != nil {
+		return nil, err
 	}
-	log := cfg.Logger
-	out := cfg.Stdout
-	var agentUser *heartbeat.AgentUser
 	if cfg.AgentUser != "" {
-		u, err := lookupAgentUser(cfg.AgentUser)
-		if err != nil {
-			return err
+		if m.agentUser, err = lookupAgentUser(cfg.AgentUser); err != nil {
+			return nil, err
 		}
-		agentUser = u
 	}
+	return m, nil
+}
 
-	// Bind first: a busy port fails before anything is created or printed.
+// setup binds cfg.Listen (first: a busy port fails before anything is
+// created or printed) and --pprof's listener, creates the data directory,
+// opens the database, creates or reads back the board token and secures
+// the data directory, printing the database and board token lines.
+func (m *serveMain) setup(ctx context.Context) error {
+	cfg, log, out := m.cfg, m.log, m.out
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return listenError(cfg.Listen, err)
 	}
-	defer ln.Close() // no-op after http.Server.Serve has taken it over and closed it
+	m.ln = ln
 	if tcp, ok := ln.Addr().(*net.TCPAddr); cfg.LocalTrusted && (!ok || !tcp.IP.IsLoopback()) {
 		return fmt.Errorf("--local-trusted: %s is not a loopback address", ln.Addr())
 	}
-	var pprofAddr string
 	if cfg.Pprof != "" {
 		stop, addr, err := servePprof(cfg.Pprof, log)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		pprofAddr = addr
+		m.stopPprof = stop
+		m.info.PprofAddr = addr
 	}
 
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
-	info := ServeInfo{DBPath: filepath.Join(cfg.DataDir, DBFileName), BoardTokenFile: filepath.Join(cfg.DataDir, BoardTokenFileName)}
-	st, err := openStoreConns(ctx, cfg.DatabaseURL, info.DBPath, log, cfg.Sync, cfg.DBMaxConns)
-	if err != nil {
+	info := &m.info
+	info.DBPath, info.BoardTokenFile = filepath.Join(cfg.DataDir, DBFileName), filepath.Join(cfg.DataDir, BoardTokenFileName)
+	if m.st, err = openStoreConns(ctx, cfg.DatabaseURL, info.DBPath, log, cfg.Sync, cfg.DBMaxConns); err != nil {
 		return err
 	}
 	if cfg.DatabaseURL != "" {
 		info.DBPath = redactURL(cfg.DatabaseURL)
 	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			log.Error("close database", "err", err)
-		}
-	}()
 	info.Addr = ln.Addr().String()
 	info.URL = cfg.Net.scheme() + "://" + info.Addr
-	if info.SchemaVersion, err = st.SchemaVersion(ctx); err != nil {
+	if info.SchemaVersion, err = m.st.SchemaVersion(ctx); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
 	fmt.Fprintf(out, "database %s (schema version %d)\n", info.DBPath, info.SchemaVersion)
 
-	created, err := ensureBoardToken(ctx, st, &info)
+	created, err := ensureBoardToken(ctx, m.st, info)
 	if err != nil && !created {
 		return err
 	}
@@ -189,118 +226,82 @@ func Serve(ctx context.Context, cfg ServeConfig, ready chan<- ServeInfo) error {
 	default:
 		fmt.Fprintf(out, "board token: set at first start (its file %s is gone; only its hash is stored)\n", info.BoardTokenFile)
 	}
-	if err := secureDataDir(cfg.DataDir, filepath.Join(cfg.DataDir, DBFileName), info.BoardTokenFile, agentUser != nil); err != nil {
+	if err := secureDataDir(cfg.DataDir, filepath.Join(cfg.DataDir, DBFileName), info.BoardTokenFile, m.agentUser != nil); err != nil {
 		return err
 	}
-	if agentUser == nil && os.Geteuid() == 0 {
+	if m.agentUser == nil && os.Geteuid() == 0 {
 		fmt.Fprintln(out, "warning: running as root without --agent-user: server-managed agents run as root and can read the data directory, the database and the board token")
 		log.Warn("running as root without --agent-user: managed agents run as root")
 	}
+	return nil
+}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg)
-	// Issue 4: the heartbeat scheduler runs server-managed agents as
-	// processes of this host; the API nudges it and cancels through it.
-	runLogDir := filepath.Join(cfg.DataDir, "run-logs")
-	var sched *heartbeat.Scheduler
-	var apiSched httpapi.Scheduler // stays a nil interface without a scheduler
-	if hst, ok := any(st).(store.HeartbeatStore); ok {
-		sched = heartbeat.New(hst, heartbeat.Config{APIURL: info.URL, LeaseTTL: cfg.LeaseTTL, Logger: log,
-			LogDir:  runLogDir,
-			WorkDir: filepath.Join(cfg.DataDir, RunWorkDirName), AgentUser: agentUser,
-			NewRunToken: func() (string, string) { return httpapi.NewToken(httpapi.TokenRun) }})
-		apiSched = sched
-	}
-	api := httpapi.New(httpapi.Config{
-		Store:           st,
-		Logger:          log,
+// run starts the server on the listener (server.Start, which takes the
+// listener over) with the heartbeat scheduler of server-managed agents,
+// and prints the listening line.
+func (m *serveMain) run(ctx context.Context) error {
+	cfg := m.cfg
+	ln := m.ln
+	m.ln = nil // server.Start closes it, on success at Shutdown
+	srv, err := server.Start(ctx, ln, server.Config{
+		Store:           m.st,
+		Logger:          m.log,
 		LeaseTTL:        cfg.LeaseTTL,
+		SweepInterval:   cfg.SweepInterval,
 		LocalTrusted:    cfg.LocalTrusted,
 		RequireRunToken: cfg.RequireRunToken,
-		Registry:        reg,
-		Metrics:         m,
-		Scheduler:       apiSched,
-		RunLogDir:       runLogDir,
-		Limits:          limits,
+		BoardReadOnly:   cfg.BoardReadOnly,
+		Limits:          m.limits,
+		TLS:             m.tls,
+		RunLogDir:       filepath.Join(cfg.DataDir, "run-logs"),
+		Agents:          &server.Agents{WorkDir: filepath.Join(cfg.DataDir, RunWorkDirName), User: m.agentUser},
+		ShutdownTimeout: cfg.ShutdownTimeout,
 	})
-	sweeper := recovery.NewSweeper(st, recovery.Config{Interval: cfg.SweepInterval, Logger: log, Metrics: m})
-	if err := sweeper.Start(ctx); err != nil {
-		return fmt.Errorf("start sweeper: %w", err)
-	}
-	defer sweeper.Stop()
-	// The scheduler registers this server as an instance at start.
-	if sched != nil {
-		if err := sched.Start(ctx); err != nil {
-			return fmt.Errorf("start heartbeat scheduler: %w", err)
-		}
-		defer sched.Stop()
-	}
-
-	// The web board at / (package board) in front of the API.
-	web, err := board.New(board.Config{API: api.Handler(), LocalTrusted: cfg.LocalTrusted, ReadOnly: cfg.BoardReadOnly, Logger: log})
 	if err != nil {
 		return err
 	}
-
-	// No ReadTimeout: it would cut the live event stream. Request bodies
-	// have their own read deadline (httpapi.Config.BodyReadTimeout).
-	// /mcp: the stateless MCP endpoint, whose tools call the API in process.
-	mcpH, apiH := mcp.NewHTTPHandler(api.Handler(), log), web.Handler() // web: the board at /, and the API behind it
-	hs := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/mcp" {
-				mcpH.ServeHTTP(w, r)
-				return
-			}
-			apiH.ServeHTTP(w, r)
-		}),
-		ReadHeaderTimeout: ReadHeaderTimeout,
-		MaxHeaderBytes:    httpapi.HeaderReadLimit,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-		TLSConfig:         tlsCfg,
+	m.srv = srv
+	fmt.Fprintf(m.out, "clasp listening on %s\n", m.info.URL)
+	if m.info.PprofAddr != "" {
+		fmt.Fprintf(m.out, "pprof on http://%s/debug/pprof/\n", m.info.PprofAddr)
 	}
-	serveErr := make(chan error, 1)
-	go func() {
-		if tlsCfg != nil {
-			serveErr <- hs.ServeTLS(ln, "", "") // the certificate is in tlsCfg
-			return
-		}
-		serveErr <- hs.Serve(ln)
-	}()
-
-	fmt.Fprintf(out, "clasp listening on %s\n", info.URL)
-	if pprofAddr != "" {
-		info.PprofAddr = pprofAddr
-		fmt.Fprintf(out, "pprof on http://%s/debug/pprof/\n", pprofAddr)
-	}
-	log.Info("serving", "addr", info.Addr, "lease_ttl", cfg.LeaseTTL, "sweep_interval", cfg.SweepInterval,
+	m.log.Info("serving", "addr", m.info.Addr, "lease_ttl", cfg.LeaseTTL, "sweep_interval", cfg.SweepInterval,
 		"local_trusted", cfg.LocalTrusted, "require_run_token", cfg.RequireRunToken)
-	if ready != nil {
-		select {
-		case ready <- info:
-		case <-ctx.Done():
-		}
-	}
+	return nil
+}
 
+// wait serves until ctx ends, then shuts the server down gracefully. It
+// returns nil after that, or the listener's error if serving failed first.
+func (m *serveMain) wait(ctx context.Context) error {
 	select {
-	case err := <-serveErr:
-		// Serve never returns nil; the listener failed.
+	case err := <-m.srv.Failed():
+		// Serving never stops by itself; the listener failed.
+		_ = m.srv.Shutdown(ctx) // stops the scheduler and the sweeper; the listener's error is the one returned
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down")
-	api.BeginShutdown()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("graceful shutdown timed out; closing connections", "err", err)
-		_ = hs.Close() // forced close after a timed-out shutdown, already logged
+	m.log.Info("shutting down")
+	if err := m.srv.Shutdown(ctx); err != nil {
+		m.log.Warn("graceful shutdown timed out; closing connections", "err", err)
 	}
-	<-serveErr // http.ErrServerClosed
 	return nil
+}
+
+// close releases what setup acquired and run did not hand over: the
+// listener (when the server did not start), the profiler and the
+// database.
+func (m *serveMain) close() {
+	if m.st != nil {
+		if err := m.st.Close(); err != nil {
+			m.log.Error("close database", "err", err)
+		}
+	}
+	if m.stopPprof != nil {
+		m.stopPprof()
+	}
+	if m.ln != nil {
+		_ = m.ln.Close() // the server never started; the error that stopped it is the one returned
+	}
 }
 
 func (c ServeConfig) withDefaults() ServeConfig {
@@ -607,9 +608,11 @@ upgrade ahead of a deployment.`,
 	return cmd
 }
 
-// migratedStore is a store that reports its schema version.
+// migratedStore is what serve and migrate open: a store with the
+// heartbeat scheduler's part (both dialects have it) that reports its
+// schema version.
 type migratedStore interface {
-	store.Store
+	store.HeartbeatStore
 	SchemaVersion(ctx context.Context) (int64, error)
 }
 
