@@ -57,8 +57,11 @@ func translate(err error) error {
 
 // unavailable returns the 503 unavailable error for err when the database
 // is unreachable or went away (too many connections 53300, shutdown
-// 57P01-57P03, a failed connect, a connection broken under a statement),
-// or nil.
+// 57P01-57P03, a failed connect, a connection broken under a statement)
+// or its disk is full (53100, details.reason ReasonDiskFull), or nil.
+// A full pg_wal is not 53100: PostgreSQL stops with a PANIC and restarts,
+// so the requests in flight see a broken connection and later ones a
+// failed connect, both 503 too.
 func unavailable(err error) *clasp.Error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil // the caller went away or ran out of time: not the database's doing
@@ -68,6 +71,10 @@ func unavailable(err error) *clasp.Error {
 		switch pe.Code {
 		case "53300", "57P01", "57P02", "57P03":
 			return clasp.Errorf(clasp.CodeUnavailable, "The database is unavailable; retry shortly.")
+		case "53100": // disk_full: the statement failed and its transaction is rolled back
+			return clasp.Errorf(clasp.CodeUnavailable, "The database server's disk is full, so this write was not made "+
+				"(nothing of it was stored). Reads still work. Free space on the PostgreSQL server's disk; "+
+				"writes resume by themselves, then retry.").WithDetails("reason", ReasonDiskFull)
 		}
 		return nil
 	}
@@ -81,6 +88,10 @@ func unavailable(err error) *clasp.Error {
 	}
 	return nil
 }
+
+// ReasonDiskFull is details.reason of the 503 unavailable a write gets
+// when the database server's disk is full (SQLSTATE 53100).
+const ReasonDiskFull = "disk_full"
 
 // brokenConnection reports whether err is a database connection that broke
 // under a statement: reset or closed by the server (a restart, a

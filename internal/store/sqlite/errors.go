@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"syscall"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -16,8 +17,10 @@ import (
 // 404 not_found; a UNIQUE or PRIMARY KEY violation 409 already_exists; a
 // FOREIGN KEY violation 404 not_found (a referenced row is missing);
 // SQLITE_BUSY or SQLITE_LOCKED (another process holds the write lock past
-// the busy timeout) 503 unavailable. Anything else is returned as it is: an
-// internal error, already wrapped with its context.
+// the busy timeout) 503 unavailable; SQLITE_FULL or ENOSPC (the disk under
+// the database is full: the write was rolled back whole) 503 unavailable
+// with details.reason "disk_full" (ErrDiskFull). Anything else is returned
+// as it is: an internal error, already wrapped with its context.
 func translate(err error) error {
 	if err == nil {
 		return nil
@@ -39,9 +42,28 @@ func translate(err error) error {
 		switch se.Code() & 0xff { // primary result code
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 			return clasp.Errorf(clasp.CodeUnavailable, "The database is busy; retry shortly.")
+		case sqlite3.SQLITE_FULL:
+			return diskFull()
 		}
 	}
+	if errors.Is(err, syscall.ENOSPC) {
+		return diskFull()
+	}
 	return err
+}
+
+// ReasonDiskFull is details.reason of the 503 unavailable a write gets
+// when the disk under the database is full.
+const ReasonDiskFull = "disk_full"
+
+// diskFull is the 503 a write gets while the disk under the database is
+// full: SQLite rolled the write back whole (nothing of it was stored, no
+// lock half-taken), reads still work, and the same writer connection
+// commits again as soon as space is freed, with no restart.
+func diskFull() *clasp.Error {
+	return clasp.Errorf(clasp.CodeUnavailable, "The disk holding the database is full, so this write was not made "+
+		"(nothing of it was stored). Reads still work. Free space on the disk of the server's data directory; "+
+		"writes resume by themselves, then retry.").WithDetails("reason", ReasonDiskFull)
 }
 
 // isUnique reports whether err is a UNIQUE or PRIMARY KEY violation.

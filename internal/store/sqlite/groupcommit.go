@@ -46,6 +46,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/clasp-dev/clasp"
 )
 
 // maxBatch bounds the write requests that share one commit.
@@ -247,9 +249,16 @@ func (s *Store) commitBatch(batch []*writeReq) (rest []*writeReq) {
 	}
 	single := len(batch) == 1 // a lone request needs no savepoint: its transaction is its own
 	done := make([]*writeReq, 0, len(batch))
+	var unavail error // the last 503 a request's fn failed with (disk full, busy)
 	broken := func(i int, cause error) []*writeReq {
 		_ = t.Rollback()
 		err := translate(fmt.Errorf("shared write transaction: %w", cause))
+		if clasp.AsError(err) == nil && unavail != nil {
+			// SQLite rolled the whole transaction back after that error
+			// (it may on SQLITE_FULL), so the savepoint is gone: the same
+			// cause undid the requests already run.
+			err = unavail
+		}
 		for _, r := range done {
 			r.err = err
 		}
@@ -268,6 +277,9 @@ func (s *Store) commitBatch(batch []*writeReq) (rest []*writeReq) {
 		tx := &wtx{b: b, s: s, now: micros(s.now())}
 		if err := runFn(r, tx); err != nil {
 			r.err = translate(err)
+			if clasp.ErrorCode(r.err) == clasp.CodeUnavailable {
+				unavail = r.err
+			}
 			if single {
 				_ = t.Rollback()
 				return nil
