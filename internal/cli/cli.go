@@ -131,6 +131,8 @@ Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409).`
 		a.newBenchCmd(),
 		a.newServeCmd(),
 		a.newMigrateCmd(),
+		a.newBackupCmd(),
+		a.newRestoreCmd(),
 		a.newCompanyCmd(),
 		agent,
 		a.newIssueCmd(),

@@ -139,6 +139,7 @@ type serveMain struct {
 	ln        net.Listener
 	stopPprof func()
 	st        migratedStore
+	unlockDir func() // releases the data directory's lock (SQLite only)
 	srv       *server.Server
 	info      ServeInfo
 }
@@ -195,6 +196,11 @@ func (m *serveMain) setup(ctx context.Context) error {
 	}
 	info := &m.info
 	info.DBPath, info.BoardTokenFile = filepath.Join(cfg.DataDir, DBFileName), filepath.Join(cfg.DataDir, BoardTokenFileName)
+	if cfg.DatabaseURL == "" {
+		if m.unlockDir, err = useDataDir(cfg.DataDir); err != nil {
+			return err
+		}
+	}
 	if m.st, err = openStoreConns(ctx, cfg.DatabaseURL, info.DBPath, log, cfg.Sync, cfg.DBMaxConns); err != nil {
 		return err
 	}
@@ -295,6 +301,9 @@ func (m *serveMain) close() {
 		if err := m.st.Close(); err != nil {
 			m.log.Error("close database", "err", err)
 		}
+	}
+	if m.unlockDir != nil {
+		m.unlockDir() // after the store is closed
 	}
 	if m.stopPprof != nil {
 		m.stopPprof()
@@ -587,6 +596,13 @@ upgrade ahead of a deployment.`,
 			}
 			ctx := cmd.Context()
 			path := filepath.Join(dataDir, DBFileName)
+			if databaseURL == "" {
+				unlock, err := useDataDir(dataDir)
+				if err != nil {
+					return err
+				}
+				defer unlock()
+			}
 			st, err := openStore(ctx, databaseURL, path, nil, "")
 			if err != nil {
 				return err
