@@ -187,7 +187,9 @@ func TestDiskFull_SQLite(t *testing.T) {
 	lockWrite("checkout", func() (*clasp.Issue, error) {
 		return agent(1).IssueCheckout(ctx, f.issues[1].ID, client.CheckoutRequest{AgentID: f.agents[1].ID, ExpectedStatuses: todo})
 	})
-	lockWrite("release", func() (*clasp.Issue, error) { return agent(0).IssueRelease(ctx, f.issues[0].ID, client.ReleaseRequest{}) })
+	lockWrite("release", func() (*clasp.Issue, error) {
+		return agent(0).IssueRelease(ctx, f.issues[0].ID, client.ReleaseRequest{})
+	})
 
 	// Reads keep working.
 	if err := board.Readyz(ctx); err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-
 // TestSnapshotDuringWrites copies a store while 4 goroutines create issues
 // on it: the copy passes Inspect, has no -wal beside it, and holds every
 // issue created before the snapshot began (and nothing half-written:
