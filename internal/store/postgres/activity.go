@@ -23,8 +23,6 @@ const sqlActivityInto = `INSERT INTO activity (company_id, actor_type, actor_id,
 // sqlActorCols are the actor columns of an activity row from actorArgs.
 const sqlActorCols = `@actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text`
 
-const sqlActivityInsert = sqlActivityInto + `VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
-
 // logActivity appends one audit row in transaction tx, attributed to actor
 // (and the run it acts in). details is marshalled to a JSON object.
 func logActivity(ctx context.Context, tx pgx.Tx, companyID string, actor store.Actor, action, entityType, entityID string, details any) error {
@@ -32,9 +30,9 @@ func logActivity(ctx context.Context, tx pgx.Tx, companyID string, actor store.A
 	if err != nil {
 		return fmt.Errorf("activity %s details: %w", action, err)
 	}
-	a := actorArgs(namedArgs{}, actor)
-	if _, err := tx.Exec(ctx, sqlActivityInsert, companyID, a["actor_type"], a["actor_id"], a["actor_run"], a["actor_request"],
-		action, entityType, entityID, string(b)); err != nil {
+	args := actorArgs(namedArgs{"company": companyID, "action": action, "entity_type": entityType, "entity_id": entityID,
+		"details": string(b)}, actor)
+	if _, err := tx.Exec(ctx, q("ActivityInsert"), args); err != nil {
 		return fmt.Errorf("write activity %s of %s %s: %w", action, entityType, entityID, err)
 	}
 	return nil

@@ -13,30 +13,10 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-const (
-	sqlSettingGet = `SELECT value FROM settings WHERE key = $1`
-	// sqlSettingPut inserts unless the key exists, and answers the stored
-	// value either way (the conflicting row is read after the insert
-	// waited for it, so a concurrent first writer's value is seen).
-	sqlSettingPut = `INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = settings.value
-	RETURNING value`
-
-	// sqlCompanyCreate inserts the company and its company.created row.
-	sqlCompanyCreate = `WITH c AS (
-		INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (@id, @name, @prefix, now())
-		RETURNING ` + companyCols + `
-	), act AS (` + sqlActivityInto + `
-		SELECT c.id, ` + sqlActorCols + `, 'company.created', 'company', c.id,
-			jsonb_build_object('name', c.name, 'issuePrefix', c.issue_prefix) FROM c
-	)
-	SELECT ` + companyCols + ` FROM c`
-	sqlCompanyGet = `SELECT ` + companyCols + ` FROM companies WHERE id = $1`
-)
-
 // SettingGet returns the server setting key; 404 not_found if it is unset.
 func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
 	var v string
-	err := s.pool.QueryRow(ctx, sqlSettingGet, key).Scan(&v)
+	err := s.pool.QueryRow(ctx, q("SettingGet"), namedArgs{"key": key}).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", notFound("setting", key)
 	}
@@ -52,7 +32,7 @@ func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
 func (s *Store) SettingPutIfAbsent(ctx context.Context, key, value string) (string, error) {
 	var stored string
 	err := s.retry(ctx, func() error {
-		return wrap(s.pool.QueryRow(ctx, sqlSettingPut, key, value).Scan(&stored), "put setting %s", key)
+		return wrap(s.pool.QueryRow(ctx, q("SettingInsert"), namedArgs{"key": key, "value": value}).Scan(&stored), "put setting %s", key)
 	})
 	return stored, err
 }
@@ -71,7 +51,7 @@ func (s *Store) CompanyCreate(ctx context.Context, p *store.CompanyCreateParams)
 	args := actorArgs(namedArgs{"id": s.newID(), "name": name, "prefix": p.IssuePrefix}, p.Actor)
 	var out *clasp.Company
 	err := s.retry(ctx, func() error {
-		c, err := scanCompany(s.pool.QueryRow(ctx, sqlCompanyCreate, args))
+		c, err := scanCompany(s.pool.QueryRow(ctx, q("CompanyInsert"), args))
 		if isUnique(err) {
 			return clasp.Errorf(clasp.CodeAlreadyExists, "Issue prefix %s is taken by another company.", p.IssuePrefix).
 				WithDetails("field", "issuePrefix")
@@ -87,7 +67,7 @@ func (s *Store) CompanyCreate(ctx context.Context, p *store.CompanyCreateParams)
 
 // CompanyGet returns a company; 404 not_found.
 func (s *Store) CompanyGet(ctx context.Context, id string) (*clasp.Company, error) {
-	c, err := scanCompany(s.pool.QueryRow(ctx, sqlCompanyGet, id))
+	c, err := scanCompany(s.pool.QueryRow(ctx, q("CompanyGet"), namedArgs{"id": id}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("company", id)
 	}

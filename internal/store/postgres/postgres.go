@@ -25,6 +25,7 @@ package postgres
 
 import (
 	"context"
+	"embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,6 +40,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/clasp-dev/clasp/internal/store"
+	"github.com/clasp-dev/clasp/internal/store/sqlfile"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -113,6 +115,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres store: connect to %s: %w", cfg.ConnConfig.Host, err)
 	}
 	if err := s.migrate(ctx); err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if err := s.prepare(ctx); err != nil {
 		s.pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
@@ -201,6 +207,52 @@ func retryable(err error) bool {
 func backoff(attempt int) time.Duration {
 	base := time.Millisecond << (attempt - 1)
 	return base + rand.N(base) // #nosec G404 -- retry jitter, not a secret
+}
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// statements are the named statements of sql/*.sql; statementsErr says
+// why they did not load (a block that does not parse, a name defined
+// twice), and Open returns it.
+var statements, statementsErr = sqlfile.Load(sqlFiles, "sql/*.sql")
+
+// q returns the text of the named statement, to run with namedArgs. A
+// name no statement has is returned as it is, so that running it fails as
+// SQL (TestSQLGolden checks that every name the package uses exists).
+func q(name string) string {
+	if st, ok := statements.Get(name); ok {
+		return st.SQL
+	}
+	return name
+}
+
+// prepare checks at open that every named statement prepares against the
+// migrated schema, as it runs: with its @names rewritten to $n
+// (namedArgs). Each connection then prepares and caches a statement on
+// its first use (pgx's statement cache).
+func (s *Store) prepare(ctx context.Context) error {
+	if statementsErr != nil {
+		return statementsErr
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("prepare statements: %w", err)
+	}
+	defer conn.Release()
+	for _, name := range statements.Names() {
+		c, err := compileNamed(ctx, q(name))
+		if err == nil && c == nil {
+			err = errors.New("its @names could not be rewritten")
+		}
+		if err == nil {
+			_, err = conn.Conn().Prepare(ctx, "", c.sql)
+		}
+		if err != nil {
+			return fmt.Errorf("prepare statement %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func newUUIDv7() string {

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,10 +10,6 @@ import (
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
-
-const sqlActivityInsert = `INSERT INTO activity
-	(company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // logActivity appends one audit row, attributed to actor (and the run it
 // acts in), in the transaction's time. details is marshalled to a JSON
@@ -26,12 +23,19 @@ func (t *wtx) logActivity(ctx context.Context, companyID string, actor store.Act
 	if actorType != clasp.ActorAgent && actorType != clasp.ActorBoard {
 		actorType = clasp.ActorSystem
 	}
-	if _, err := t.exec(ctx, qActivityInsert, companyID, string(actorType), actor.ID(), nullable(actor.RunID),
-		action, entityType, entityID, string(b), t.now, nullable(actor.RequestID)); err != nil {
+	if _, err := t.exec(ctx, "ActivityInsert", activityArgs(companyID, string(actorType), actor.ID(),
+		nullable(actor.RunID), action, entityType, entityID, string(b), t.now, nullable(actor.RequestID))...); err != nil {
 		return fmt.Errorf("write activity %s of %s %s: %w", action, entityType, entityID, err)
 	}
 	t.wroteActivity = true
 	return nil
+}
+
+// activityArgs are the arguments of statement ActivityInsert.
+func activityArgs(companyID, actorType, actorID string, actorRun any, action, entityType, entityID, details string, now int64, request any) []any {
+	return []any{sql.Named("company", companyID), sql.Named("actor_type", actorType), sql.Named("actor_id", actorID),
+		sql.Named("actor_run", actorRun), sql.Named("action", action), sql.Named("entity_type", entityType),
+		sql.Named("entity_id", entityID), sql.Named("details", details), sql.Named("now", now), sql.Named("actor_request", request)}
 }
 
 // ActivityList lists activity rows, newest first, narrowed to a company, an

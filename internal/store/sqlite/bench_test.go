@@ -188,7 +188,7 @@ func benchRaw(b *testing.B, syncMode string, n int) {
 // rawStep is one write transaction of the raw cycle: the lock rule's
 // UPDATE on its fast path (its RETURNING row scanned into plain
 // variables), one activity row, commit.
-func rawStep(ctx context.Context, s *Store, q query, id, agentID, runID, companyID, action string, extra ...any) error {
+func rawStep(ctx context.Context, s *Store, q string, id, agentID, runID, companyID, action string, extra ...any) error {
 	now := time.Now().UnixMicro()
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -210,7 +210,7 @@ func rawStep(ctx context.Context, s *Store, q query, id, agentID, runID, company
 		return fmt.Errorf("raw %s: %w", action, err)
 	}
 	details := `{"agentId":"` + agentID + `","runId":"` + runID + `","checkoutEpoch":` + strconv.FormatInt(epoch, 10) + `}`
-	if _, err := tx.Stmt(s.ws[qActivityInsert]).ExecContext(ctx, companyID, "agent", agentID, runID, action, "issue", id, details, now, nil); err != nil {
+	if _, err := tx.Stmt(s.ws["ActivityInsert"]).ExecContext(ctx, activityArgs(companyID, "agent", agentID, runID, action, "issue", id, details, now, nil)...); err != nil {
 		return err
 	}
 	return tx.Commit()

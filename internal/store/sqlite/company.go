@@ -11,19 +11,10 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-const (
-	sqlSettingGet    = `SELECT value FROM settings WHERE key = ?`
-	sqlSettingInsert = `INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`
-
-	sqlCompanyInsert = `INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (?, ?, ?, ?)
-	RETURNING ` + companyCols
-	sqlCompanyGet = `SELECT ` + companyCols + ` FROM companies WHERE id = ?`
-)
-
 // SettingGet returns the server setting key; 404 not_found if it is unset.
 func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
 	var v string
-	err := s.readRow(ctx, qSettingGet, key).Scan(&v)
+	err := s.readRow(ctx, "SettingGet", sql.Named("key", key)).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", notFound("setting", key)
 	}
@@ -38,10 +29,10 @@ func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
 func (s *Store) SettingPutIfAbsent(ctx context.Context, key, value string) (string, error) {
 	var stored string
 	err := s.write(ctx, func(tx *wtx) error {
-		if _, err := tx.exec(ctx, qSettingInsert, key, value); err != nil {
+		if _, err := tx.exec(ctx, "SettingInsert", sql.Named("key", key), sql.Named("value", value)); err != nil {
 			return fmt.Errorf("put setting %s: %w", key, err)
 		}
-		return wrap(tx.queryRow(ctx, qSettingGet, key).Scan(&stored), "get setting %s", key)
+		return wrap(tx.queryRow(ctx, "SettingGet", sql.Named("key", key)).Scan(&stored), "get setting %s", key)
 	})
 	return stored, err
 }
@@ -59,7 +50,8 @@ func (s *Store) CompanyCreate(ctx context.Context, p *store.CompanyCreateParams)
 	}
 	var out *clasp.Company
 	err := s.write(ctx, func(tx *wtx) error {
-		c, err := scanCompany(tx.queryRow(ctx, qCompanyInsert, tx.s.newID(), name, p.IssuePrefix, tx.now))
+		c, err := scanCompany(tx.queryRow(ctx, "CompanyInsert", sql.Named("id", tx.s.newID()), sql.Named("name", name),
+			sql.Named("prefix", p.IssuePrefix), sql.Named("now", tx.now)))
 		if isUnique(err) {
 			return clasp.Errorf(clasp.CodeAlreadyExists, "Issue prefix %s is taken by another company.", p.IssuePrefix).
 				WithDetails("field", "issuePrefix")
@@ -80,7 +72,7 @@ func (s *Store) CompanyCreate(ctx context.Context, p *store.CompanyCreateParams)
 
 // CompanyGet returns a company; 404 not_found.
 func (s *Store) CompanyGet(ctx context.Context, id string) (*clasp.Company, error) {
-	c, err := scanCompany(s.readRow(ctx, qCompanyGet, id))
+	c, err := scanCompany(s.readRow(ctx, "CompanyGet", sql.Named("id", id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("company", id)
 	}

@@ -237,7 +237,7 @@ func (s *Store) commitBatch(batch []*writeReq) (rest []*writeReq) {
 		}
 		return nil
 	}
-	b := &txBatch{tx: t}
+	b := &txBatch{tx: t, stmts: map[string]*sql.Stmt{}}
 	savepoint := func(op int) error {
 		st := b.sp[op]
 		if st == nil {
@@ -344,6 +344,6 @@ var errPanicked = errors.New("write function panicked")
 // to the transaction once each and reused by every request of the batch.
 type txBatch struct {
 	tx    *sql.Tx
-	stmts [numQueries]*sql.Stmt
+	stmts map[string]*sql.Stmt
 	sp    [numSavepointOps]*sql.Stmt
 }

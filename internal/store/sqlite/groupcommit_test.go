@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"runtime"
@@ -236,7 +237,7 @@ func TestGroupCommitFailingRequestRollsBackAlone(t *testing.T) {
 	waitQueued(s, 1)
 	r2 := async(func() error { // writes, then fails: its write must vanish
 		return s.write(ctx, func(tx *wtx) error {
-			if _, err := tx.exec(ctx, qSettingInsert, "two", "v"); err != nil {
+			if _, err := tx.exec(ctx, "SettingInsert", sql.Named("key", "two"), sql.Named("value", "v")); err != nil {
 				return err
 			}
 			return boom
@@ -292,7 +293,7 @@ func TestGroupCommitCanceledRequestsDoNotPoisonTheBatch(t *testing.T) {
 	r1 := async(func() error {
 		return s.write(ctx, func(tx *wtx) error {
 			cancel5()
-			_, err := tx.exec(ctx, qSettingInsert, "one", "v")
+			_, err := tx.exec(ctx, "SettingInsert", sql.Named("key", "one"), sql.Named("value", "v"))
 			return err
 		})
 	})
@@ -307,11 +308,11 @@ func TestGroupCommitCanceledRequestsDoNotPoisonTheBatch(t *testing.T) {
 	defer cancel3()
 	r3 := async(func() error {
 		return s.write(ctx3, func(tx *wtx) error {
-			if _, err := tx.exec(ctx3, qSettingInsert, "three-a", "v"); err != nil {
+			if _, err := tx.exec(ctx3, "SettingInsert", sql.Named("key", "three-a"), sql.Named("value", "v")); err != nil {
 				return err
 			}
 			cancel3()
-			_, err := tx.exec(ctx3, qSettingInsert, "three-b", "v")
+			_, err := tx.exec(ctx3, "SettingInsert", sql.Named("key", "three-b"), sql.Named("value", "v"))
 			return err
 		})
 	})
@@ -361,7 +362,7 @@ func TestGroupCommitPanicIsTheCallersAlone(t *testing.T) {
 			}
 		}()
 		return s.write(ctx, func(tx *wtx) error {
-			if _, err := tx.exec(ctx, qSettingInsert, "two", "v"); err != nil {
+			if _, err := tx.exec(ctx, "SettingInsert", sql.Named("key", "two"), sql.Named("value", "v")); err != nil {
 				return err
 			}
 			panic("bug")
@@ -394,7 +395,7 @@ func TestGroupCommitLoneWriteHasNoSavepoint(t *testing.T) {
 	// A lone failing write is rolled back as a whole; the writer stays usable.
 	boom := errors.New("boom")
 	err := s.write(ctx, func(tx *wtx) error {
-		if _, err := tx.exec(ctx, qSettingInsert, "x", "v"); err != nil {
+		if _, err := tx.exec(ctx, "SettingInsert", sql.Named("key", "x"), sql.Named("value", "v")); err != nil {
 			return err
 		}
 		return boom

@@ -19,13 +19,13 @@ type TestHooks struct{ S *Store }
 
 // DeleteRun deletes a run's row, so locks naming it name a missing run (S06).
 func (h *TestHooks) DeleteRun(ctx context.Context, runID string) error {
-	return h.exec(ctx, `DELETE FROM runs WHERE id = ?`, runID)
+	return h.exec(ctx, "HookDeleteRun", sql.Named("run", runID))
 }
 
 // ExpireRunLease sets a run's lease_expires_at one second before the
 // store's now, leaving its status as it is (a lost run not yet swept).
 func (h *TestHooks) ExpireRunLease(ctx context.Context, runID string) error {
-	return h.exec(ctx, `UPDATE runs SET lease_expires_at = ? WHERE id = ?`, h.S.nowMicros()-1_000_000, runID)
+	return h.exec(ctx, "HookSetRunLease", sql.Named("lease", h.S.nowMicros()-1_000_000), sql.Named("run", runID))
 }
 
 // SetRunStatus changes a run's status only (finished_at too for a terminal
@@ -35,7 +35,7 @@ func (h *TestHooks) SetRunStatus(ctx context.Context, runID string, status clasp
 	if status.Terminal() {
 		finished = h.S.nowMicros()
 	}
-	return h.exec(ctx, `UPDATE runs SET status = ?, finished_at = coalesce(?, finished_at) WHERE id = ?`, string(status), finished, runID)
+	return h.exec(ctx, "HookSetRunStatus", sql.Named("status", string(status)), sql.Named("finished", finished), sql.Named("run", runID))
 }
 
 // ForceIssueLocks writes an issue's status, assignee and lock columns as
@@ -44,14 +44,10 @@ func (h *TestHooks) SetRunStatus(ctx context.Context, runID string, status clasp
 // different runs) is written with CHECK constraints ignored for that one
 // statement.
 func (h *TestHooks) ForceIssueLocks(ctx context.Context, issueID string, status clasp.IssueStatus, assigneeAgentID, checkoutRunID, executionRunID *string) error {
-	const q = `UPDATE issues SET status = ?, assignee_agent_id = ?, checkout_run_id = ?, execution_run_id = ?,
-		execution_agent_name_key = CASE WHEN ?4 IS NULL THEN NULL
-			ELSE (SELECT a.name_key FROM runs r JOIN agents a ON a.id = r.agent_id WHERE r.id = ?4) END,
-		execution_locked_at = CASE WHEN ?4 IS NULL THEN NULL ELSE ? END
-	WHERE id = ?`
-	args := []any{string(status), nullString(assigneeAgentID), nullString(checkoutRunID), nullString(executionRunID),
-		h.S.nowMicros(), issueID}
-	err := h.exec(ctx, q, args...)
+	args := []any{sql.Named("status", string(status)), sql.Named("assignee", nullString(assigneeAgentID)),
+		sql.Named("checkout", nullString(checkoutRunID)), sql.Named("execution", nullString(executionRunID)),
+		sql.Named("now", h.S.nowMicros()), sql.Named("id", issueID)}
+	err := h.exec(ctx, "HookForceIssueLocks", args...)
 	var se *sqlite.Error
 	if !errors.As(err, &se) || se.Code() != sqlite3.SQLITE_CONSTRAINT_CHECK {
 		return err
@@ -65,12 +61,14 @@ func (h *TestHooks) ForceIssueLocks(ctx context.Context, issueID string, status 
 		return err
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA ignore_check_constraints = OFF`)
-	_, err = conn.ExecContext(ctx, q, args...)
+	_, err = conn.ExecContext(ctx, h.S.sqlText["HookForceIssueLocks"], args...)
 	return err
 }
 
-func (h *TestHooks) exec(ctx context.Context, q string, args ...any) error {
-	res, err := h.S.w.ExecContext(ctx, q, args...)
+// exec runs the named statement on the writer and fails unless it
+// changed exactly one row.
+func (h *TestHooks) exec(ctx context.Context, name string, args ...any) error {
+	res, err := h.S.ws[name].ExecContext(ctx, args...)
 	if err != nil {
 		return fmt.Errorf("test hook: %w", err)
 	}

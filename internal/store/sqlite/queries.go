@@ -1,83 +1,75 @@
 package sqlite
 
-// query names a static statement. Open prepares every one on the writer
-// connection, and the SELECTs also on the reader pool, so the hot paths
-// never parse SQL. The text of each lives next to the code that runs it.
-type query int
+// The statements still written in Go, by name: Open prepares them with
+// those of sql/*.sql (sqlite.go), and a name in both is an error. The text
+// of each lives next to the code that runs it.
 
 const (
 	// lock.go: the lock rules and the sweeper
-	qLockRead query = iota
-	qCallerRunRead
-	qCheckout
-	qBoardCheckout
-	qRelease
-	qPatch
-	qForceRelease
-	qRunFinish
-	qReleaseRunLocks
-	qSweepExpiredRuns
-	qStaleLockCandidates
-	qClearStaleLock
+	qLockRead            = "LockRead"
+	qCallerRunRead       = "CallerRunRead"
+	qCheckout            = "Checkout"
+	qBoardCheckout       = "BoardCheckout"
+	qRelease             = "Release"
+	qPatch               = "Patch"
+	qForceRelease        = "ForceRelease"
+	qRunFinish           = "RunFinish"
+	qReleaseRunLocks     = "ReleaseRunLocks"
+	qSweepExpiredRuns    = "SweepExpiredRuns"
+	qStaleLockCandidates = "StaleLockCandidates"
+	qClearStaleLock      = "ClearStaleLock"
 	// claim.go: claim-next
-	qClaim
-	qClaimPick
-	qIssueAudit
+	qClaim      = "Claim"
+	qClaimPick  = "ClaimPick"
+	qIssueAudit = "IssueAudit"
 	// activity.go
-	qActivityInsert
 	// watch.go
-	qActivityAfter
-	qActivityLatestID
+	qActivityAfter    = "ActivityAfter"
+	qActivityLatestID = "ActivityLatestID"
 	// company.go
-	qSettingGet
-	qSettingInsert
-	qCompanyInsert
-	qCompanyGet
 	// agent.go
-	qAgentInsert
-	qAgentGet
-	qAgentStatusInCompany
-	qAgentUpdate
-	qAgentRevokeKeys
-	qAgentEndRuns
-	qAgentHeartbeat
-	qKeyInsert
-	qKeyRevoke
-	qKeyGet
-	qKeyList
-	qKeyAuth
-	qKeyAuthRun
-	qKeyUsed
+	qAgentInsert          = "AgentInsert"
+	qAgentGet             = "AgentGet"
+	qAgentStatusInCompany = "AgentStatusInCompany"
+	qAgentUpdate          = "AgentUpdate"
+	qAgentRevokeKeys      = "AgentRevokeKeys"
+	qAgentEndRuns         = "AgentEndRuns"
+	qAgentHeartbeat       = "AgentHeartbeat"
+	qKeyInsert            = "KeyInsert"
+	qKeyRevoke            = "KeyRevoke"
+	qKeyGet               = "KeyGet"
+	qKeyList              = "KeyList"
+	qKeyAuth              = "KeyAuth"
+	qKeyAuthRun           = "KeyAuthRun"
+	qKeyUsed              = "KeyUsed"
 	// run.go
-	qRunInsert
-	qRunGet
-	qRunAuth
-	qRunTouch
-	qRunReplayOpen
+	qRunInsert     = "RunInsert"
+	qRunGet        = "RunGet"
+	qRunAuth       = "RunAuth"
+	qRunTouch      = "RunTouch"
+	qRunReplayOpen = "RunReplayOpen"
 	// issue.go
-	qNextIdentifier
-	qIssueInsert
-	qIssueGet
-	qIssueByID
-	qInbox
+	qNextIdentifier = "NextIdentifier"
+	qIssueInsert    = "IssueInsert"
+	qIssueGet       = "IssueGet"
+	qIssueByID      = "IssueByID"
+	qInbox          = "Inbox"
 	// comment.go
-	qIssueRef
-	qCommentInsert
-	qCommentList
-	qCommentListDesc
-	qCommentGet
-	qCommentSeq
-	qCommentByID
+	qIssueRef        = "IssueRef"
+	qCommentInsert   = "CommentInsert"
+	qCommentList     = "CommentList"
+	qCommentListDesc = "CommentListDesc"
+	qCommentGet      = "CommentGet"
+	qCommentSeq      = "CommentSeq"
+	qCommentByID     = "CommentByID"
 	// idempotency.go
-	qIdempotencyGet
-	qIdempotencyInsert
-	qIdempotencyPurge
-
-	numQueries
+	qIdempotencyGet    = "IdempotencyGet"
+	qIdempotencyInsert = "IdempotencyInsert"
+	qIdempotencyPurge  = "IdempotencyPurge"
 )
 
 // queries is the text of every static statement.
-var queries = [numQueries]string{
+var queries = map[string]string{
 	qLockRead:            sqlLockRead,
 	qCallerRunRead:       sqlCallerRunRead,
 	qCheckout:            sqlCheckout,
@@ -94,15 +86,8 @@ var queries = [numQueries]string{
 	qClaimPick:           sqlClaimPick,
 	qIssueAudit:          sqlIssueAudit,
 
-	qActivityInsert: sqlActivityInsert,
-
 	qActivityAfter:    sqlActivityAfter,
 	qActivityLatestID: sqlActivityLatestID,
-
-	qSettingGet:    sqlSettingGet,
-	qSettingInsert: sqlSettingInsert,
-	qCompanyInsert: sqlCompanyInsert,
-	qCompanyGet:    sqlCompanyGet,
 
 	qAgentInsert:          sqlAgentInsert,
 	qAgentGet:             sqlAgentGet,

@@ -41,7 +41,7 @@ func (r *Raw) Release(ctx context.Context, p RawStep) error {
 	return r.step(ctx, qRelease, p, "issue.released", sql.Named("held_only", true), sql.Named("unassign", false), sql.Named("board", false))
 }
 
-func (r *Raw) step(ctx context.Context, q query, p RawStep, action string, extra ...any) error {
+func (r *Raw) step(ctx context.Context, q string, p RawStep, action string, extra ...any) error {
 	s := r.s
 	now := time.Now().UnixMicro()
 	tx, err := s.w.BeginTx(ctx, nil)
@@ -79,8 +79,8 @@ func (r *Raw) step(ctx context.Context, q query, p RawStep, action string, extra
 	if q == qRelease {
 		details = `{"previousCheckoutRunId":"` + p.RunID + `","previousExecutionRunId":"` + p.RunID + `","unassigned":false}`
 	}
-	if _, err := tx.StmtContext(ctx, s.ws[qActivityInsert]).ExecContext(ctx, p.CompanyID, "agent", p.AgentID, p.RunID,
-		action, "issue", p.IssueID, details, now, nil); err != nil {
+	if _, err := tx.StmtContext(ctx, s.ws["ActivityInsert"]).ExecContext(ctx, activityArgs(p.CompanyID, "agent", p.AgentID, p.RunID,
+		action, "issue", p.IssueID, details, now, nil)...); err != nil {
 		return fmt.Errorf("raw %s: activity: %w", action, err)
 	}
 	if err := tx.Commit(); err != nil {

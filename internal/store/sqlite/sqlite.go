@@ -19,12 +19,15 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"embed"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -34,6 +37,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/clasp-dev/clasp/internal/store"
+	"github.com/clasp-dev/clasp/internal/store/sqlfile"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -62,8 +66,10 @@ type Store struct {
 	w *sql.DB // the writer: exactly one connection, BEGIN IMMEDIATE
 	r *sql.DB // readers: several query_only connections
 
-	ws [numQueries]*sql.Stmt // every static statement, prepared on the writer
-	rs [numQueries]*sql.Stmt // the static SELECTs, prepared on the reader pool
+	ws map[string]*sql.Stmt // every named statement, prepared on the writer
+	rs map[string]*sql.Stmt // the named SELECTs, prepared on the reader pool
+
+	sqlText map[string]string // the text of every named statement
 
 	migrator *goose.Provider
 	now      func() time.Time
@@ -150,22 +156,53 @@ func (s *Store) open(ctx context.Context, path, syncMode string) error {
 	if err := s.prepareSavepoints(ctx); err != nil {
 		return err
 	}
-	for q, text := range queries {
-		if strings.TrimSpace(text) == "" {
-			// A query name without text would prepare a statement that
-			// silently answers no rows.
-			return fmt.Errorf("statement %d has no text in queries (queries.go)", q)
+	stmts, err := statements()
+	if err != nil {
+		return err
+	}
+	s.sqlText, s.ws, s.rs = stmts, make(map[string]*sql.Stmt, len(stmts)), map[string]*sql.Stmt{}
+	for _, name := range slices.Sorted(maps.Keys(stmts)) {
+		text := stmts[name]
+		if s.ws[name], err = s.w.PrepareContext(ctx, text); err != nil {
+			return fmt.Errorf("prepare statement %s: %w", name, err)
 		}
-		if s.ws[q], err = s.w.PrepareContext(ctx, text); err != nil {
-			return fmt.Errorf("prepare %.60q: %w", text, err)
-		}
-		if strings.HasPrefix(text, "SELECT") {
-			if s.rs[q], err = s.r.PrepareContext(ctx, text); err != nil {
-				return fmt.Errorf("prepare %.60q on readers: %w", text, err)
+		if sqlfile.IsSelect(text) {
+			if s.rs[name], err = s.r.PrepareContext(ctx, text); err != nil {
+				return fmt.Errorf("prepare statement %s on readers: %w", name, err)
 			}
 		}
 	}
 	return nil
+}
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// statements returns the text of every named statement: the blocks of
+// sql/*.sql and those still written in Go (queries.go). Errors: a block
+// that does not parse (sqlfile.Load), a name defined twice, a statement
+// with no text.
+func statements() (map[string]string, error) {
+	set, err := sqlfile.Load(sqlFiles, "sql/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(queries)+len(set.Names()))
+	for _, name := range set.Names() {
+		out[name] = set.SQL(name)
+	}
+	for name, text := range queries {
+		if _, ok := out[name]; ok {
+			return nil, fmt.Errorf("statement %s is both in sql/*.sql and in queries.go", name)
+		}
+		if strings.TrimSpace(text) == "" {
+			// A name without text would prepare a statement that
+			// silently answers no rows.
+			return nil, fmt.Errorf("statement %s has no text in queries.go", name)
+		}
+		out[name] = text
+	}
+	return out, nil
 }
 
 // Close closes the statements and both connection pools. It runs PRAGMA
@@ -177,11 +214,9 @@ func (s *Store) Close() error {
 			errs = append(errs, st.Close())
 		}
 	}
-	for i := range s.ws {
-		for _, st := range []*sql.Stmt{s.ws[i], s.rs[i]} {
-			if st != nil {
-				errs = append(errs, st.Close())
-			}
+	for _, m := range []map[string]*sql.Stmt{s.ws, s.rs} {
+		for _, st := range m {
+			errs = append(errs, st.Close())
 		}
 	}
 	if s.r != nil {
@@ -218,50 +253,73 @@ type wtx struct {
 	wroteActivity bool // set by logActivity: wake the watchers after commit
 }
 
-// stmt returns statement q bound to the transaction, and the context to run
-// it with. A statement, once started, runs to its end: if ctx has ended
-// already, the returned ctx is ctx itself, so that database/sql fails the
-// call before it reaches SQLite; otherwise it is a context that never
-// ends. SQLite answers a write interrupted inside a transaction by rolling
-// back the whole transaction, which group commit shares with other
-// requests; and the driver watches a cancelable context with a goroutine
-// and a progress handler per statement, which a write of a few hundred
-// microseconds does not need.
-func (t *wtx) stmt(ctx context.Context, q query) (*sql.Stmt, context.Context) {
-	st := t.b.stmts[q]
+// stmt returns the named statement bound to the transaction, and the
+// context to run it with. A statement, once started, runs to its end: if
+// ctx has ended already, the returned ctx is ctx itself, so that
+// database/sql fails the call before it reaches SQLite; otherwise it is a
+// context that never ends. SQLite answers a write interrupted inside a
+// transaction by rolling back the whole transaction, which group commit
+// shares with other requests; and the driver watches a cancelable context
+// with a goroutine and a progress handler per statement, which a write of
+// a few hundred microseconds does not need. A name no statement has gives
+// nil (the callers then run the name itself, which fails as SQL).
+func (t *wtx) stmt(ctx context.Context, name string) (*sql.Stmt, context.Context) {
+	if ctx.Err() == nil {
+		ctx = context.Background()
+	}
+	st := t.b.stmts[name]
 	if st == nil {
-		st = t.b.tx.Stmt(t.s.ws[q])
-		t.b.stmts[q] = st
+		ws := t.s.ws[name]
+		if ws == nil {
+			return nil, ctx
+		}
+		st = t.b.tx.Stmt(ws)
+		t.b.stmts[name] = st
 	}
-	if ctx.Err() != nil {
-		return st, ctx
-	}
-	return st, context.Background()
+	return st, ctx
 }
 
-func (t *wtx) exec(ctx context.Context, q query, args ...any) (sql.Result, error) {
-	st, ctx := t.stmt(ctx, q)
+// exec runs the named statement in the transaction.
+func (t *wtx) exec(ctx context.Context, name string, args ...any) (sql.Result, error) {
+	st, ctx := t.stmt(ctx, name)
+	if st == nil {
+		return t.b.tx.ExecContext(ctx, name, args...)
+	}
 	return st.ExecContext(ctx, args...)
 }
 
-func (t *wtx) queryRow(ctx context.Context, q query, args ...any) *sql.Row {
-	st, ctx := t.stmt(ctx, q)
+// queryRow runs the named statement in the transaction for one row.
+func (t *wtx) queryRow(ctx context.Context, name string, args ...any) *sql.Row {
+	st, ctx := t.stmt(ctx, name)
+	if st == nil {
+		return t.b.tx.QueryRowContext(ctx, name, args...)
+	}
 	return st.QueryRowContext(ctx, args...)
 }
 
-func (t *wtx) query(ctx context.Context, q query, args ...any) (*sql.Rows, error) {
-	st, ctx := t.stmt(ctx, q)
+// query runs the named statement in the transaction for its rows.
+func (t *wtx) query(ctx context.Context, name string, args ...any) (*sql.Rows, error) {
+	st, ctx := t.stmt(ctx, name)
+	if st == nil {
+		return t.b.tx.QueryContext(ctx, name, args...)
+	}
 	return st.QueryContext(ctx, args...)
 }
 
-// readRow runs a static SELECT on the reader pool.
-func (s *Store) readRow(ctx context.Context, q query, args ...any) *sql.Row {
-	return s.rs[q].QueryRowContext(ctx, args...)
+// readRow runs the named SELECT on the reader pool for one row.
+func (s *Store) readRow(ctx context.Context, name string, args ...any) *sql.Row {
+	if st := s.rs[name]; st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.r.QueryRowContext(ctx, name, args...)
 }
 
-// read runs a static SELECT on the reader pool.
-func (s *Store) read(ctx context.Context, q query, args ...any) (*sql.Rows, error) {
-	return s.rs[q].QueryContext(ctx, args...)
+// read runs the named SELECT on the reader pool for its rows.
+func (s *Store) read(ctx context.Context, name string, args ...any) (*sql.Rows, error) {
+	if st := s.rs[name]; st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return s.r.QueryContext(ctx, name, args...)
 }
 
 // nowMicros is the store clock in unix µs.

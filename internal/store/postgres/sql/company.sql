@@ -1,0 +1,27 @@
+-- Server settings and companies. now() is the transaction's start, the
+-- database's clock.
+
+-- name: SettingGet
+SELECT value FROM settings WHERE key = @key::text
+
+-- name: SettingInsert
+-- Inserts unless the key exists, and answers the stored value either way
+-- (the conflicting row is read after the insert waited for it, so a
+-- concurrent first writer's value is seen).
+INSERT INTO settings (key, value) VALUES (@key::text, @value::text) ON CONFLICT (key) DO UPDATE SET value = settings.value
+RETURNING value
+
+-- name: CompanyInsert
+-- The company and its company.created row.
+WITH c AS (
+	INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (@id::text, @name::text, @prefix::text, now())
+	RETURNING id, name, issue_prefix, created_at
+), act AS (
+	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
+	SELECT c.id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'company.created', 'company', c.id,
+		jsonb_build_object('name', c.name, 'issuePrefix', c.issue_prefix) FROM c
+)
+SELECT id, name, issue_prefix, created_at FROM c
+
+-- name: CompanyGet
+SELECT id, name, issue_prefix, created_at FROM companies WHERE id = @id::text

@@ -1,0 +1,2 @@
+-- $1 = @id
+SELECT id, name, issue_prefix, created_at FROM companies WHERE id = $1::text

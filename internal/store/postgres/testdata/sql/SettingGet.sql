@@ -1,0 +1,2 @@
+-- $1 = @key
+SELECT value FROM settings WHERE key = $1::text

@@ -1,0 +1,165 @@
+// Package sqlfile reads the named SQL statements of a store dialect from
+// .sql files. A file holds blocks; each starts with a line
+//
+//	-- name: Checkout
+//
+// and runs to the next such line or the end of the file. The block's text
+// (its comments included, trailing blank lines and a final semicolon
+// removed) is the statement exactly as the dialect prepares it: nothing is
+// assembled from Go. Before the first block a file may hold only comments
+// and blank lines.
+package sqlfile
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Statement is one named block: its name, the file and line of its
+// "-- name:" line, and its text.
+type Statement struct {
+	Name string
+	File string
+	Line int
+	SQL  string
+}
+
+// Set is the statements of a dialect by name.
+type Set struct {
+	byName map[string]Statement
+	names  []string // sorted
+}
+
+var (
+	nameLine  = regexp.MustCompile(`^--\s*name\s*:(.*)$`)
+	validName = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+)
+
+// Parse reads the blocks of one file's text; file names it in errors. It
+// fails on a name that is empty or not an upper-camel-case identifier, on
+// text before the first block that is not a comment, and on a block with
+// no statement (only comments or blank lines).
+func Parse(file, text string) ([]Statement, error) {
+	var (
+		out []Statement
+		cur *Statement
+		buf []string
+	)
+	flush := func() error {
+		if cur == nil {
+			return nil
+		}
+		for len(buf) > 0 && strings.TrimSpace(buf[len(buf)-1]) == "" {
+			buf = buf[:len(buf)-1]
+		}
+		sql := strings.TrimSuffix(strings.TrimRight(strings.Join(buf, "\n"), " \t\n"), ";")
+		if !hasStatement(sql) {
+			return fmt.Errorf("%s:%d: statement %s is empty", file, cur.Line, cur.Name)
+		}
+		cur.SQL = sql
+		out = append(out, *cur)
+		return nil
+	}
+	for i, line := range strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if m := nameLine.FindStringSubmatch(trimmed); m != nil {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+			name := strings.TrimSpace(m[1])
+			if !validName.MatchString(name) {
+				return nil, fmt.Errorf("%s:%d: statement name %q: want an upper-camel-case identifier", file, i+1, name)
+			}
+			cur, buf = &Statement{Name: name, File: file, Line: i + 1}, nil
+			continue
+		}
+		if cur == nil {
+			if trimmed != "" && !strings.HasPrefix(trimmed, "--") {
+				return nil, fmt.Errorf("%s:%d: SQL before the first \"-- name:\" line", file, i+1)
+			}
+			continue
+		}
+		if len(buf) == 0 && trimmed == "" {
+			continue // blank lines between the name and the statement
+		}
+		buf = append(buf, line)
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// hasStatement reports whether sql holds anything but comments and blanks.
+func hasStatement(sql string) bool {
+	for _, line := range strings.Split(sql, "\n") {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "--") {
+			return true
+		}
+	}
+	return false
+}
+
+// Load parses every file of fsys matching pattern (path.Match syntax, e.g.
+// "sql/*.sql"), in name order. It fails on a parse error, on a name
+// defined twice (in one file or two; both places are named), and when no
+// file matches.
+func Load(fsys fs.FS, pattern string) (*Set, error) {
+	files, err := fs.Glob(fsys, pattern)
+	if err != nil {
+		return nil, fmt.Errorf("sql files %s: %w", pattern, err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("sql files %s: no file matches", pattern)
+	}
+	sort.Strings(files)
+	set := &Set{byName: map[string]Statement{}}
+	for _, f := range files {
+		b, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return nil, fmt.Errorf("sql file %s: %w", f, err)
+		}
+		stmts, err := Parse(path.Base(f), string(b))
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range stmts {
+			if prev, ok := set.byName[st.Name]; ok {
+				return nil, fmt.Errorf("%s:%d: statement %s is defined again (first at %s:%d)", st.File, st.Line, st.Name, prev.File, prev.Line)
+			}
+			set.byName[st.Name] = st
+			set.names = append(set.names, st.Name)
+		}
+	}
+	sort.Strings(set.names)
+	return set, nil
+}
+
+// Names returns every statement name, sorted.
+func (s *Set) Names() []string { return append([]string(nil), s.names...) }
+
+// Get returns the statement called name.
+func (s *Set) Get(name string) (Statement, bool) {
+	st, ok := s.byName[name]
+	return st, ok
+}
+
+// SQL returns the text of statement name, or "" when there is none.
+func (s *Set) SQL(name string) string { return s.byName[name].SQL }
+
+// IsSelect reports whether sql, past its leading comments, is a SELECT:
+// a statement a read-only connection can prepare.
+func IsSelect(sql string) bool {
+	for _, line := range strings.Split(sql, "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		return strings.HasPrefix(strings.ToUpper(t), "SELECT")
+	}
+	return false
+}

@@ -1,0 +1,16 @@
+-- Server settings and companies. Times are unix microseconds (:now is the
+-- write transaction's time).
+
+-- name: SettingGet
+SELECT value FROM settings WHERE key = :key
+
+-- name: SettingInsert
+-- The first value of a key wins; a later one changes nothing.
+INSERT INTO settings (key, value) VALUES (:key, :value) ON CONFLICT (key) DO NOTHING
+
+-- name: CompanyInsert
+INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (:id, :name, :prefix, :now)
+RETURNING id, name, issue_prefix, created_at
+
+-- name: CompanyGet
+SELECT id, name, issue_prefix, created_at FROM companies WHERE id = :id

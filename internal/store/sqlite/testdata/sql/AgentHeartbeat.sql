@@ -1,0 +1,1 @@
+UPDATE agents SET last_heartbeat_at = ? WHERE id = ?

@@ -1,0 +1,1 @@
+SELECT status FROM agents WHERE id = ? AND company_id = ?

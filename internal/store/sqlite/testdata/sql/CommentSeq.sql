@@ -1,0 +1,1 @@
+SELECT seq FROM comments WHERE id = ? AND issue_id = ?

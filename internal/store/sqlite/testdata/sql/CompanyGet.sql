@@ -1,0 +1,1 @@
+SELECT id, name, issue_prefix, created_at FROM companies WHERE id = :id

@@ -1,0 +1,1 @@
+DELETE FROM runs WHERE id = :run

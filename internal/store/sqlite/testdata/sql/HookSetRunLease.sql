@@ -1,0 +1,1 @@
+UPDATE runs SET lease_expires_at = :lease WHERE id = :run

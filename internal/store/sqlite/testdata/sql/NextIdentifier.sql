@@ -1,0 +1,2 @@
+UPDATE companies SET issue_counter = issue_counter + 1 WHERE id = ?
+	RETURNING issue_counter, issue_prefix
