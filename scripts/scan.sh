@@ -28,6 +28,8 @@ trap 'rm -rf "$work"' EXIT
 step() { printf '\n== %s\n' "$*"; }
 
 step "build the pinned scanners (tools/go.mod)"
+# tools/go.sum must be what go mod tidy writes, like the main module's.
+(cd tools && go mod tidy -diff) || { echo "scan: tools/go.mod or tools/go.sum is not tidy: run (cd tools && go mod tidy)" >&2; exit 1; }
 (cd tools && go build -o "$work/bin/" \
   golang.org/x/vuln/cmd/govulncheck \
   honnef.co/go/tools/cmd/staticcheck \
