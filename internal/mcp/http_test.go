@@ -78,6 +78,12 @@ func TestHTTPEndpoint(t *testing.T) {
 		if r := call(t, norun, "claim_next_issue", nil); !r.IsError || !strings.Contains(r.str("message"), "X-Clasp-Run-Id") {
 			t.Errorf("claim without a run: %+v", r.S)
 		}
+		if r := call(t, norun, "session_status", nil); !r.IsError || r.str("error", "code") != "run_id_required" || !strings.Contains(r.str("message"), "X-Clasp-Run-Id") {
+			t.Errorf("session_status without a run: %+v", r.S)
+		}
+		if r := call(t, a, "session_status", nil); r.IsError || r.str("outcome") != "ok" {
+			t.Errorf("session_status with a run token: %+v", r.S)
+		}
 		// No credential: every tool names the Authorization header.
 		anon := httpSession(t, w.url, nil)
 		if r := call(t, anon, "list_my_issues", nil); !r.IsError || r.str("error", "setting") != "Authorization" {

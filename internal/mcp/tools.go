@@ -230,6 +230,11 @@ func (s *Session) sessionStatus(ctx context.Context, _ NoInput, out *StatusOut) 
 		return err
 	}
 	out.Agent, out.AgentID = me.Name, me.ID
+	if out.RunID == "" && s.opts.Stateless && !s.cfg.RunToken() {
+		// An agent API key with no X-Clasp-Run-Id: every tool that needs a
+		// run would fail, so the status says so rather than "ok".
+		return errNoRun
+	}
 	if out.RunID != "" {
 		if r, err := s.base.RunGet(ctx, out.RunID); err == nil {
 			out.RunStatus = string(r.Status)
