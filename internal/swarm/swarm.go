@@ -249,100 +249,184 @@ var ErrTimeout = errors.New("swarm timed out")
 // gets a line about once a second, and the setup steps. The error is nil
 // only when every check passed; it wraps ErrViolations or ErrTimeout when
 // the report says why, and the report is then returned too.
+//
+// Its steps: setup (data directory, files, servers, company, agents and
+// issues), work (the agent processes until the work ends or
+// Config.Timeout), check (the sweeper's recovery, then Check against the
+// acknowledged writes) and report.
 func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	logf := func(format string, args ...any) { fmt.Fprintf(progress, "swarm: "+format+"\n", args...) }
+	r := &swarmRun{cfg: cfg, progress: progress, start: time.Now()}
+	defer r.close()
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.work(ctx); err != nil {
+		return nil, err
+	}
+	r.check(ctx)
+	return r.report()
+}
 
-	dataDir := cfg.DataDir
-	if dataDir == "" {
+// swarmRun is one Run: what its steps hand on to the next ones.
+type swarmRun struct {
+	cfg      Config
+	progress io.Writer
+	start    time.Time
+	cleanups []func() // run by close, last first
+
+	dataDir, logDir string
+	files           []File
+	rep             *Report
+	urlsFor         func(n int) []string // the server(s) agent n calls, preferred first
+	replicas        *replicaSet          // nil without Config.DatabaseURL
+	board           *client.Client
+
+	co       *clasp.Company
+	keys     []string
+	expected map[string]string // issue id -> the file's SHA-256
+
+	sup         *supervisor
+	workElapsed time.Duration
+	tally       Tally
+	violations  []Violation
+}
+
+func (r *swarmRun) logf(format string, args ...any) {
+	fmt.Fprintf(r.progress, "swarm: "+format+"\n", args...)
+}
+
+// onClose adds f to what close runs.
+func (r *swarmRun) onClose(f func()) { r.cleanups = append(r.cleanups, f) }
+
+// close runs the cleanups (stop the servers, remove a temporary data
+// directory, ...) in the reverse order of their adding.
+func (r *swarmRun) close() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+}
+
+// setup creates the data and log directories, lists the files, starts
+// the servers (replicas on Config.DatabaseURL, or the embedded server
+// unless Config.ServerURL) and files the company, agents and issues.
+func (r *swarmRun) setup(ctx context.Context) error {
+	cfg := &r.cfg
+	r.dataDir = cfg.DataDir
+	if r.dataDir == "" {
 		d, err := os.MkdirTemp("", "clasp-swarm-")
 		if err != nil {
-			return nil, fmt.Errorf("create data directory: %w", err)
+			return fmt.Errorf("create data directory: %w", err)
 		}
-		dataDir = d
+		r.dataDir = d
 		if !cfg.Keep {
-			defer os.RemoveAll(dataDir)
+			r.onClose(func() { _ = os.RemoveAll(d) }) // best effort: a temporary directory
 		}
-	} else if err := os.MkdirAll(dataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
+	} else if err := os.MkdirAll(r.dataDir, 0o750); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
 	}
-	logDir := filepath.Join(dataDir, "logs")
-	if err := os.MkdirAll(logDir, 0o750); err != nil {
-		return nil, fmt.Errorf("create log directory: %w", err)
+	r.logDir = filepath.Join(r.dataDir, "logs")
+	if err := os.MkdirAll(r.logDir, 0o750); err != nil {
+		return fmt.Errorf("create log directory: %w", err)
 	}
 
-	files, err := ListFiles(ctx, cfg.Dir, []string{dataDir}, cfg.MaxFiles)
+	files, err := ListFiles(ctx, cfg.Dir, []string{r.dataDir}, cfg.MaxFiles)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("no regular files under %s", cfg.Dir)
+		return fmt.Errorf("no regular files under %s", cfg.Dir)
 	}
-	logf("%d files under %s", len(files), cfg.Dir)
+	r.files = files
+	r.logf("%d files under %s", len(files), cfg.Dir)
 
-	rep := &Report{Dir: cfg.Dir, Agents: cfg.Agents, MCP: cfg.MCP}
+	r.rep = &Report{Dir: cfg.Dir, Agents: cfg.Agents, MCP: cfg.MCP}
 	if abs, err := filepath.Abs(cfg.Dir); err == nil {
-		rep.Dir = abs
+		r.rep.Dir = abs
 	}
 	if cfg.Keep || cfg.DataDir != "" {
-		rep.DataDir = dataDir
+		r.rep.DataDir = r.dataDir
 	}
-	url, token := cfg.ServerURL, cfg.BoardToken
-	urlsFor := func(n int) []string { return []string{url} } // the server(s) agent n calls, preferred first
-	var replicas *replicaSet
+	url, token, err := r.startServers(ctx)
+	if err != nil {
+		return err
+	}
+	r.rep.Server = strings.Join(r.urlsFor(0), ",")
+	hc, err := newFailoverClient(r.urlsFor(0), time.Minute)
+	if err != nil {
+		return err
+	}
+	r.onClose(hc.CloseIdleConnections)
+	r.board = client.New(url, client.WithToken(token), client.WithHTTPClient(hc), client.WithUserAgent("clasp-swarm"))
+
+	r.co, r.keys, r.expected, err = setUp(ctx, r.board, cfg.Agents, files)
+	if err != nil {
+		return err
+	}
+	r.rep.CompanyID, r.rep.IssuePrefix, r.rep.Issues = r.co.ID, r.co.IssuePrefix, len(r.expected)
+	r.logf("company %s: %d agents, %d issues filed in %.1fs", r.co.IssuePrefix, cfg.Agents, len(r.expected), time.Since(r.start).Seconds())
+	return nil
+}
+
+// startServers starts the replicas (Config.DatabaseURL) or the embedded
+// server (no Config.ServerURL), or takes Config.ServerURL, and sets
+// r.urlsFor. It returns the board's server URL and token.
+func (r *swarmRun) startServers(ctx context.Context) (url, token string, err error) {
+	cfg := &r.cfg
+	url, token = cfg.ServerURL, cfg.BoardToken
+	r.urlsFor = func(n int) []string { return []string{url} }
 	if cfg.DatabaseURL != "" {
-		rs, err := startReplicas(ctx, &cfg, dataDir, logDir)
+		rs, err := startReplicas(ctx, cfg, r.dataDir, r.logDir)
 		if err != nil {
-			return nil, err
+			return "", "", err
 		}
-		replicas = rs
-		defer rs.stop(ctx)
-		url, token, urlsFor = rs.servers[0].URL(), rs.token, rs.urls
-		rep.Replicas = len(rs.servers)
-		logf("%d replicas of clasp serve on PostgreSQL at %s (lease TTL %s, sweep every %s), logs in %s", len(rs.servers), strings.Join(rs.urls(0), ", "), cfg.LeaseTTL, cfg.SweepInterval, logDir)
-	} else if url == "" {
-		logFile, err := os.Create(filepath.Join(logDir, "server.log")) // #nosec G304 -- a log file under the swarm's own data directory
-		if err != nil {
-			return nil, fmt.Errorf("create server log: %w", err)
-		}
-		defer logFile.Close()
-		srv, err := cfg.StartServer(ctx, ServerOptions{DataDir: dataDir, LeaseTTL: cfg.LeaseTTL, SweepInterval: cfg.SweepInterval, Log: logFile})
-		if err != nil {
-			return nil, fmt.Errorf("start embedded server: %w", err)
-		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			if err := srv.Stop(sctx); err != nil {
-				logf("stop embedded server: %v", err)
-			}
-		}()
-		url, token = srv.URL, srv.BoardToken
-		rep.Embedded = true
-		logf("embedded server at %s (lease TTL %s, sweep every %s), data in %s", url, cfg.LeaseTTL, cfg.SweepInterval, dataDir)
+		r.replicas = rs
+		r.onClose(func() { rs.stop(ctx) })
+		r.urlsFor = rs.urls
+		r.rep.Replicas = len(rs.servers)
+		r.logf("%d replicas of clasp serve on PostgreSQL at %s (lease TTL %s, sweep every %s), logs in %s", len(rs.servers), strings.Join(rs.urls(0), ", "), cfg.LeaseTTL, cfg.SweepInterval, r.logDir)
+		return rs.servers[0].URL(), rs.token, nil
 	}
-	rep.Server = strings.Join(urlsFor(0), ",")
-	hc, err := newFailoverClient(urlsFor(0), time.Minute)
+	if url != "" {
+		return url, token, nil
+	}
+	logFile, err := os.Create(filepath.Join(r.logDir, "server.log")) // #nosec G304 -- a log file under the swarm's own data directory
 	if err != nil {
-		return nil, err
+		return "", "", fmt.Errorf("create server log: %w", err)
 	}
-	defer hc.CloseIdleConnections()
-	board := client.New(url, client.WithToken(token), client.WithHTTPClient(hc), client.WithUserAgent("clasp-swarm"))
-
-	co, keys, expected, err := setUp(ctx, board, cfg.Agents, files)
+	r.onClose(func() { _ = logFile.Close() }) // the server has stopped writing to it by then
+	srv, err := cfg.StartServer(ctx, ServerOptions{DataDir: r.dataDir, LeaseTTL: cfg.LeaseTTL, SweepInterval: cfg.SweepInterval, Log: logFile})
 	if err != nil {
-		return nil, err
+		return "", "", fmt.Errorf("start embedded server: %w", err)
 	}
-	rep.CompanyID, rep.IssuePrefix, rep.Issues = co.ID, co.IssuePrefix, len(expected)
-	logf("company %s: %d agents, %d issues filed in %.1fs", co.IssuePrefix, cfg.Agents, len(expected), time.Since(start).Seconds())
+	r.onClose(func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := srv.Stop(sctx); err != nil {
+			r.logf("stop embedded server: %v", err)
+		}
+	})
+	url = srv.URL
+	r.rep.Embedded = true
+	r.logf("embedded server at %s (lease TTL %s, sweep every %s), data in %s", url, cfg.LeaseTTL, cfg.SweepInterval, r.dataDir)
+	return url, srv.BoardToken, nil
+}
 
-	wctx, cancel := context.WithTimeout(ctx, cfg.Timeout-time.Since(start))
-	defer cancel()
-	sup := &supervisor{cfg: &cfg, urls: urlsFor, total: len(expected), byReason: map[string]int{}, logDir: logDir,
+// work runs the agent processes (or, with Config.Managed, wakes the
+// server's) and the replica kills until the work ends or Config.Timeout
+// passes (the report then says TimedOut). It returns ctx's error if ctx
+// ended.
+func (r *swarmRun) work(ctx context.Context) error {
+	cfg := &r.cfg
+	wctx, cancel := context.WithTimeout(ctx, cfg.Timeout-time.Since(r.start))
+	r.onClose(cancel)
+	board, co := r.board, r.co
+	sup := &supervisor{cfg: cfg, urls: r.urlsFor, total: len(r.expected), byReason: map[string]int{}, logDir: r.logDir,
 		countDone: func(ctx context.Context) (int, error) { return issuesDone(ctx, board, co.ID) }}
+	r.sup = sup
+	replicas := r.replicas
 	var kwg sync.WaitGroup
 	kctx, stopKills := context.WithCancel(wctx)
 	if replicas != nil {
@@ -353,13 +437,13 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		}
 	}
 	if replicas != nil && cfg.KillReplicaEvery > 0 {
-		kwg.Go(func() { replicas.killLoop(kctx, cfg.KillReplicaEvery, logf) })
+		kwg.Go(func() { replicas.killLoop(kctx, cfg.KillReplicaEvery, r.logf) })
 	}
 	if cfg.Managed {
-		rep.Managed = true
-		sup.runManaged(wctx, board, co.ID, progress)
+		r.rep.Managed = true
+		sup.runManaged(wctx, board, co.ID, r.progress)
 	} else {
-		sup.run(wctx, keys, progress)
+		sup.run(wctx, r.keys, r.progress)
 		// Agents exit when they see no work they may take; an issue whose
 		// lock a killed process's run still held at that moment (its lease
 		// not yet expired, e.g. its replica was killed mid-request) is free
@@ -370,38 +454,49 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 			if err != nil || left == 0 {
 				break
 			}
-			logf("%d issue(s) not done after the agents exited (held by a killed run); restarting the agents after its lease (round %d)", left, round)
+			r.logf("%d issue(s) not done after the agents exited (held by a killed run); restarting the agents after its lease (round %d)", left, round)
 			if !sleepCtx(wctx, cfg.LeaseTTL+2*cfg.SweepInterval) {
 				break
 			}
 			if replicas != nil {
-				replicas.ensureRunning(wctx, logf)
+				replicas.ensureRunning(wctx, r.logf)
 			}
-			sup.run(wctx, keys, progress)
+			sup.run(wctx, r.keys, r.progress)
 		}
 	}
 	stopKills()
 	kwg.Wait()
-	rep.TimedOut = wctx.Err() != nil && ctx.Err() == nil
+	r.rep.TimedOut = wctx.Err() != nil && ctx.Err() == nil
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	workElapsed := time.Since(sup.start)
+	r.workElapsed = time.Since(sup.start)
+	return nil
+}
 
-	// Let the sweeper fail the runs of killed processes: the board must not
-	// finish them, the point is to see them recovered.
+// check lets the sweeper fail the runs of killed processes (the board must
+// not finish them: the point is to see them recovered), then checks the
+// outcome against the writes the agents saw acknowledged (CheckWithAcks).
+func (r *swarmRun) check(ctx context.Context) {
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-	defer ccancel()
-	if replicas != nil {
-		replicas.ensureRunning(cctx, logf)
+	r.onClose(ccancel)
+	if r.replicas != nil {
+		r.replicas.ensureRunning(cctx, r.logf)
 	}
-	waitForSweep(cctx, board, co.ID, cfg, logf)
+	waitForSweep(cctx, r.board, r.co.ID, r.cfg, r.logf)
 
-	sup.mu.Lock()
-	acks := append([]Ack(nil), sup.acks...)
-	sup.mu.Unlock()
-	tally, vs := CheckWithAcks(cctx, board, co.ID, expected, acks)
-	if replicas != nil {
+	r.sup.mu.Lock()
+	acks := append([]Ack(nil), r.sup.acks...)
+	r.sup.mu.Unlock()
+	r.tally, r.violations = CheckWithAcks(cctx, r.board, r.co.ID, r.expected, acks)
+}
+
+// report fills the report from the supervisor's and the replicas' counts
+// and the check, and returns it with ErrTimeout or ErrViolations when the
+// run timed out or found violations.
+func (r *swarmRun) report() (*Report, error) {
+	rep, sup, vs := r.rep, r.sup, r.violations
+	if replicas := r.replicas; replicas != nil {
 		replicas.mu.Lock()
 		rep.ReplicaKills, rep.ReplicaRestarts = replicas.kills, replicas.restarts
 		rep.AgentFailures = append(rep.AgentFailures, replicas.failures...)
@@ -416,18 +511,18 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	rep.RecoveryP50Ms = float64(percentile(sup.recovery, 50).Microseconds()) / 1000
 	rep.RecoveryP99Ms = float64(percentile(sup.recovery, 99).Microseconds()) / 1000
 	sup.mu.Unlock()
-	rep.Tally = tally
+	rep.Tally = r.tally
 	rep.Violations = vs
 	if rep.Violations == nil {
 		rep.Violations = []Violation{}
 	}
-	rep.ElapsedSeconds = time.Since(start).Seconds()
-	if s := workElapsed.Seconds(); s > 0 {
-		rep.IssuesPerSecond = float64(tally.Done) / s
+	rep.ElapsedSeconds = time.Since(r.start).Seconds()
+	if s := r.workElapsed.Seconds(); s > 0 {
+		rep.IssuesPerSecond = float64(r.tally.Done) / s
 	}
 	switch {
 	case rep.TimedOut:
-		return rep, fmt.Errorf("%w after %s", ErrTimeout, cfg.Timeout)
+		return rep, fmt.Errorf("%w after %s", ErrTimeout, r.cfg.Timeout)
 	case len(vs) > 0:
 		return rep, fmt.Errorf("%w: %d", ErrViolations, len(vs))
 	}
