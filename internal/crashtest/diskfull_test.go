@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,8 +39,17 @@ func smallFilesystem(t *testing.T, size string) string {
 	if os.Geteuid() != 0 {
 		cannot("not running as root")
 	}
-	dir := t.TempDir()
+	// Not under t.TempDir, whose parent is closed to others: PostgreSQL
+	// runs as another user and must reach its pg_wal here.
+	dir, err := os.MkdirTemp("", "clasp-smallfs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { // #nosec G302 -- a mount point other users must traverse
+		t.Fatal(err)
+	}
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0755", "clasp-diskfull", dir).CombinedOutput(); err != nil {
+		_ = os.Remove(dir)
 		cannot(fmt.Sprintf("mount -t tmpfs: %v: %s", err, strings.TrimSpace(string(out))))
 	}
 	t.Cleanup(func() {
@@ -48,8 +58,10 @@ func smallFilesystem(t *testing.T, size string) string {
 			// directory can go; the memory is freed when the last user ends.
 			if out2, err2 := exec.Command("umount", "-l", dir).CombinedOutput(); err2 != nil {
 				t.Errorf("umount %s: %v: %s; umount -l: %v: %s", dir, err, out, err2, out2)
+				return
 			}
 		}
+		_ = os.RemoveAll(dir)
 	})
 	return dir
 }
@@ -242,4 +254,187 @@ func TestDiskFull_SQLite(t *testing.T) {
 	if iss := issues[f.issues[2].ID]; iss == nil || iss.CheckoutRunID == nil || *iss.CheckoutRunID != f.runs[1].ID {
 		t.Errorf("the checkout acknowledged after the disk was freed is not held after the restart: %+v", iss)
 	}
+}
+
+// walCluster is a PostgreSQL cluster of the test's own, on loopback, whose
+// pg_wal is on a small filesystem.
+type walCluster struct {
+	bin, data, log, sock string
+	port                 int
+	wal                  string // the small filesystem holding pg_wal
+	as                   []string
+}
+
+// newWALCluster initdbs a cluster (1 MiB WAL segments, max_wal_size 8 MB)
+// with pg_wal on a 48 MiB tmpfs, starts it and creates database clasp;
+// it is stopped at cleanup. PostgreSQL refuses to run as root, so under
+// root it runs as the user claspci (.ci/run creates it). It returns the
+// cluster and the database's URL.
+func newWALCluster(t *testing.T) (*walCluster, string) {
+	t.Helper()
+	wal := smallFilesystem(t, "48m")
+	c := &walCluster{bin: filepath.Dir(pgTool(t, "initdb")), wal: wal}
+	if os.Geteuid() == 0 {
+		if _, err := exec.Command("id", "claspci").CombinedOutput(); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("no user claspci to run PostgreSQL as (.ci/run creates it)")
+			}
+			t.Skip("no user claspci to run PostgreSQL as (initdb refuses root; .ci/run creates the user)")
+		}
+		c.as = []string{"runuser", "-u", "claspci", "--"}
+	}
+	dir, err := os.MkdirTemp("", "clasp-walfull-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	c.data, c.log, c.sock = filepath.Join(dir, "data"), filepath.Join(dir, "log"), dir
+	if c.as != nil {
+		for _, d := range []string{dir, wal} {
+			if out, err := exec.Command("chown", "claspci", d).CombinedOutput(); err != nil {
+				t.Fatalf("chown %s: %v: %s", d, err, out)
+			}
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.port = ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close() // the port is PostgreSQL's now
+	c.run(t, "initdb", "-D", c.data, "--waldir", filepath.Join(wal, "pg_wal"), "--wal-segsize=1", "-U", "clasp", "--auth=trust", "-E", "UTF8")
+	c.start(t)
+	t.Cleanup(func() { c.ctl("-m", "immediate", "stop") })
+	c.run(t, "createdb", "-h", "127.0.0.1", "-p", fmt.Sprint(c.port), "-U", "clasp", "clasp")
+	return c, fmt.Sprintf("postgres://clasp@127.0.0.1:%d/clasp?sslmode=disable", c.port)
+}
+
+func (c *walCluster) cmd(name string, args ...string) *exec.Cmd {
+	argv := append(append(append([]string(nil), c.as...), filepath.Join(c.bin, name)), args...)
+	return exec.Command(argv[0], argv[1:]...) // #nosec G204 -- PostgreSQL's own programs, without a shell
+}
+
+func (c *walCluster) run(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if out, err := c.cmd(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, out)
+	}
+}
+
+// ctl runs pg_ctl on the cluster and returns its error.
+func (c *walCluster) ctl(args ...string) error {
+	out, err := c.cmd("pg_ctl", append([]string{"-D", c.data, "-l", c.log}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pg_ctl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func (c *walCluster) start(t *testing.T) {
+	t.Helper()
+	if err := c.ctl("-w", "-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_wal_size=8MB -c min_wal_size=2MB", c.port, c.sock), "start"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// running reports whether the cluster's postmaster runs.
+func (c *walCluster) running() bool { return c.ctl("status") == nil }
+
+// TestDiskFull_PostgresWAL runs a real `clasp serve` on a PostgreSQL
+// cluster of the test's own whose pg_wal is on a 48 MiB tmpfs, and fills
+// that filesystem. PostgreSQL then refuses the write that needs a new WAL
+// segment (53100) and stops itself with a PANIC; it cannot finish its
+// restart without WAL space, so it stays down. Every answer meanwhile is
+// 200 (written before the disk filled) or 503 unavailable, never a 500.
+// Once the space is freed and PostgreSQL started again (the operator's
+// step; clasp is not restarted), the same clasp process serves writes
+// again, every acknowledged write is there and every issue satisfies L7.
+func TestDiskFull_PostgresWAL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("mounts a filesystem and runs PostgreSQL and a real server; skipped with -short")
+	}
+	ctx := t.Context()
+	pg, dbURL := newWALCluster(t)
+	log := &syncBuffer{}
+	args := append([]string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--database-url", dbURL, "--lease-ttl", "5m"}, unlimitedArgs...)
+	srv := startServer(t, args, log)
+	hc := newHTTPClient()
+	board := client.New(srv.URL(), client.WithToken(srv.BoardToken()), client.WithHTTPClient(hc))
+	f := setUp(t, ctx, board, srv.URL(), hc, 2, 3)
+	agent := client.New(srv.URL(), client.WithToken(f.runs[0].RunToken), client.WithHTTPClient(hc))
+	todo := []clasp.IssueStatus{clasp.IssueTodo}
+	if _, err := agent.IssueCheckout(ctx, f.issues[0].ID, client.CheckoutRequest{AgentID: f.agents[0].ID, ExpectedStatuses: todo}); err != nil {
+		t.Fatalf("checkout before the disk fills: %v", err)
+	}
+
+	filler := fillDisk(t, pg.wal)
+	pad := strings.Repeat("x", 8000)
+	var acked []string
+	refused := 0
+	for i := 0; i < 4000 && refused < 20; i++ {
+		c, err := board.CommentCreate(ctx, f.issues[0].ID, client.CommentCreateRequest{Body: fmt.Sprintf("comment %d %s", i, pad)})
+		switch e := clasp.AsError(err); {
+		case err == nil:
+			acked = append(acked, c.ID)
+		case e != nil && e.Code == clasp.CodeUnavailable:
+			if refused == 0 {
+				t.Logf("first refusal after %d acknowledged comments: %v %v", len(acked), e, e.Details)
+			}
+			refused++
+		default:
+			t.Fatalf("comment %d with pg_wal full: %v; want 200, or 503 unavailable", i, err)
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("4000 comments of 8 KB were all stored with pg_wal on a full 48 MiB filesystem: the disk never refused a write")
+	}
+	if _, err := agent.IssueRelease(ctx, f.issues[0].ID, client.ReleaseRequest{}); err != nil && clasp.ErrorCode(err) != clasp.CodeUnavailable {
+		t.Errorf("release with pg_wal full: %v; want 200 or 503 unavailable", err)
+	}
+	if _, err := board.IssueGet(ctx, f.issues[0].ID); err != nil && clasp.ErrorCode(err) != clasp.CodeUnavailable {
+		t.Errorf("read with pg_wal full: %v; want 200 or 503 unavailable", err)
+	}
+	t.Logf("PostgreSQL running after the refusals: %v", pg.running())
+
+	// Space freed; PostgreSQL started again if it stopped. clasp carries on.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	var c *clasp.Comment
+	var err error
+	for range 600 { // the pool reconnects on the next request; a bound, not a timing check
+		if !pg.running() { // it stopped for good when its restart found no WAL space
+			pg.start(t)
+		}
+		if c, err = board.CommentCreate(ctx, f.issues[1].ID, client.CommentCreateRequest{Body: "after the disk was freed"}); clasp.ErrorCode(err) != clasp.CodeUnavailable {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("write after freeing pg_wal and starting PostgreSQL: %v", err)
+	}
+	acked = append(acked, c.ID)
+
+	got := map[string]bool{}
+	for _, iss := range f.issues[:2] {
+		cs, err := board.CommentList(ctx, iss.ID, client.CommentListParams{Limit: 1000})
+		if err != nil {
+			t.Fatalf("list comments: %v", err)
+		}
+		for _, c := range cs {
+			got[c.ID] = true
+		}
+	}
+	for _, id := range acked {
+		if !got[id] {
+			t.Errorf("acknowledged comment %s is missing", id)
+		}
+	}
+	checkLocks(t, ctx, board, f.company.ID, "after pg_wal was freed")
+	if _, err := client.New(srv.URL(), client.WithToken(f.runs[1].RunToken), client.WithHTTPClient(hc)).IssueCheckout(ctx, f.issues[2].ID,
+		client.CheckoutRequest{AgentID: f.agents[1].ID, ExpectedStatuses: todo}); err != nil {
+		t.Errorf("checkout after pg_wal was freed: %v", err)
+	}
+	t.Logf("%d comments acknowledged, %d refused with 503", len(acked), refused)
 }

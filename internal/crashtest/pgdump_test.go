@@ -13,20 +13,22 @@ import (
 	"github.com/clasp-dev/clasp/client"
 )
 
-// pgTool finds a PostgreSQL client program (pg_dump, pg_restore): on PATH,
-// else in the newest /usr/lib/postgresql/*/bin. Without it the test is
-// skipped, or fails under CI (.ci/run installs PostgreSQL).
+// pgTool finds a PostgreSQL program (pg_dump, pg_restore, initdb): in the
+// newest /usr/lib/postgresql/*/bin (where .ci/run finds the server, so the
+// versions match, and where the cluster tools sit side by side), else on
+// PATH. Without it the test is skipped, or fails under CI (.ci/run
+// installs PostgreSQL).
 func pgTool(t *testing.T, name string) string {
 	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	slices.Sort(dirs)
 	for i := len(dirs) - 1; i >= 0; i-- {
 		if p := filepath.Join(dirs[i], name); fileExists(p) {
 			return p
 		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
 	}
 	if os.Getenv("CI") != "" {
 		t.Fatalf("%s not found on PATH or in /usr/lib/postgresql/*/bin, and CI is set", name)

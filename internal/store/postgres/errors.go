@@ -73,8 +73,9 @@ func unavailable(err error) *clasp.Error {
 			return clasp.Errorf(clasp.CodeUnavailable, "The database is unavailable; retry shortly.")
 		case "53100": // disk_full: the statement failed and its transaction is rolled back
 			return clasp.Errorf(clasp.CodeUnavailable, "The database server's disk is full, so this write was not made "+
-				"(nothing of it was stored). Reads still work. Free space on the PostgreSQL server's disk; "+
-				"writes resume by themselves, then retry.").WithDetails("reason", ReasonDiskFull)
+				"(nothing of it was stored). Free space on the PostgreSQL server's disk (its data directory or pg_wal; "+
+				"PostgreSQL stops itself when pg_wal is full and must then be started again); clasp reconnects "+
+				"by itself, then retry.").WithDetails("reason", ReasonDiskFull)
 		}
 		return nil
 	}
