@@ -15,7 +15,14 @@
 //     goroutines through database/sql on a separate SQLite file with the
 //     same PRAGMAs, once with synchronous=FULL (one fsync per commit) and
 //     once with NORMAL, interleaved with the HTTP phase in one-second turns
-//     (Config.Slice) so that the three see the same machine.
+//     (Config.Slice) so that the three see the same machine. The
+//     textbook limit (target limit, limit.go) runs in the same turns: the
+//     least statements a cycle needs, with the same durability, clients
+//     and preparation (SQLite: FULL and NORMAL; PostgreSQL: one CTE per
+//     transition), so that http / limit and raw / limit say how far
+//     clasp's statements and server are from the database's own limit.
+//     On PostgreSQL each row also has its backends' CPU per 1,000 ops
+//     (backendCPU), next to this process's.
 //   - contended: N runs of N agents race for one issue, round after round
 //     (one op = one round: N simultaneous checkouts, then the winner's
 //     release with unassign). Every round must have exactly one winner and
@@ -58,6 +65,9 @@ const (
 const (
 	TargetHTTP = "http" // the server, over HTTP on loopback
 	TargetRaw  = "raw"  // the statements through database/sql, no HTTP, no group commit
+	// TargetLimit is the textbook limit: the least statements a cycle
+	// needs (see limit.go), same durability and clients, prepared.
+	TargetLimit = "limit"
 	// TargetHTTPBase is the baseline server of a scale run
 	// (Config.SeedIssues): the same as http, without the filler issues.
 	TargetHTTPBase = "http-base"
@@ -126,7 +136,7 @@ type Config struct {
 	// makes a scale run (baseline and ratios) like SeedIssues, with or
 	// without it. 0 (the default) adds none.
 	SeedAgents int
-	// NoRaw skips the raw phases.
+	// NoRaw skips the raw and textbook limit phases.
 	NoRaw bool
 	// DataDir holds the databases of the in-process server and the raw
 	// phases (default: a new temporary directory, removed at the end).
@@ -228,7 +238,9 @@ type Report struct {
 	SeedIssues int `json:"seedIssues,omitempty"`
 	SeedAgents int `json:"seedAgents,omitempty"`
 	// CPUMeasures and OpUnits explain the columns.
-	CPUMeasures string            `json:"cpuMeasures"`
+	CPUMeasures string `json:"cpuMeasures"`
+	// DBCPUMeasures explains the database CPU column ("" when not measured).
+	DBCPUMeasures string            `json:"dbCpuMeasures,omitempty"`
 	OpUnits     map[string]string `json:"opUnits"`
 	Results     []Result          `json:"results"`
 	Ratios      []Ratio           `json:"ratios,omitempty"`
@@ -245,7 +257,7 @@ type Report struct {
 // Result is one phase: a workload against a target at a client count.
 type Result struct {
 	Workload string  `json:"workload"`
-	Target   string  `json:"target"` // http or raw
+	Target   string  `json:"target"` // http, http-base, raw or limit
 	Sync     string  `json:"sync"`   // full or normal ("" for a remote server)
 	Clients  int     `json:"clients"`
 	Ops      int64   `json:"ops"`
@@ -262,6 +274,11 @@ type Result struct {
 	// CPUSecondsPer1000 is process CPU time (user + system, getrusage)
 	// over the phase per 1,000 ops; see Report.CPUMeasures.
 	CPUSecondsPer1000 float64 `json:"cpuSecondsPer1000Ops"`
+	// DBCPUSecondsPer1000 is the CPU time of the PostgreSQL backends that
+	// served the phase's target (user + system, /proc/<pid>/stat of each
+	// backend; see backendCPU) per 1,000 ops; 0 when not measured (SQLite
+	// runs inside this process: its CPU is in CPUSecondsPer1000).
+	DBCPUSecondsPer1000 float64 `json:"dbCpuSecondsPer1000Ops,omitempty"`
 	// PeakRSSMB is the process's peak resident set during the phase (MiB).
 	PeakRSSMB float64 `json:"peakRssMB"`
 	// Writes and Commits count the in-process store's write requests and
@@ -295,6 +312,18 @@ type Ratio struct {
 	// PostgreSQL: the raw limit through pgx.
 	RawPostgres   float64 `json:"rawPostgresOpsPerSecond,omitempty"`
 	VsRawPostgres float64 `json:"httpOverRawPostgres,omitempty"`
+	// The textbook limit (target limit) and the http and raw rows over it:
+	// SQLite with synchronous=FULL and NORMAL, each raw over the limit of
+	// its own mode; PostgreSQL through pgx.
+	LimitFull              float64 `json:"limitFullOpsPerSecond,omitempty"`
+	LimitNormal            float64 `json:"limitNormalOpsPerSecond,omitempty"`
+	VsLimitFull            float64 `json:"httpOverLimitFull,omitempty"`
+	VsLimitNormal          float64 `json:"httpOverLimitNormal,omitempty"`
+	RawFullVsLimitFull     float64 `json:"rawFullOverLimitFull,omitempty"`
+	RawNormalVsLimitNormal float64 `json:"rawNormalOverLimitNormal,omitempty"`
+	LimitPostgres          float64 `json:"limitPostgresOpsPerSecond,omitempty"`
+	VsLimitPostgres        float64 `json:"httpOverLimitPostgres,omitempty"`
+	RawVsLimitPostgres     float64 `json:"rawOverLimitPostgres,omitempty"`
 	BatchWrite    float64 `json:"httpWritesPerCommit,omitempty"`
 }
 
@@ -360,153 +389,288 @@ var opUnits = map[string]string{
 }
 
 // Run runs every workload of cfg at every client count and returns the
-// report. Errors: a bad config (Validate), a server or setup failure; or,
-// with the report complete, an error wrapping ErrFailed when a check
-// failed (see Report.Failures).
+// report. It is four steps: setup (the targets and their fixtures), run
+// (the phases, one row per target each), report (the ratios of the rows
+// measured side by side) and check (the failures). Errors: a bad config
+// (Validate), a server or setup failure; or, with the report complete, an
+// error wrapping ErrFailed when a check failed (see Report.Failures).
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	rep := &Report{
-		Command: cfg.Command, StartedAt: time.Now().UTC(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
-		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Duration: cfg.Duration, Issues: cfg.Issues, SeedIssues: cfg.SeedIssues, SeedAgents: cfg.SeedAgents, OpUnits: map[string]string{},
+	b, err := setup(ctx, cfg)
+	defer b.teardown()
+	if err != nil {
+		return nil, err
 	}
-	for _, w := range cfg.Workloads {
-		rep.OpUnits[w] = opUnits[w]
+	rep := b.newReport()
+	if err := b.run(ctx, rep); err != nil {
+		return rep, err
 	}
+	report(rep, cfg)
+	return rep, check(rep)
+}
 
+// benchRun is a run's targets, set up before its phases: the server (and
+// the fixture setupHTTP made on it), the baseline of a scale run, the raw
+// and textbook limits of the cycle phases, and what to tear down.
+type benchRun struct {
+	cfg Config
+	srv *target
+	fx  *fixture
+	// fixIssues is how many issues fx holds (cfg.Issues, or one per client
+	// plus one when only claim phases run, which make their own).
+	fixIssues int
+	base      *scaleBase
+	// limits holds the raw and limit targets a cycle phase interleaves
+	// with the server: SQLite raw full, raw normal, limit full, limit
+	// normal; PostgreSQL raw, limit.
+	limits []*rawTarget
+	// mon is the monitor connection of the database CPU probes
+	// (PostgreSQL; nil otherwise).
+	mon      *pgMonitor
+	cleanups []func()
+}
+
+// teardown undoes setup, last first.
+func (b *benchRun) teardown() {
+	for i := len(b.cleanups) - 1; i >= 0; i-- {
+		b.cleanups[i]()
+	}
+}
+
+// setup starts the targets of cfg (after defaults): the server and its
+// fixture; with SeedIssues or SeedAgents, the seeded company and the
+// baseline server; for cycle phases on an in-process server (unless
+// NoRaw), the raw limits and the textbook limits, each on a database of
+// its own. The returned run is never nil; tear it down even on error.
+func setup(ctx context.Context, cfg Config) (*benchRun, error) {
+	b := &benchRun{cfg: cfg}
 	dir := cfg.DataDir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "clasp-bench-")
 		if err != nil {
-			return nil, fmt.Errorf("bench: temporary directory: %w", err)
+			return b, fmt.Errorf("bench: temporary directory: %w", err)
 		}
-		defer os.RemoveAll(d)
+		b.cleanups = append(b.cleanups, func() { _ = os.RemoveAll(d) })
 		dir = d
 	}
-
-	srv, err := startTarget(ctx, cfg, dir)
-	if err != nil {
-		return nil, err
+	if cfg.DatabaseURL != "" {
+		mon, err := newPGMonitor(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return b, err
+		}
+		b.mon = mon
+		b.cleanups = append(b.cleanups, mon.close)
 	}
-	defer srv.close()
-	rep.Server = srv.describe
-	if srv.store != nil {
-		rep.CPUMeasures = "process CPU time (getrusage RUSAGE_SELF, user+system) during the phase per 1,000 ops: for http rows the in-process server AND the load-generating HTTP clients (one process); for raw rows the raw goroutines alone"
+	srv, err := startTarget(ctx, cfg, dir, b.mon)
+	if err != nil {
+		return b, err
+	}
+	b.srv = srv
+	b.cleanups = append(b.cleanups, srv.close)
+
+	maxClients := slices.Max(cfg.Clients)
+	b.fixIssues = cfg.Issues
+	if !slices.ContainsFunc(cfg.Workloads, func(w string) bool { return w != WorkloadClaim }) {
+		b.fixIssues = maxClients + 1 // only claim phases, which make their own
+	}
+	if b.fx, err = setupHTTP(ctx, srv.api, maxClients, b.fixIssues); err != nil {
+		return b, err
+	}
+	if cfg.SeedIssues > 0 || cfg.SeedAgents > 0 {
+		if err := seedCompany(ctx, cfg, srv, b.fx.companyID); err != nil {
+			return b, err
+		}
+		bsrv, err := startBaseTarget(ctx, cfg, dir, b.mon)
+		if err != nil {
+			return b, err
+		}
+		b.cleanups = append(b.cleanups, bsrv.close)
+		bfx, err := setupHTTP(ctx, bsrv.api, maxClients, b.fixIssues)
+		if err != nil {
+			return b, err
+		}
+		b.base = &scaleBase{srv: bsrv, fx: bfx}
+	}
+	if cfg.NoRaw || srv.store == nil || !slices.Contains(cfg.Workloads, WorkloadCycle) {
+		return b, nil
+	}
+	if cfg.DatabaseURL != "" {
+		r, drop, err := newPostgresRaw(ctx, cfg.DatabaseURL, b.mon, maxClients, cfg.Issues)
+		if err != nil {
+			return b, err
+		}
+		b.cleanups = append(b.cleanups, drop)
+		app := newSchemaName("limit_app")
+		l, drop, err := newPostgresLimit(ctx, cfg.DatabaseURL, app, maxClients, cfg.Issues)
+		if err != nil {
+			return b, err
+		}
+		b.cleanups = append(b.cleanups, drop)
+		l.db = b.mon.probe(app)
+		b.limits = append(b.limits, r, l)
+		return b, nil
+	}
+	for _, mode := range []string{"full", "normal"} {
+		r, err := newSQLiteRaw(ctx, dir, mode, maxClients, cfg.Issues)
+		if err != nil {
+			return b, err
+		}
+		b.limits = append(b.limits, r)
+	}
+	for _, mode := range []string{"full", "normal"} {
+		l, err := newSQLiteLimit(ctx, dir, mode, maxClients, cfg.Issues)
+		if err != nil {
+			return b, err
+		}
+		b.limits = append(b.limits, l)
+	}
+	return b, nil
+}
+
+// newReport is the report's header for the run's targets.
+func (b *benchRun) newReport() *Report {
+	cfg := b.cfg
+	rep := &Report{
+		Command: cfg.Command, StartedAt: time.Now().UTC(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
+		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Duration: cfg.Duration, Issues: cfg.Issues, SeedIssues: cfg.SeedIssues, SeedAgents: cfg.SeedAgents, OpUnits: map[string]string{},
+		Server: b.srv.describe,
+	}
+	for _, w := range cfg.Workloads {
+		rep.OpUnits[w] = opUnits[w]
+	}
+	if b.srv.store != nil {
+		rep.CPUMeasures = "process CPU time (getrusage RUSAGE_SELF, user+system) during the phase per 1,000 ops: for http rows the in-process server AND the load-generating HTTP clients (one process); for raw and limit rows their goroutines alone (with SQLite, the database's own work runs in them)"
 	} else {
 		rep.CPUMeasures = "CPU time of this bench process (the HTTP clients only; the remote server's CPU is not measured) per 1,000 ops"
 	}
+	if b.mon != nil {
+		rep.DBCPUMeasures = "PostgreSQL backends' CPU time (user+system from /proc/<pid>/stat of each backend the target connected, found by application_name in pg_stat_activity) during the phase per 1,000 ops; background processes (WAL writer, checkpointer, autovacuum) not counted"
+	}
+	return rep
+}
 
-	maxClients := slices.Max(cfg.Clients)
-	fixIssues := cfg.Issues
-	if !slices.ContainsFunc(cfg.Workloads, func(w string) bool { return w != WorkloadClaim }) {
-		fixIssues = maxClients + 1 // only claim phases, which make their own
-	}
-	fx, err := setupHTTP(ctx, srv.api, maxClients, fixIssues)
-	if err != nil {
-		return nil, err
-	}
-	var base *scaleBase
-	if cfg.SeedIssues > 0 || cfg.SeedAgents > 0 {
-		if err := seedCompany(ctx, cfg, srv, fx.companyID); err != nil {
-			return nil, err
-		}
-		bsrv, err := startBaseTarget(ctx, cfg, dir)
-		if err != nil {
-			return nil, err
-		}
-		defer bsrv.close()
-		bfx, err := setupHTTP(ctx, bsrv.api, maxClients, fixIssues)
-		if err != nil {
-			return nil, err
-		}
-		base = &scaleBase{srv: bsrv, fx: bfx}
-	}
-	var raws []*rawTarget // SQLite: full, then normal; PostgreSQL: one
-	if !cfg.NoRaw && srv.store != nil && slices.Contains(cfg.Workloads, WorkloadCycle) && cfg.DatabaseURL != "" {
-		r, drop, err := newPostgresRaw(ctx, cfg.DatabaseURL, maxClients, cfg.Issues)
-		if err != nil {
-			return nil, err
-		}
-		defer drop()
-		raws = append(raws, r)
-	} else if !cfg.NoRaw && srv.store != nil && slices.Contains(cfg.Workloads, WorkloadCycle) {
-		for _, mode := range []string{"full", "normal"} {
-			r, err := newSQLiteRaw(ctx, dir, mode, maxClients, cfg.Issues)
-			if err != nil {
-				return nil, err
-			}
-			raws = append(raws, r)
-		}
-	}
-
+// run runs every phase of the run's config and appends its rows to rep:
+// per workload and client count, the server (with, in a cycle phase, the
+// raw and textbook limits, and in a scale run the baseline, interleaved
+// in turns) or, for claim, the drain of each server.
+func (b *benchRun) run(ctx context.Context, rep *Report) error {
+	cfg := b.cfg
 	pr := &progress{w: cfg.Progress, tty: cfg.ProgressTTY}
+	defer pr.finish()
 	for _, w := range cfg.Workloads {
 		for _, n := range cfg.Clients {
 			if err := ctx.Err(); err != nil {
-				return rep, err
+				return err
 			}
 			if w == WorkloadClaim {
-				targets := []claimTarget{{srv: srv, seed: cfg.SeedIssues, seedAgents: cfg.SeedAgents, label: TargetHTTP}}
-				if base != nil {
-					targets = append(targets, claimTarget{srv: base.srv, label: TargetHTTPBase})
+				targets := []claimTarget{{srv: b.srv, seed: cfg.SeedIssues, seedAgents: cfg.SeedAgents, label: TargetHTTP}}
+				if b.base != nil {
+					targets = append(targets, claimTarget{srv: b.base.srv, label: TargetHTTPBase})
 				}
 				res, err := runClaimPhase(ctx, cfg, targets, n, pr)
 				rep.Results = append(rep.Results, res...)
 				if err != nil {
-					return rep, err
-				}
-				if len(res) == 2 {
-					rep.Scale = append(rep.Scale, scaleRatio(res[0], res[1], cfg.Issues, cfg.SeedIssues, n, cfg.SeedAgents))
+					return err
 				}
 				continue
 			}
-			var withRaw []*rawTarget
+			var with []*rawTarget
 			if w == WorkloadCycle {
-				withRaw = raws
+				with = b.limits
 			}
-			res, err := runHTTPPhase(ctx, srv, fx, withRaw, base, w, n, cfg.Duration, cfg.Slice, pr)
+			res, err := runHTTPPhase(ctx, b.srv, b.fx, with, b.base, w, n, cfg.Duration, cfg.Slice, pr)
 			if err != nil {
-				return rep, err
+				return err
 			}
 			rep.Results = append(rep.Results, res...)
-			if base != nil {
-				b := res[len(res)-1]
-				res = res[:len(res)-1]
-				rep.Scale = append(rep.Scale, scaleRatio(res[0], b, fixIssues, cfg.SeedIssues, maxClients, cfg.SeedAgents))
-			}
-			if len(res) == 2 { // PostgreSQL
-				h, raw := res[0], res[1]
-				rep.Ratios = append(rep.Ratios, Ratio{Workload: w, Clients: n, HTTP: h.OpsPerS, HTTPSync: h.Sync,
-					RawPostgres: raw.OpsPerS, VsRawPostgres: ratioOf(h.OpsPerS, raw.OpsPerS)})
-				continue
-			}
-			if len(res) < 3 {
-				continue
-			}
-			h, full, normal := res[0], res[1], res[2]
-			ratio := Ratio{Workload: w, Clients: n, HTTP: h.OpsPerS, HTTPSync: h.Sync,
-				RawFull: full.OpsPerS, VsRawFull: ratioOf(h.OpsPerS, full.OpsPerS),
-				RawNormal: normal.OpsPerS, VsRawNorm: ratioOf(h.OpsPerS, normal.OpsPerS)}
-			if h.Commits > 0 {
-				ratio.BatchWrite = float64(h.Writes) / float64(h.Commits)
-			}
-			rep.Ratios = append(rep.Ratios, ratio)
 		}
 	}
-	pr.finish()
-	for _, c := range rep.Results {
-		if c.Workload != WorkloadClaim || c.Target != TargetHTTP {
+	return nil
+}
+
+// find returns the row of workload, target, clients and (when not "")
+// sync among rows.
+func find(rows []Result, workload, target string, clients int, sync string) (Result, bool) {
+	for _, r := range rows {
+		if r.Workload == workload && r.Target == target && r.Clients == clients && (sync == "" || r.Sync == sync) {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
+
+// report fills the ratios of rep from its rows, each between rows of the
+// same phase (measured in the same turns) or, for claim, of the same run:
+// http and raw over the limits per cycle phase, seeded over baseline per
+// phase of a scale run, claim over cycle per client count.
+func report(rep *Report, cfg Config) {
+	maxClients := slices.Max(cfg.Clients)
+	for _, h := range rep.Results {
+		if h.Target != TargetHTTP {
 			continue
 		}
-		for _, y := range rep.Results {
-			if y.Workload == WorkloadCycle && y.Target == TargetHTTP && y.Clients == c.Clients {
-				rep.ClaimRatios = append(rep.ClaimRatios, ClaimRatio{Clients: c.Clients, Claim: c.OpsPerS, Cycle: y.OpsPerS, Ratio: ratioOf(c.OpsPerS, y.OpsPerS)})
+		if b, ok := find(rep.Results, h.Workload, TargetHTTPBase, h.Clients, ""); ok {
+			baseIssues, baseAgents := cfg.Issues, maxClients
+			if h.Workload == WorkloadClaim {
+				baseAgents = h.Clients
 			}
+			rep.Scale = append(rep.Scale, scaleRatio(h, b, baseIssues, cfg.SeedIssues, baseAgents, cfg.SeedAgents))
+		}
+		if h.Workload == WorkloadClaim {
+			if c, ok := find(rep.Results, WorkloadCycle, TargetHTTP, h.Clients, ""); ok {
+				rep.ClaimRatios = append(rep.ClaimRatios, ClaimRatio{Clients: h.Clients, Claim: h.OpsPerS, Cycle: c.OpsPerS, Ratio: ratioOf(h.OpsPerS, c.OpsPerS)})
+			}
+			continue
+		}
+		if h.Workload != WorkloadCycle {
+			continue
+		}
+		x := Ratio{Workload: h.Workload, Clients: h.Clients, HTTP: h.OpsPerS, HTTPSync: h.Sync}
+		if h.Commits > 0 {
+			x.BatchWrite = float64(h.Writes) / float64(h.Commits)
+		}
+		any := false
+		if cfg.DatabaseURL != "" {
+			raw, okR := find(rep.Results, WorkloadCycle, TargetRaw, h.Clients, "")
+			lim, okL := find(rep.Results, WorkloadCycle, TargetLimit, h.Clients, "")
+			if okR {
+				x.RawPostgres, x.VsRawPostgres = raw.OpsPerS, ratioOf(h.OpsPerS, raw.OpsPerS)
+			}
+			if okL {
+				x.LimitPostgres, x.VsLimitPostgres = lim.OpsPerS, ratioOf(h.OpsPerS, lim.OpsPerS)
+				x.RawVsLimitPostgres = ratioOf(raw.OpsPerS, lim.OpsPerS)
+			}
+			any = okR || okL
+		} else {
+			full, okF := find(rep.Results, WorkloadCycle, TargetRaw, h.Clients, "full")
+			norm, okN := find(rep.Results, WorkloadCycle, TargetRaw, h.Clients, "normal")
+			lf, okLF := find(rep.Results, WorkloadCycle, TargetLimit, h.Clients, "full")
+			ln, okLN := find(rep.Results, WorkloadCycle, TargetLimit, h.Clients, "normal")
+			if okF && okN {
+				x.RawFull, x.VsRawFull = full.OpsPerS, ratioOf(h.OpsPerS, full.OpsPerS)
+				x.RawNormal, x.VsRawNorm = norm.OpsPerS, ratioOf(h.OpsPerS, norm.OpsPerS)
+			}
+			if okLF && okLN {
+				x.LimitFull, x.VsLimitFull = lf.OpsPerS, ratioOf(h.OpsPerS, lf.OpsPerS)
+				x.LimitNormal, x.VsLimitNormal = ln.OpsPerS, ratioOf(h.OpsPerS, ln.OpsPerS)
+				x.RawFullVsLimitFull, x.RawNormalVsLimitNormal = ratioOf(full.OpsPerS, lf.OpsPerS), ratioOf(norm.OpsPerS, ln.OpsPerS)
+			}
+			any = okF && okN || okLF && okLN
+		}
+		if any {
+			rep.Ratios = append(rep.Ratios, x)
 		}
 	}
+}
 
+// check lists in rep.Failures what went wrong in its rows: unexpected
+// answers, contended rounds without exactly one winner, refused or
+// duplicate or missed claims, phases without a completed op. It returns
+// an error wrapping ErrFailed when there is any.
+func check(rep *Report) error {
 	for _, r := range rep.Results {
 		if r.Errors > 0 {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s %s clients=%d: %d unexpected answers (first: %s)", r.Workload, r.Target, r.Clients, r.Errors, r.FirstErr))
@@ -522,9 +686,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	if len(rep.Failures) > 0 {
-		return rep, fmt.Errorf("%w: %s", ErrFailed, strings.Join(rep.Failures, "; "))
+		return fmt.Errorf("%w: %s", ErrFailed, strings.Join(rep.Failures, "; "))
 	}
-	return rep, nil
+	return nil
 }
 
 // seedCompany bulk-inserts cfg.SeedIssues filler issues (seedFiller), then

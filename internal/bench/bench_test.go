@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/clasp-dev/clasp/internal/httpapi"
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
@@ -89,15 +90,16 @@ func TestRunInProcess(t *testing.T) {
 		}
 	}
 	want := []row{
-		{"cycle", "http", "normal", 1}, {"cycle", "raw", "full", 1}, {"cycle", "raw", "normal", 1},
-		{"cycle", "http", "normal", 3}, {"cycle", "raw", "full", 3}, {"cycle", "raw", "normal", 3},
+		{"cycle", "http", "normal", 1}, {"cycle", "raw", "full", 1}, {"cycle", "raw", "normal", 1}, {"cycle", "limit", "full", 1}, {"cycle", "limit", "normal", 1},
+		{"cycle", "http", "normal", 3}, {"cycle", "raw", "full", 3}, {"cycle", "raw", "normal", 3}, {"cycle", "limit", "full", 3}, {"cycle", "limit", "normal", 3},
 		{"contended", "http", "normal", 1}, {"contended", "http", "normal", 3},
 		{"mixed", "http", "normal", 1}, {"mixed", "http", "normal", 3},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("result rows (-want +got):\n%s", diff)
 	}
-	if len(rep.Ratios) != 2 || rep.Ratios[1].Clients != 3 || rep.Ratios[1].VsRawFull <= 0 || rep.Ratios[1].VsRawNorm <= 0 {
+	if len(rep.Ratios) != 2 || rep.Ratios[1].Clients != 3 || rep.Ratios[1].VsRawFull <= 0 || rep.Ratios[1].VsRawNorm <= 0 ||
+		rep.Ratios[1].VsLimitFull <= 0 || rep.Ratios[1].VsLimitNormal <= 0 || rep.Ratios[1].RawFullVsLimitFull <= 0 || rep.Ratios[1].RawNormalVsLimitNormal <= 0 {
 		t.Errorf("ratios: got %+v, want one per cycle client count, all positive", rep.Ratios)
 	}
 
@@ -105,7 +107,7 @@ func TestRunInProcess(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatalf("WriteTable: %v", err)
 	}
-	for _, s := range []string{"cycle clients=3: http (sync normal)", "x raw FULL", "CPU s/1k ops", "op (contended):"} {
+	for _, s := range []string{"cycle clients=3: http (sync normal)", "x raw FULL", "cycle clients=3: http / limit = ", "raw / limit = ", "CPU s/1k ops", "op (contended):"} {
 		if !strings.Contains(table.String(), s) {
 			t.Errorf("table: missing %q in\n%s", s, table.String())
 		}
@@ -335,11 +337,56 @@ func TestRunPostgres(t *testing.T) {
 	for _, r := range rep.Results {
 		got = append(got, r.Workload+" "+r.Target)
 	}
-	if diff := cmp.Diff([]string{"cycle http", "cycle raw", "claim http"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"cycle http", "cycle raw", "cycle limit", "claim http"}, got); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}
-	if len(rep.Ratios) != 1 || rep.Ratios[0].VsRawPostgres <= 0 {
-		t.Errorf("ratios: %+v, want one with a PostgreSQL raw ratio", rep.Ratios)
+	if len(rep.Ratios) != 1 || rep.Ratios[0].VsRawPostgres <= 0 || rep.Ratios[0].VsLimitPostgres <= 0 || rep.Ratios[0].RawVsLimitPostgres <= 0 {
+		t.Errorf("ratios: %+v, want one with PostgreSQL raw and limit ratios", rep.Ratios)
+	}
+	if rep.DBCPUMeasures == "" {
+		t.Errorf("report: no database CPU explanation, want the backends' /proc measure")
+	}
+}
+
+// TestBackendCPU checks the database CPU probe on the PostgreSQL of
+// CLASP_TEST_POSTGRES_URL (skipped when unset): a connection named by a
+// fresh application_name burns CPU in its backend (a count over three
+// million generated rows), and the probe finds that backend and counts
+// CPU time for it; a name no backend has measures nothing.
+func TestBackendCPU(t *testing.T) {
+	url := os.Getenv("CLASP_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("CLASP_TEST_POSTGRES_URL not set")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	mon, err := newPGMonitor(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mon.close()
+	app := newSchemaName("probe_test")
+	conn, err := pgx.Connect(ctx, withAppName(url, app))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	p := mon.probe(app)
+	start, ok := p.sample()
+	if !ok || len(start) != 1 {
+		t.Fatalf("sample: got %v, ok %v; want the one backend of %s", start, ok, app)
+	}
+	var n int64
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM generate_series(1, 3000000)").Scan(&n); err != nil || n != 3000000 {
+		t.Fatalf("burn: %d, %v", n, err)
+	}
+	d, ok := p.since(start)
+	if !ok || d <= 0 {
+		t.Errorf("since: got %v, ok %v; want the backend's CPU of the count", d, ok)
+	}
+	none, ok := mon.probe(newSchemaName("nobody")).sample()
+	if !ok || len(none) != 0 {
+		t.Errorf("sample of a name no backend has: got %v, ok %v; want none", none, ok)
 	}
 }
 

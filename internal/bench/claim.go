@@ -146,7 +146,7 @@ func runClaimPhase(ctx context.Context, cfg Config, targets []claimTarget, n int
 			return nil, err
 		}
 		defer finish()
-		states[i] = &claimState{claimTarget: t, fx: fx, runs: runs, m: &meter{}, claimed: make(map[string]int, issues), stopped: make([]bool, n)}
+		states[i] = &claimState{claimTarget: t, fx: fx, runs: runs, m: &meter{db: t.srv.db}, claimed: make(map[string]int, issues), stopped: make([]bool, n)}
 		gauges = append(gauges, gauge{t.label, states[i].m})
 	}
 	stop := pr.watch(fmt.Sprintf("claim clients=%d", n), 0, gauges...)

@@ -32,10 +32,21 @@ type meter struct {
 
 	sliceStart time.Time
 	sliceCPU   time.Duration
+
+	// db, when set, measures the database backends' CPU of the target
+	// (PostgreSQL): dbCPU sums it over the slices it could be read in
+	// (dbSlices).
+	db       *backendCPU
+	dbStart  map[int32]time.Duration
+	dbCPU    time.Duration
+	dbSlices int
 }
 
 // begin starts a slice.
 func (m *meter) begin() {
+	if m.db != nil {
+		m.dbStart, _ = m.db.sample()
+	}
 	resetPeakRSS()
 	m.sliceStart = time.Now()
 	m.sliceCPU = processCPU()
@@ -46,6 +57,12 @@ func (m *meter) end() {
 	m.wallNs.Add(int64(time.Since(m.sliceStart)))
 	m.cpu += processCPU() - m.sliceCPU
 	m.peak = max(m.peak, peakRSS())
+	if m.db != nil {
+		if d, ok := m.db.since(m.dbStart); ok {
+			m.dbCPU += d
+			m.dbSlices++
+		}
+	}
 }
 
 // rate is the ops per second of the finished slices.
@@ -89,6 +106,9 @@ func (m *meter) result(workload, target string, clients int) Result {
 	}
 	if r.Ops > 0 {
 		r.CPUSecondsPer1000 = m.cpu.Seconds() / float64(r.Ops) * 1000
+		if m.dbSlices > 0 {
+			r.DBCPUSecondsPer1000 = m.dbCPU.Seconds() / float64(r.Ops) * 1000
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -275,7 +295,7 @@ func runHTTPPhase(ctx context.Context, srv *target, fx *fixture, raws []*rawTarg
 			return nil, err
 		}
 		cleanups = append(cleanups, finish)
-		return &httpTarget{srv: srv, fx: fx, runs: runs, m: &meter{}}, nil
+		return &httpTarget{srv: srv, fx: fx, runs: runs, m: &meter{db: srv.db}}, nil
 	}
 	defer func() {
 		for _, f := range cleanups {
@@ -302,9 +322,9 @@ func runHTTPPhase(ctx context.Context, srv *target, fx *fixture, raws []*rawTarg
 			return nil, err
 		}
 		defer r.close()
-		rawMeters[i] = &meter{}
+		rawMeters[i] = &meter{db: r.db}
 		runners, meters = append(runners, rawRunner(r, n)), append(meters, rawMeters[i])
-		gauges = append(gauges, gauge{"raw " + r.sync, rawMeters[i]})
+		gauges = append(gauges, gauge{r.kind + " " + r.sync, rawMeters[i]})
 	}
 	stop := pr.watch(fmt.Sprintf("%s clients=%d", workload, n), d, gauges...)
 	if len(runners) == 1 {
@@ -315,7 +335,7 @@ func runHTTPPhase(ctx context.Context, srv *target, fx *fixture, raws []*rawTarg
 
 	out := []Result{main.result(workload, TargetHTTP, n)}
 	for i, r := range raws {
-		rr := rawMeters[i].result(WorkloadCycle, TargetRaw, n)
+		rr := rawMeters[i].result(WorkloadCycle, r.kind, n)
 		rr.Sync = r.sync
 		out = append(out, rr)
 	}

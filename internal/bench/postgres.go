@@ -47,11 +47,16 @@ func synchronousCommit(ctx context.Context, url string) (string, error) {
 }
 
 // openPostgres opens a store in a fresh schema of the database at url,
-// with a pool of conns connections, and returns it and the schema's name;
-// the returned drop closes it and drops the schema.
-func openPostgres(ctx context.Context, url, what string, conns int) (*postgres.Store, string, func(), error) {
+// with a pool of conns connections whose backends carry application_name
+// app (none when ""), and returns it and the schema's name; the returned
+// drop closes it and drops the schema.
+func openPostgres(ctx context.Context, url, what, app string, conns int) (*postgres.Store, string, func(), error) {
 	schema := newSchemaName(what)
-	st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: int32(conns)}) // #nosec G115 -- conns is the bench's client count plus a few, far below 2^31
+	dsn := url
+	if app != "" {
+		dsn = withAppName(url, app)
+	}
+	st, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema, MaxConns: int32(conns)}) // #nosec G115 -- conns is the bench's client count plus a few, far below 2^31
 	if err != nil {
 		_ = dropSchema(url, schema)
 		return nil, "", nil, fmt.Errorf("bench: open a PostgreSQL store in schema %s: %w", schema, err)
@@ -65,13 +70,15 @@ func openPostgres(ctx context.Context, url, what string, conns int) (*postgres.S
 // startPostgresTarget serves, in this process, a store in a fresh schema of
 // cfg.DatabaseURL (dropped when the target closes), with a connection per
 // client (plus some for the sweeper and the setup). what names the schema
-// (clasp_bench_<what>_<random>).
-func startPostgresTarget(ctx context.Context, cfg Config, what string, hc *http.Client) (*target, error) {
+// (clasp_bench_<what>_<random>); mon, when not nil, probes its backends'
+// CPU.
+func startPostgresTarget(ctx context.Context, cfg Config, what string, hc *http.Client, mon *pgMonitor) (*target, error) {
 	sc, err := synchronousCommit(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("bench: connect to --database-url: %w", err)
 	}
-	st, schema, drop, err := openPostgres(ctx, cfg.DatabaseURL, what, slicesMax(cfg.Clients)+8)
+	app := newSchemaName(what + "_app")
+	st, schema, drop, err := openPostgres(ctx, cfg.DatabaseURL, what, app, slicesMax(cfg.Clients)+8)
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +89,7 @@ func startPostgresTarget(ctx context.Context, cfg Config, what string, hc *http.
 	}
 	t.sync = sc
 	t.pgURL, t.pgSchema = cfg.DatabaseURL, schema
+	t.db = mon.probe(app)
 	t.describe = fmt.Sprintf("in-process PostgreSQL store (fresh schema, synchronous_commit=%s) at %s", sc, t.api.base)
 	return t, nil
 }
@@ -99,12 +107,14 @@ func (c closeFunc) Close() error { c.drop(); return nil }
 // and sqlRelease straight through pgx (postgres.Raw). The schema is dropped
 // by the returned drop; open and close are no-ops (the pool stays open for
 // the run).
-func newPostgresRaw(ctx context.Context, url string, nAgents, nIssues int) (*rawTarget, func(), error) {
+// mon, when not nil, probes its backends' CPU.
+func newPostgresRaw(ctx context.Context, url string, mon *pgMonitor, nAgents, nIssues int) (*rawTarget, func(), error) {
 	sc, err := synchronousCommit(ctx, url)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: connect to --database-url: %w", err)
 	}
-	st, _, drop, err := openPostgres(ctx, url, "raw", nAgents+4)
+	app := newSchemaName("raw_app")
+	st, _, drop, err := openPostgres(ctx, url, "raw", app, nAgents+4)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -115,6 +125,8 @@ func newPostgresRaw(ctx context.Context, url string, nAgents, nIssues int) (*raw
 	}
 	raw := st.Raw()
 	return &rawTarget{
+		kind:     TargetRaw,
+		db:       mon.probe(app),
 		sync:     sc,
 		steps:    steps,
 		open:     func(context.Context) error { return nil },

@@ -30,7 +30,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\ttarget\tsync\tclients\tops\tops/s\tp50 ms\tp95 ms\tp99 ms\tCPU s/1k ops\tpeak RSS MiB\twrites/commit\terrors\t")
+	fmt.Fprintln(tw, "workload\ttarget\tsync\tclients\tops\tops/s\tp50 ms\tp95 ms\tp99 ms\tCPU s/1k ops\tDB CPU s/1k ops\tpeak RSS MiB\twrites/commit\terrors\t")
 	for _, x := range r.Results {
 		batch := "-"
 		if x.Commits > 0 {
@@ -40,8 +40,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if sync == "" {
 			sync = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.3f\t%.0f\t%s\t%d\t\n",
-			x.Workload, x.Target, sync, x.Clients, x.Ops, x.OpsPerS, x.P50Ms, x.P95Ms, x.P99Ms, x.CPUSecondsPer1000, x.PeakRSSMB, batch, x.Errors)
+		dbCPU := "-"
+		if x.DBCPUSecondsPer1000 > 0 {
+			dbCPU = strconv.FormatFloat(x.DBCPUSecondsPer1000, 'f', 3, 64)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.3f\t%s\t%.0f\t%s\t%d\t\n",
+			x.Workload, x.Target, sync, x.Clients, x.Ops, x.OpsPerS, x.P50Ms, x.P95Ms, x.P99Ms, x.CPUSecondsPer1000, dbCPU, x.PeakRSSMB, batch, x.Errors)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -49,17 +53,29 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Ratios) > 0 {
 		fmt.Fprintln(w)
 		for _, x := range r.Ratios {
-			if x.RawPostgres > 0 {
-				fmt.Fprintf(w, "%s clients=%d: http (PostgreSQL, synchronous_commit=%s) %.0f ops/s = %.2f x raw pgx (%.0f ops/s, the same statements, one round trip each)\n",
-					x.Workload, x.Clients, x.HTTPSync, x.HTTP, x.VsRawPostgres, x.RawPostgres)
+			if x.RawPostgres > 0 || x.LimitPostgres > 0 {
+				if x.LimitPostgres > 0 {
+					fmt.Fprintf(w, "%s clients=%d: http / limit = %.2f, raw / limit = %.2f (PostgreSQL, synchronous_commit=%s: http %.0f, raw %.0f, limit %.0f ops/s)\n",
+						x.Workload, x.Clients, x.VsLimitPostgres, x.RawVsLimitPostgres, x.HTTPSync, x.HTTP, x.RawPostgres, x.LimitPostgres)
+				}
+				if x.RawPostgres > 0 {
+					fmt.Fprintf(w, "%s clients=%d: http (PostgreSQL, synchronous_commit=%s) %.0f ops/s = %.2f x raw pgx (%.0f ops/s, the same statements, one round trip each)\n",
+						x.Workload, x.Clients, x.HTTPSync, x.HTTP, x.VsRawPostgres, x.RawPostgres)
+				}
 				continue
 			}
-			fmt.Fprintf(w, "%s clients=%d: http (sync %s) %.0f ops/s = %.2f x raw FULL (%.0f ops/s, one fsync per commit), %.2f x raw NORMAL (%.0f ops/s)",
-				x.Workload, x.Clients, x.HTTPSync, x.HTTP, x.VsRawFull, x.RawFull, x.VsRawNorm, x.RawNormal)
-			if x.BatchWrite > 0 {
-				fmt.Fprintf(w, "; %.1f writes per commit", x.BatchWrite)
+			if x.LimitNormal > 0 {
+				fmt.Fprintf(w, "%s clients=%d: http / limit = %.2f x NORMAL, %.2f x FULL; raw / limit = %.2f (FULL), %.2f (NORMAL) (http sync %s %.0f ops/s; limit FULL %.0f, NORMAL %.0f ops/s)\n",
+					x.Workload, x.Clients, x.VsLimitNormal, x.VsLimitFull, x.RawFullVsLimitFull, x.RawNormalVsLimitNormal, x.HTTPSync, x.HTTP, x.LimitFull, x.LimitNormal)
 			}
-			fmt.Fprintln(w)
+			if x.RawFull > 0 {
+				fmt.Fprintf(w, "%s clients=%d: http (sync %s) %.0f ops/s = %.2f x raw FULL (%.0f ops/s, one fsync per commit), %.2f x raw NORMAL (%.0f ops/s)",
+					x.Workload, x.Clients, x.HTTPSync, x.HTTP, x.VsRawFull, x.RawFull, x.VsRawNorm, x.RawNormal)
+				if x.BatchWrite > 0 {
+					fmt.Fprintf(w, "; %.1f writes per commit", x.BatchWrite)
+				}
+				fmt.Fprintln(w)
+			}
 		}
 	}
 	if len(r.ClaimRatios) > 0 {
@@ -106,6 +122,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "op (%s): %s\n", k, r.OpUnits[k])
 	}
 	fmt.Fprintf(w, "CPU: %s\n", r.CPUMeasures)
+	if r.DBCPUMeasures != "" {
+		fmt.Fprintf(w, "DB CPU: %s\n", r.DBCPUMeasures)
+	}
 	fmt.Fprintln(w, "peak RSS: the process's resident-set high-water mark during the phase (Linux VmHWM, reset per phase)")
 	for _, f := range r.Failures {
 		fmt.Fprintf(w, "FAILED: %s\n", f)

@@ -40,12 +40,16 @@ type target struct {
 	// pgURL and pgSchema are the in-process PostgreSQL server's database
 	// and schema ("" otherwise).
 	pgURL, pgSchema string
+	// db measures the CPU of the in-process PostgreSQL server's backends
+	// (nil otherwise).
+	db *backendCPU
 }
 
 // startTarget starts the in-process server (SQLite under dir, an HTTP
 // server on 127.0.0.1:0, the sweeper at its default interval) or connects
-// to cfg.ServerURL.
-func startTarget(ctx context.Context, cfg Config, dir string) (*target, error) {
+// to cfg.ServerURL. mon, when not nil, probes the PostgreSQL server's
+// backends' CPU.
+func startTarget(ctx context.Context, cfg Config, dir string, mon *pgMonitor) (*target, error) {
 	hc := newHTTPClient(slicesMax(cfg.Clients))
 	if cfg.ServerURL != "" {
 		t := &target{api: &api{hc: hc, base: strings.TrimRight(cfg.ServerURL, "/"), board: cfg.Token}, describe: cfg.ServerURL,
@@ -53,7 +57,7 @@ func startTarget(ctx context.Context, cfg Config, dir string) (*target, error) {
 		return t, nil
 	}
 	if cfg.DatabaseURL != "" {
-		return startPostgresTarget(ctx, cfg, "server", hc)
+		return startPostgresTarget(ctx, cfg, "server", hc, mon)
 	}
 	return startSQLiteTarget(ctx, cfg, filepath.Join(dir, "server.db"), hc)
 }
@@ -80,10 +84,10 @@ func startSQLiteTarget(ctx context.Context, cfg Config, path string, hc *http.Cl
 // Config.SeedAgents): a second in-process server like the first, which
 // gets no filler: SQLite in dir/server-base.db, or PostgreSQL in a fresh
 // schema clasp_bench_base_<random> of Config.DatabaseURL.
-func startBaseTarget(ctx context.Context, cfg Config, dir string) (*target, error) {
+func startBaseTarget(ctx context.Context, cfg Config, dir string, mon *pgMonitor) (*target, error) {
 	hc := newHTTPClient(slicesMax(cfg.Clients))
 	if cfg.DatabaseURL != "" {
-		return startPostgresTarget(ctx, cfg, "base", hc)
+		return startPostgresTarget(ctx, cfg, "base", hc, mon)
 	}
 	return startSQLiteTarget(ctx, cfg, filepath.Join(dir, "server-base.db"), hc)
 }
@@ -331,11 +335,15 @@ type rawStep struct {
 
 // rawTarget is a raw limit: a database of its own with the same shape of
 // fixture as the server's, and the statements of a checkout and a release
-// run straight through the driver. sync labels its rows: full or normal
-// (SQLite), or PostgreSQL's synchronous_commit. It is open only during the
-// phases that use it.
+// run straight through the driver. kind is its rows' target: raw (clasp's
+// own statements) or limit (the textbook ones, limit.go). sync labels its
+// rows: full or normal (SQLite), or PostgreSQL's synchronous_commit. It is
+// open only during the phases that use it. db, when not nil, probes its
+// PostgreSQL backends' CPU.
 type rawTarget struct {
+	kind  string
 	sync  string
+	db    *backendCPU
 	steps [][]rawStep // per agent: one step per assigned issue
 
 	open     func(ctx context.Context) error
@@ -353,7 +361,7 @@ func newSQLiteRaw(ctx context.Context, dir, mode string, nAgents, nIssues int) (
 		st  *sqlite.Store
 		raw *sqlite.Raw
 	)
-	r := &rawTarget{sync: mode}
+	r := &rawTarget{kind: TargetRaw, sync: mode}
 	r.open = func(ctx context.Context) error {
 		s, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: strings.ToUpper(mode)})
 		if err != nil {

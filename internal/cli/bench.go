@@ -133,7 +133,7 @@ refused claim, an issue claimed twice or never).`,
 	f.StringVar(&cfg.DatabaseURL, "database-url", "", "run the in-process server on this PostgreSQL database (postgres://...) in a fresh schema, dropped at the end; the raw limit is the same statements through pgx in a second fresh schema")
 	f.IntVar(&cfg.SeedIssues, "seed-issues", 0, "bulk-insert this many filler issues (done, unassigned) into each company before its phases, for scale figures (in-process servers only: SQLite or --database-url)")
 	f.IntVar(&cfg.SeedAgents, "seed-agents", 0, "bulk-insert this many filler agents (each with an API key and a finished run) into the same companies as --seed-issues, for scale figures (in-process servers only; like --seed-issues it adds the http-base baseline)")
-	f.BoolVar(&cfg.NoRaw, "no-raw", false, "skip the raw-limit phases")
+	f.BoolVar(&cfg.NoRaw, "no-raw", false, "skip the raw and textbook limit phases")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the databases (default a fresh temporary directory, removed at the end)")
 	f.BoolVar(&jsonOut, "json", false, "print the report as JSON")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (server and clients) to this file")
