@@ -241,9 +241,9 @@ type Report struct {
 	CPUMeasures string `json:"cpuMeasures"`
 	// DBCPUMeasures explains the database CPU column ("" when not measured).
 	DBCPUMeasures string            `json:"dbCpuMeasures,omitempty"`
-	OpUnits     map[string]string `json:"opUnits"`
-	Results     []Result          `json:"results"`
-	Ratios      []Ratio           `json:"ratios,omitempty"`
+	OpUnits       map[string]string `json:"opUnits"`
+	Results       []Result          `json:"results"`
+	Ratios        []Ratio           `json:"ratios,omitempty"`
 	// ClaimRatios compare each claim phase with the cycle phase of the
 	// same client count in the same run.
 	ClaimRatios []ClaimRatio `json:"claimRatios,omitempty"`
@@ -324,7 +324,7 @@ type Ratio struct {
 	LimitPostgres          float64 `json:"limitPostgresOpsPerSecond,omitempty"`
 	VsLimitPostgres        float64 `json:"httpOverLimitPostgres,omitempty"`
 	RawVsLimitPostgres     float64 `json:"rawOverLimitPostgres,omitempty"`
-	BatchWrite    float64 `json:"httpWritesPerCommit,omitempty"`
+	BatchWrite             float64 `json:"httpWritesPerCommit,omitempty"`
 }
 
 // ClaimRatio compares the claim workload with the cycle workload at one
