@@ -280,6 +280,7 @@ func (s *Server) agentUpdate(ctx context.Context, c *call, in *agentUpdateIn) (i
 	var a *clasp.Agent
 	if in.Status != nil || in.Name != nil || in.Role != nil {
 		a, err = s.st.AgentUpdate(ctx, &store.AgentUpdateParams{AgentID: id, Status: in.Status, Name: in.Name, Role: in.Role, Actor: c.actor()})
+		s.creds.forgetAgent(id) // its status, keys and runs may have changed
 	} else {
 		a, err = s.st.AgentGet(ctx, id)
 	}
@@ -366,6 +367,7 @@ func (s *Server) agentKeyRevoke(ctx context.Context, c *call) (int, any, error) 
 		return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Key %q does not exist.", truncate(c.r.PathValue("keyId"), 64))
 	}
 	k, err := s.st.AgentKeyRevoke(ctx, id, keyID, c.actor())
+	s.creds.forgetAgent(id)
 	if err != nil {
 		return 0, nil, err
 	}

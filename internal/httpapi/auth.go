@@ -36,8 +36,8 @@ type principal struct {
 	freshAt  time.Time
 	// key is the agent API key the request authenticated with ("" for a
 	// run token or the board): the secret an idempotent run open derives
-	// its run token from (runTokenFor).
-	key string
+	// its run token from (runTokenFor); hash is its hash.
+	key, hash string
 }
 
 // authenticate resolves the caller (SPEC section 2). A bearer token is
@@ -81,9 +81,21 @@ func (s *Server) authenticate(r *http.Request, ep *endpoint) (principal, error) 
 		}
 	}
 	if kind == TokenAgentKey || kind == "" {
-		a, run, err := s.st.AgentAuthenticateRun(ctx, hash, namedRun(r, ep), s.minRenew)
+		named := namedRun(r, ep)
+		if a, run, ok := s.creds.get(hash, named); ok {
+			// The run is believed fresh as the store would judge it now:
+			// live, its last sign of life less than minRenew old.
+			if now := s.now(); run != nil && (!run.Live(now) || run.LastSignOfLifeAt == nil || now.Sub(*run.LastSignOfLifeAt) >= s.minRenew) {
+				run = nil
+			}
+			return principal{agent: a, freshRun: run, freshAt: time.Now(), key: token, hash: hash}, nil
+		}
+		at, gen := s.creds.begin()
+		a, run, err := s.st.AgentAuthenticateRun(ctx, hash, named, s.minRenew)
 		if err == nil {
-			return principal{agent: a, freshRun: run, freshAt: time.Now(), key: token}, nil
+			now := time.Now()
+			s.creds.put(at, gen, hash, named, a, run)
+			return principal{agent: a, freshRun: run, freshAt: now, key: token, hash: hash}, nil
 		}
 		if clasp.ErrorCode(err) != clasp.CodeUnauthenticated {
 			return principal{}, err
@@ -220,6 +232,7 @@ func (c *call) touch(ctx context.Context) error {
 		c.run = f
 		return nil
 	}
+	at, gen := c.s.creds.begin()
 	run, err := c.s.st.RunTouch(ctx, &store.RunTouchParams{
 		RunID:            c.runID,
 		AgentID:          c.who.agent.ID,
@@ -240,6 +253,11 @@ func (c *call) touch(ctx context.Context) error {
 		return c.namedByHeader(err)
 	}
 	c.run = run
+	if c.who.hash != "" && c.runHeader != "" {
+		// The run is live and its lease renewed less than minRenew ago:
+		// the next requests of this key naming it need not read it again.
+		c.s.creds.put(at, gen, c.who.hash, c.runID, c.who.agent, run)
+	}
 	return nil
 }
 

@@ -119,7 +119,13 @@ func (s *Server) companyEvents(ctx context.Context, c *call) (int, any, error) {
 				}
 				return 0, streamed, nil
 			}
+			if mayRevoke(rows) {
+				// The rows reach every replica: what this server believes
+				// of the credentials they name is read again.
+				s.creds.forgetRevoked(rows)
+			}
 			if !c.who.board && mayRevoke(rows) {
+				s.creds.forgetKey(c.who.hash)
 				if _, err := s.authenticate(c.r, c.ep); err != nil {
 					if clasp.ErrorCode(err) == clasp.CodeUnauthenticated {
 						fmt.Fprint(c.w, ": credential revoked\n\n")

@@ -279,6 +279,7 @@ func (s *Server) runCancel(ctx context.Context, c *call, _ *emptyIn) (int, any, 
 	if run.Status.Terminal() {
 		return 0, nil, clasp.Errorf(clasp.CodeRunNotLive, "Run %s already ended (%s).", run.ID, run.Status).WithDetails("status", string(run.Status))
 	}
+	defer s.creds.forgetRun(run.ID)
 	if s.cfg.Scheduler != nil && s.cfg.Scheduler.Cancel(run.ID) {
 		if r, err := s.st.RunGet(ctx, run.ID); err == nil {
 			run = r

@@ -134,6 +134,7 @@ func (s *Server) runFinish(ctx context.Context, c *call, in *runFinishIn) (int, 
 		runID = id
 	}
 	run, err := s.st.RunFinish(ctx, &store.RunFinishParams{RunID: runID, Status: *in.Status, ExitCode: in.ExitCode, Error: in.Error, Actor: c.actor()})
+	s.creds.forgetRun(runID)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -81,6 +81,11 @@ type Config struct {
 	// Limits are the rate limits and caps (see Limits); zero fields take
 	// their defaults.
 	Limits Limits
+	// CredentialCacheTTL is how long a verified agent key, and the live
+	// run a request named with it, is believed without a store read
+	// (credCache). Default DefaultCredentialCacheTTL; negative: no cache,
+	// every request reads the store.
+	CredentialCacheTTL time.Duration
 }
 
 // Scheduler is what the API needs of the heartbeat scheduler (issue 4).
@@ -126,6 +131,7 @@ type Server struct {
 	byCred   *buckets // Limits.CredentialRate per credential
 	comments *buckets // Limits.CommentsPerRunMinute per run
 	streams  *streamSlots
+	creds    *credCache // nil: no credential cache
 }
 
 // New returns a Server for cfg. It panics if cfg.Store is nil.
@@ -158,6 +164,10 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger, m: cfg.Metrics, now: cfg.Now, mux: http.NewServeMux(), stopped: make(chan struct{}),
 		minRenew: min(MinRenewInterval, cfg.LeaseTTL/3)}
 	s.lease = cfg.LeaseTTL + s.minRenew
+	if cfg.CredentialCacheTTL == 0 {
+		cfg.CredentialCacheTTL = DefaultCredentialCacheTTL
+	}
+	s.creds = newCredCache(cfg.CredentialCacheTTL)
 	s.limits = cfg.Limits.withDefaults()
 	s.byAddr = newBuckets(s.limits.AddressRate, s.limits.AddressBurst)
 	s.byCred = newBuckets(s.limits.CredentialRate, s.limits.CredentialBurst)
