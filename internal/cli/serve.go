@@ -74,6 +74,12 @@ type ServeConfig struct {
 	// root. The data directory is then 0711 and its files 0600, so agents
 	// cannot read them.
 	AgentUser string
+	// AgentCACert is the PEM file server-managed agents are told to trust
+	// for the server's https:// URL (as CLASP_CA_CERT and
+	// NODE_EXTRA_CA_CERTS). Default with TLS: Net.TLSCert, which a client
+	// trusts when the certificate is self-signed or its chain ends in the
+	// CA it holds. Unused without TLS.
+	AgentCACert string
 	// Net is the transport security and abuse limits (TLS, mTLS, plain
 	// HTTP off loopback, rate limits, caps, trusted proxies): see NetConfig.
 	Net NetConfig
@@ -142,6 +148,18 @@ type serveMain struct {
 	unlockDir func() // releases the data directory's lock (SQLite only)
 	srv       *server.Server
 	info      ServeInfo
+}
+
+// agentCACert is the CA file handed to managed agents: "" without TLS,
+// else ServeConfig.AgentCACert, else the server's own certificate file.
+func (m *serveMain) agentCACert() string {
+	if m.tls == nil {
+		return ""
+	}
+	if m.cfg.AgentCACert != "" {
+		return m.cfg.AgentCACert
+	}
+	return m.cfg.Net.TLSCert
 }
 
 // newServeMain applies cfg's defaults and checks it: a usage error for a
@@ -260,7 +278,7 @@ func (m *serveMain) run(ctx context.Context) error {
 		Limits:          m.limits,
 		TLS:             m.tls,
 		RunLogDir:       filepath.Join(cfg.DataDir, "run-logs"),
-		Agents:          &server.Agents{WorkDir: filepath.Join(cfg.DataDir, RunWorkDirName), User: m.agentUser},
+		Agents:          &server.Agents{WorkDir: filepath.Join(cfg.DataDir, RunWorkDirName), User: m.agentUser, CACert: m.agentCACert()},
 		ShutdownTimeout: cfg.ShutdownTimeout,
 	})
 	if err != nil {
@@ -503,7 +521,9 @@ binds a loopback address and refuses cross-origin browser writes.
 
 Transport: --tls-cert and --tls-key serve HTTPS (TLS 1.2 or newer);
 --tls-client-ca also requires every client to present a certificate signed by
-that CA (mTLS). Plain HTTP is refused on a non-loopback --listen address
+that CA (mTLS). Server-managed agents are told to trust --ca-cert (else the
+--tls-cert file) through CLASP_CA_CERT and NODE_EXTRA_CA_CERTS; under
+--tls-client-ca they must bring a client certificate of their own. Plain HTTP is refused on a non-loopback --listen address
 unless --insecure-http is given (bearer tokens would cross the network in
 clear). Requests are rate-limited per client address and per credential
 (429 with Retry-After; --rate-* flags, 0 keeps the default, -1 turns one
@@ -554,6 +574,9 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 			}
 			cfg.Logger = log
 			cfg.Stdout = a.stdout
+			if !f.Changed("ca-cert") {
+				cfg.AgentCACert = a.getenv(EnvCACert)
+			}
 			return Serve(cmd.Context(), cfg, nil)
 		},
 	}
@@ -570,6 +593,7 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 	f.StringVar(&cfg.Sync, "sync", "full", "SQLite durability: full (an acknowledged write survives power loss) or normal (an acknowledged write may be lost on power loss, not on a process crash)")
 	f.StringVar(&cfg.Pprof, "pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port, a listener of its own (e.g. 127.0.0.1:6060)")
 	addNetFlags(f, &cfg.Net)
+	f.StringVar(&cfg.AgentCACert, "ca-cert", "", "with TLS: PEM file of the CA certificates server-managed agents are told to trust for this server (CLASP_CA_CERT, NODE_EXTRA_CA_CERTS); default $"+EnvCACert+", else the --tls-cert file")
 	f.StringVar(&cfg.AgentUser, "agent-user", "", "run server-managed agent processes as this user (name or uid; the server must run as root); the data directory, database and board token are then unreadable to them")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	return cmd

@@ -49,6 +49,13 @@ type Config struct {
 	Machine string
 	// APIURL is the server's base URL given to agents as CLASP_API_URL.
 	APIURL string
+	// CACert, when set, is a PEM file of the CA certificates (or the
+	// self-signed certificate) that agents need to trust APIURL over
+	// https://. It is given to them as CLASP_CA_CERT (read by the clasp
+	// CLI and Go client) and NODE_EXTRA_CA_CERTS (read by Node agents),
+	// before the adapter's env, which may set either itself. "" gives
+	// neither.
+	CACert string
 	// NewRunToken returns a new run token and its hash (httpapi.NewToken("rt")).
 	NewRunToken func() (token, hash string)
 	// LeaseTTL is the lease of a started run, renewed every LeaseTTL/3

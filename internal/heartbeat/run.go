@@ -42,12 +42,16 @@ func (s *Scheduler) startRun(ctx context.Context, r *clasp.Run, c *clasp.Adapter
 }
 
 // env is the process environment of a run: the allowlisted variables of
-// the server's (baseEnv: never its secrets), the adapter's env, then the
+// the server's (baseEnv: never its secrets), the CA file of an https://
+// API URL (Config.CACert), the adapter's env, then the
 // run's credentials under the CLASP_* and PAPERCLIP_* names, and
 // PAPERCLIP_TASK_ID and PAPERCLIP_LINKED_ISSUE_IDS (the run's issue,
 // empty for none), which Paperclip agents read.
 func (s *Scheduler) env(run *clasp.Run, c *clasp.AdapterConfig, token string) []string {
 	env := baseEnv(os.Environ(), s.cfg.AgentUser)
+	if ca := s.cfg.CACert; ca != "" {
+		env = append(env, "CLASP_CA_CERT="+ca, "NODE_EXTRA_CA_CERTS="+ca)
+	}
 	keys := make([]string, 0, len(c.Env))
 	for k := range c.Env {
 		keys = append(keys, k)

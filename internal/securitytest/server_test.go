@@ -92,6 +92,7 @@ type server struct {
 	Dir        string // the server's working directory
 	DataDir    string // absolute; the server was given the relative ".clasp"
 	PprofAddr  string // host:port of --pprof, when given
+	CAFile     string // the CA the board client trusts (an https:// server); "" the system's
 	cmd        *exec.Cmd
 
 	mu     sync.Mutex
@@ -206,7 +207,12 @@ func (s *server) output() string {
 }
 
 // board is a client of s with the board token.
-func (s *server) board() *client.Client { return client.New(s.URL, client.WithToken(s.BoardToken)) }
+func (s *server) board() *client.Client {
+	if s.CAFile != "" {
+		return client.New(s.URL, client.WithToken(s.BoardToken), client.WithCACert(s.CAFile))
+	}
+	return client.New(s.URL, client.WithToken(s.BoardToken))
+}
 
 // managedAgent creates a company and an agent whose adapter runs
 // /bin/sh -c script with env, and returns the agent.

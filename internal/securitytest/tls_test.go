@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/client"
 )
 
@@ -285,4 +286,37 @@ func TestHeaderLimitsOfTheBinary(t *testing.T) {
 		t.Fatalf("the server kept a connection with an unfinished header open for 30 s")
 	}
 	t.Logf("unfinished header: connection closed after %v (%v)", time.Since(start).Round(10*time.Millisecond), err)
+}
+
+// TestManagedAgentTrustsTLSServer: a server-managed agent of an HTTPS
+// server is told which CA file to trust (CLASP_CA_CERT and
+// NODE_EXTRA_CA_CERTS): serve's --ca-cert when given, else its own
+// --tls-cert file; the clasp CLI run by the agent then reaches the API.
+func TestManagedAgentTrustsTLSServer(t *testing.T) {
+	p := newPKI(t)
+	script := `echo "ca=$CLASP_CA_CERT node=$NODE_EXTRA_CA_CERTS"
+CLASP_TOKEN="$CLASP_API_KEY" CLASP_URL="$CLASP_API_URL" "$AGENT_CLASP_BIN" agent me --json && echo "agent me: ok"`
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"--ca-cert":           {[]string{"--ca-cert", p.CAFile}, p.CAFile},
+		"the --tls-cert file": {nil, p.ServerCert},
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := append([]string{"--tls-cert", p.ServerCert, "--tls-key", p.ServerKey}, tc.args...)
+			s := startServer(t, serveOpts{Args: args})
+			s.CAFile = p.CAFile
+			ag := s.managedAgent(t, script, map[string]string{"AGENT_CLASP_BIN": claspBin})
+			id := s.wake(t, ag)
+			r := s.waitRun(t, id)
+			log := s.runLog(t, id)
+			if !strings.Contains(log, "ca="+tc.want+" node="+tc.want) {
+				t.Errorf("the agent's CA variables, want both %s; log:\n%s", tc.want, log)
+			}
+			if r.Status != clasp.RunSucceeded || !strings.Contains(log, "agent me: ok") || !strings.Contains(log, ag.ID) {
+				t.Errorf("run %s; the agent did not reach the API over HTTPS; log:\n%s", r.Status, log)
+			}
+		})
+	}
 }

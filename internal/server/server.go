@@ -87,6 +87,9 @@ type Agents struct {
 	WorkDir string
 	// User, when set, is the user server-managed processes run as.
 	User *heartbeat.AgentUser
+	// CACert is the PEM file agents trust for the server's https:// URL
+	// (heartbeat.Config.CACert); "" gives them none.
+	CACert string
 }
 
 // Server is a started server. Its methods are safe for concurrent use.
@@ -133,7 +136,7 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 	var apiSched httpapi.Scheduler // stays a nil interface without a scheduler
 	if a := cfg.Agents; a != nil {
 		s.sched = heartbeat.New(cfg.Store, heartbeat.Config{APIURL: s.url, LeaseTTL: cfg.LeaseTTL, Logger: log,
-			LogDir: cfg.RunLogDir, WorkDir: a.WorkDir, AgentUser: a.User,
+			LogDir: cfg.RunLogDir, WorkDir: a.WorkDir, AgentUser: a.User, CACert: a.CACert,
 			NewRunToken: func() (string, string) { return httpapi.NewToken(httpapi.TokenRun) }})
 		apiSched = s.sched
 	}
