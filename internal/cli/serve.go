@@ -627,6 +627,7 @@ upgrade ahead of a deployment.`,
 				}
 				defer unlock()
 			}
+			var st versionedStore
 			st, err := openStore(ctx, databaseURL, path, nil, "")
 			if err != nil {
 				return err
@@ -646,6 +647,12 @@ upgrade ahead of a deployment.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", DefaultDataDir, "directory of the database (env "+EnvDataDir+")")
 	cmd.Flags().StringVar(&databaseURL, "database-url", "", "PostgreSQL URL to migrate instead of <data-dir>/clasp.db (env "+EnvDatabaseURL+")")
 	return cmd
+}
+
+// versionedStore is what migrate uses of the store it opens.
+type versionedStore interface {
+	SchemaVersion(ctx context.Context) (int64, error)
+	Close() error
 }
 
 // migratedStore is what serve and migrate open: a store with the

@@ -1,11 +1,11 @@
-// Package recovery holds the sweeper of SPEC section 5: the background loop
+// Package recovery holds the sweeper (RULES.md, "The sweeper"): the background loop
 // that fails running runs whose lease expired (pass 1) and then clears the
 // locks of issues whose referenced runs are all dead (pass 2).
 //
 // Both passes are guarded single statements inside the store
-// (store.Store.SweepExpiredRuns, SweepStaleLocks), so any number of
-// sweepers, on any number of replicas, may run at once. Only the server
-// wiring (internal/cli) imports this package.
+// (Store.SweepExpiredRuns, SweepStaleLocks), so any number of sweepers,
+// on any number of replicas, may run at once. Only the server wiring
+// (internal/server) imports this package.
 package recovery
 
 import (
@@ -20,7 +20,7 @@ import (
 )
 
 // DefaultInterval is the time between sweeps when Config.Interval is zero
-// (SPEC section 5, flag --sweep-interval).
+// (clasp serve --sweep-interval's default).
 const DefaultInterval = 10 * time.Second
 
 // Config configures a Sweeper.
@@ -35,10 +35,21 @@ type Config struct {
 	Metrics *metrics.Metrics
 }
 
+// Store is what the sweeper needs of the store: its two passes, each one
+// guarded statement (see store.Store's methods of the same names).
+type Store interface {
+	// SweepExpiredRuns is pass 1: running runs whose lease expired become
+	// failed (lease_expired); it returns how many.
+	SweepExpiredRuns(ctx context.Context) (int, error)
+	// SweepStaleLocks is pass 2: it clears the locks of issues whose
+	// referenced runs are all dead, returning how many issues it cleared.
+	SweepStaleLocks(ctx context.Context) (int, error)
+}
+
 // Sweeper runs the two sweeper passes at start and then every Interval.
 // Build it with NewSweeper; Start and Stop it once.
 type Sweeper struct {
-	st  store.Store
+	st  Store
 	cfg Config
 
 	mu      sync.Mutex
@@ -52,7 +63,7 @@ type Sweeper struct {
 }
 
 // NewSweeper returns a sweeper over st. It panics if st is nil.
-func NewSweeper(st store.Store, cfg Config) *Sweeper {
+func NewSweeper(st Store, cfg Config) *Sweeper {
 	if st == nil {
 		panic("recovery.NewSweeper: store is nil")
 	}
