@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clasp-dev/clasp/internal/crashtest"
+	"github.com/clasp-dev/clasp/internal/serveproc"
 )
 
 // The stores the conformance test runs on.
@@ -26,16 +26,16 @@ func startServer(t *testing.T, backend string) string {
 	t.Helper()
 	args := []string{"--local-trusted", "--data-dir", filepath.Join(t.TempDir(), "data")}
 	if backend == "postgres" {
-		admin := os.Getenv(crashtest.EnvTestPostgresURL)
+		admin := os.Getenv(serveproc.EnvTestPostgresURL)
 		if admin == "" {
 			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is not set, and CI is: the PostgreSQL conformance run must not skip in CI", crashtest.EnvTestPostgresURL)
+				t.Fatalf("%s is not set, and CI is: the PostgreSQL conformance run must not skip in CI", serveproc.EnvTestPostgresURL)
 			}
-			t.Skipf("%s is not set: no PostgreSQL to test against", crashtest.EnvTestPostgresURL)
+			t.Skipf("%s is not set: no PostgreSQL to test against", serveproc.EnvTestPostgresURL)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		u, drop, err := crashtest.CreateDatabase(ctx, admin, "conformance")
+		u, drop, err := serveproc.CreateDatabase(ctx, admin, "conformance")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func startServer(t *testing.T, backend string) string {
 		args = append(args, "--database-url", u)
 	}
 	var logs bytes.Buffer
-	srv, err := crashtest.StartServer(t.Context(), crashtest.ServerConfig{Binary: claspBin, Args: args, Log: &syncWriter{w: &logs}})
+	srv, err := serveproc.StartServer(t.Context(), serveproc.ServerConfig{Binary: claspBin, Args: args, Log: &syncWriter{w: &logs}})
 	if err != nil {
 		t.Fatalf("start clasp serve: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/client"
+	"github.com/clasp-dev/clasp/internal/serveproc"
 )
 
 // The stores every scenario of this package runs against.
@@ -33,16 +34,16 @@ var backends = []string{backendSQLite, backendPostgres}
 // never skip silently in CI).
 func postgresURL(t testing.TB, prefix string) string {
 	t.Helper()
-	admin := os.Getenv(EnvTestPostgresURL)
+	admin := os.Getenv(serveproc.EnvTestPostgresURL)
 	if admin == "" {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set, and CI is: the PostgreSQL tests must run in CI (.ci/run starts a server)", EnvTestPostgresURL)
+			t.Fatalf("%s is not set, and CI is: the PostgreSQL tests must run in CI (.ci/run starts a server)", serveproc.EnvTestPostgresURL)
 		}
-		t.Skipf("%s is not set: no PostgreSQL to test against (.ci/run starts one)", EnvTestPostgresURL)
+		t.Skipf("%s is not set: no PostgreSQL to test against (.ci/run starts one)", serveproc.EnvTestPostgresURL)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	u, drop, err := CreateDatabase(ctx, admin, prefix)
+	u, drop, err := serveproc.CreateDatabase(ctx, admin, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +93,11 @@ func (b *syncBuffer) tail(n int) string {
 
 // startServer starts `clasp serve` with args (see StartServer), kills it at
 // cleanup, and prints the tail of its logs if the test failed.
-func startServer(t *testing.T, args []string, log *syncBuffer) *Server {
+func startServer(t *testing.T, args []string, log *syncBuffer) *serveproc.Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := StartServer(ctx, ServerConfig{Binary: claspBin, Args: args, Log: log})
+	srv, err := serveproc.StartServer(ctx, serveproc.ServerConfig{Binary: claspBin, Args: args, Log: log})
 	if err != nil {
 		t.Fatalf("%v\nserver log:\n%s", err, log.tail(40))
 	}

@@ -14,14 +14,15 @@ import (
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/client"
+	"github.com/clasp-dev/clasp/internal/serveproc"
 )
 
 // startReplicas starts n `clasp serve` processes with the same args (one
 // PostgreSQL database) at the same time, and kills them at cleanup. Each
 // logs to its own buffer.
-func startReplicas(t testing.TB, n int, args []string) []*Server {
+func startReplicas(t testing.TB, n int, args []string) []*serveproc.Server {
 	t.Helper()
-	srvs := make([]*Server, n)
+	srvs := make([]*serveproc.Server, n)
 	logs := make([]*syncBuffer, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -30,7 +31,7 @@ func startReplicas(t testing.TB, n int, args []string) []*Server {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			srvs[i], errs[i] = StartServer(ctx, ServerConfig{Binary: claspBin, Args: args, Log: logs[i]})
+			srvs[i], errs[i] = serveproc.StartServer(ctx, serveproc.ServerConfig{Binary: claspBin, Args: args, Log: logs[i]})
 		})
 	}
 	wg.Wait()
@@ -55,7 +56,7 @@ func startReplicas(t testing.TB, n int, args []string) []*Server {
 
 // boardToken returns the board token one of the servers printed: the one
 // that created it on the fresh database.
-func boardToken(t testing.TB, srvs ...*Server) string {
+func boardToken(t testing.TB, srvs ...*serveproc.Server) string {
 	t.Helper()
 	for _, s := range srvs {
 		if tok := s.BoardToken(); tok != "" {

@@ -14,8 +14,8 @@ import (
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/client"
 	"github.com/clasp-dev/clasp/internal/cli"
-	"github.com/clasp-dev/clasp/internal/crashtest"
 	"github.com/clasp-dev/clasp/internal/mcp"
+	"github.com/clasp-dev/clasp/internal/serveproc"
 )
 
 // world is one test's clasp server (the real `clasp serve`, in process) with
@@ -35,11 +35,11 @@ type world struct {
 func stores(t *testing.T, fn func(t *testing.T, dbURL string)) {
 	t.Run("sqlite", func(t *testing.T) { fn(t, "") })
 	t.Run("postgres", func(t *testing.T) {
-		admin := os.Getenv(crashtest.EnvTestPostgresURL)
+		admin := os.Getenv(serveproc.EnvTestPostgresURL)
 		if admin == "" {
-			t.Skip(crashtest.EnvTestPostgresURL + " is not set")
+			t.Skip(serveproc.EnvTestPostgresURL + " is not set")
 		}
-		u, drop, err := crashtest.CreateDatabase(context.Background(), admin, "mcp_test")
+		u, drop, err := serveproc.CreateDatabase(context.Background(), admin, "mcp_test")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/client"
-	"github.com/clasp-dev/clasp/internal/crashtest"
+	"github.com/clasp-dev/clasp/internal/serveproc"
 )
 
 // claspBin is the clasp binary TestMain builds for the suite.
@@ -59,14 +59,14 @@ func randHex(n int) string {
 func storeKinds(t *testing.T, fn func(t *testing.T, databaseURL string)) {
 	t.Run("sqlite", func(t *testing.T) { fn(t, "") })
 	t.Run("postgres", func(t *testing.T) {
-		admin := os.Getenv(crashtest.EnvTestPostgresURL)
+		admin := os.Getenv(serveproc.EnvTestPostgresURL)
 		if admin == "" {
 			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is not set in CI", crashtest.EnvTestPostgresURL)
+				t.Fatalf("%s is not set in CI", serveproc.EnvTestPostgresURL)
 			}
-			t.Skipf("%s is not set", crashtest.EnvTestPostgresURL)
+			t.Skipf("%s is not set", serveproc.EnvTestPostgresURL)
 		}
-		u, drop, err := crashtest.CreateDatabase(context.Background(), admin, "clasp_sec")
+		u, drop, err := serveproc.CreateDatabase(context.Background(), admin, "clasp_sec")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@
 //
 // With Config.DatabaseURL (issue 3, item 5) Run starts no embedded server
 // but N processes of `clasp serve` on one PostgreSQL database (replica.go,
-// through internal/crashtest's Server), gives each agent process the list
+// through internal/serveproc's Server), gives each agent process the list
 // of replicas starting at a different one (its HTTP client fails over when
 // it cannot connect), may SIGKILL a random replica every
 // Config.KillReplicaEvery and restart it on the same port, and adds a

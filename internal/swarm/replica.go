@@ -15,13 +15,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/clasp-dev/clasp/internal/crashtest"
+	"github.com/clasp-dev/clasp/internal/serveproc"
 )
 
 // replicaSet is the swarm's N `clasp serve` child processes on one
 // PostgreSQL database (Config.DatabaseURL), each on its own loopback port.
 type replicaSet struct {
-	servers []*crashtest.Server
+	servers []*serveproc.Server
 	logs    []*os.File
 	token   string // the board token (printed by the first replica on a fresh database, or Config.BoardToken)
 
@@ -60,7 +60,7 @@ func startReplicas(ctx context.Context, cfg *Config, dataDir, logDir string) (*r
 			return nil, fmt.Errorf("create replica log: %w", err)
 		}
 		rs.logs = append(rs.logs, logFile) // open for the restarts too; closed by stop
-		srv, err := crashtest.StartServer(ctx, crashtest.ServerConfig{
+		srv, err := serveproc.StartServer(ctx, serveproc.ServerConfig{
 			Binary: cfg.ServerBinary,
 			Args:   args,
 			Env:    []string{"CLASP_DATABASE_URL=" + cfg.DatabaseURL},

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clasp-dev/clasp/internal/crashtest"
+	"github.com/clasp-dev/clasp/internal/serveproc"
 	"github.com/clasp-dev/clasp/internal/swarm"
 )
 
@@ -22,15 +22,15 @@ import (
 // the database. Skipped without CLASP_TEST_POSTGRES_URL, unless CI is set.
 // Not parallel: a swarm keeps both cores busy.
 func TestSwarmAcrossReplicas(t *testing.T) {
-	admin := os.Getenv(crashtest.EnvTestPostgresURL)
+	admin := os.Getenv(serveproc.EnvTestPostgresURL)
 	if admin == "" {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set, and CI is: the PostgreSQL tests must run in CI", crashtest.EnvTestPostgresURL)
+			t.Fatalf("%s is not set, and CI is: the PostgreSQL tests must run in CI", serveproc.EnvTestPostgresURL)
 		}
-		t.Skipf("%s is not set: no PostgreSQL to test against", crashtest.EnvTestPostgresURL)
+		t.Skipf("%s is not set: no PostgreSQL to test against", serveproc.EnvTestPostgresURL)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	dbURL, drop, err := crashtest.CreateDatabase(ctx, admin, "clasp_swarm")
+	dbURL, drop, err := serveproc.CreateDatabase(ctx, admin, "clasp_swarm")
 	cancel()
 	if err != nil {
 		t.Fatal(err)

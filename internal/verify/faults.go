@@ -14,7 +14,7 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/clasp-dev/clasp/internal/crashtest"
+	"github.com/clasp-dev/clasp/internal/serveproc"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -38,7 +38,7 @@ const dropFor = 300 * time.Millisecond
 // on one SQLite data directory (one replica) or one throwaway PostgreSQL
 // database (any number), and the fault injectors that hit them.
 type cluster struct {
-	servers []*crashtest.Server
+	servers []*serveproc.Server
 	proxies []*toxiproxy.Proxy // one per replica in front of it (nil without --latency and --drop-every)
 	locks   []sync.Mutex       // one per replica: a kill and a pause never overlap
 	dbMu    sync.Mutex         // a database restart and a termination pass never overlap
@@ -63,7 +63,7 @@ func startCluster(ctx context.Context, cfg *Config) (*cluster, error) {
 	args := []string{"--lease-ttl", cfg.LeaseTTL.String(), "--sweep-interval", cfg.SweepInterval.String(), "--log-level", "warn"}
 	var env []string
 	if cfg.DatabaseURL != "" {
-		u, drop, err := crashtest.CreateDatabase(ctx, cfg.DatabaseURL, "clasp_verify")
+		u, drop, err := serveproc.CreateDatabase(ctx, cfg.DatabaseURL, "clasp_verify")
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +83,7 @@ func startCluster(ctx context.Context, cfg *Config) (*cluster, error) {
 			return nil, err
 		}
 		c.logs = append(c.logs, lf)
-		srv, err := crashtest.StartServer(ctx, crashtest.ServerConfig{Binary: cfg.Binary, Args: args, Env: env, Log: lf})
+		srv, err := serveproc.StartServer(ctx, serveproc.ServerConfig{Binary: cfg.Binary, Args: args, Env: env, Log: lf})
 		if err != nil {
 			c.stop(ctx)
 			return nil, fmt.Errorf("verify: start replica %d: %w (see %s)", i+1, err, lf.Name())

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package crashtest
+package serveproc
 
 import "os/exec"
 

@@ -1,4 +1,4 @@
-package crashtest
+package serveproc
 
 import (
 	"os/exec"

@@ -1,4 +1,4 @@
-package crashtest
+package serveproc
 
 import (
 	"context"
@@ -27,11 +27,11 @@ var dbName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
 // underscores, at most 40 characters.
 func CreateDatabase(ctx context.Context, adminURL, prefix string) (dbURL string, drop func(context.Context) error, err error) {
 	if !dbName.MatchString(prefix) {
-		return "", nil, fmt.Errorf("crashtest: database prefix %q: want lower-case letters, digits and _", prefix)
+		return "", nil, fmt.Errorf("serveproc: database prefix %q: want lower-case letters, digits and _", prefix)
 	}
 	u, err := url.Parse(adminURL)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", nil, fmt.Errorf("crashtest: %s is not a postgres:// URL", EnvTestPostgresURL)
+		return "", nil, fmt.Errorf("serveproc: %s is not a postgres:// URL", EnvTestPostgresURL)
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -39,11 +39,11 @@ func CreateDatabase(ctx context.Context, adminURL, prefix string) (dbURL string,
 
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
-		return "", nil, fmt.Errorf("crashtest: connect to %s: %w", u.Redacted(), err)
+		return "", nil, fmt.Errorf("serveproc: connect to %s: %w", u.Redacted(), err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", nil, fmt.Errorf("crashtest: create database %s: %w", name, err)
+		return "", nil, fmt.Errorf("serveproc: create database %s: %w", name, err)
 	}
 	u.Path = "/" + name
 	drop = func(ctx context.Context) error {
@@ -51,11 +51,11 @@ func CreateDatabase(ctx context.Context, adminURL, prefix string) (dbURL string,
 		defer cancel()
 		conn, err := pgx.Connect(ctx, adminURL)
 		if err != nil {
-			return fmt.Errorf("crashtest: drop database %s: %w", name, err)
+			return fmt.Errorf("serveproc: drop database %s: %w", name, err)
 		}
 		defer conn.Close(context.WithoutCancel(ctx))
 		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			return fmt.Errorf("crashtest: drop database %s: %w", name, err)
+			return fmt.Errorf("serveproc: drop database %s: %w", name, err)
 		}
 		return nil
 	}

@@ -1,4 +1,4 @@
-package crashtest
+package serveproc
 
 import (
 	"bufio"
@@ -67,7 +67,7 @@ var ErrExited = errors.New("clasp serve exited before listening")
 // one. ctx bounds the start only; the process runs until Kill or Stop.
 func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if cfg.Binary == "" {
-		return nil, errors.New("crashtest: ServerConfig.Binary is required")
+		return nil, errors.New("serveproc: ServerConfig.Binary is required")
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
