@@ -325,10 +325,16 @@ const maxPageLimit = 1000
 // pageParams reads limit (an integer from 1 to 1000, default 100) and
 // cursor from the query. 400 invalid_request naming the parameter for a
 // limit that is not an integer from 1 to 1000 (a larger one is refused,
-// not clamped: a client asking for more would silently get less), or an
-// overlong cursor.
+// not clamped: a client asking for more would silently get less), an
+// overlong cursor, or either given more than once (which one would win is
+// a guess).
 func pageParams(q url.Values) (store.Page, error) {
 	p := store.Page{Limit: 100}
+	for _, name := range []string{"limit", "cursor"} {
+		if len(q[name]) > 1 {
+			return p, clasp.InvalidField(name, "Query parameter %s is given %d times; give it once.", name, len(q[name]))
+		}
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxPageLimit {

@@ -220,6 +220,20 @@ var issueReadOnly = map[string]bool{
 
 func (in *issueUpdateIn) readOnlyField(name string) bool { return issueReadOnly[name] }
 
+// issueNonNull are the issue PATCH fields that have no null (description
+// and assigneeAgentId do: null clears them).
+var issueNonNull = map[string]string{
+	"title":    "a non-empty string",
+	"status":   "one of backlog, todo, in_progress, in_review, blocked, done, cancelled",
+	"priority": "one of critical, high, medium, low",
+	"comment":  "a non-empty string",
+}
+
+func (in *issueUpdateIn) nonNullField(name string) (string, bool) {
+	takes, ok := issueNonNull[name]
+	return takes, ok
+}
+
 func (in *issueUpdateIn) validate() error {
 	if in.Title != nil {
 		if err := requiredText("title", in.Title, maxTitleLen); err != nil {

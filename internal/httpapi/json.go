@@ -102,6 +102,11 @@ func decodeJSONBytes(data []byte, v any) error {
 		}
 		return clasp.InvalidField(k, "Unknown field %q in the request body.", k)
 	}
+	if nn, ok := v.(nonNullFielder); ok {
+		if err := checkNonNull(data, keys, nn); err != nil {
+			return err
+		}
+	}
 	if len(compat) > 0 {
 		if err := checkCompatFields(data, cf.compatFields(), compat); err != nil {
 			return err
@@ -128,6 +133,41 @@ func decodeJSONBytes(data []byte, v any) error {
 		// Structure and keys were checked above, so this is rare: e.g. a
 		// value a custom decoder refused.
 		return clasp.Errorf(clasp.CodeInvalidRequest, "The request body is not a valid JSON object: %s.", trimJSONErr(err))
+	}
+	return nil
+}
+
+// nonNullFielder is implemented by request bodies with optional fields
+// that have no null: leaving such a field out keeps the value, so a null
+// would otherwise be read as "absent" and silently change nothing.
+// nonNullField returns what the field takes (e.g. "a non-empty string")
+// and true for such a field.
+type nonNullFielder interface {
+	nonNullField(name string) (takes string, ok bool)
+}
+
+// checkNonNull answers 400 invalid_request naming the first top-level key
+// of data (an object already checked by checkJSONStructure) whose value is
+// null while nn says the field has no null.
+func checkNonNull(data []byte, keys []string, nn nonNullFielder) error {
+	var fields []string
+	for _, k := range keys {
+		if _, ok := nn.nonNullField(k); ok {
+			fields = append(fields, k)
+		}
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil // the decoder below reports it
+	}
+	for _, k := range fields {
+		if string(raw[k]) == "null" {
+			takes, _ := nn.nonNullField(k)
+			return clasp.InvalidField(k, "Field %q cannot be null: send %s, or leave the field out to keep it as it is.", k, takes)
+		}
 	}
 	return nil
 }
