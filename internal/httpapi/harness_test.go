@@ -414,3 +414,14 @@ func openPostgresSchema(t testing.TB) (store.Store, func() store.Store) {
 	}
 	return st, replica
 }
+
+// bothStores runs f in two parallel subtests, sqlite and postgres, each on
+// a bundle (setup) of that store.
+func bothStores(t *testing.T, f func(t *testing.T, b *bundle)) {
+	for _, pg := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sqlite", true: "postgres"}[pg], func(t *testing.T) {
+			t.Parallel()
+			f(t, setup(t, func(o *setupOpts) { o.postgres = pg }))
+		})
+	}
+}

@@ -1,0 +1,52 @@
+package httpapi
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// Credentials: what each token may do.
+
+// TestRunTokenCannotOpenRunsAfterKeyRevoked: a run token acts for its own
+// run only, so it cannot open runs (403 forbidden), before and after the
+// key that minted it is revoked (revoking a key ends every token it led
+// to); the revoked key itself is 401.
+func TestRunTokenCannotOpenRunsAfterKeyRevoked(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, b *bundle) {
+		co := b.company("RV")
+		ag, key := b.agent(co.ID, "alpha")
+		run := b.run(key)
+		wantErr(t, b.do("POST", "/api/agents/me/runs", req{token: run.RunToken, body: map[string]any{}}), http.StatusForbidden, clasp.CodeForbidden, "")
+		var keys []clasp.APIKey
+		b.must(http.StatusOK, "GET", "/api/agents/"+ag.ID+"/keys", req{}, &keys)
+		if len(keys) != 1 {
+			t.Fatalf("agent has %d keys, want 1", len(keys))
+		}
+		b.must(http.StatusOK, "DELETE", "/api/agents/"+ag.ID+"/keys/"+keys[0].ID, req{}, nil)
+		wantErr(t, b.do("POST", "/api/agents/me/runs", req{token: run.RunToken, body: map[string]any{}}), http.StatusForbidden, clasp.CodeForbidden, "")
+		wantErr(t, b.do("POST", "/api/agents/me/runs", req{token: key, body: map[string]any{}}), http.StatusUnauthorized, clasp.CodeUnauthenticated, "")
+	})
+}
+
+// TestRequireRunTokenHeartbeatAndFinish: with --require-run-token, a run's
+// heartbeat and finish by an agent take only the run's token (its API
+// key, with or without the run header, is 401); the board still finishes
+// any run.
+func TestRequireRunTokenHeartbeatAndFinish(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOpts) { o.requireRunToken = true })
+	w := b.world("RF")
+	hb := "/api/runs/" + w.ra1.ID + "/heartbeat"
+	fin := "/api/runs/" + w.ra1.ID + "/finish"
+	done := map[string]any{"status": "succeeded"}
+	wantErr(t, b.do("POST", hb, req{token: w.ka}), 401, clasp.CodeUnauthenticated, "")
+	wantErr(t, b.do("POST", hb, req{token: w.ka, run: w.ra1.ID}), 401, clasp.CodeUnauthenticated, "")
+	wantErr(t, b.do("POST", fin, req{token: w.ka, body: done}), 401, clasp.CodeUnauthenticated, "")
+	wantErr(t, b.do("POST", fin, req{token: w.ka, run: w.ra1.ID, body: done}), 401, clasp.CodeUnauthenticated, "")
+	b.must(http.StatusOK, "POST", hb, req{token: w.ra1.RunToken}, nil)
+	b.must(http.StatusOK, "POST", fin, req{token: w.ra1.RunToken, body: done}, nil)
+	b.must(http.StatusOK, "POST", "/api/runs/"+w.ra2.ID+"/finish", req{body: map[string]any{"status": "cancelled"}}, nil)
+}
