@@ -114,6 +114,10 @@ func backup(ctx context.Context, w io.Writer, dataDir, to string, force bool) er
 	stopProgress := reportProgress(w, tmp)
 	version, err := sqlite.Snapshot(ctx, src, tmp)
 	stopProgress()
+	if sqlite.IsDiskFull(err) {
+		return fmt.Errorf("backup failed, nothing written to %s: the disk under %s is full; free space there or choose another --to (the copy needs about the size of %s): %w",
+			to, filepath.Dir(to), src, err)
+	}
 	if err != nil {
 		return fmt.Errorf("backup failed, nothing written to %s: %w", to, err)
 	}
@@ -217,6 +221,9 @@ func restore(ctx context.Context, w io.Writer, dataDir, from string) error {
 	defer os.Remove(tmp)
 	fmt.Fprintf(w, "restore: checking %s\n", from)
 	if err := copyFile(from, tmp); err != nil {
+		if sqlite.IsDiskFull(err) {
+			return fmt.Errorf("restore failed, the database is unchanged: the disk under %s is full; the restore needs room for a copy of %s there: %w", dataDir, from, err)
+		}
 		return fmt.Errorf("restore: copy %s into %s: %w", from, dataDir, err)
 	}
 	in, err := sqlite.Inspect(ctx, tmp)

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -185,6 +186,27 @@ func TestDiskFull_SQLite(t *testing.T) {
 	if refused.Status != 503 || refused.Details["reason"] != "disk_full" || !strings.Contains(refused.Message, "disk") || !strings.Contains(refused.Message, "Free space") {
 		t.Errorf("refused write: status %d, details %v, message %q; want 503 with reason disk_full and a message naming the full disk and what to do", refused.Status, refused.Details, refused.Message)
 	}
+
+	// Concurrent writes share group commits whose COMMIT fails: each is
+	// answered 200 or the same 503, never a 500.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for n := range 10 {
+				c, err := board.CommentCreate(ctx, f.issues[0].ID, client.CommentCreateRequest{Body: fmt.Sprintf("concurrent %d/%d %s", w, n, pad)})
+				if e := clasp.AsError(err); err != nil && (e == nil || e.Code != clasp.CodeUnavailable || e.Details["reason"] != "disk_full") {
+					t.Errorf("concurrent comment on a full disk: %v; want 200 or 503 disk_full", err)
+				}
+				if err == nil {
+					mu.Lock()
+					acked = append(acked, c.ID)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
 
 	// In that state a checkout and a release are made whole or refused
 	// whole; nothing else is an acceptable answer.
@@ -437,4 +459,43 @@ func TestDiskFull_PostgresWAL(t *testing.T) {
 		t.Errorf("checkout after pg_wal was freed: %v", err)
 	}
 	t.Logf("%d comments acknowledged, %d refused with 503", len(acked), refused)
+}
+
+// TestBackupOntoFullDisk: `clasp backup --to` a 1 MiB tmpfs, smaller than
+// the database, fails with a message naming the full disk and what to do,
+// and leaves nothing on it (no FILE, no temporary file); the server goes on
+// serving writes.
+func TestBackupOntoFullDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("mounts a filesystem and runs a real server; skipped with -short")
+	}
+	ctx := t.Context()
+	small := smallFilesystem(t, "1m")
+	dataDir := filepath.Join(t.TempDir(), "data")
+	log := &syncBuffer{}
+	srv := startServer(t, append([]string{"--data-dir", dataDir}, unlimitedArgs...), log)
+	hc := newHTTPClient()
+	board := client.New(srv.URL(), client.WithToken(srv.BoardToken()), client.WithHTTPClient(hc))
+	f := setUp(t, ctx, board, srv.URL(), hc, 1, 1)
+	pad := strings.Repeat("x", 4096)
+	for i := range 400 { // about 2 MiB of comments
+		if _, err := board.CommentCreate(ctx, f.issues[0].ID, client.CommentCreateRequest{Body: fmt.Sprintf("%d %s", i, pad)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	to := filepath.Join(small, "clasp-backup.db")
+	out, err := exec.CommandContext(ctx, claspBin, "backup", "--data-dir", dataDir, "--to", to).CombinedOutput() // #nosec G204 -- the binary under test
+	if err == nil || !strings.Contains(string(out), "is full; free space there or choose another --to") {
+		t.Errorf("clasp backup onto a full disk: %v\n%s\nwant a failure naming the full disk", err, out)
+	}
+	entries, err := os.ReadDir(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("left on the small filesystem after the failed backup: %s", e.Name())
+	}
+	if _, err := board.CommentCreate(ctx, f.issues[0].ID, client.CommentCreateRequest{Body: "after the failed backup"}); err != nil {
+		t.Errorf("write after the failed backup: %v", err)
+	}
 }

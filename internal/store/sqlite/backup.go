@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -255,4 +256,14 @@ func Detach(ctx context.Context, path string) error {
 		return fmt.Errorf("%w (%s): it stayed in journal mode %q", ErrInUse, path, mode)
 	}
 	return db.Close()
+}
+
+// IsDiskFull reports whether err is SQLite's SQLITE_FULL or wraps ENOSPC:
+// the disk under the file being written is full.
+func IsDiskFull(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL {
+		return true
+	}
+	return errors.Is(err, syscall.ENOSPC)
 }
