@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
 )
@@ -37,7 +38,7 @@ var errPostgresBackup = usageErr(errors.New("clasp backup and clasp restore copy
 	"back up a PostgreSQL database with its own tools: pg_dump -Fc (restore with pg_restore into a fresh database) or pg_basebackup, see docs/backup.md"))
 
 func (a *app) newBackupCmd() *cobra.Command {
-	var dataDir, to string
+	var dataDir, to, databaseURL string
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "backup --to FILE",
@@ -56,8 +57,8 @@ is left at FILE when the backup fails or is interrupted (Ctrl-C).
 The board token is not in the backup (only its hash): keep
 <data-dir>/` + BoardTokenFileName + ` with it, or create a new board token after
 a restore elsewhere. Put it back with 'clasp restore --from FILE' (server
-stopped). For PostgreSQL (--database-url) use pg_dump or pg_basebackup
-instead: see docs/backup.md.`,
+stopped). For PostgreSQL (--database-url or ` + EnvDatabaseURL + `) use pg_dump or
+pg_basebackup instead: see docs/backup.md.`,
 		Example: `  clasp backup --to /backups/clasp-$(date +%F).db
   clasp backup --data-dir /var/lib/clasp --to /backups/clasp.db --force`,
 		Args: cobra.NoArgs,
@@ -65,7 +66,7 @@ instead: see docs/backup.md.`,
 			if !cmd.Flags().Changed("data-dir") {
 				dataDir = firstNonEmpty(a.getenv(EnvDataDir), dataDir)
 			}
-			if a.getenv(EnvDatabaseURL) != "" {
+			if databaseURL != "" || a.getenv(EnvDatabaseURL) != "" {
 				return errPostgresBackup
 			}
 			if to == "" {
@@ -78,6 +79,7 @@ instead: see docs/backup.md.`,
 	f.StringVar(&dataDir, "data-dir", DefaultDataDir, "directory of the database to back up (env "+EnvDataDir+")")
 	f.StringVar(&to, "to", "", "file to write the backup to (required; its directory must exist)")
 	f.BoolVar(&force, "force", false, "replace FILE if it exists")
+	addPostgresRefusal(f, &databaseURL)
 	_ = cmd.MarkFlagFilename("to")
 	_ = cmd.MarkFlagDirname("data-dir")
 	return cmd
@@ -147,7 +149,7 @@ func backup(ctx context.Context, w io.Writer, dataDir, to string, force bool) er
 }
 
 func (a *app) newRestoreCmd() *cobra.Command {
-	var dataDir, from string
+	var dataDir, from, databaseURL string
 	cmd := &cobra.Command{
 		Use:   "restore --from FILE",
 		Short: "Replace the SQLite database with a backup (server stopped)",
@@ -166,7 +168,8 @@ the new one. FILE itself is only read.
 
 Runs still open in the backup are as the backup left them: their agents
 heartbeat again or the sweeper fails them after their lease, as after any
-restart. For PostgreSQL (--database-url) use pg_restore: see docs/backup.md.`,
+restart. For PostgreSQL (--database-url or ` + EnvDatabaseURL + `) use pg_restore: see
+docs/backup.md.`,
 		Example: `  clasp restore --from /backups/clasp-2026-12-01.db
   clasp restore --data-dir /var/lib/clasp --from /backups/clasp.db`,
 		Args: cobra.NoArgs,
@@ -174,7 +177,7 @@ restart. For PostgreSQL (--database-url) use pg_restore: see docs/backup.md.`,
 			if !cmd.Flags().Changed("data-dir") {
 				dataDir = firstNonEmpty(a.getenv(EnvDataDir), dataDir)
 			}
-			if a.getenv(EnvDatabaseURL) != "" {
+			if databaseURL != "" || a.getenv(EnvDatabaseURL) != "" {
 				return errPostgresBackup
 			}
 			if from == "" {
@@ -186,6 +189,7 @@ restart. For PostgreSQL (--database-url) use pg_restore: see docs/backup.md.`,
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data-dir", DefaultDataDir, "directory of the database to replace (env "+EnvDataDir+"); created if missing")
 	f.StringVar(&from, "from", "", "backup file to restore (required; made by clasp backup)")
+	addPostgresRefusal(f, &databaseURL)
 	_ = cmd.MarkFlagFilename("from")
 	_ = cmd.MarkFlagDirname("data-dir")
 	return cmd
@@ -275,6 +279,14 @@ func restore(ctx context.Context, w io.Writer, dataDir, from string) error {
 		fmt.Fprintf(w, "restore: the previous database is kept as %s (delete it when you no longer need it)\n", kept)
 	}
 	return nil
+}
+
+// addPostgresRefusal registers a hidden --database-url on a backup or
+// restore command, so that a PostgreSQL user is told about pg_dump and
+// pg_restore instead of "unknown flag".
+func addPostgresRefusal(f *pflag.FlagSet, url *string) {
+	f.StringVar(url, "database-url", "", "PostgreSQL: refused, with how to use pg_dump/pg_restore instead")
+	_ = f.MarkHidden("database-url")
 }
 
 // tempName is a fresh name beside path for a file written then renamed to path.

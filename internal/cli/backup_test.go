@@ -73,6 +73,7 @@ func TestBackupCommand(t *testing.T) {
 		{"no database", nil, []string{"backup", "--data-dir", t.TempDir(), "--to", filepath.Join(t.TempDir(), "b.db")}, ExitError, "no database at"},
 		{"postgres", map[string]string{EnvDatabaseURL: "postgres://x/y"}, []string{"backup", "--to", filepath.Join(t.TempDir(), "b.db")}, ExitUsage, "pg_dump"},
 		{"postgres restore", map[string]string{EnvDatabaseURL: "postgres://x/y"}, []string{"restore", "--from", to}, ExitUsage, "pg_restore"},
+		{"postgres flag", nil, []string{"backup", "--database-url", "postgres://x/y", "--to", filepath.Join(t.TempDir(), "b.db")}, ExitUsage, "pg_dump -Fc"},
 		{"no --from", nil, []string{"restore", "--data-dir", dir}, ExitUsage, "--from FILE is required"},
 	} {
 		r := runCLI(t, c.env, "", c.args...)
