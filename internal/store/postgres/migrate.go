@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+
+	"github.com/clasp-dev/clasp/internal/store"
 )
 
 // migrations are the versioned schema files, NNN_name.sql with goose
@@ -60,6 +62,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithDisableGlobalRegistry(true), goose.WithSlog(s.log))
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
+	}
+	if err := store.CheckNotNewer(ctx, p); err != nil {
+		return err
 	}
 	results, err := p.Up(ctx)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/clasp-dev/clasp/internal/store"
 )
 
 // LatestSchemaVersion is the version of the newest migration this binary
@@ -98,7 +100,7 @@ type Inspection struct {
 
 // ErrNewerSchema is wrapped by Inspect's error for a database whose schema
 // version is above LatestSchemaVersion.
-var ErrNewerSchema = errors.New("the database was written by a newer clasp")
+var ErrNewerSchema = store.ErrNewerSchema
 
 // Inspect checks the clasp database file at path before it is restored:
 // PRAGMA integrity_check must answer ok and PRAGMA foreign_key_check

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 
 	"github.com/pressly/goose/v3"
+
+	"github.com/clasp-dev/clasp/internal/store"
 )
 
 // migrations are the versioned schema files, NNN_name.sql with goose
@@ -31,6 +33,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		goose.WithDisableGlobalRegistry(true), goose.WithSlog(s.log))
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
+	}
+	if err := store.CheckNotNewer(ctx, s.migrator); err != nil {
+		return err
 	}
 	results, err := s.migrator.Up(ctx)
 	if err != nil {
