@@ -1,10 +1,10 @@
 package sqlite
 
-// Server-managed agents (issue 4): adapter configs, wake requests, and the
-// life cycle of the runs the heartbeat scheduler starts. Each rule is one
-// conditional statement whose WHERE decides, inside the store's write
-// transaction (which holds SQLite's write lock from its first statement, so
-// the reads next to a rule only fill audit details or explain a refusal).
+// Server-managed agents on SQLite: the statements of store.HeartbeatTx
+// (adapter configs, wake requests, the life cycle of the runs the
+// heartbeat scheduler starts), run inside the store's write transaction,
+// which holds SQLite's write lock from its first statement. The algorithms
+// are store.TxRunner's.
 
 import (
 	"context"
@@ -25,8 +25,8 @@ const (
 	// when the issue is its agent's or unassigned and not done or cancelled
 	// (store.WakeIssueRefusal, checked first for the error's reason), and
 	// both lock columns are empty or name dead runs; a dead checkout
-	// lock is cleared in the same write (seed 004: no lock stays pinned to a
-	// dead run), so L7 holds. Matching nothing means a live run holds it.
+	// lock is cleared in the same write (no lock stays pinned to a dead
+	// run), so L7 holds. Matching nothing means a live run holds it.
 	hbTakeExecution = `UPDATE issues SET
 		execution_run_id = :run,
 		execution_agent_name_key = (SELECT a.name_key FROM agents a WHERE a.id = :agent),
@@ -71,8 +71,8 @@ const (
 
 	// hbMoveExecution: in ONE statement, the execution lock of issue
 	// :issue, still naming the lost run :lost, moves to the retry :retry,
-	// and the lost run's checkout lock is cleared (seed 004: the dead run
-	// owns nothing). Other locks naming the lost run are released (L6).
+	// and the lost run's checkout lock is cleared (the dead run owns
+	// nothing). Other locks naming the lost run are released (L6).
 	hbMoveExecution = `UPDATE issues SET
 		execution_run_id = :retry,
 		execution_locked_at = :now,
@@ -82,6 +82,10 @@ const (
 	RETURNING id, company_id`
 
 	hbManagedCols = runCols + `, coalesce(proc_start, 0)`
+
+	// hbLive: a runs row is live (queued, or running with a lease that has
+	// not expired at :now).
+	hbLive = `(status = 'queued' OR (status = 'running' AND lease_expires_at > :now))`
 )
 
 // Raw statements run on the write transaction without preparation (the
@@ -124,50 +128,277 @@ func scanManaged(sc scanner) (*store.ManagedRun, error) {
 	return &m, nil
 }
 
-// AgentAdapterSet stores (or, Config nil, removes) an agent's adapter
-// config after Normalize. 400 invalid_request, 404 not_found, 422
-// precondition_failed (terminated agent). Activity agent.adapter_set.
-func (s *Store) AgentAdapterSet(ctx context.Context, p *store.AgentAdapterSetParams) (*clasp.AdapterConfig, error) {
-	var cfg any
-	if p.Config != nil {
-		if err := p.Config.Normalize(); err != nil {
-			return nil, err
-		}
-		b, err := json.Marshal(p.Config)
-		if err != nil {
-			return nil, err
-		}
-		cfg = string(b)
+// noRow is (nil, nil) for sql.ErrNoRows, else (v, err).
+func noRow[T any](v *T, err error) (*T, error) {
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
 	}
-	err := s.write(ctx, func(tx *wtx) error {
-		var company string
-		err := tx.rrow(ctx, `UPDATE agents SET adapter_config = ? WHERE id = ? AND status <> 'terminated' RETURNING company_id`,
-			cfg, p.AgentID).Scan(&company)
-		if errors.Is(err, sql.ErrNoRows) {
-			a, err := tx.agent(ctx, p.AgentID)
-			if err != nil {
-				return err
-			}
-			return clasp.Errorf(clasp.CodePreconditionFailed, "Agent %s is terminated: its adapter cannot change.", a.ID)
+	return v, err
+}
+
+// scanIDs reads a one-column result of strings, then closes rows.
+func scanIDs(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return fmt.Errorf("set adapter of agent %s: %w", p.AgentID, err)
-		}
-		typ := ""
-		if p.Config != nil {
-			typ = p.Config.Type
-		}
-		return tx.logActivity(ctx, company, p.Actor, clasp.ActionAgentAdapterSet, "agent", p.AgentID, map[string]any{"adapterType": typ})
-	})
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// hbtx is a write transaction as store.HeartbeatTx.
+type hbtx struct{ t *wtx }
+
+// hb is the store's write transaction as a store.TxRunner.
+func (s *Store) hb() store.TxRunner {
+	return func(ctx context.Context, fn func(store.HeartbeatTx) error) error {
+		return s.write(ctx, func(tx *wtx) error { return fn(hbtx{tx}) })
+	}
+}
+
+func (h hbtx) NewID() string { return h.t.s.newID() }
+
+func (h hbtx) LogActivity(ctx context.Context, companyID string, actor store.Actor, action, entityType, entityID string, details any) error {
+	return h.t.logActivity(ctx, companyID, actor, action, entityType, entityID, details)
+}
+
+func (hbtx) LockAgent(context.Context, string) error { return nil } // the write lock is held
+
+func (h hbtx) WakeByKey(ctx context.Context, agentID, key string) (*store.RecordedWake, error) {
+	var w store.RecordedWake
+	err := h.t.rrow(ctx, `SELECT id, status, run_id, blocked_by_run_id, request_hash, company_id FROM wake_requests
+		WHERE agent_id = ? AND idempotency_key = ?`, agentID, key).
+		Scan(&w.ID, &w.Status, &w.RunID, &w.BlockedByRunID, &w.RequestHash, &w.CompanyID)
+	return noRow(&w, err)
+}
+
+func (h hbtx) IssueID(ctx context.Context, companyID, ref string) (string, error) {
+	var id, company string
+	rid, rident := splitRef(ref)
+	err := h.t.queryRow(ctx, qIssueRef, sql.Named("rid", rid), sql.Named("rident", rident),
+		sql.Named("company", companyID)).Scan(&id, &company)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return id, err
+}
+
+func (h hbtx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent, *clasp.AdapterConfig, error) {
+	var raw *string
+	a, err := scanAgent(extraScan{h.t.rrow(ctx, `SELECT `+agentCols+`, adapter_config FROM agents WHERE id = ?`, agentID), []any{&raw}})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, notFound("agent", agentID)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("get agent %s: %w", agentID, err)
+	}
+	c, err := store.ParseAdapter(raw)
+	return a, c, err
+}
+
+func (h hbtx) IssueLocks(ctx context.Context, issueID string) (*store.IssueLockState, error) {
+	var l store.IssueLockState
+	err := h.t.rrow(ctx, `SELECT status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues WHERE id = ?`, issueID).
+		Scan(&l.Status, &l.AssigneeAgentID, &l.CheckoutRunID, &l.ExecutionRunID)
 	if err != nil {
 		return nil, err
 	}
-	return p.Config, nil
+	return &l, nil
+}
+
+func (h hbtx) QueuedRunFor(ctx context.Context, agentID, issueID string) (*clasp.Run, error) {
+	return noRow(scanRun(h.t.rrow(ctx, `SELECT `+runCols+` FROM runs WHERE agent_id = ? AND status = 'queued' AND managed = 1
+		AND issue_id IS ? ORDER BY created_at LIMIT 1`, agentID, nullable(issueID))))
+}
+
+func (h hbtx) TakeExecution(ctx context.Context, runID, agentID, issueID string) (bool, error) {
+	res, err := h.t.rexec(ctx, hbTakeExecution, sql.Named("run", runID), sql.Named("agent", agentID),
+		sql.Named("issue", issueID), sql.Named("now", h.t.now))
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+func (h hbtx) InsertQueuedRun(ctx context.Context, r *store.QueuedRun) (*clasp.Run, error) {
+	return noRow(scanRun(h.t.rrow(ctx, hbRunInsert, sql.Named("id", r.ID), sql.Named("company", r.CompanyID),
+		sql.Named("agent", r.AgentID), sql.Named("source", r.Reason), sql.Named("issue", nullable(r.IssueID)),
+		sql.Named("retry_of", nullable(r.RetryOfRunID)), sql.Named("attempt", r.Attempt), sql.Named("now", h.t.now))))
+}
+
+func (h hbtx) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
+	r, err := scanRun(h.t.queryRow(ctx, qRunGet, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("run", id)
+	}
+	return r, err
+}
+
+func (h hbtx) InsertWake(ctx context.Context, w *store.WakeRecord) error {
+	_, err := h.t.rexec(ctx, `INSERT INTO wake_requests (id, company_id, agent_id, issue_id, reason, idempotency_key,
+		status, run_id, blocked_by_run_id, created_at, updated_at, request_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		w.ID, w.CompanyID, w.AgentID, nullable(w.IssueID), w.Reason, nullable(w.IdempotencyKey), w.Outcome, w.RunID,
+		w.BlockedByRunID, h.t.now, h.t.now, w.RequestHash)
+	return err
+}
+
+func (h hbtx) DeferredWakes(ctx context.Context, runIDs []string) ([]*store.DeferredWake, error) {
+	ids, err := json.Marshal(runIDs)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := h.t.rquery(ctx, `SELECT id, company_id, agent_id, coalesce(issue_id, ''), reason, blocked_by_run_id FROM wake_requests
+		WHERE status = 'deferred' AND blocked_by_run_id IN (SELECT value FROM json_each(?)) ORDER BY created_at, id`, string(ids))
+	if err != nil {
+		return nil, err
+	}
+	return scanAll(rows, func(sc scanner) (*store.DeferredWake, error) {
+		var w store.DeferredWake
+		return &w, sc.Scan(&w.ID, &w.CompanyID, &w.AgentID, &w.IssueID, &w.Reason, &w.EndedRunID)
+	})
+}
+
+func (h hbtx) SetWakeOutcome(ctx context.Context, wakeID, status string, runID, blockedBy *string) error {
+	_, err := h.t.rexec(ctx, `UPDATE wake_requests SET status = ?, run_id = ?, blocked_by_run_id = ?, updated_at = ?
+		WHERE id = ? AND status = 'deferred'`, status, runID, blockedBy, h.t.now, wakeID)
+	return err
+}
+
+func (h hbtx) SetAdapter(ctx context.Context, agentID string, cfg *string) (string, bool, error) {
+	var company string
+	err := h.t.rrow(ctx, `UPDATE agents SET adapter_config = ? WHERE id = ? AND status <> 'terminated' RETURNING company_id`,
+		cfg, agentID).Scan(&company)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	return company, err == nil, err
+}
+
+func (h hbtx) StartRun(ctx context.Context, p *store.RunStartParams, ttl time.Duration) (*clasp.Run, error) {
+	return noRow(scanRun(h.t.rrow(ctx, hbRunStart, sql.Named("run", p.RunID), sql.Named("host", p.HostID),
+		sql.Named("hash", nullable(p.TokenHash)), sql.Named("ttl", ttl.Microseconds()),
+		sql.Named("max", max(p.MaxRunning, 1)), sql.Named("now", h.t.now))))
+}
+
+func (h hbtx) AgentHeartbeat(ctx context.Context, agentID string) error {
+	_, err := h.t.exec(ctx, qAgentHeartbeat, h.t.now, agentID)
+	return err
+}
+
+// ProcessLost is the process-loss rule in four statements of the write
+// transaction (SQLite has no writing CTEs): the run fails (hbProcessLost);
+// attempt 1 without a retry gets one, for the issue whose execution lock it
+// holds (hbHeldIssue) or its own, inserted first (unique retry_of_run_id:
+// at most one); then that lock moves to the retry (hbMoveExecution).
+func (h hbtx) ProcessLost(ctx context.Context, p *store.RunProcessLostParams, msg, retryID string) (*store.ProcessLoss, error) {
+	t := h.t
+	var loss store.ProcessLoss
+	run, err := noRow(scanRun(t.rrow(ctx, hbProcessLost, sql.Named("run", p.RunID), sql.Named("host", p.HostID),
+		sql.Named("error", msg), sql.Named("now", t.now))))
+	if err != nil || run == nil {
+		return &loss, err
+	}
+	loss.Failed = run
+	if run.Attempt != 1 || run.RetryOfRunID != nil {
+		return &loss, nil
+	}
+	var held *string
+	if err := t.rrow(ctx, hbHeldIssue, sql.Named("lost", run.ID), sql.Named("issue", run.IssueID)).
+		Scan(&held); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("find the issue of run %s: %w", run.ID, err)
+	}
+	issue := run.IssueID
+	if held != nil {
+		issue = held
+	}
+	loss.Retry, err = h.InsertQueuedRun(ctx, &store.QueuedRun{ID: retryID, CompanyID: run.CompanyID, AgentID: run.AgentID,
+		Reason: clasp.InvocationRetry, IssueID: deref(issue), RetryOfRunID: run.ID, Attempt: 2})
+	if err != nil || loss.Retry == nil || held == nil {
+		return &loss, err
+	}
+	rows, err := t.rquery(ctx, hbMoveExecution, sql.Named("retry", retryID), sql.Named("lost", run.ID),
+		sql.Named("issue", *held), sql.Named("now", t.now))
+	if err != nil {
+		return nil, fmt.Errorf("move locks of run %s: %w", run.ID, err)
+	}
+	moved, err := scanAll(rows, func(sc scanner) (*store.IssueInCompany, error) {
+		var m store.IssueInCompany
+		return &m, sc.Scan(&m.ID, &m.CompanyID)
+	})
+	for _, m := range moved {
+		loss.Moved = append(loss.Moved, *m)
+	}
+	return &loss, err
+}
+
+func (h hbtx) EndLostRun(ctx context.Context, run *clasp.Run) error {
+	return h.t.releaseRunLocks(ctx, run, store.SystemActor)
+}
+
+func (h hbtx) CancelQueuedRuns(ctx context.Context, agentID string) ([]*clasp.Run, error) {
+	rows, err := h.t.rquery(ctx, `UPDATE runs SET status = 'cancelled', error_code = 'agent_paused',
+		error = 'the agent was paused', finished_at = ? WHERE agent_id = ? AND status = 'queued' RETURNING `+runCols, h.t.now, agentID)
+	if err != nil {
+		return nil, err
+	}
+	return scanAll(rows, scanRun)
+}
+
+func (h hbtx) SkipDeferredWakes(ctx context.Context, agentID string) error {
+	_, err := h.t.rexec(ctx, `UPDATE wake_requests SET status = 'skipped', updated_at = ? WHERE agent_id = ? AND status = 'deferred'`,
+		h.t.now, agentID)
+	return err
+}
+
+func (h hbtx) EndCancelledRuns(ctx context.Context, actor store.Actor, runs []*clasp.Run) error {
+	for _, r := range runs {
+		if err := h.t.releaseRunLocks(ctx, r, actor); err != nil {
+			return err
+		}
+		if err := h.t.logActivity(ctx, r.CompanyID, actor, clasp.ActionRunFinished, "run", r.ID, map[string]any{
+			"status": r.Status, "exitCode": r.ExitCode, "error": r.Error, "errorCode": r.ErrorCode,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h hbtx) DeadRuns(ctx context.Context, runIDs []string) ([]string, error) {
+	ids, err := json.Marshal(runIDs)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := h.t.rquery(ctx, `SELECT u.value FROM json_each(:ids) u WHERE NOT EXISTS
+		(SELECT 1 FROM runs WHERE id = u.value AND `+hbLive+`)`, sql.Named("ids", string(ids)), sql.Named("now", h.t.now))
+	if err != nil {
+		return nil, err
+	}
+	return scanIDs(rows)
+}
+
+// promoteBlockedBy promotes the deferred wakes that waited for run runID
+// (store.PromoteBlockedBy). Part of rule L6: it runs in the transaction
+// that ended runID.
+func (t *wtx) promoteBlockedBy(ctx context.Context, runID string) error {
+	_, err := store.PromoteBlockedBy(ctx, hbtx{t}, []string{runID})
+	return err
+}
+
+// AgentAdapterSet stores (or, Config nil, removes) an agent's adapter
+// config (store.TxRunner.AgentAdapterSet).
+func (s *Store) AgentAdapterSet(ctx context.Context, p *store.AgentAdapterSetParams) (*clasp.AdapterConfig, error) {
+	return s.hb().AgentAdapterSet(ctx, p)
 }
 
 // AgentAdapterGet returns an agent's adapter config, nil when it has none. 404 not_found.
 func (s *Store) AgentAdapterGet(ctx context.Context, agentID string) (*clasp.AdapterConfig, error) {
-	var raw sql.NullString
+	var raw *string
 	err := s.r.QueryRowContext(ctx, `SELECT adapter_config FROM agents WHERE id = ?`, agentID).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("agent", agentID)
@@ -175,18 +406,7 @@ func (s *Store) AgentAdapterGet(ctx context.Context, agentID string) (*clasp.Ada
 	if err != nil {
 		return nil, translate(fmt.Errorf("get adapter of agent %s: %w", agentID, err))
 	}
-	return parseAdapter(raw)
-}
-
-func parseAdapter(raw sql.NullString) (*clasp.AdapterConfig, error) {
-	if !raw.Valid {
-		return nil, nil
-	}
-	var c clasp.AdapterConfig
-	if err := json.Unmarshal([]byte(raw.String), &c); err != nil {
-		return nil, fmt.Errorf("adapter config: %w", err)
-	}
-	return &c, nil
+	return store.ParseAdapter(raw)
 }
 
 // AgentAdapterList returns every non-terminated agent with an adapter config.
@@ -196,318 +416,21 @@ func (s *Store) AgentAdapterList(ctx context.Context) ([]*store.AgentAdapter, er
 	if err != nil {
 		return nil, translate(fmt.Errorf("list adapters: %w", err))
 	}
-	defer rows.Close()
-	var out []*store.AgentAdapter
-	for rows.Next() {
-		var raw sql.NullString
-		a, err := scanAgent(extraScan{rows, []any{&raw}})
-		if err != nil {
-			return nil, fmt.Errorf("list adapters: %w", err)
-		}
-		c, err := parseAdapter(raw)
+	out, err := scanAll(rows, func(sc scanner) (*store.AgentAdapter, error) {
+		var raw *string
+		a, err := scanAgent(extraScan{sc, []any{&raw}})
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, &store.AgentAdapter{Agent: a, Config: c})
-	}
-	return out, translate(rows.Err())
+		c, err := store.ParseAdapter(raw)
+		return &store.AgentAdapter{Agent: a, Config: c}, err
+	})
+	return out, translate(wrap(err, "list adapters"))
 }
 
-// adapterOf reads an agent's adapter inside the transaction.
-func (t *wtx) adapterOf(ctx context.Context, agentID string) (*clasp.AdapterConfig, error) {
-	var raw sql.NullString
-	if err := t.rrow(ctx, `SELECT adapter_config FROM agents WHERE id = ?`, agentID).Scan(&raw); err != nil {
-		return nil, fmt.Errorf("get adapter of agent %s: %w", agentID, err)
-	}
-	return parseAdapter(raw)
-}
-
-// Wake records a wake request of agent AgentID and acts on it (see
-// store.WakeParams). 400 invalid_request (reason), 404 not_found (agent,
-// or issue of its company).
+// Wake records a wake request and acts on it (store.TxRunner.Wake).
 func (s *Store) Wake(ctx context.Context, p *store.WakeParams) (*store.WakeResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	var out *store.WakeResult
-	err := s.write(ctx, func(tx *wtx) error {
-		var err error
-		out, err = tx.wake(ctx, p)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (t *wtx) wake(ctx context.Context, p *store.WakeParams) (*store.WakeResult, error) {
-	if p.IdempotencyKey != "" {
-		var id, status string
-		var runID, blocked, hash sql.NullString
-		var company string
-		err := t.rrow(ctx, `SELECT id, status, run_id, blocked_by_run_id, request_hash, company_id FROM wake_requests WHERE agent_id = ? AND idempotency_key = ?`,
-			p.AgentID, p.IdempotencyKey).Scan(&id, &status, &runID, &blocked, &hash, &company)
-		if err == nil && hash.Valid {
-			// The same request names the same issue (by UUID or
-			// identifier); a missing issue is another request.
-			issueID := ""
-			if p.IssueID != "" {
-				var co string
-				rid, rident := splitRef(p.IssueID)
-				if err := t.queryRow(ctx, qIssueRef, sql.Named("rid", rid), sql.Named("rident", rident),
-					sql.Named("company", company)).Scan(&issueID, &co); err != nil && !errors.Is(err, sql.ErrNoRows) {
-					return nil, fmt.Errorf("find issue %s: %w", p.IssueID, err)
-				} else if err != nil {
-					issueID = "missing:" + p.IssueID
-				}
-			}
-			if hash.String != store.WakeRequestHash(p.Reason, issueID) {
-				return nil, store.ErrWakeKeyReused(p.IdempotencyKey)
-			}
-		}
-		if err == nil {
-			res := &store.WakeResult{WakeID: id, Outcome: status, BlockedByRunID: strPtr(blocked), Replayed: true}
-			if runID.Valid {
-				if res.Run, err = scanRun(t.queryRow(ctx, qRunGet, runID.String)); err != nil {
-					return nil, fmt.Errorf("get run %s: %w", runID.String, err)
-				}
-			}
-			return res, nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("find wake: %w", err)
-		}
-	}
-	a, err := t.agent(ctx, p.AgentID)
-	if err != nil {
-		return nil, err
-	}
-	if p.Actor.Type == clasp.ActorAgent && p.Actor.CompanyID != a.CompanyID {
-		return nil, notFound("agent", p.AgentID)
-	}
-	issueID := ""
-	if p.IssueID != "" {
-		rid, rident := splitRef(p.IssueID)
-		var company string
-		err := t.queryRow(ctx, qIssueRef, sql.Named("rid", rid), sql.Named("rident", rident),
-			sql.Named("company", a.CompanyID)).Scan(&issueID, &company)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, notFound("issue", p.IssueID)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("find issue %s: %w", p.IssueID, err)
-		}
-		if err := t.wakeRefusal(ctx, a.ID, issueID); err != nil {
-			return nil, err
-		}
-	}
-	cfg, err := t.adapterOf(ctx, a.ID)
-	if err != nil {
-		return nil, err
-	}
-	res := &store.WakeResult{WakeID: t.s.newID()}
-	switch {
-	case a.Status != clasp.AgentActive || cfg == nil:
-		res.Outcome = store.WakeSkipped
-	default:
-		res.Run, err = t.queuedRunFor(ctx, a.ID, issueID)
-		if err != nil {
-			return nil, err
-		}
-		if res.Run != nil {
-			res.Outcome = store.WakeCoalesced
-			break
-		}
-		var blocked string
-		res.Run, blocked, err = t.queueRun(ctx, a, issueID, p.Reason, "", 1, p.Actor)
-		if err != nil {
-			return nil, err
-		}
-		if res.Run != nil {
-			res.Outcome = store.WakeQueued
-		} else {
-			res.Outcome, res.BlockedByRunID = store.WakeDeferred, &blocked
-		}
-	}
-	var runID any
-	if res.Run != nil {
-		runID = res.Run.ID
-	}
-	var hash any
-	if p.IdempotencyKey != "" {
-		hash = store.WakeRequestHash(p.Reason, issueID)
-	}
-	if _, err := t.rexec(ctx, `INSERT INTO wake_requests (id, company_id, agent_id, issue_id, reason, idempotency_key,
-		status, run_id, blocked_by_run_id, created_at, updated_at, request_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		res.WakeID, a.CompanyID, a.ID, nullable(issueID), p.Reason, nullable(p.IdempotencyKey), res.Outcome, runID,
-		nullString(res.BlockedByRunID), t.now, t.now, hash); err != nil {
-		return nil, fmt.Errorf("record wake of agent %s: %w", a.ID, err)
-	}
-	return res, t.logActivity(ctx, a.CompanyID, p.Actor, clasp.ActionWakeRequested, "agent", a.ID, map[string]any{
-		"wakeId": res.WakeID, "reason": p.Reason, "issueId": nullable(issueID), "outcome": res.Outcome,
-		"runId": runID, "blockedByRunId": res.BlockedByRunID,
-	})
-}
-
-// wakeRefusal reads issue issueID and returns store.WakeIssueRefusal's
-// answer for waking agentID for it (nil: it may be woken), or the read's
-// error.
-func (t *wtx) wakeRefusal(ctx context.Context, agentID, issueID string) error {
-	var status string
-	var assignee, checkout, execution sql.NullString
-	if err := t.rrow(ctx, `SELECT status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues WHERE id = ?`, issueID).
-		Scan(&status, &assignee, &checkout, &execution); err != nil {
-		return fmt.Errorf("read issue %s: %w", issueID, err)
-	}
-	return store.WakeIssueRefusal(agentID, issueID, clasp.IssueStatus(status), strPtr(assignee), strPtr(checkout), strPtr(execution))
-}
-
-// queuedRunFor returns the agent's queued managed run for issueID (for no
-// issue when ""), nil if it has none.
-func (t *wtx) queuedRunFor(ctx context.Context, agentID, issueID string) (*clasp.Run, error) {
-	r, err := scanRun(t.rrow(ctx, `SELECT `+runCols+` FROM runs WHERE agent_id = ? AND status = 'queued' AND managed = 1
-		AND issue_id IS ? ORDER BY created_at LIMIT 1`, agentID, nullable(issueID)))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("find queued run of agent %s: %w", agentID, err)
-	}
-	return r, nil
-}
-
-// queueRun queues a managed run of agent a for issueID ("" none). With an
-// issue, the run's id first takes the issue's execution lock
-// (hbTakeExecution); when that matches nothing no run is queued and
-// blockedBy names the live run holding the issue. retryOf and attempt are
-// set for a retry; a second retry of the same run inserts nothing (nil, "").
-func (t *wtx) queueRun(ctx context.Context, a *clasp.Agent, issueID, reason, retryOf string, attempt int, actor store.Actor) (run *clasp.Run, blockedBy string, err error) {
-	id := t.s.newID()
-	var prevCheckout, prevExecution sql.NullString
-	takeLock := issueID != "" && retryOf == "" // a retry's lock is moved by hbMoveExecution
-	if takeLock {
-		if err := t.rrow(ctx, `SELECT checkout_run_id, execution_run_id FROM issues WHERE id = ?`, issueID).
-			Scan(&prevCheckout, &prevExecution); err != nil {
-			return nil, "", fmt.Errorf("read issue %s: %w", issueID, err)
-		}
-		res, err := t.rexec(ctx, hbTakeExecution, sql.Named("run", id), sql.Named("agent", a.ID),
-			sql.Named("issue", issueID), sql.Named("now", t.now))
-		if err != nil {
-			return nil, "", fmt.Errorf("take execution lock of issue %s: %w", issueID, err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return nil, cmpOr(prevExecution.String, prevCheckout.String), nil
-		}
-	}
-	run, err = scanRun(t.rrow(ctx, hbRunInsert, sql.Named("id", id), sql.Named("company", a.CompanyID), sql.Named("agent", a.ID),
-		sql.Named("source", reason), sql.Named("issue", nullable(issueID)), sql.Named("retry_of", nullable(retryOf)),
-		sql.Named("attempt", attempt), sql.Named("now", t.now)))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, "", nil
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("queue run of agent %s: %w", a.ID, err)
-	}
-	if err := t.logActivity(ctx, a.CompanyID, actor, clasp.ActionRunQueued, "run", run.ID, map[string]any{
-		"agentId": a.ID, "issueId": run.IssueID, "reason": reason, "retryOfRunId": run.RetryOfRunID, "attempt": run.Attempt,
-	}); err != nil {
-		return nil, "", err
-	}
-	if takeLock {
-		if err := t.logActivity(ctx, a.CompanyID, actor, clasp.ActionIssueExecutionLocked, "issue", issueID, map[string]any{
-			"runId": run.ID, "previousCheckoutRunId": orNil(prevCheckout), "previousExecutionRunId": orNil(prevExecution),
-		}); err != nil {
-			return nil, "", err
-		}
-	}
-	return run, "", nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-// promoteBlockedBy promotes the deferred wakes that waited for run runID,
-// oldest first: the first for an issue whose lock is now free gets a
-// queued run holding its execution lock; later ones of the same agent
-// coalesce into it; the others wait for the new holder. Part of rule L6:
-// it runs in the transaction that ended runID.
-func (t *wtx) promoteBlockedBy(ctx context.Context, runID string) error {
-	rows, err := t.rquery(ctx, `SELECT id, company_id, agent_id, coalesce(issue_id, ''), reason FROM wake_requests
-		WHERE status = 'deferred' AND blocked_by_run_id = ? ORDER BY created_at, id`, runID)
-	if err != nil {
-		return fmt.Errorf("find deferred wakes of run %s: %w", runID, err)
-	}
-	type wake struct{ id, company, agent, issue, reason string }
-	var ws []wake
-	for rows.Next() {
-		var w wake
-		if err := rows.Scan(&w.id, &w.company, &w.agent, &w.issue, &w.reason); err != nil {
-			_ = rows.Close() // the scan error is the one returned
-			return fmt.Errorf("find deferred wakes of run %s: %w", runID, err)
-		}
-		ws = append(ws, w)
-	}
-	_ = rows.Close() // read-only rows: a close error leaves nothing behind; rows.Err is checked next
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("find deferred wakes of run %s: %w", runID, err)
-	}
-	for _, w := range ws {
-		a, err := t.agent(ctx, w.agent)
-		if err != nil {
-			return err
-		}
-		cfg, err := t.adapterOf(ctx, a.ID)
-		if err != nil {
-			return err
-		}
-		allowed := true // the issue may have been reassigned or closed while the wake waited
-		if w.issue != "" {
-			refusal := t.wakeRefusal(ctx, a.ID, w.issue)
-			var ce *clasp.Error
-			if refusal != nil && !errors.As(refusal, &ce) {
-				return refusal
-			}
-			allowed = refusal == nil
-		}
-		status, blocked := store.WakeSkipped, ""
-		var run *clasp.Run
-		if a.Status == clasp.AgentActive && cfg != nil && allowed {
-			if run, err = t.queuedRunFor(ctx, a.ID, w.issue); err != nil {
-				return err
-			}
-			status = store.WakeCoalesced
-			if run == nil {
-				if run, blocked, err = t.queueRun(ctx, a, w.issue, w.reason, "", 1, systemActor); err != nil {
-					return err
-				}
-				status = store.WakeQueued
-				if run == nil {
-					status = store.WakeDeferred
-				}
-			}
-		}
-		var rid any
-		if run != nil {
-			rid = run.ID
-		}
-		if _, err := t.rexec(ctx, `UPDATE wake_requests SET status = ?, run_id = ?, blocked_by_run_id = ?, updated_at = ?
-			WHERE id = ? AND status = 'deferred'`, status, rid, nullable(blocked), t.now, w.id); err != nil {
-			return fmt.Errorf("promote wake %s: %w", w.id, err)
-		}
-		if status != store.WakeDeferred {
-			if err := t.logActivity(ctx, w.company, systemActor, clasp.ActionWakePromoted, "agent", w.agent, map[string]any{
-				"wakeId": w.id, "runId": rid, "issueId": nullable(w.issue), "endedRunId": runID, "outcome": status,
-			}); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return s.hb().Wake(ctx, p)
 }
 
 // WakePromoteDeferred promotes the deferred wakes whose blocking run is
@@ -520,44 +443,11 @@ func (s *Store) WakePromoteDeferred(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, translate(fmt.Errorf("find deferred wakes: %w", err))
 	}
-	var runs []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			_ = rows.Close() // the scan error is the one returned
-			return 0, err
-		}
-		runs = append(runs, id)
+	ids, err := scanIDs(rows)
+	if err != nil {
+		return 0, translate(fmt.Errorf("find deferred wakes: %w", err))
 	}
-	_ = rows.Close() // read-only rows: a close error leaves nothing behind; rows.Err is checked next
-	total := 0
-	for _, id := range runs {
-		err := s.write(ctx, func(tx *wtx) error {
-			var before, after int
-			q := `SELECT count(*) FROM wake_requests WHERE status = 'deferred'`
-			if err := tx.rrow(ctx, q).Scan(&before); err != nil {
-				return err
-			}
-			// Re-checked inside the write: the blocking run is still dead.
-			var live int
-			if err := tx.rrow(ctx, `SELECT count(*) FROM runs WHERE id = ? AND (status = 'queued'
-				OR (status = 'running' AND lease_expires_at > ?))`, id, tx.now).Scan(&live); err != nil || live > 0 {
-				return err
-			}
-			if err := tx.promoteBlockedBy(ctx, id); err != nil {
-				return err
-			}
-			if err := tx.rrow(ctx, q).Scan(&after); err != nil {
-				return err
-			}
-			total += before - after
-			return nil
-		})
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, nil
+	return s.hb().WakePromoteDeferred(ctx, ids)
 }
 
 // RunQueuedManaged lists queued managed runs of active agents with an
@@ -582,54 +472,9 @@ func (s *Store) RunRunningOnHost(ctx context.Context, hostID string) ([]*store.M
 	return scanAll(rows, scanManaged)
 }
 
-// RunStart starts a queued run (store.HeartbeatStore.RunStart).
+// RunStart starts a queued run (store.TxRunner.RunStart).
 func (s *Store) RunStart(ctx context.Context, p *store.RunStartParams) (*clasp.Run, error) {
-	ttl := p.LeaseTTL
-	if ttl <= 0 {
-		ttl = defaultLeaseTTL
-	}
-	var out *clasp.Run
-	err := s.write(ctx, func(tx *wtx) error {
-		r, err := scanRun(tx.rrow(ctx, hbRunStart, sql.Named("run", p.RunID), sql.Named("host", p.HostID),
-			sql.Named("hash", nullable(p.TokenHash)), sql.Named("ttl", ttl.Microseconds()),
-			sql.Named("max", max(p.MaxRunning, 1)), sql.Named("now", tx.now)))
-		if errors.Is(err, sql.ErrNoRows) {
-			cur, err := scanRun(tx.queryRow(ctx, qRunGet, p.RunID))
-			if errors.Is(err, sql.ErrNoRows) {
-				return notFound("run", p.RunID)
-			}
-			if err != nil {
-				return err
-			}
-			if cur.Status != clasp.RunQueued {
-				return clasp.Errorf(clasp.CodeRunNotLive, "Run %s is %s, not queued.", cur.ID, cur.Status).WithDetails("runId", cur.ID)
-			}
-			a, err := tx.agent(ctx, cur.AgentID)
-			if err != nil {
-				return err
-			}
-			reason := "no_free_slot"
-			if a.Status != clasp.AgentActive {
-				reason = "agent_not_active"
-			}
-			return clasp.Errorf(clasp.CodePreconditionFailed, "Run %s cannot start now (%s).", cur.ID, reason).
-				WithDetails("runId", cur.ID, "reason", reason)
-		}
-		if err != nil {
-			return fmt.Errorf("start run %s: %w", p.RunID, err)
-		}
-		out = r
-		if _, err := tx.exec(ctx, qAgentHeartbeat, tx.now, r.AgentID); err != nil {
-			return fmt.Errorf("heartbeat of agent %s: %w", r.AgentID, err)
-		}
-		return tx.logActivity(ctx, r.CompanyID, systemActor, clasp.ActionRunStarted, "run", r.ID, map[string]any{
-			"agentId": r.AgentID, "issueId": r.IssueID, "invocationSource": r.InvocationSource, "hostId": p.HostID,
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return s.hb().RunStart(ctx, p)
 }
 
 // RunSetProcess records the pid and process start time of a running run of hostID.
@@ -650,7 +495,7 @@ func (s *Store) RunSetProcess(ctx context.Context, runID, hostID string, pid int
 // RunRenew renews the lease of a live running run of hostID. 409 run_not_live.
 func (s *Store) RunRenew(ctx context.Context, runID, hostID string, ttl time.Duration) error {
 	if ttl <= 0 {
-		ttl = defaultLeaseTTL
+		ttl = store.DefaultLeaseTTL
 	}
 	return s.write(ctx, func(tx *wtx) error {
 		res, err := tx.rexec(ctx, `UPDATE runs SET lease_expires_at = ?1 + ?2, last_sign_of_life_at = ?1
@@ -667,113 +512,15 @@ func (s *Store) RunRenew(ctx context.Context, runID, hostID string, ttl time.Dur
 }
 
 // RunProcessLost fails a run whose process is gone and queues its one
-// retry (store.HeartbeatStore.RunProcessLost).
+// retry (store.TxRunner.RunProcessLost).
 func (s *Store) RunProcessLost(ctx context.Context, p *store.RunProcessLostParams) (failed, retry *clasp.Run, err error) {
-	msg := cmpOr(p.Error, "process lost: the run's process is gone")
-	err = s.write(ctx, func(tx *wtx) error {
-		failed, retry = nil, nil
-		run, err := scanRun(tx.rrow(ctx, hbProcessLost, sql.Named("run", p.RunID), sql.Named("host", p.HostID),
-			sql.Named("error", msg), sql.Named("now", tx.now)))
-		if errors.Is(err, sql.ErrNoRows) {
-			return clasp.Errorf(clasp.CodeRunNotLive, "Run %s is not a running managed run of this host.", p.RunID).
-				WithDetails("runId", p.RunID)
-		}
-		if err != nil {
-			return fmt.Errorf("fail run %s: %w", p.RunID, err)
-		}
-		failed = run
-		if err := tx.logActivity(ctx, run.CompanyID, systemActor, clasp.ActionRunLost, "run", run.ID, map[string]any{
-			"agentId": run.AgentID, "errorCode": clasp.RunErrorProcessLost, "pid": run.PID, "attempt": run.Attempt,
-		}); err != nil {
-			return err
-		}
-		if run.Attempt == 1 && run.RetryOfRunID == nil {
-			a, err := tx.agent(ctx, run.AgentID)
-			if err != nil {
-				return err
-			}
-			// The retry's issue is the one whose execution lock it
-			// receives; without one, the lost run's own issue.
-			var held sql.NullString
-			if err := tx.rrow(ctx, hbHeldIssue, sql.Named("lost", run.ID), sql.Named("issue", nullable(deref(run.IssueID)))).
-				Scan(&held); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("find the issue of run %s: %w", run.ID, err)
-			}
-			issue := cmpOr(held.String, deref(run.IssueID))
-			// The retry is inserted first (queueRun takes no lock for a
-			// retry; unique retry_of_run_id: at most one), then the lock
-			// moves in one statement.
-			retry, _, err = tx.queueRun(ctx, a, issue, clasp.InvocationRetry, run.ID, 2, systemActor)
-			if err != nil {
-				return err
-			}
-			if retry != nil && held.Valid {
-				rows, err := tx.rquery(ctx, hbMoveExecution, sql.Named("retry", retry.ID), sql.Named("lost", run.ID),
-					sql.Named("issue", held.String), sql.Named("now", tx.now))
-				if err != nil {
-					return fmt.Errorf("move locks of run %s: %w", run.ID, err)
-				}
-				type moved struct{ id, company string }
-				var ms []moved
-				for rows.Next() {
-					var m moved
-					if err := rows.Scan(&m.id, &m.company); err != nil {
-						_ = rows.Close() // the scan error is the one returned
-						return err
-					}
-					ms = append(ms, m)
-				}
-				_ = rows.Close() // read-only rows: a close error leaves nothing behind; rows.Err is checked next
-				for _, m := range ms {
-					if err := tx.logActivity(ctx, m.company, systemActor, clasp.ActionIssueLockMoved, "issue", m.id, map[string]any{
-						"fromRunId": run.ID, "toRunId": retry.ID, "clearedCheckoutRunId": run.ID,
-					}); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		// L6 for what still names the lost run (no retry, or locks the retry
-		// did not take), and promotion of the wakes that waited for it.
-		return tx.releaseRunLocks(ctx, run, systemActor)
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return failed, retry, nil
+	return s.hb().RunProcessLost(ctx, p)
 }
 
-// AgentCancelQueuedRuns cancels an agent's queued runs (pausing it): each
-// ends as cancelled (agent_paused) with its locks released (L6); the
-// agent's deferred wakes are skipped. Returns how many runs it cancelled.
+// AgentCancelQueuedRuns cancels an agent's queued runs (pausing it)
+// (store.TxRunner.AgentCancelQueuedRuns).
 func (s *Store) AgentCancelQueuedRuns(ctx context.Context, agentID string, actor store.Actor) (int, error) {
-	n := 0
-	err := s.write(ctx, func(tx *wtx) error {
-		rows, err := tx.rquery(ctx, `UPDATE runs SET status = 'cancelled', error_code = 'agent_paused',
-			error = 'the agent was paused', finished_at = ? WHERE agent_id = ? AND status = 'queued' RETURNING `+runCols, tx.now, agentID)
-		if err != nil {
-			return fmt.Errorf("cancel queued runs of agent %s: %w", agentID, err)
-		}
-		runs, err := scanAll(rows, scanRun)
-		if err != nil {
-			return err
-		}
-		n = len(runs)
-		for _, r := range runs {
-			if err := tx.releaseRunLocks(ctx, r, actor); err != nil {
-				return err
-			}
-			if err := tx.logActivity(ctx, r.CompanyID, actor, clasp.ActionRunFinished, "run", r.ID, map[string]any{
-				"status": r.Status, "exitCode": r.ExitCode, "error": r.Error, "errorCode": r.ErrorCode,
-			}); err != nil {
-				return err
-			}
-		}
-		_, err = tx.rexec(ctx, `UPDATE wake_requests SET status = 'skipped', updated_at = ? WHERE agent_id = ? AND status = 'deferred'`,
-			tx.now, agentID)
-		return err
-	})
-	return n, err
+	return s.hb().AgentCancelQueuedRuns(ctx, agentID, actor)
 }
 
 // deref is *p, or "" for nil.
