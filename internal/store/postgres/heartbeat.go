@@ -1,11 +1,12 @@
 package postgres
 
-// Server-managed agents (issue 4) on PostgreSQL: adapter configs, wake
-// requests, and the life cycle of the runs the heartbeat scheduler starts.
-// Each rule's decision is one conditional statement; the wakes of one agent
-// are serialised by a transaction advisory lock on the agent (coalescing
-// and idempotency keys across replicas), and a loss's retry is unique by
-// retry_of_run_id.
+// Server-managed agents on PostgreSQL: the statements of
+// store.HeartbeatTx (adapter configs, wake requests, the life cycle of the
+// runs the heartbeat scheduler starts); the algorithms are
+// store.TxRunner's. The wakes of one agent are serialised by a transaction
+// advisory lock on the agent (coalescing and idempotency keys across
+// replicas), the issue a wake decides on is locked FOR UPDATE, and a
+// loss's retry is unique by retry_of_run_id.
 
 import (
 	"context"
@@ -27,7 +28,7 @@ var (
 	// when the issue is its agent's or unassigned and not done or cancelled
 	// (store.WakeIssueRefusal, checked first for the error's reason), and
 	// both lock columns are empty or name dead runs; a dead checkout lock is
-	// cleared in the same write (seed 004), so L7 holds.
+	// cleared in the same write (no lock stays pinned to a dead run), so L7 holds.
 	hbTakeExecution = `UPDATE issues i SET
 		execution_run_id = @run::text,
 		execution_agent_name_key = (SELECT a.name_key FROM agents a WHERE a.id = @agent::text),
@@ -61,7 +62,7 @@ var (
 	// whose execution lock the lost run holds (its own issue if it still
 	// holds that lock, else the one it locked last; without any, its own
 	// issue), and that issue's execution lock moves to the retry while its
-	// checkout lock (the lost run's) is cleared (seed 004). Other locks
+	// checkout lock (the lost run's) is cleared (the dead run owns nothing). Other locks
 	// naming the lost run are released afterwards (L6).
 	hbProcessLost = `WITH lost AS (
 		UPDATE runs SET status = 'failed', error_code = 'process_lost', error = @error::text, finished_at = now()
@@ -116,54 +117,223 @@ func scanManaged(sc scanner) (*store.ManagedRun, error) {
 	return &m, nil
 }
 
-func parseAdapter(raw *string) (*clasp.AdapterConfig, error) {
-	if raw == nil {
+// noRow is (nil, nil) for pgx.ErrNoRows, else (v, err).
+func noRow[T any](v *T, err error) (*T, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
-	var c clasp.AdapterConfig
-	if err := json.Unmarshal([]byte(*raw), &c); err != nil {
-		return nil, fmt.Errorf("adapter config: %w", err)
-	}
-	return &c, nil
+	return v, err
 }
 
-// AgentAdapterSet stores (Config nil: removes) an agent's adapter config.
-func (s *Store) AgentAdapterSet(ctx context.Context, p *store.AgentAdapterSetParams) (*clasp.AdapterConfig, error) {
-	var cfg *string
-	typ := ""
-	if p.Config != nil {
-		if err := p.Config.Normalize(); err != nil {
-			return nil, err
-		}
-		b, err := json.Marshal(p.Config)
-		if err != nil {
-			return nil, err
-		}
-		cfg, typ = nullable(string(b)), p.Config.Type
+// hbtx is a transaction as store.HeartbeatTx.
+type hbtx struct{ tx pgx.Tx }
+
+// hb is a store transaction (s.tx: retried whole on a deadlock or
+// serialization failure) as a store.TxRunner.
+func (s *Store) hb() store.TxRunner {
+	return func(ctx context.Context, fn func(store.HeartbeatTx) error) error {
+		return s.tx(ctx, func(tx pgx.Tx) error { return fn(hbtx{tx}) })
 	}
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var company string
-		err := tx.QueryRow(ctx, `UPDATE agents SET adapter_config = $1 WHERE id = $2 AND status <> 'terminated' RETURNING company_id`,
-			cfg, p.AgentID).Scan(&company)
-		if errors.Is(err, pgx.ErrNoRows) {
-			a, err := scanAgent(tx.QueryRow(ctx, sqlAgentGet, p.AgentID))
-			if errors.Is(err, pgx.ErrNoRows) {
-				return notFound("agent", p.AgentID)
-			}
-			if err != nil {
-				return err
-			}
-			return clasp.Errorf(clasp.CodePreconditionFailed, "Agent %s is terminated: its adapter cannot change.", a.ID)
-		}
-		if err != nil {
-			return fmt.Errorf("set adapter of agent %s: %w", p.AgentID, err)
-		}
-		return logActivity(ctx, tx, company, p.Actor, clasp.ActionAgentAdapterSet, "agent", p.AgentID, map[string]any{"adapterType": typ})
-	})
+}
+
+func (hbtx) NewID() string { return newUUIDv7() }
+
+func (h hbtx) LogActivity(ctx context.Context, companyID string, actor store.Actor, action, entityType, entityID string, details any) error {
+	return logActivity(ctx, h.tx, companyID, actor, action, entityType, entityID, details)
+}
+
+func (h hbtx) LockAgent(ctx context.Context, agentID string) error { return lockAgent(ctx, h.tx, agentID) }
+
+func (h hbtx) WakeByKey(ctx context.Context, agentID, key string) (*store.RecordedWake, error) {
+	var w store.RecordedWake
+	err := h.tx.QueryRow(ctx, `SELECT id, status, run_id, blocked_by_run_id, request_hash, company_id FROM wake_requests
+		WHERE agent_id = $1 AND idempotency_key = $2`, agentID, key).
+		Scan(&w.ID, &w.Status, &w.RunID, &w.BlockedByRunID, &w.RequestHash, &w.CompanyID)
+	return noRow(&w, err)
+}
+
+func (h hbtx) IssueID(ctx context.Context, companyID, ref string) (string, error) {
+	var id string
+	rid, rident := splitRef(ref)
+	err := h.tx.QueryRow(ctx, `SELECT i.id FROM issues i WHERE `+sqlIssueRef,
+		namedArgs{"rid": rid, "rident": rident, "company": companyID}).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return id, err
+}
+
+func (h hbtx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent, *clasp.AdapterConfig, error) {
+	var raw *string
+	a, err := scanAgent(extraScan{h.tx.QueryRow(ctx, `SELECT `+agentCols+`, adapter_config FROM agents WHERE id = $1`, agentID), []any{&raw}})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, notFound("agent", agentID)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("get agent %s: %w", agentID, err)
+	}
+	c, err := store.ParseAdapter(raw)
+	return a, c, err
+}
+
+func (h hbtx) IssueLocks(ctx context.Context, issueID string) (*store.IssueLockState, error) {
+	var l store.IssueLockState
+	var status string
+	err := h.tx.QueryRow(ctx, `SELECT status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues WHERE id = $1 FOR UPDATE`,
+		issueID).Scan(&status, &l.AssigneeAgentID, &l.CheckoutRunID, &l.ExecutionRunID)
 	if err != nil {
 		return nil, err
 	}
-	return p.Config, nil
+	l.Status = clasp.IssueStatus(status)
+	return &l, nil
+}
+
+func (h hbtx) QueuedRunFor(ctx context.Context, agentID, issueID string) (*clasp.Run, error) {
+	return noRow(scanRun(h.tx.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE agent_id = $1 AND status = 'queued' AND managed
+		AND issue_id IS NOT DISTINCT FROM $2 ORDER BY created_at LIMIT 1`, agentID, nullable(issueID))))
+}
+
+func (h hbtx) TakeExecution(ctx context.Context, runID, agentID, issueID string) (bool, error) {
+	tag, err := h.tx.Exec(ctx, hbTakeExecution, namedArgs{"run": runID, "agent": agentID, "issue": issueID})
+	return tag.RowsAffected() > 0, err
+}
+
+func (h hbtx) InsertQueuedRun(ctx context.Context, r *store.QueuedRun) (*clasp.Run, error) {
+	return noRow(scanRun(h.tx.QueryRow(ctx, hbRunInsert, namedArgs{"id": r.ID, "company": r.CompanyID, "agent": r.AgentID,
+		"source": r.Reason, "issue": nullable(r.IssueID), "retry_of": nullable(r.RetryOfRunID), "attempt": r.Attempt})))
+}
+
+func (h hbtx) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
+	r, err := scanRun(h.tx.QueryRow(ctx, sqlRunGet, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("run", id)
+	}
+	return r, err
+}
+
+func (h hbtx) InsertWake(ctx context.Context, w *store.WakeRecord) error {
+	_, err := h.tx.Exec(ctx, `INSERT INTO wake_requests (id, company_id, agent_id, issue_id, reason, idempotency_key,
+		status, run_id, blocked_by_run_id, request_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		w.ID, w.CompanyID, w.AgentID, nullable(w.IssueID), w.Reason, nullable(w.IdempotencyKey), w.Outcome, w.RunID,
+		w.BlockedByRunID, w.RequestHash)
+	return err
+}
+
+func (h hbtx) DeferredWakes(ctx context.Context, runIDs []string) ([]*store.DeferredWake, error) {
+	rows, err := h.tx.Query(ctx, `SELECT id, company_id, agent_id, coalesce(issue_id, ''), reason, blocked_by_run_id FROM wake_requests
+		WHERE status = 'deferred' AND blocked_by_run_id = ANY($1) ORDER BY created_at, id FOR UPDATE`, runIDs)
+	if err != nil {
+		return nil, err
+	}
+	return scanAll(rows, func(sc scanner) (*store.DeferredWake, error) {
+		var w store.DeferredWake
+		return &w, sc.Scan(&w.ID, &w.CompanyID, &w.AgentID, &w.IssueID, &w.Reason, &w.EndedRunID)
+	})
+}
+
+func (h hbtx) SetWakeOutcome(ctx context.Context, wakeID, status string, runID, blockedBy *string) error {
+	_, err := h.tx.Exec(ctx, `UPDATE wake_requests SET status = $1, run_id = $2, blocked_by_run_id = $3, updated_at = now()
+		WHERE id = $4 AND status = 'deferred'`, status, runID, blockedBy, wakeID)
+	return err
+}
+
+func (h hbtx) SetAdapter(ctx context.Context, agentID string, cfg *string) (string, bool, error) {
+	var company string
+	err := h.tx.QueryRow(ctx, `UPDATE agents SET adapter_config = $1 WHERE id = $2 AND status <> 'terminated' RETURNING company_id`,
+		cfg, agentID).Scan(&company)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	return company, err == nil, err
+}
+
+func (h hbtx) StartRun(ctx context.Context, p *store.RunStartParams, ttl time.Duration) (*clasp.Run, error) {
+	return noRow(scanRun(h.tx.QueryRow(ctx, hbRunStart, namedArgs{"run": p.RunID, "host": p.HostID, "hash": nullable(p.TokenHash),
+		"ttl_us": ttl.Microseconds(), "max": max(p.MaxRunning, 1)})))
+}
+
+func (h hbtx) AgentHeartbeat(ctx context.Context, agentID string) error {
+	_, err := h.tx.Exec(ctx, `UPDATE agents SET last_heartbeat_at = now() WHERE id = $1`, agentID)
+	return err
+}
+
+// ProcessLost is the process-loss rule in one statement (hbProcessLost).
+func (h hbtx) ProcessLost(ctx context.Context, p *store.RunProcessLostParams, msg, retryID string) (*store.ProcessLoss, error) {
+	var lostJSON, retryJSON, movedJSON []byte
+	if err := h.tx.QueryRow(ctx, hbProcessLost, namedArgs{"run": p.RunID, "host": p.HostID, "error": msg,
+		"retry_id": retryID}).Scan(&lostJSON, &retryJSON, &movedJSON); err != nil {
+		return nil, err
+	}
+	var loss store.ProcessLoss
+	if lostJSON == nil {
+		return &loss, nil
+	}
+	var lj, rj jsonRun
+	if err := json.Unmarshal(lostJSON, &lj); err != nil {
+		return nil, err
+	}
+	loss.Failed = lj.run()
+	if retryJSON == nil {
+		return &loss, nil
+	}
+	if err := json.Unmarshal(retryJSON, &rj); err != nil {
+		return nil, err
+	}
+	loss.Retry = rj.run()
+	var moved [][2]string
+	if err := json.Unmarshal(movedJSON, &moved); err != nil {
+		return nil, err
+	}
+	for _, m := range moved {
+		loss.Moved = append(loss.Moved, store.IssueInCompany{ID: m[0], CompanyID: m[1]})
+	}
+	return &loss, nil
+}
+
+func (h hbtx) EndLostRun(ctx context.Context, run *clasp.Run) error {
+	return releaseRunLocks(ctx, h.tx, store.SystemActor, run.Status, []*clasp.Run{run})
+}
+
+func (h hbtx) CancelQueuedRuns(ctx context.Context, agentID string) ([]*clasp.Run, error) {
+	rows, err := h.tx.Query(ctx, `UPDATE runs SET status = 'cancelled', error_code = 'agent_paused',
+		error = 'the agent was paused', finished_at = now() WHERE agent_id = $1 AND status = 'queued' RETURNING `+runCols, agentID)
+	if err != nil {
+		return nil, err
+	}
+	return scanAll(rows, scanRun)
+}
+
+func (h hbtx) SkipDeferredWakes(ctx context.Context, agentID string) error {
+	_, err := h.tx.Exec(ctx, `UPDATE wake_requests SET status = 'skipped', updated_at = now() WHERE agent_id = $1 AND status = 'deferred'`,
+		agentID)
+	return err
+}
+
+func (h hbtx) EndCancelledRuns(ctx context.Context, actor store.Actor, runs []*clasp.Run) error {
+	return releaseRunLocks(ctx, h.tx, actor, clasp.RunCancelled, runs)
+}
+
+func (h hbtx) DeadRuns(ctx context.Context, runIDs []string) ([]string, error) {
+	rows, err := h.tx.Query(ctx, `SELECT id FROM unnest($1::text[]) AS u(id) WHERE NOT EXISTS
+		(SELECT 1 FROM runs r WHERE r.id = u.id AND `+sqlLive("r")+`)`, runIDs)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// promoteBlockedBy promotes the deferred wakes that waited for runs ids
+// (store.PromoteBlockedBy). Part of rule L6: it runs in the transaction
+// that ended the runs.
+func promoteBlockedBy(ctx context.Context, tx pgx.Tx, ids []string) error {
+	_, err := store.PromoteBlockedBy(ctx, hbtx{tx}, ids)
+	return err
+}
+
+// AgentAdapterSet stores (Config nil: removes) an agent's adapter config
+// (store.TxRunner.AgentAdapterSet).
+func (s *Store) AgentAdapterSet(ctx context.Context, p *store.AgentAdapterSetParams) (*clasp.AdapterConfig, error) {
+	return s.hb().AgentAdapterSet(ctx, p)
 }
 
 // AgentAdapterGet returns an agent's adapter config, nil when it has none. 404 not_found.
@@ -176,7 +346,7 @@ func (s *Store) AgentAdapterGet(ctx context.Context, agentID string) (*clasp.Ada
 	if err != nil {
 		return nil, translate(fmt.Errorf("get adapter of agent %s: %w", agentID, err))
 	}
-	return parseAdapter(raw)
+	return store.ParseAdapter(raw)
 }
 
 // AgentAdapterList returns every non-terminated agent with an adapter config.
@@ -186,310 +356,25 @@ func (s *Store) AgentAdapterList(ctx context.Context) ([]*store.AgentAdapter, er
 	if err != nil {
 		return nil, translate(fmt.Errorf("list adapters: %w", err))
 	}
-	defer rows.Close()
-	var out []*store.AgentAdapter
-	for rows.Next() {
+	out, err := scanAll(rows, func(sc scanner) (*store.AgentAdapter, error) {
 		var raw *string
-		a, err := scanAgent(extraScan{rows, []any{&raw}})
-		if err != nil {
-			return nil, fmt.Errorf("list adapters: %w", err)
-		}
-		c, err := parseAdapter(raw)
+		a, err := scanAgent(extraScan{sc, []any{&raw}})
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, &store.AgentAdapter{Agent: a, Config: c})
-	}
-	return out, translate(rows.Err())
+		c, err := store.ParseAdapter(raw)
+		return &store.AgentAdapter{Agent: a, Config: c}, err
+	})
+	return out, translate(wrap(err, "list adapters"))
 }
 
-func adapterOf(ctx context.Context, tx pgx.Tx, agentID string) (*clasp.Agent, *clasp.AdapterConfig, error) {
-	var raw *string
-	a, err := scanAgent(extraScan{tx.QueryRow(ctx, `SELECT `+agentCols+`, adapter_config FROM agents WHERE id = $1`, agentID), []any{&raw}})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, notFound("agent", agentID)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("get agent %s: %w", agentID, err)
-	}
-	c, err := parseAdapter(raw)
-	return a, c, err
-}
-
-// Wake records a wake request and acts on it (store.WakeParams).
+// Wake records a wake request and acts on it (store.TxRunner.Wake).
 func (s *Store) Wake(ctx context.Context, p *store.WakeParams) (*store.WakeResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	var out *store.WakeResult
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, err = wake(ctx, tx, p)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return s.hb().Wake(ctx, p)
 }
 
-func wake(ctx context.Context, tx pgx.Tx, p *store.WakeParams) (*store.WakeResult, error) {
-	if err := lockAgent(ctx, tx, p.AgentID); err != nil {
-		return nil, err
-	}
-	if p.IdempotencyKey != "" {
-		var id, status string
-		var runID, blocked, hash *string
-		var company string
-		err := tx.QueryRow(ctx, `SELECT id, status, run_id, blocked_by_run_id, request_hash, company_id FROM wake_requests WHERE agent_id = $1 AND idempotency_key = $2`,
-			p.AgentID, p.IdempotencyKey).Scan(&id, &status, &runID, &blocked, &hash, &company)
-		if err == nil && hash != nil {
-			// The same request names the same issue (by UUID or
-			// identifier); a missing issue is another request.
-			issueID := ""
-			if p.IssueID != "" {
-				rid, rident := splitRef(p.IssueID)
-				if err := tx.QueryRow(ctx, `SELECT i.id FROM issues i WHERE `+sqlIssueRef,
-					namedArgs{"rid": rid, "rident": rident, "company": company}).Scan(&issueID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-					return nil, fmt.Errorf("find issue %s: %w", p.IssueID, err)
-				} else if err != nil {
-					issueID = "missing:" + p.IssueID
-				}
-			}
-			if *hash != store.WakeRequestHash(p.Reason, issueID) {
-				return nil, store.ErrWakeKeyReused(p.IdempotencyKey)
-			}
-		}
-		if err == nil {
-			res := &store.WakeResult{WakeID: id, Outcome: status, BlockedByRunID: blocked, Replayed: true}
-			if runID != nil {
-				if res.Run, err = scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, *runID)); err != nil {
-					return nil, fmt.Errorf("get run %s: %w", *runID, err)
-				}
-			}
-			return res, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("find wake: %w", err)
-		}
-	}
-	a, cfg, err := adapterOf(ctx, tx, p.AgentID)
-	if err != nil {
-		return nil, err
-	}
-	if p.Actor.Type == clasp.ActorAgent && p.Actor.CompanyID != a.CompanyID {
-		return nil, notFound("agent", p.AgentID)
-	}
-	issueID := ""
-	if p.IssueID != "" {
-		rid, rident := splitRef(p.IssueID)
-		err := tx.QueryRow(ctx, `SELECT i.id FROM issues i WHERE `+sqlIssueRef,
-			namedArgs{"rid": rid, "rident": rident, "company": a.CompanyID}).Scan(&issueID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, notFound("issue", p.IssueID)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("find issue %s: %w", p.IssueID, err)
-		}
-		if err := wakeRefusal(ctx, tx, a.ID, issueID); err != nil {
-			return nil, err
-		}
-	}
-	res := &store.WakeResult{WakeID: newUUIDv7()}
-	if a.Status != clasp.AgentActive || cfg == nil {
-		res.Outcome = store.WakeSkipped
-	} else {
-		if res.Run, err = queuedRunFor(ctx, tx, a.ID, issueID); err != nil {
-			return nil, err
-		}
-		if res.Run != nil {
-			res.Outcome = store.WakeCoalesced
-		} else {
-			var blocked string
-			if res.Run, blocked, err = queueRun(ctx, tx, a, issueID, p.Reason, "", 1, p.Actor); err != nil {
-				return nil, err
-			}
-			if res.Run != nil {
-				res.Outcome = store.WakeQueued
-			} else {
-				res.Outcome, res.BlockedByRunID = store.WakeDeferred, &blocked
-			}
-		}
-	}
-	var runID *string
-	if res.Run != nil {
-		runID = &res.Run.ID
-	}
-	var hash *string
-	if p.IdempotencyKey != "" {
-		h := store.WakeRequestHash(p.Reason, issueID)
-		hash = &h
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO wake_requests (id, company_id, agent_id, issue_id, reason, idempotency_key,
-		status, run_id, blocked_by_run_id, request_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		res.WakeID, a.CompanyID, a.ID, nullable(issueID), p.Reason, nullable(p.IdempotencyKey), res.Outcome, runID,
-		res.BlockedByRunID, hash); err != nil {
-		return nil, fmt.Errorf("record wake of agent %s: %w", a.ID, err)
-	}
-	return res, logActivity(ctx, tx, a.CompanyID, p.Actor, clasp.ActionWakeRequested, "agent", a.ID, map[string]any{
-		"wakeId": res.WakeID, "reason": p.Reason, "issueId": nullable(issueID), "outcome": res.Outcome,
-		"runId": runID, "blockedByRunId": res.BlockedByRunID,
-	})
-}
-
-// wakeRefusal locks issue issueID's row (FOR UPDATE, so that no
-// reassignment or close lands before the wake's lock write) and returns
-// store.WakeIssueRefusal's answer for waking agentID for it (nil: it may
-// be woken), or the read's error.
-func wakeRefusal(ctx context.Context, tx pgx.Tx, agentID, issueID string) error {
-	var status string
-	var assignee, checkout, execution *string
-	if err := tx.QueryRow(ctx, `SELECT status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues WHERE id = $1 FOR UPDATE`, issueID).
-		Scan(&status, &assignee, &checkout, &execution); err != nil {
-		return fmt.Errorf("read issue %s: %w", issueID, err)
-	}
-	return store.WakeIssueRefusal(agentID, issueID, clasp.IssueStatus(status), assignee, checkout, execution)
-}
-
-func queuedRunFor(ctx context.Context, tx pgx.Tx, agentID, issueID string) (*clasp.Run, error) {
-	r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE agent_id = $1 AND status = 'queued' AND managed
-		AND issue_id IS NOT DISTINCT FROM $2 ORDER BY created_at LIMIT 1`, agentID, nullable(issueID)))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("find queued run of agent %s: %w", agentID, err)
-	}
-	return r, nil
-}
-
-// queueRun queues a managed run of agent a for issueID ("" none); see the
-// SQLite store's queueRun. A retry (retryOf set) takes no lock here: the
-// process-loss statement moves it.
-func queueRun(ctx context.Context, tx pgx.Tx, a *clasp.Agent, issueID, reason, retryOf string, attempt int, actor store.Actor) (*clasp.Run, string, error) {
-	id := newUUIDv7()
-	var prevCheckout, prevExecution *string
-	takeLock := issueID != "" && retryOf == ""
-	if takeLock {
-		if err := tx.QueryRow(ctx, `SELECT checkout_run_id, execution_run_id FROM issues WHERE id = $1 FOR UPDATE`, issueID).
-			Scan(&prevCheckout, &prevExecution); err != nil {
-			return nil, "", fmt.Errorf("read issue %s: %w", issueID, err)
-		}
-		tag, err := tx.Exec(ctx, hbTakeExecution, namedArgs{"run": id, "agent": a.ID, "issue": issueID})
-		if err != nil {
-			return nil, "", fmt.Errorf("take execution lock of issue %s: %w", issueID, err)
-		}
-		if tag.RowsAffected() == 0 {
-			b := prevExecution
-			if b == nil {
-				b = prevCheckout
-			}
-			if b == nil {
-				return nil, "", fmt.Errorf("take execution lock of issue %s: refused with no holder", issueID)
-			}
-			return nil, *b, nil
-		}
-	}
-	run, err := scanRun(tx.QueryRow(ctx, hbRunInsert, namedArgs{"id": id, "company": a.CompanyID, "agent": a.ID,
-		"source": reason, "issue": nullable(issueID), "retry_of": nullable(retryOf), "attempt": attempt}))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, "", nil
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("queue run of agent %s: %w", a.ID, err)
-	}
-	if err := logActivity(ctx, tx, a.CompanyID, actor, clasp.ActionRunQueued, "run", run.ID, map[string]any{
-		"agentId": a.ID, "issueId": run.IssueID, "reason": reason, "retryOfRunId": run.RetryOfRunID, "attempt": run.Attempt,
-	}); err != nil {
-		return nil, "", err
-	}
-	if takeLock {
-		if err := logActivity(ctx, tx, a.CompanyID, actor, clasp.ActionIssueExecutionLocked, "issue", issueID, map[string]any{
-			"runId": run.ID, "previousCheckoutRunId": prevCheckout, "previousExecutionRunId": prevExecution,
-		}); err != nil {
-			return nil, "", err
-		}
-	}
-	return run, "", nil
-}
-
-// promoteBlockedBy promotes the deferred wakes that waited for runs ids,
-// oldest first (see the SQLite store's promoteBlockedBy). Part of rule L6:
-// it runs in the transaction that ended the runs.
-func promoteBlockedBy(ctx context.Context, tx pgx.Tx, ids []string) error {
-	rows, err := tx.Query(ctx, `SELECT id, company_id, agent_id, coalesce(issue_id, ''), reason, blocked_by_run_id FROM wake_requests
-		WHERE status = 'deferred' AND blocked_by_run_id = ANY($1) ORDER BY created_at, id FOR UPDATE`, ids)
-	if err != nil {
-		return fmt.Errorf("find deferred wakes: %w", err)
-	}
-	type wake struct{ id, company, agent, issue, reason, ended string }
-	var ws []wake
-	for rows.Next() {
-		var w wake
-		if err := rows.Scan(&w.id, &w.company, &w.agent, &w.issue, &w.reason, &w.ended); err != nil {
-			rows.Close()
-			return fmt.Errorf("find deferred wakes: %w", err)
-		}
-		ws = append(ws, w)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("find deferred wakes: %w", err)
-	}
-	for _, w := range ws {
-		if err := lockAgent(ctx, tx, w.agent); err != nil {
-			return err
-		}
-		a, cfg, err := adapterOf(ctx, tx, w.agent)
-		if err != nil {
-			return err
-		}
-		allowed := true // the issue may have been reassigned or closed while the wake waited
-		if w.issue != "" {
-			refusal := wakeRefusal(ctx, tx, a.ID, w.issue)
-			var ce *clasp.Error
-			if refusal != nil && !errors.As(refusal, &ce) {
-				return refusal
-			}
-			allowed = refusal == nil
-		}
-		status, blocked := store.WakeSkipped, ""
-		var run *clasp.Run
-		if a.Status == clasp.AgentActive && cfg != nil && allowed {
-			if run, err = queuedRunFor(ctx, tx, a.ID, w.issue); err != nil {
-				return err
-			}
-			status = store.WakeCoalesced
-			if run == nil {
-				if run, blocked, err = queueRun(ctx, tx, a, w.issue, w.reason, "", 1, store.Actor{Type: clasp.ActorSystem}); err != nil {
-					return err
-				}
-				status = store.WakeQueued
-				if run == nil {
-					status = store.WakeDeferred
-				}
-			}
-		}
-		var rid *string
-		if run != nil {
-			rid = &run.ID
-		}
-		if _, err := tx.Exec(ctx, `UPDATE wake_requests SET status = $1, run_id = $2, blocked_by_run_id = $3, updated_at = now()
-			WHERE id = $4 AND status = 'deferred'`, status, rid, nullable(blocked), w.id); err != nil {
-			return fmt.Errorf("promote wake %s: %w", w.id, err)
-		}
-		if status != store.WakeDeferred {
-			if err := logActivity(ctx, tx, w.company, store.Actor{Type: clasp.ActorSystem}, clasp.ActionWakePromoted, "agent", w.agent, map[string]any{
-				"wakeId": w.id, "runId": rid, "issueId": nullable(w.issue), "endedRunId": w.ended, "outcome": status,
-			}); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// WakePromoteDeferred promotes the deferred wakes whose blocking run is dead.
+// WakePromoteDeferred promotes the deferred wakes whose blocking run is
+// dead (store.TxRunner.WakePromoteDeferred).
 func (s *Store) WakePromoteDeferred(ctx context.Context) (int, error) {
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT w.blocked_by_run_id FROM wake_requests w
 		WHERE w.status = 'deferred' AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = w.blocked_by_run_id AND `+sqlLive("r")+`)`)
@@ -497,36 +382,10 @@ func (s *Store) WakePromoteDeferred(ctx context.Context) (int, error) {
 		return 0, translate(fmt.Errorf("find deferred wakes: %w", err))
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil || len(ids) == 0 {
-		return 0, translate(err)
+	if err != nil {
+		return 0, translate(fmt.Errorf("find deferred wakes: %w", err))
 	}
-	n := 0
-	err = s.tx(ctx, func(tx pgx.Tx) error {
-		var before, after int
-		q := `SELECT count(*) FROM wake_requests WHERE status = 'deferred' AND blocked_by_run_id = ANY($1)`
-		// Re-checked inside the transaction: only runs that are still dead.
-		rows, err := tx.Query(ctx, `SELECT id FROM unnest($1::text[]) AS u(id) WHERE NOT EXISTS
-			(SELECT 1 FROM runs r WHERE r.id = u.id AND `+sqlLive("r")+`)`, ids)
-		if err != nil {
-			return err
-		}
-		dead, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		if err := tx.QueryRow(ctx, q, dead).Scan(&before); err != nil {
-			return err
-		}
-		if err := promoteBlockedBy(ctx, tx, dead); err != nil {
-			return err
-		}
-		if err := tx.QueryRow(ctx, q, dead).Scan(&after); err != nil {
-			return err
-		}
-		n = before - after
-		return nil
-	})
-	return n, err
+	return s.hb().WakePromoteDeferred(ctx, ids)
 }
 
 // RunQueuedManaged lists queued managed runs of active agents with an adapter, oldest first.
@@ -550,63 +409,10 @@ func (s *Store) RunRunningOnHost(ctx context.Context, hostID string) ([]*store.M
 	return scanAll(rows, scanManaged)
 }
 
-// RunStart starts a queued run (store.HeartbeatStore.RunStart).
+// RunStart starts a queued run (store.TxRunner.RunStart).
 func (s *Store) RunStart(ctx context.Context, p *store.RunStartParams) (*clasp.Run, error) {
-	ttl := p.LeaseTTL
-	if ttl <= 0 {
-		ttl = defaultLeaseTTL
-	}
-	var out *clasp.Run
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var agentID string
-		err := tx.QueryRow(ctx, `SELECT agent_id FROM runs WHERE id = $1`, p.RunID).Scan(&agentID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound("run", p.RunID)
-		}
-		if err != nil {
-			return err
-		}
-		if err := lockAgent(ctx, tx, agentID); err != nil { // the slot count, across replicas
-			return err
-		}
-		r, err := scanRun(tx.QueryRow(ctx, hbRunStart, namedArgs{"run": p.RunID, "host": p.HostID, "hash": nullable(p.TokenHash),
-			"ttl_us": ttl.Microseconds(), "max": max(p.MaxRunning, 1)}))
-		if errors.Is(err, pgx.ErrNoRows) {
-			cur, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, p.RunID))
-			if err != nil {
-				return err
-			}
-			if cur.Status != clasp.RunQueued {
-				return clasp.Errorf(clasp.CodeRunNotLive, "Run %s is %s, not queued.", cur.ID, cur.Status).WithDetails("runId", cur.ID)
-			}
-			a, _, err := adapterOf(ctx, tx, cur.AgentID)
-			if err != nil {
-				return err
-			}
-			reason := "no_free_slot"
-			if a.Status != clasp.AgentActive {
-				reason = "agent_not_active"
-			}
-			return clasp.Errorf(clasp.CodePreconditionFailed, "Run %s cannot start now (%s).", cur.ID, reason).
-				WithDetails("runId", cur.ID, "reason", reason)
-		}
-		if err != nil {
-			return fmt.Errorf("start run %s: %w", p.RunID, err)
-		}
-		out = r
-		if _, err := tx.Exec(ctx, `UPDATE agents SET last_heartbeat_at = now() WHERE id = $1`, r.AgentID); err != nil {
-			return err
-		}
-		return logActivity(ctx, tx, r.CompanyID, store.Actor{Type: clasp.ActorSystem}, clasp.ActionRunStarted, "run", r.ID, map[string]any{
-			"agentId": r.AgentID, "issueId": r.IssueID, "invocationSource": r.InvocationSource, "hostId": p.HostID,
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return s.hb().RunStart(ctx, p)
 }
-
 // RunSetProcess records the pid and process start time of a running run of hostID.
 func (s *Store) RunSetProcess(ctx context.Context, runID, hostID string, pid int, procStart int64) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
@@ -625,7 +431,7 @@ func (s *Store) RunSetProcess(ctx context.Context, runID, hostID string, pid int
 // RunRenew renews the lease of a live running run of hostID. 409 run_not_live.
 func (s *Store) RunRenew(ctx context.Context, runID, hostID string, ttl time.Duration) error {
 	if ttl <= 0 {
-		ttl = defaultLeaseTTL
+		ttl = store.DefaultLeaseTTL
 	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE runs SET lease_expires_at = now() + $1::bigint * interval '1 microsecond',
@@ -674,93 +480,13 @@ func (j *jsonRun) run() *clasp.Run {
 }
 
 // RunProcessLost fails a run whose process is gone and queues its one
-// retry, moving the execution lock and clearing the dead checkout lock in
-// the same statement (hbProcessLost).
+// retry (store.TxRunner.RunProcessLost).
 func (s *Store) RunProcessLost(ctx context.Context, p *store.RunProcessLostParams) (failed, retry *clasp.Run, err error) {
-	msg := p.Error
-	if msg == "" {
-		msg = "process lost: the run's process is gone"
-	}
-	system := store.Actor{Type: clasp.ActorSystem}
-	err = s.tx(ctx, func(tx pgx.Tx) error {
-		failed, retry = nil, nil
-		var lostJSON, retryJSON []byte
-		var movedJSON []byte
-		if err := tx.QueryRow(ctx, hbProcessLost, namedArgs{"run": p.RunID, "host": p.HostID, "error": msg,
-			"retry_id": newUUIDv7()}).Scan(&lostJSON, &retryJSON, &movedJSON); err != nil {
-			return fmt.Errorf("process lost of run %s: %w", p.RunID, err)
-		}
-		if lostJSON == nil {
-			return clasp.Errorf(clasp.CodeRunNotLive, "Run %s is not a running managed run of this host.", p.RunID).
-				WithDetails("runId", p.RunID)
-		}
-		var lj, rj jsonRun
-		if err := json.Unmarshal(lostJSON, &lj); err != nil {
-			return err
-		}
-		failed = lj.run()
-		if err := logActivity(ctx, tx, failed.CompanyID, system, clasp.ActionRunLost, "run", failed.ID, map[string]any{
-			"agentId": failed.AgentID, "errorCode": clasp.RunErrorProcessLost, "pid": failed.PID, "attempt": failed.Attempt,
-		}); err != nil {
-			return err
-		}
-		if retryJSON != nil {
-			if err := json.Unmarshal(retryJSON, &rj); err != nil {
-				return err
-			}
-			retry = rj.run()
-			if err := logActivity(ctx, tx, retry.CompanyID, system, clasp.ActionRunQueued, "run", retry.ID, map[string]any{
-				"agentId": retry.AgentID, "issueId": retry.IssueID, "reason": clasp.InvocationRetry, "retryOfRunId": failed.ID, "attempt": 2,
-			}); err != nil {
-				return err
-			}
-			var moved [][2]string
-			if err := json.Unmarshal(movedJSON, &moved); err != nil {
-				return err
-			}
-			for _, m := range moved {
-				if err := logActivity(ctx, tx, m[1], system, clasp.ActionIssueLockMoved, "issue", m[0], map[string]any{
-					"fromRunId": failed.ID, "toRunId": retry.ID, "clearedCheckoutRunId": failed.ID,
-				}); err != nil {
-					return err
-				}
-			}
-		}
-		// L6 for what still names the lost run, and promotion of the wakes
-		// that waited for it (releaseRunLocks).
-		return releaseRunLocks(ctx, tx, system, failed.Status, []*clasp.Run{failed})
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return failed, retry, nil
+	return s.hb().RunProcessLost(ctx, p)
 }
 
-// AgentCancelQueuedRuns cancels an agent's queued runs (pausing it).
+// AgentCancelQueuedRuns cancels an agent's queued runs (pausing it)
+// (store.TxRunner.AgentCancelQueuedRuns).
 func (s *Store) AgentCancelQueuedRuns(ctx context.Context, agentID string, actor store.Actor) (int, error) {
-	n := 0
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		if err := lockAgent(ctx, tx, agentID); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `UPDATE runs SET status = 'cancelled', error_code = 'agent_paused',
-			error = 'the agent was paused', finished_at = now() WHERE agent_id = $1 AND status = 'queued' RETURNING `+runCols, agentID)
-		if err != nil {
-			return fmt.Errorf("cancel queued runs of agent %s: %w", agentID, err)
-		}
-		runs, err := scanAll(rows, scanRun)
-		if err != nil {
-			return err
-		}
-		n = len(runs)
-		if _, err := tx.Exec(ctx, `UPDATE wake_requests SET status = 'skipped', updated_at = now() WHERE agent_id = $1 AND status = 'deferred'`,
-			agentID); err != nil {
-			return err
-		}
-		if len(runs) == 0 {
-			return nil
-		}
-		return releaseRunLocks(ctx, tx, actor, clasp.RunCancelled, runs)
-	})
-	return n, err
+	return s.hb().AgentCancelQueuedRuns(ctx, agentID, actor)
 }
