@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -126,20 +125,20 @@ const (
 // for an empty name, 404 not_found if the company is missing, 409
 // already_exists if the name key is taken in the company.
 func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*clasp.Agent, error) {
-	name := strings.TrimSpace(p.Name)
-	if name == "" {
-		return nil, clasp.InvalidField("name", "name is required.")
+	name, err := p.Validate()
+	if err != nil {
+		return nil, err
 	}
 	args := actorArgs(namedArgs{"id": s.newID(), "name": name, "name_key": clasp.NameKey(name), "role": p.Role,
 		"company": p.CompanyID}, p.Actor)
 	var out *clasp.Agent
-	err := s.retry(ctx, func() error {
+	err = s.retry(ctx, func() error {
 		a, err := scanAgent(s.pool.QueryRow(ctx, sqlAgentCreate, args))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return notFound("company", p.CompanyID)
 		case isUnique(err):
-			return clasp.Errorf(clasp.CodeAlreadyExists, "The company has an agent named %q already.", name).WithDetails("field", "name")
+			return store.ErrAgentNameTaken(name)
 		}
 		out = a
 		return wrap(err, "create agent")
@@ -177,35 +176,19 @@ func (s *Store) AgentList(ctx context.Context, companyID string, page store.Page
 // (field status) for a terminated agent given another status (terminated
 // is final).
 func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*clasp.Agent, error) {
-	var status, name, nameKey *string
-	changes := map[string]any{}
-	if p.Status != nil {
-		if !p.Status.Valid() {
-			return nil, clasp.InvalidField("status", "status must be active, paused or terminated.")
-		}
-		v := string(*p.Status)
-		status, changes["status"] = &v, *p.Status
+	c, err := p.Validate()
+	if err != nil {
+		return nil, err
 	}
-	if p.Name != nil {
-		n := strings.TrimSpace(*p.Name)
-		if n == "" {
-			return nil, clasp.InvalidField("name", "name must not be empty.")
-		}
-		k := clasp.NameKey(n)
-		name, nameKey, changes["name"] = &n, &k, n
-	}
-	if p.Role != nil {
-		changes["role"] = *p.Role
-	}
-	details, err := jsonArg(changes)
+	details, err := jsonArg(c.Details)
 	if err != nil {
 		return nil, fmt.Errorf("agent.updated details: %w", err)
 	}
-	args := actorArgs(namedArgs{"id": p.AgentID, "status": status, "name": name, "name_key": nameKey, "role": p.Role,
+	args := actorArgs(namedArgs{"id": p.AgentID, "status": c.Status, "name": c.Name, "name_key": c.NameKey, "role": c.Role,
 		"changes": details}, p.Actor)
 	var out *clasp.Agent
 	err = s.tx(ctx, func(tx pgx.Tx) error {
-		if p.Status != nil && *p.Status == clasp.AgentTerminated {
+		if c.Terminates {
 			// Its runs end first (run rows, then their issues, then the
 			// agent: the order every other writer locks them in).
 			rows, err := tx.Query(ctx, sqlAgentEndRuns, p.AgentID)
@@ -225,17 +208,16 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 		a, err := scanAgent(tx.QueryRow(ctx, sqlAgentUpdate, args))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			cur, err := scanAgent(tx.QueryRow(ctx, sqlAgentGet, p.AgentID))
-			if errors.Is(err, pgx.ErrNoRows) {
-				return notFound("agent", p.AgentID)
+			cur, err := noRow(scanAgent(tx.QueryRow(ctx, sqlAgentGet, p.AgentID)))
+			if err != nil {
+				return fmt.Errorf("get agent %s: %w", p.AgentID, err)
 			}
-			if err == nil && cur.Status == clasp.AgentTerminated {
-				return clasp.Errorf(clasp.CodePreconditionFailed, "Agent %s is terminated: that is final.", p.AgentID).
-					WithDetails("field", "status")
+			if err := store.AgentUpdateRefusal(p.AgentID, cur); err != nil {
+				return err
 			}
-			return wrap(err, "update agent %s: refused for no known reason", p.AgentID)
+			return fmt.Errorf("update agent %s: refused for no known reason", p.AgentID)
 		case isUnique(err):
-			return clasp.Errorf(clasp.CodeAlreadyExists, "The company has an agent named %q already.", *p.Name).WithDetails("field", "name")
+			return store.ErrAgentNameTaken(*p.Name)
 		}
 		out = a
 		return wrap(err, "update agent %s", p.AgentID)
@@ -249,7 +231,7 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 // AgentKeyCreate stores a key hash for an agent. 404 not_found if the agent
 // is missing, 409 already_exists if the hash is in use.
 func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParams) (*clasp.APIKey, error) {
-	args := actorArgs(namedArgs{"id": s.newID(), "agent": p.AgentID, "prefix": p.Prefix, "hash": p.TokenHash, "name": keyName(p.Name)}, p.Actor)
+	args := actorArgs(namedArgs{"id": s.newID(), "agent": p.AgentID, "prefix": p.Prefix, "hash": p.TokenHash, "name": store.KeyName(p.Name)}, p.Actor)
 	var out *clasp.APIKey
 	err := s.retry(ctx, func() error {
 		k, err := scanKey(s.pool.QueryRow(ctx, sqlKeyCreate, args))
@@ -313,7 +295,7 @@ func (s *Store) AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) || clasp.ErrorCode(err) == clasp.CodeNotFound || err == nil && a.Status == clasp.AgentTerminated {
-		return nil, unauthenticated()
+		return nil, store.ErrUnauthenticated()
 	}
 	if err != nil {
 		return nil, translate(fmt.Errorf("authenticate agent key: %w", err))
@@ -337,7 +319,7 @@ func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID strin
 	dest = append(dest, runDest(&r)...)
 	err := s.pool.QueryRow(ctx, sqlKeyAuthRun, tokenHash, runID, minRenew.Microseconds()).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) || err == nil && a.Status == clasp.AgentTerminated {
-		return nil, nil, unauthenticated()
+		return nil, nil, store.ErrUnauthenticated()
 	}
 	if err != nil {
 		return nil, nil, translate(fmt.Errorf("authenticate agent key: %w", err))
@@ -357,13 +339,4 @@ func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID strin
 	}
 	fixRun(&r)
 	return &a, &r, nil
-}
-
-// keyName returns the name a key is stored with: name, or
-// store.DefaultKeyName when it is empty.
-func keyName(name string) string {
-	if name == "" {
-		return store.DefaultKeyName
-	}
-	return name
 }

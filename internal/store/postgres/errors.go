@@ -135,9 +135,5 @@ func wrap(err error, format string, args ...any) error {
 	return fmt.Errorf(format+": %w", append(args, err)...)
 }
 
-func unauthenticated() error {
-	return clasp.Errorf(clasp.CodeUnauthenticated, "The credentials are unknown, revoked or of a terminated agent.")
-}
-
 // isNotFound reports whether err is a 404 not_found clasp error.
 func isNotFound(err error) bool { return clasp.ErrorCode(err) == clasp.CodeNotFound }

@@ -1,21 +1,15 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
-
-// defaultLeaseTTL is the lease of a run when the caller passes none (SPEC
-// section 5: --lease-ttl defaults to 60 s).
-const defaultLeaseTTL = 60 * time.Second
 
 var (
 	// sqlRunOpen inserts a running run of an active agent with a lease of
@@ -102,14 +96,14 @@ var (
 // agent is terminated), 404 not_found (agent, or issue of its company), 422
 // idempotency_key_reused.
 func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run, error) {
-	if p.Actor.Type == clasp.ActorAgent && p.Actor.AgentID != p.AgentID {
-		return nil, clasp.Errorf(clasp.CodeForbidden, "An agent opens runs only for itself.")
+	ttl, source, err := p.Check()
+	if err != nil {
+		return nil, err
 	}
-	ttl := cmp.Or(p.LeaseTTL, defaultLeaseTTL)
 	rid, rident := splitRef(p.IssueID)
 	newID := s.newID()
 	args := actorArgs(namedArgs{"id": newID, "agent": p.AgentID, "issue_ref": p.IssueID, "rid": rid, "rident": rident,
-		"source": cmp.Or(p.InvocationSource, clasp.InvocationSelf), "ttl_us": ttl.Microseconds(),
+		"source": source, "ttl_us": ttl.Microseconds(),
 		"token_hash": nullable(p.TokenHashOf(newID))}, p.Actor)
 	idemArgs(args, p.Idempotency, idemRun)
 	replay := func(id string) (*clasp.Run, error) {
@@ -121,17 +115,12 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 			return err
 		})
 		if isNotFound(err) {
-			var live bool
-			if err := s.pool.QueryRow(ctx, `SELECT `+sqlLive("r")+` FROM runs r WHERE r.id = $1`, id).Scan(&live); errors.Is(err, pgx.ErrNoRows) {
-				return nil, notFound("run", id)
-			} else if err != nil {
+			var owner, state string
+			err := s.pool.QueryRow(ctx, `SELECT r.agent_id, `+runState("r")+` FROM runs r WHERE r.id = $1`, id).Scan(&owner, &state)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return nil, translate(fmt.Errorf("read run %s: %w", id, err))
 			}
-			if live {
-				return nil, store.ErrRunReplayOtherToken(id)
-			}
-			return nil, clasp.Errorf(clasp.CodeRunNotLive, "Run %s, opened with this Idempotency-Key, has ended: open a new run with a new key.", id).
-				WithDetails("runId", id)
+			return nil, store.RunReplayRefusal(id, p.AgentID, err == nil, owner, state)
 		}
 		return out, wrap(err, "reopen run %s", id)
 	}
@@ -159,7 +148,7 @@ func (s *Store) runOpenRefused(ctx context.Context, p *store.RunOpenParams) erro
 		return err
 	}
 	if a.Status == clasp.AgentTerminated {
-		return clasp.Errorf(clasp.CodeForbidden, "Agent %s is terminated.", a.ID)
+		return store.ErrAgentTerminated(a.ID)
 	}
 	return notFound("issue", p.IssueID)
 }
@@ -200,8 +189,7 @@ func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.R
 // by the database clock in one statement. Unless Force, the write is
 // skipped when the last sign of life is less than MinRenewInterval old.
 func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.Run, error) {
-	ttl := cmp.Or(p.LeaseTTL, defaultLeaseTTL)
-	args := namedArgs{"run": p.RunID, "agent": p.AgentID, "ttl_us": ttl.Microseconds(),
+	args := namedArgs{"run": p.RunID, "agent": p.AgentID, "ttl_us": p.TTL().Microseconds(),
 		"force": p.Force || p.MinRenewInterval <= 0, "min_us": p.MinRenewInterval.Microseconds()}
 	var (
 		r       clasp.Run
@@ -211,16 +199,14 @@ func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.R
 	err := s.retryQuiet(ctx, func() error { // a lease renewal writes no activity
 		return s.pool.QueryRow(ctx, sqlRunTouch, args).Scan(append(runDest(&r), &renewed, &state)...)
 	})
-	switch {
-	case clasp.ErrorCode(err) == clasp.CodeNotFound:
-		return nil, clasp.Errorf(clasp.CodeRunNotFound, "Run %s does not exist.", p.RunID).WithDetails("runId", p.RunID)
-	case err != nil:
+	found := !isNotFound(err)
+	if err != nil && found {
 		return nil, wrap(err, "renew lease of run %s", p.RunID)
-	case r.AgentID != p.AgentID:
-		return nil, clasp.Errorf(clasp.CodeRunNotOwned, "Run %s belongs to another agent.", p.RunID).WithDetails("runId", p.RunID)
-	case state != "live":
-		return nil, clasp.Errorf(clasp.CodeRunNotLive, "Run %s is %s: it can no longer act; open a new run.", p.RunID, state).
-			WithDetails("runId", p.RunID)
+	}
+	if !renewed {
+		if err := store.RunTouchRefusal(p.RunID, p.AgentID, found, r.AgentID, state); err != nil {
+			return nil, err
+		}
 	}
 	fixRun(&r)
 	return &r, nil
@@ -231,7 +217,7 @@ func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.R
 // unknown, the run is not live, or the agent is terminated.
 func (s *Store) RunAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, *clasp.Run, error) {
 	if tokenHash == "" {
-		return nil, nil, unauthenticated()
+		return nil, nil, store.ErrUnauthenticated()
 	}
 	var (
 		r    clasp.Run
@@ -241,13 +227,13 @@ func (s *Store) RunAuthenticate(ctx context.Context, tokenHash string) (*clasp.A
 	dest := append(runDest(&r), &live)
 	err := s.pool.QueryRow(ctx, sqlRunAuth, tokenHash).Scan(append(dest, agentDest(&a)...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, unauthenticated()
+		return nil, nil, store.ErrUnauthenticated()
 	}
 	if err != nil {
 		return nil, nil, translate(fmt.Errorf("authenticate run token: %w", err))
 	}
 	if !live || a.Status == clasp.AgentTerminated {
-		return nil, nil, unauthenticated()
+		return nil, nil, store.ErrUnauthenticated()
 	}
 	fixRun(&r)
 	fixAgent(&a)

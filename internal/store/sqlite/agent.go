@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/clasp-dev/clasp"
@@ -68,18 +67,18 @@ const (
 // for an empty name, 404 not_found if the company is missing, 409
 // already_exists if the name key is taken in the company.
 func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*clasp.Agent, error) {
-	name := strings.TrimSpace(p.Name)
-	if name == "" {
-		return nil, clasp.InvalidField("name", "name is required.")
+	name, err := p.Validate()
+	if err != nil {
+		return nil, err
 	}
 	var out *clasp.Agent
-	err := s.write(ctx, func(tx *wtx) error {
+	err = s.write(ctx, func(tx *wtx) error {
 		a, err := scanAgent(tx.queryRow(ctx, qAgentInsert, tx.s.newID(), name, clasp.NameKey(name), p.Role, tx.now, p.CompanyID))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return notFound("company", p.CompanyID)
 		case isUnique(err):
-			return clasp.Errorf(clasp.CodeAlreadyExists, "The company has an agent named %q already.", name).WithDetails("field", "name")
+			return store.ErrAgentNameTaken(name)
 		case err != nil:
 			return fmt.Errorf("create agent: %w", err)
 		}
@@ -122,41 +121,34 @@ func (s *Store) AgentList(ctx context.Context, companyID string, page store.Page
 // precondition_failed (details.field status) for a terminated agent set to
 // another status.
 func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*clasp.Agent, error) {
-	var status, name, nameKey any
-	changes := map[string]any{}
-	if p.Status != nil {
-		if !p.Status.Valid() {
-			return nil, clasp.InvalidField("status", "status must be active, paused or terminated.")
-		}
-		status, changes["status"] = string(*p.Status), *p.Status
-	}
-	if p.Name != nil {
-		n := strings.TrimSpace(*p.Name)
-		if n == "" {
-			return nil, clasp.InvalidField("name", "name must not be empty.")
-		}
-		name, nameKey, changes["name"] = n, clasp.NameKey(n), n
-	}
-	if p.Role != nil {
-		changes["role"] = *p.Role
+	c, err := p.Validate()
+	if err != nil {
+		return nil, err
 	}
 	var out *clasp.Agent
-	err := s.write(ctx, func(tx *wtx) error {
-		a, err := scanAgent(tx.queryRow(ctx, qAgentUpdate, sql.Named("id", p.AgentID), sql.Named("status", status),
-			sql.Named("name", name), sql.Named("name_key", nameKey), sql.Named("role", nullString(p.Role))))
+	err = s.write(ctx, func(tx *wtx) error {
+		a, err := scanAgent(tx.queryRow(ctx, qAgentUpdate, sql.Named("id", p.AgentID), sql.Named("status", c.Status),
+			sql.Named("name", c.Name), sql.Named("name_key", c.NameKey), sql.Named("role", c.Role)))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return tx.agentUpdateRefused(ctx, p)
+			cur, err := noRow(scanAgent(tx.queryRow(ctx, qAgentGet, p.AgentID)))
+			if err != nil {
+				return fmt.Errorf("get agent %s: %w", p.AgentID, err)
+			}
+			if err := store.AgentUpdateRefusal(p.AgentID, cur); err != nil {
+				return err
+			}
+			return fmt.Errorf("update agent %s: refused for no known reason", p.AgentID)
 		case isUnique(err):
-			return clasp.Errorf(clasp.CodeAlreadyExists, "The company has an agent named %q already.", *p.Name).WithDetails("field", "name")
+			return store.ErrAgentNameTaken(*p.Name)
 		case err != nil:
 			return fmt.Errorf("update agent %s: %w", p.AgentID, err)
 		}
 		out = a
-		if err := tx.logActivity(ctx, a.CompanyID, p.Actor, clasp.ActionAgentUpdated, "agent", a.ID, changes); err != nil {
+		if err := tx.logActivity(ctx, a.CompanyID, p.Actor, clasp.ActionAgentUpdated, "agent", a.ID, c.Details); err != nil {
 			return err
 		}
-		if p.Status != nil && *p.Status == clasp.AgentTerminated {
+		if c.Terminates {
 			return tx.agentTerminate(ctx, a, p.Actor)
 		}
 		return nil
@@ -165,21 +157,6 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 		return nil, err
 	}
 	return out, nil
-}
-
-// agentUpdateRefused explains an agent UPDATE that matched no row: 404
-// not_found, or 422 precondition_failed for a terminated agent.
-func (t *wtx) agentUpdateRefused(ctx context.Context, p *store.AgentUpdateParams) error {
-	a, err := t.agent(ctx, p.AgentID)
-	if err != nil {
-		return err
-	}
-	if a.Status == clasp.AgentTerminated {
-		return clasp.Errorf(clasp.CodePreconditionFailed,
-			"Agent %s is terminated, which is final: its status cannot change; create a new agent instead.", a.ID).
-			WithDetails("field", "status")
-	}
-	return fmt.Errorf("update agent %s: refused for no known reason", a.ID)
 }
 
 // agentTerminate does the rest of a termination of agent a: it revokes its
@@ -220,7 +197,7 @@ func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParam
 		if err != nil {
 			return err
 		}
-		k, err := scanKey(tx.queryRow(ctx, qKeyInsert, tx.s.newID(), a.ID, p.Prefix, p.TokenHash, tx.now, keyName(p.Name)))
+		k, err := scanKey(tx.queryRow(ctx, qKeyInsert, tx.s.newID(), a.ID, p.Prefix, p.TokenHash, tx.now, store.KeyName(p.Name)))
 		if err != nil {
 			return fmt.Errorf("create key of agent %s: %w", a.ID, err)
 		}
@@ -291,7 +268,7 @@ func (s *Store) AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp
 	row := s.readRow(ctx, qKeyAuth, tokenHash)
 	a, err := scanAgent(scanFunc(func(dest ...any) error { return row.Scan(append([]any{&keyID, &lastUsed}, dest...)...) }))
 	if errors.Is(err, sql.ErrNoRows) || err == nil && a.Status == clasp.AgentTerminated {
-		return nil, unauthenticated()
+		return nil, store.ErrUnauthenticated()
 	}
 	if err != nil {
 		return nil, translate(fmt.Errorf("authenticate agent key: %w", err))
@@ -330,7 +307,7 @@ func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID strin
 		return err
 	}))
 	if errors.Is(err, sql.ErrNoRows) || err == nil && a.Status == clasp.AgentTerminated {
-		return nil, nil, unauthenticated()
+		return nil, nil, store.ErrUnauthenticated()
 	}
 	if err != nil {
 		return nil, nil, translate(fmt.Errorf("authenticate agent key: %w", err))
@@ -357,10 +334,6 @@ type scanFunc func(dest ...any) error
 
 func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
 
-func unauthenticated() error {
-	return clasp.Errorf(clasp.CodeUnauthenticated, "The credentials are unknown, revoked or of a terminated agent.")
-}
-
 // agent reads an agent in the write transaction; 404 not_found.
 func (t *wtx) agent(ctx context.Context, id string) (*clasp.Agent, error) {
 	a, err := scanAgent(t.queryRow(ctx, qAgentGet, id))
@@ -371,13 +344,4 @@ func (t *wtx) agent(ctx context.Context, id string) (*clasp.Agent, error) {
 		return nil, fmt.Errorf("get agent %s: %w", id, err)
 	}
 	return a, nil
-}
-
-// keyName returns the name a key is stored with: name, or
-// store.DefaultKeyName when it is empty.
-func keyName(name string) string {
-	if name == "" {
-		return store.DefaultKeyName
-	}
-	return name
 }

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -12,10 +11,6 @@ import (
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
-
-// defaultLeaseTTL is the lease of a run when the caller passes none (SPEC
-// section 5: --lease-ttl defaults to 60 s).
-const defaultLeaseTTL = 60 * time.Second
 
 const (
 	sqlRunInsert = `INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id, attempt,
@@ -66,13 +61,12 @@ const (
 // idempotency_key_reused (another request with the key, or a replay with
 // another token hash: store.ErrRunReplayOtherToken).
 func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run, error) {
-	if p.Actor.Type == clasp.ActorAgent && p.Actor.AgentID != p.AgentID {
-		return nil, clasp.Errorf(clasp.CodeForbidden, "An agent opens runs only for itself.")
+	ttl, source, err := p.Check()
+	if err != nil {
+		return nil, err
 	}
-	ttl := cmp.Or(p.LeaseTTL, defaultLeaseTTL)
-	source := cmp.Or(p.InvocationSource, clasp.InvocationSelf)
 	var out *clasp.Run
-	err := s.write(ctx, func(tx *wtx) error {
+	err = s.write(ctx, func(tx *wtx) error {
 		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, idemRun); err != nil || id != "" {
 			if err != nil {
 				return err
@@ -86,7 +80,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 			return err
 		}
 		if a.Status == clasp.AgentTerminated {
-			return clasp.Errorf(clasp.CodeForbidden, "Agent %s is terminated.", a.ID)
+			return store.ErrAgentTerminated(a.ID)
 		}
 		var issueID any
 		if p.IssueID != "" {
@@ -134,19 +128,11 @@ func (t *wtx) runReplayOpen(ctx context.Context, runID, agentID, tokenHash strin
 	r, err := scanRun(t.queryRow(ctx, qRunReplayOpen, sql.Named("run", runID), sql.Named("agent", agentID),
 		sql.Named("hash", nullable(tokenHash)), sql.Named("ttl", ttl.Microseconds()), sql.Named("now", t.now)))
 	if errors.Is(err, sql.ErrNoRows) {
-		var owner, company, state string
-		err := t.queryRow(ctx, qCallerRunRead, sql.Named("run", runID), sql.Named("now", t.now)).Scan(&owner, &company, &state)
-		switch {
-		case errors.Is(err, sql.ErrNoRows), err == nil && owner != agentID:
-			return nil, notFound("run", runID)
-		case err != nil:
-			return nil, fmt.Errorf("read run %s: %w", runID, err)
-		case state == "live":
-			return nil, store.ErrRunReplayOtherToken(runID)
+		found, owner, state, err := t.runState(ctx, runID)
+		if err != nil {
+			return nil, err
 		}
-		return nil, clasp.Errorf(clasp.CodeRunNotLive,
-			"Run %s, opened earlier with this Idempotency-Key, is %s: its run token cannot be issued again; open a new run with a new Idempotency-Key.",
-			runID, state).WithDetails("runId", runID)
+		return nil, store.RunReplayRefusal(runID, agentID, found, owner, state)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("replay open of run %s: %w", runID, err)
@@ -155,6 +141,21 @@ func (t *wtx) runReplayOpen(ctx context.Context, runID, agentID, tokenHash strin
 		return nil, fmt.Errorf("heartbeat of agent %s: %w", agentID, err)
 	}
 	return r, nil
+}
+
+// runState reads run runID's agent and state ("live", its terminal status,
+// or "lost") after a statement about it matched nothing; found is false
+// when it is missing.
+func (t *wtx) runState(ctx context.Context, runID string) (found bool, owner, state string, err error) {
+	var company string
+	err = t.queryRow(ctx, qCallerRunRead, sql.Named("run", runID), sql.Named("now", t.now)).Scan(&owner, &company, &state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, "", "", nil
+	}
+	if err != nil {
+		return false, "", "", fmt.Errorf("read run %s: %w", runID, err)
+	}
+	return true, owner, state, nil
 }
 
 // RunGet returns a run; 404 not_found.
@@ -200,24 +201,19 @@ func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.R
 			return r, nil
 		}
 	}
-	ttl := cmp.Or(p.LeaseTTL, defaultLeaseTTL)
 	var out *clasp.Run
 	err := s.write(ctx, func(tx *wtx) error {
 		r, err := scanRun(tx.queryRow(ctx, qRunTouch, sql.Named("run", p.RunID), sql.Named("agent", p.AgentID),
-			sql.Named("ttl", ttl.Microseconds()), sql.Named("now", tx.now)))
+			sql.Named("ttl", p.TTL().Microseconds()), sql.Named("now", tx.now)))
 		if errors.Is(err, sql.ErrNoRows) {
-			var owner, company, state string
-			err := tx.queryRow(ctx, qCallerRunRead, sql.Named("run", p.RunID), sql.Named("now", tx.now)).Scan(&owner, &company, &state)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				return clasp.Errorf(clasp.CodeRunNotFound, "Run %s does not exist.", p.RunID).WithDetails("runId", p.RunID)
-			case err != nil:
-				return fmt.Errorf("read run %s: %w", p.RunID, err)
-			case owner != p.AgentID:
-				return clasp.Errorf(clasp.CodeRunNotOwned, "Run %s belongs to another agent.", p.RunID).WithDetails("runId", p.RunID)
+			found, owner, state, err := tx.runState(ctx, p.RunID)
+			if err != nil {
+				return err
 			}
-			return clasp.Errorf(clasp.CodeRunNotLive, "Run %s is %s: it can no longer act; open a new run.", p.RunID, state).
-				WithDetails("runId", p.RunID)
+			if err := store.RunTouchRefusal(p.RunID, p.AgentID, found, owner, state); err != nil {
+				return err
+			}
+			return fmt.Errorf("renew lease of run %s: refused for no known reason", p.RunID)
 		}
 		if err != nil {
 			return fmt.Errorf("renew lease of run %s: %w", p.RunID, err)
@@ -237,24 +233,24 @@ func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.R
 // not live, or the agent is terminated.
 func (s *Store) RunAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, *clasp.Run, error) {
 	if tokenHash == "" {
-		return nil, nil, unauthenticated()
+		return nil, nil, store.ErrUnauthenticated()
 	}
 	r, err := scanRun(s.readRow(ctx, qRunAuth, tokenHash))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, unauthenticated()
+		return nil, nil, store.ErrUnauthenticated()
 	}
 	if err != nil {
 		return nil, nil, translate(fmt.Errorf("authenticate run token: %w", err))
 	}
 	if !r.Live(s.now()) {
-		return nil, nil, unauthenticated()
+		return nil, nil, store.ErrUnauthenticated()
 	}
 	a, err := s.AgentGet(ctx, r.AgentID)
 	if err != nil {
 		return nil, nil, err
 	}
 	if a.Status == clasp.AgentTerminated {
-		return nil, nil, unauthenticated()
+		return nil, nil, store.ErrUnauthenticated()
 	}
 	return a, r, nil
 }
