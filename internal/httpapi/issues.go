@@ -370,8 +370,7 @@ func (s *Server) issueCheckout(ctx context.Context, c *call, in *checkoutIn) (st
 		return 0, nil, err
 	}
 	if !c.who.board && *in.AgentID != c.who.agent.ID {
-		return 0, nil, clasp.Errorf(clasp.CodeAgentMismatch, "An agent checks out only for itself: agentId must be %s.", c.who.agent.ID).
-			WithDetails("field", "agentId")
+		return 0, nil, store.ErrAgentMismatch(c.who.agent.ID, *in.AgentID)
 	}
 	iss, err := s.st.IssueCheckout(ctx, &store.IssueCheckoutParams{
 		Ref: ref, AgentID: *in.AgentID, ExpectedStatuses: in.ExpectedStatuses, LeaseTTL: s.lease, Actor: c.actor(),

@@ -371,7 +371,7 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 	case a.Type == clasp.ActorAgent && a.RunID == "":
 		return nil, clasp.Errorf(clasp.CodeRunIDRequired, "A checkout needs the run it is made in (header X-Clasp-Run-Id or X-Paperclip-Run-Id).")
 	case a.Type == clasp.ActorAgent && p.AgentID != a.AgentID:
-		return nil, clasp.Errorf(clasp.CodeAgentMismatch, "agentId must be the calling agent.").WithDetails("agentId", p.AgentID)
+		return nil, store.ErrAgentMismatch(a.AgentID, p.AgentID)
 	case a.Type != clasp.ActorAgent && !a.IsBoard():
 		return nil, clasp.Errorf(clasp.CodeForbidden, "Only agents and the board check issues out.")
 	}
@@ -928,16 +928,11 @@ func (t *wtx) releaseRunLocks(ctx context.Context, run *clasp.Run, a store.Actor
 func (t *wtx) runFinishRefused(ctx context.Context, p *store.RunFinishParams) error {
 	var owner, company, state string
 	err := t.queryRow(ctx, qCallerRunRead, sql.Named("run", p.RunID), sql.Named("now", t.now)).Scan(&owner, &company, &state)
-	a := p.Actor
-	switch {
-	case errors.Is(err, sql.ErrNoRows), err == nil && a.Type == clasp.ActorAgent && company != a.CompanyID:
-		return notFound("run", p.RunID)
-	case err != nil:
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("read run %s: %w", p.RunID, err)
-	case a.Type == clasp.ActorAgent && owner != a.AgentID:
-		return clasp.Errorf(clasp.CodeRunNotOwned, "Run %s belongs to another agent.", p.RunID).WithDetails("runId", p.RunID)
-	case state != "live" || a.Type != clasp.ActorAgent:
-		return clasp.Errorf(clasp.CodeRunNotLive, "Run %s is %s: it has ended already.", p.RunID, state).WithDetails("runId", p.RunID)
+	}
+	if err := store.RunRefusal(p.Actor, p.RunID, err == nil, owner, company, state); err != nil {
+		return err
 	}
 	return fmt.Errorf("finish run %s: refused for no known reason", p.RunID)
 }
