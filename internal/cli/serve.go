@@ -38,6 +38,8 @@ const (
 	DefaultLeaseTTL        = 60 * time.Second
 	DefaultSweepInterval   = 10 * time.Second
 	DefaultShutdownTimeout = 10 * time.Second
+	DefaultDBWait          = 2 * time.Minute
+	DefaultRequestDeadline = 30 * time.Second
 )
 
 // Files under the data directory.
@@ -51,9 +53,19 @@ const boardTokenSetting = "board_token_hash"
 
 // ServeConfig configures Serve. Zero fields take the defaults of `clasp serve`.
 type ServeConfig struct {
-	DataDir         string        // database at DataDir/clasp.db (unless DatabaseURL); board token at DataDir/board-token
-	DatabaseURL     string        // PostgreSQL URL: when set, the state lives there (any number of replicas may share it), not in DataDir
-	DBMaxConns      int           // PostgreSQL pool size; 0: the URL's pool_max_conns, else postgres.DefaultMaxConns (20)
+	DataDir     string // database at DataDir/clasp.db (unless DatabaseURL); board token at DataDir/board-token
+	DatabaseURL string // PostgreSQL URL: when set, the state lives there (any number of replicas may share it), not in DataDir
+	DBMaxConns  int    // PostgreSQL pool size; 0: the URL's pool_max_conns, else postgres.DefaultMaxConns (20)
+	// DBWait is how long Serve keeps trying to reach an unreachable
+	// PostgreSQL database at start (see openStoreWaiting). 0:
+	// DefaultDBWait; negative: fail at the first try.
+	DBWait time.Duration
+	// RequestDeadline bounds every API request but the event stream
+	// (httpapi.Config.RequestDeadline: a request cut at it answers 503
+	// unavailable) and, on PostgreSQL, every statement (statement_timeout),
+	// so a request the server gave up on is over on the database within
+	// twice this after it arrived. 0: DefaultRequestDeadline; negative: none.
+	RequestDeadline time.Duration
 	Listen          string        // host:port; port 0 picks a free one
 	LeaseTTL        time.Duration // lease every sign of life gives a run
 	SweepInterval   time.Duration // time between sweeper passes
@@ -219,7 +231,7 @@ func (m *serveMain) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	if m.st, err = openStoreConns(ctx, cfg.DatabaseURL, info.DBPath, log, cfg.Sync, cfg.DBMaxConns); err != nil {
+	if m.st, err = m.openStoreWaiting(ctx); err != nil {
 		return err
 	}
 	if cfg.DatabaseURL != "" {
@@ -280,6 +292,7 @@ func (m *serveMain) run(ctx context.Context) error {
 		RunLogDir:       filepath.Join(cfg.DataDir, "run-logs"),
 		Agents:          &server.Agents{WorkDir: filepath.Join(cfg.DataDir, RunWorkDirName), User: m.agentUser, CACert: m.agentCACert()},
 		ShutdownTimeout: cfg.ShutdownTimeout,
+		RequestDeadline: max(cfg.RequestDeadline, 0),
 	})
 	if err != nil {
 		return err
@@ -349,6 +362,12 @@ func (c ServeConfig) withDefaults() ServeConfig {
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.DBWait == 0 {
+		c.DBWait = DefaultDBWait
+	}
+	if c.RequestDeadline == 0 {
+		c.RequestDeadline = DefaultRequestDeadline
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -539,6 +558,14 @@ crash.
 With --database-url postgres://... the state lives in that PostgreSQL database
 instead (migrated at start, under a lock, so replicas may start together); any
 number of servers may share it. The board token file stays in <data-dir>.
+For a primary with a synchronous standby name both hosts,
+postgres://db1,db2/clasp?target_session_attrs=read-write: after a failover
+the server reconnects to the promoted one by itself (503 unavailable in
+between; see docs/postgres-failover.md). Started while the database is
+unreachable, serve listens at once (/readyz 503) and retries with backoff
+for up to --db-wait before exiting. Every request but the event stream has a
+server-side deadline, --request-deadline (503 unavailable when cut; on
+PostgreSQL also every statement's statement_timeout).
 
 Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` set --data-dir, --listen and
 --database-url.`,
@@ -568,6 +595,18 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 			if cfg.DatabaseURL == "" && f.Changed("db-max-conns") {
 				return usageErr(fmt.Errorf("--db-max-conns sizes the PostgreSQL pool; it needs --database-url (the embedded SQLite store has one writer connection)"))
 			}
+			switch {
+			case cfg.DBWait < 0:
+				return usageErr(fmt.Errorf("--db-wait must be 0 (no waiting) or a positive duration such as 2m"))
+			case cfg.DBWait == 0:
+				cfg.DBWait = -1 // on the command line 0 means no waiting, not the default
+			}
+			switch {
+			case cfg.RequestDeadline < 0:
+				return usageErr(fmt.Errorf("--request-deadline must be 0 (none) or a positive duration such as 30s"))
+			case cfg.RequestDeadline == 0:
+				cfg.RequestDeadline = -1
+			}
 			log, err := newLogger(a.stderr, logLevel)
 			if err != nil {
 				return err
@@ -585,6 +624,8 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 	f.StringVar(&cfg.Listen, "listen", DefaultListen, "address to listen on, host:port (env "+EnvListen+")")
 	f.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL URL (postgres://...): keep the state there instead of <data-dir>/clasp.db; replicas may share it (env "+EnvDatabaseURL+")")
 	f.IntVar(&cfg.DBMaxConns, "db-max-conns", 0, fmt.Sprintf("PostgreSQL only: most database connections this server opens, i.e. statements in flight; 0 takes the URL's pool_max_conns, else %d. Size it to the concurrent agents of the fleet, keeping (replicas x (this + 1)) under the database's max_connections", postgres.DefaultMaxConns))
+	f.DurationVar(&cfg.DBWait, "db-wait", DefaultDBWait, "PostgreSQL only: how long to keep trying at start while the database is unreachable (retrying with backoff up to 5 s, /readyz 503 meanwhile) before exiting; 0: exit at the first failure")
+	f.DurationVar(&cfg.RequestDeadline, "request-deadline", DefaultRequestDeadline, "longest an API request (but the event stream) may run: one cut at it answers 503 unavailable; on PostgreSQL also every statement's statement_timeout; 0: no deadline")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "lease a run gets from each sign of life: a run that stays silent this long is lost (writes are at most one per min(1s, TTL/3) per run, so a lease may run up to that much longer)")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", DefaultSweepInterval, "time between sweeper passes")
 	f.BoolVar(&cfg.LocalTrusted, "local-trusted", false, "requests without a token are the board (loopback --listen only)")
@@ -673,8 +714,14 @@ func openStore(ctx context.Context, databaseURL, path string, log *slog.Logger, 
 // openStoreConns is openStore with a PostgreSQL pool of maxConns
 // connections (0: see postgres.Options.MaxConns).
 func openStoreConns(ctx context.Context, databaseURL, path string, log *slog.Logger, sync string, maxConns int) (migratedStore, error) {
+	return openStoreOpts(ctx, databaseURL, path, log, sync, postgres.Options{MaxConns: int32(maxConns)}) // #nosec G115 -- --db-max-conns is checked to be 0..10000 before this
+}
+
+// openStoreOpts is openStore with the PostgreSQL options pg (its Logger is log).
+func openStoreOpts(ctx context.Context, databaseURL, path string, log *slog.Logger, sync string, pg postgres.Options) (migratedStore, error) {
 	if databaseURL != "" {
-		st, err := postgres.Open(ctx, databaseURL, postgres.Options{Logger: log, MaxConns: int32(maxConns)}) // #nosec G115 -- --db-max-conns is checked to be 0..10000 before this
+		pg.Logger = log
+		st, err := postgres.Open(ctx, databaseURL, pg)
 		if err != nil {
 			return nil, err
 		}

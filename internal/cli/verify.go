@@ -47,7 +47,9 @@ past the lease TTL and SIGCONTs it (its late writes must not win),
 --terminate-every (PostgreSQL) ends the replicas' database connections
 with pg_terminate_backend, --restart-db-every restarts PostgreSQL with
 --db-restart-cmd (default $CLASP_TEST_PG_RESTART_CMD; none: no restarts),
-and a TCP proxy (toxiproxy) in front of each replica adds --latency and
+--failover-every fails PostgreSQL over with --failover-cmd (SIGKILL of the
+primary, promotion of its synchronous standby, a new standby seeded; see
+scripts/pg-failover.sh, whose URL --database-url then takes), and a TCP proxy (toxiproxy) in front of each replica adds --latency and
 drops connections every --drop-every, and --crash-client-every crashes a
 client as a SIGKILLed agent dies (its call in flight cut, its run abandoned
 to the lease; the clients are goroutines of this process, so the server
@@ -64,12 +66,22 @@ counts faults per kind, and each issue's check time; an undecided history
 against invariant L7 (SPEC section 4: an issue with a checkout lock is
 in_progress and its execution lock names the same run); "L7 broken at
 end" counts the issues that are not. Exit 1 on a violation, an L7 break or
-a 5xx answer other than 503; 2 on bad flags.
+a 5xx answer other than 503, or an acknowledged checkout missing from the
+final state (its epoch above the issue's final epoch: "acknowledged
+checkouts lost"); 2 on bad flags. With failovers the report gives the time
+from each primary's kill to the first successful checkout after it (p50,
+max). --check-timeout bounds the whole check; SIGTERM or SIGINT stops it at
+once.
 
 The long run (issue 6; a few million operations across both):
   clasp verify --process --duration 5m --clients 16 --issues 12 --out /tmp/verify-sqlite
   clasp verify --database-url "$CLASP_TEST_POSTGRES_URL" --replicas 3 --duration 5m --clients 16 --issues 12 \
-    --db-restart-cmd "pg_ctl -D $PGDATA -m immediate -w restart" --out /tmp/verify-pg`,
+    --db-restart-cmd "pg_ctl -D $PGDATA -m immediate -w restart" --out /tmp/verify-pg
+
+Failover (a primary and a synchronous standby on loopback):
+  url=$(scripts/pg-failover.sh start /tmp/pgfo)
+  clasp verify --database-url "$url" --replicas 3 --duration 5m --failover-cmd "scripts/pg-failover.sh failover /tmp/pgfo"
+  scripts/pg-failover.sh stop /tmp/pgfo`,
 		Example: `  clasp verify --duration 30s --clients 16 --issues 4
   clasp verify --process --duration 30s
   clasp verify --database-url postgres://clasp@127.0.0.1/clasp?sslmode=disable --replicas 3 --duration 30s
@@ -83,7 +95,7 @@ The long run (issue 6; a few million operations across both):
 				process = true
 			}
 			if !process {
-				cfg.KillEvery, cfg.PauseEvery, cfg.TerminateEvery, cfg.RestartDBEvery, cfg.Latency, cfg.DropEvery, cfg.CrashEvery = 0, 0, 0, 0, 0, 0, 0
+				cfg.KillEvery, cfg.PauseEvery, cfg.TerminateEvery, cfg.RestartDBEvery, cfg.Latency, cfg.DropEvery, cfg.CrashEvery, cfg.FailoverEvery = 0, 0, 0, 0, 0, 0, 0, 0
 			}
 			if !cmd.Flags().Changed("db-restart-cmd") {
 				cfg.DBRestartCmd = a.getenv(EnvTestPGRestartCmd)
@@ -116,8 +128,11 @@ The long run (issue 6; a few million operations across both):
 						return werr
 					}
 				} else {
-					fmt.Fprintf(a.stdout, "histories checked: %d\noperations: %d %v\nfaults injected: %v (database connections terminated: %d)\nunknown outcomes: %d\n503 unavailable: %d\nserver errors (5xx but 503): %d\nviolations: %d\nundecided (checker timeout): %d\nL7 broken at end: %d\nduration: %s\ncheck time: %s\n",
-						rep.Histories, rep.Operations, rep.ByKind, rep.Faults, rep.Terminated, rep.Unknown, rep.Unavailable, rep.ServerErrors, rep.Violations, rep.Undecided, rep.L7Broken, rep.Duration.Round(time.Millisecond), rep.CheckTook.Round(time.Millisecond))
+					fmt.Fprintf(a.stdout, "histories checked: %d\noperations: %d %v\nfaults injected: %v (database connections terminated: %d)\nunknown outcomes: %d\n503 unavailable: %d\nserver errors (5xx but 503): %d\nviolations: %d\nundecided (checker timeout): %d\nL7 broken at end: %d\nacknowledged checkouts lost: %d\nduration: %s\ncheck time: %s\n",
+						rep.Histories, rep.Operations, rep.ByKind, rep.Faults, rep.Terminated, rep.Unknown, rep.Unavailable, rep.ServerErrors, rep.Violations, rep.Undecided, rep.L7Broken, rep.LostWrites, rep.Duration.Round(time.Millisecond), rep.CheckTook.Round(time.Millisecond))
+					if len(rep.Failovers) > 0 {
+						fmt.Fprintf(a.stdout, "failovers: %s\n", verify.FailoverSummary(rep.Failovers))
+					}
 					for _, p := range rep.Partitions {
 						if p.Result != "ok" {
 							fmt.Fprintf(a.stdout, "issue %s: %s after %s (%d operations, %d open)\n", p.Issue, p.Result, p.Took.Round(time.Millisecond), p.Operations, p.Open)
@@ -147,6 +162,7 @@ The long run (issue 6; a few million operations across both):
 	f.StringVar(&cfg.ServerURL, "server", "", "check the clasp server at this URL instead of an embedded one")
 	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server (default $"+EnvToken+")")
 	f.DurationVar(&cfg.RequestTimeout, "request-timeout", 5*time.Second, "an answer later than this is an unknown outcome")
+	f.DurationVar(&cfg.ServerDeadline, "server-deadline", 1500*time.Millisecond, "the child servers' --request-deadline (--process): on PostgreSQL an unknown outcome is then over 2 x this + 1 s after its call unless its replica was paused (0: the servers' default, and no such bound)")
 	f.BoolVar(&process, "process", false, "run the server as child processes (clasp serve) and inject faults")
 	f.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL server URL: the replicas use a throwaway database created there (implies --process)")
 	f.IntVar(&cfg.Replicas, "replicas", 1, "server processes (more than 1 needs --database-url); client i uses replica i mod N")
@@ -156,6 +172,8 @@ The long run (issue 6; a few million operations across both):
 	f.DurationVar(&cfg.PauseEvery, "pause-every", 8*time.Second, "SIGSTOP a replica past the lease TTL about this often (--process; 0: never)")
 	f.DurationVar(&cfg.TerminateEvery, "terminate-every", 4*time.Second, "pg_terminate_backend the replicas' connections about this often (PostgreSQL; 0: never)")
 	f.DurationVar(&cfg.RestartDBEvery, "restart-db-every", 10*time.Second, "restart PostgreSQL with --db-restart-cmd about this often (0: never)")
+	f.DurationVar(&cfg.FailoverEvery, "failover-every", 12*time.Second, "fail PostgreSQL over with --failover-cmd about this often, counted from the end of the previous failover (0: never)")
+	f.StringVar(&cfg.FailoverCmd, "failover-cmd", "", "shell command that fails PostgreSQL over: SIGKILLs the primary, promotes its synchronous standby and returns once a new standby streams, e.g. 'scripts/pg-failover.sh failover DIR' (--database-url then names both hosts with target_session_attrs=read-write; empty: no failovers)")
 	f.StringVar(&cfg.DBRestartCmd, "db-restart-cmd", "", "shell command that restarts the PostgreSQL server, e.g. 'pg_ctl -D DIR -m immediate -w restart' (default $"+EnvTestPGRestartCmd+"; empty: no restarts)")
 	f.DurationVar(&cfg.Latency, "latency", 10*time.Millisecond, "added round-trip latency between clients and replicas through a TCP proxy per replica: each direction half of it +- half (--process; 0 and --drop-every 0: no proxy)")
 	f.DurationVar(&cfg.DropEvery, "drop-every", 3*time.Second, "drop one proxy's client connections for 300 ms about this often (--process; 0: never)")

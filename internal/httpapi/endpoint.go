@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -132,19 +133,29 @@ func (s *Server) handle(ep endpoint) {
 // (403), read the capped body (413, or 408 if it does not arrive in time),
 // read Idempotency-Key (400), then serve. A creation the store replayed for
 // an Idempotency-Key answers with the header Idempotent-Replayed: true.
+//
+// With Config.RequestDeadline every endpoint but the event stream runs
+// under that deadline (see deadlineErr).
 func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request, ep *endpoint) {
+	orig := r // its context is the client's: writeError tells a client that left from the server's deadline by it
+	if d := s.cfg.RequestDeadline; d > 0 && !ep.streams() {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	c, err := s.prepare(w, r, ep)
 	if err != nil {
+		err = s.deadlineErr(orig, r, err)
 		closeIfBodyUnread(w, r, c)
 		s.logDenied(r, ep, c, err)
-		s.writeError(w, r, err)
+		s.writeError(w, orig, err)
 		return
 	}
 	status, v, err := ep.serve(r.Context(), c)
 	if err != nil {
-		err = callerRef(r, err)
+		err = callerRef(r, s.deadlineErr(orig, r, err))
 		s.logDenied(r, ep, c, err)
-		s.writeError(w, r, err)
+		s.writeError(w, orig, err)
 		return
 	}
 	if v == streamed {
@@ -154,6 +165,25 @@ func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request, ep *endpo
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	writeJSON(w, status, v)
+}
+
+// streams reports whether the endpoint answers a long-lived stream (the
+// event stream), which no request deadline cuts.
+func (ep *endpoint) streams() bool { return strings.HasSuffix(ep.pattern, "/events") }
+
+// deadlineErr is err, unless the request's deadline (Config.RequestDeadline)
+// passed while the client was still there and err is not an answer the
+// store decided (a *clasp.Error): then 503 unavailable, with
+// details.deadlineExceeded true, saying the request may or may not have
+// taken effect.
+func (s *Server) deadlineErr(orig, r *http.Request, err error) error {
+	if orig.Context().Err() != nil || !errors.Is(r.Context().Err(), context.DeadlineExceeded) || clasp.AsError(err) != nil {
+		return err
+	}
+	s.log.Warn("request cut at the server's deadline", "method", r.Method, "path", r.URL.Path, "deadline", s.cfg.RequestDeadline,
+		"request_id", RequestIDFrom(r.Context()), "err", err)
+	return clasp.Errorf(clasp.CodeUnavailable, "The request did not finish within the server's deadline of %s; it may or may not have taken effect; retry shortly.", s.cfg.RequestDeadline).
+		WithDetails("deadlineExceeded", true)
 }
 
 // logDenied logs a refused write (POST, PUT, PATCH, DELETE answered 4xx)

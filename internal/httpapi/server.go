@@ -86,6 +86,14 @@ type Config struct {
 	// (credCache). Default DefaultCredentialCacheTTL; negative: no cache,
 	// every request reads the store.
 	CredentialCacheTTL time.Duration
+	// RequestDeadline, when positive, bounds every /api request but the
+	// event stream: its context ends this long after the endpoint started
+	// (authentication included), the store gives up, and a request cut so
+	// answers 503 unavailable with details.deadlineExceeded true (it may or
+	// may not have taken effect). With the PostgreSQL store's statement
+	// timeout it bounds when a request the server gave up on is over on the
+	// database too. Zero: no deadline.
+	RequestDeadline time.Duration
 }
 
 // Scheduler is what the API needs of the heartbeat scheduler (issue 4).

@@ -79,6 +79,9 @@ type Config struct {
 	// ShutdownTimeout is how long in-flight requests get at Shutdown
 	// before their connections are closed. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// RequestDeadline bounds every API request but the event stream
+	// (httpapi.Config.RequestDeadline). Zero: none.
+	RequestDeadline time.Duration
 }
 
 // Agents configures the heartbeat scheduler (see heartbeat.Config).
@@ -151,6 +154,7 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 		Scheduler:       apiSched,
 		RunLogDir:       cfg.RunLogDir,
 		Limits:          cfg.Limits,
+		RequestDeadline: cfg.RequestDeadline,
 	})
 	// The web board at / in front of the API; /mcp: the stateless MCP
 	// endpoint, whose tools call the API in process.

@@ -48,9 +48,9 @@ func TestBoundUnknownsNeverWidens(t *testing.T) {
 		{URL: u, Call: int64(2 * time.Second), Return: math.MaxInt64, Seen: int64(2*time.Second + 50*time.Millisecond), Output: Output{Unknown: true, reset: true}},
 		{URL: u, Call: int64(9 * time.Second), Return: math.MaxInt64, Seen: int64(9*time.Second + 50*time.Millisecond), Output: Output{Unknown: true, reset: true}},
 	}}
-	killed := map[string][]time.Time{u: {start.Add(time.Second), start.Add(10 * time.Second)}}
+	killed := map[string][]kill{u: {{at: start.Add(time.Second)}, {at: start.Add(10 * time.Second)}}}
 	drops := map[string][][2]time.Time{u: {{start.Add(2 * time.Second), start.Add(2*time.Second + dropFor)}}}
-	r.boundUnknowns(killed, drops)
+	r.boundUnknowns(faultLog{killed: killed, drops: drops})
 	want := []int64{20, int64(time.Second), int64(2*time.Second + 50*time.Millisecond), int64(10 * time.Second)}
 	for i, w := range want {
 		if r.ops[i].Return != w {
@@ -98,5 +98,51 @@ func TestModelForgetsDoneRuns(t *testing.T) {
 	}
 	if maxStates > 8 || maxFinished > 2 {
 		t.Errorf("up to %d states with up to %d finished runs: want at most 8 and 2", maxStates, maxFinished)
+	}
+}
+
+// TestDeadlineBoundsUnknowns: on PostgreSQL with a server deadline D, an
+// unknown outcome is over 2D + deadlineGrace after its call (the server's
+// deadline, then the statement timeout), unless its replica was paused in
+// that window (a stopped process enforces no deadline: the kill after the
+// pause bounds it); a kill whose sessions were seen ending bounds at that
+// moment, without killGrace.
+func TestDeadlineBoundsUnknowns(t *testing.T) {
+	start := time.Now()
+	const u, paused = "http://replica-1", "http://replica-2"
+	r := &runner{start: start, cfg: Config{DatabaseURL: "postgres://x", ServerDeadline: time.Second}, ops: []op{
+		{URL: u, Call: 0, Return: math.MaxInt64, Output: Output{Unknown: true}},
+		{URL: paused, Call: 0, Return: math.MaxInt64, Output: Output{Unknown: true}},
+		{URL: u, Call: int64(20 * time.Second), Return: math.MaxInt64, Output: Output{Unknown: true}},
+	}}
+	r.boundUnknowns(faultLog{
+		killed: map[string][]kill{
+			paused: {{at: start.Add(5 * time.Second)}},
+			u:      {{at: start.Add(20*time.Second + 100*time.Millisecond), over: start.Add(20*time.Second + 300*time.Millisecond)}},
+		},
+		pauses: map[string][][2]time.Time{paused: {{start.Add(time.Second), start.Add(4 * time.Second)}}},
+	})
+	want := []int64{int64(2*time.Second + deadlineGrace), int64(5*time.Second + time.Second), int64(20*time.Second + 300*time.Millisecond)}
+	for i, w := range want {
+		if r.ops[i].Return != w {
+			t.Errorf("op %d: return %d, want %d", i, r.ops[i].Return, w)
+		}
+	}
+}
+
+// TestDeadlineCutStaysOpen: a 503 the server's request deadline gave
+// (details.deadlineExceeded) is not bounded at its answer, as other 503s
+// are: its statement may still be running on the database.
+func TestDeadlineCutStaysOpen(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `{"error":"The request did not finish within the server's deadline of 1s.","code":"unavailable","details":{"deadlineExceeded":true}}`)
+	}))
+	defer ts.Close()
+	r := &runner{hc: ts.Client(), start: time.Now()}
+	r.record(context.Background(), ts.URL, ts.URL, 0, Input{Kind: OpCheckout, Issue: "i", Run: "r", Agent: "a"}, "", "r", "POST", "/api/issues/i/checkout", map[string]any{})
+	if o := r.ops[0]; !o.Output.Unknown || o.Return != math.MaxInt64 {
+		t.Fatalf("op %+v: want an unknown outcome left open", o)
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +29,7 @@ const (
 	FaultTerminate = "terminate" // pg_terminate_backend of the replicas' connections (one pass)
 	FaultDBRestart = "dbRestart" // PostgreSQL restarted by Config.DBRestartCmd
 	FaultDrop      = "drop"      // a replica's proxy dropped its client connections (disabled, or reset_peer) for a moment
+	FaultFailover  = "failover"  // the PostgreSQL primary SIGKILLed and its standby promoted by Config.FailoverCmd
 )
 
 // dropFor is how long a connection drop lasts: the proxy is disabled (its
@@ -50,8 +53,11 @@ type cluster struct {
 	mu          sync.Mutex
 	faults      map[string]int
 	terminated  int                       // backends pg_terminate_backend ended
-	killed      map[string][]time.Time    // per replica URL, when each SIGKILL had reaped the process
+	killed      map[string][]kill         // per replica URL, when each SIGKILL had reaped the process and its sessions had ended
+	pauses      map[string][][2]time.Time // per replica URL, when each SIGSTOP and its SIGCONT were sent
+	appNames    []string                  // per replica, its database sessions' application_name (PostgreSQL)
 	drops       map[string][][2]time.Time // per replica URL, when each drop (reset_peer) started and ended
+	failovers   [][2]time.Time            // when each failover command started (the primary's kill) and ended
 	faultErrors []string
 }
 
@@ -59,8 +65,11 @@ type cluster struct {
 // PostgreSQL it first creates a throwaway database on the server of
 // cfg.DatabaseURL (its user needs CREATEDB), dropped by stop.
 func startCluster(ctx context.Context, cfg *Config) (*cluster, error) {
-	c := &cluster{faults: map[string]int{}, killed: map[string][]time.Time{}, drops: map[string][][2]time.Time{}}
+	c := &cluster{faults: map[string]int{}, killed: map[string][]kill{}, drops: map[string][][2]time.Time{}, pauses: map[string][][2]time.Time{}}
 	args := []string{"--lease-ttl", cfg.LeaseTTL.String(), "--sweep-interval", cfg.SweepInterval.String(), "--log-level", "warn"}
+	if cfg.ServerDeadline > 0 {
+		args = append(args, "--request-deadline", cfg.ServerDeadline.String())
+	}
 	var env []string
 	if cfg.DatabaseURL != "" {
 		u, drop, err := serveproc.CreateDatabase(ctx, cfg.DatabaseURL, "clasp_verify")
@@ -68,7 +77,6 @@ func startCluster(ctx context.Context, cfg *Config) (*cluster, error) {
 			return nil, err
 		}
 		c.dbURL, c.drop = u, drop
-		env = []string{"CLASP_DATABASE_URL=" + u}
 		args = append(args, "--data-dir", filepath.Join(cfg.DataDir, "replicas"))
 	} else {
 		if cfg.Replicas > 1 {
@@ -83,6 +91,18 @@ func startCluster(ctx context.Context, cfg *Config) (*cluster, error) {
 			return nil, err
 		}
 		c.logs = append(c.logs, lf)
+		env := env
+		if c.dbURL != "" {
+			// Each replica's sessions carry its name, so that a kill can end them (endSessions).
+			name := fmt.Sprintf("clasp_verify_replica_%d", i+1)
+			u, err := withAppName(c.dbURL, name)
+			if err != nil {
+				c.stop(ctx)
+				return nil, err
+			}
+			c.appNames = append(c.appNames, name)
+			env = append(env, "CLASP_DATABASE_URL="+u)
+		}
 		srv, err := serveproc.StartServer(ctx, serveproc.ServerConfig{Binary: cfg.Binary, Args: args, Env: env, Log: lf})
 		if err != nil {
 			c.stop(ctx)
@@ -235,9 +255,15 @@ func (c *cluster) inject(ctx context.Context, cfg *Config, log io.Writer) *sync.
 		c.locks[i].Lock()
 		defer c.locks[i].Unlock()
 		pid := c.servers[i].PID()
+		stopped := time.Now()
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 			return err
 		}
+		defer func() {
+			c.mu.Lock()
+			c.pauses[c.servers[i].URL()] = append(c.pauses[c.servers[i].URL()], [2]time.Time{stopped, time.Now()})
+			c.mu.Unlock()
+		}()
 		// Past the lease TTL and two sweeps: the other replicas declare
 		// the paused replica's runs lost and may hand their issues over;
 		// its in-flight writes then land late.
@@ -271,6 +297,22 @@ func (c *cluster) inject(ctx context.Context, cfg *Config, log io.Writer) *sync.
 				return c.restartDB(ctx, cfg.DBRestartCmd)
 			})
 		}
+		if cfg.FailoverCmd != "" {
+			loop(FaultFailover, cfg.FailoverEvery, 106, func(*rand.Rand) error {
+				c.dbMu.Lock()
+				defer c.dbMu.Unlock()
+				start := time.Now()
+				out, err := c.runDBCmd(ctx, cfg.FailoverCmd)
+				end := time.Now()
+				if at, ok := killedAt(out); ok && !at.Before(start) && !at.After(end) {
+					start = at
+				}
+				c.mu.Lock()
+				c.failovers = append(c.failovers, [2]time.Time{start, end})
+				c.mu.Unlock()
+				return err
+			})
+		}
 	}
 	if c.proxies != nil {
 		loop(FaultDrop, cfg.DropEvery, 104, func(rng *rand.Rand) error {
@@ -300,8 +342,14 @@ func (c *cluster) killRestart(ctx context.Context, i int) error {
 		c.proxies[i].Stop()
 	}
 	c.servers[i].Kill()
+	k := kill{at: time.Now()}
+	if c.dbURL != "" {
+		if err := c.endSessions(ctx, c.appNames[i]); err == nil {
+			k.over = time.Now()
+		}
+	}
 	c.mu.Lock()
-	c.killed[c.servers[i].URL()] = append(c.killed[c.servers[i].URL()], time.Now())
+	c.killed[c.servers[i].URL()] = append(c.killed[c.servers[i].URL()], k)
 	c.mu.Unlock()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
@@ -315,8 +363,8 @@ func (c *cluster) killRestart(ctx context.Context, i int) error {
 }
 
 // restartDB runs the shell command cmd (sh -c) that restarts the
-// PostgreSQL server, within 2 minutes; its output goes to the first
-// replica's log.
+// PostgreSQL server (or fails it over), within 2 minutes; its output goes
+// to the first replica's log.
 func (c *cluster) restartDB(ctx context.Context, cmd string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
@@ -328,6 +376,81 @@ func (c *cluster) restartDB(ctx context.Context, cmd string) error {
 		return fmt.Errorf("%s: %w", cmd, err)
 	}
 	return nil
+}
+
+// runDBCmd is restartDB, also returning what cmd printed on stdout (which
+// goes to the first replica's log too).
+func (c *cluster) runDBCmd(ctx context.Context, cmd string) (string, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	var out strings.Builder
+	x := exec.CommandContext(rctx, "sh", "-c", cmd) // #nosec G204 -- the operator's PostgreSQL failover command, a shell command by design
+	x.Stdout = &out
+	if len(c.logs) > 0 {
+		x.Stdout, x.Stderr = io.MultiWriter(&out, c.logs[0]), c.logs[0]
+	}
+	if err := x.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s: %w", cmd, err)
+	}
+	return out.String(), nil
+}
+
+// killedAt reads the line killed_at_unix_ns=N a failover command prints
+// when it killed the primary (scripts/pg-failover.sh).
+func killedAt(out string) (time.Time, bool) {
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "killed_at_unix_ns="); ok {
+			if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return time.Unix(0, ns), true
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// withAppName returns the PostgreSQL URL u with application_name set to name.
+func withAppName(u, name string) (string, error) {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "", fmt.Errorf("verify: database URL: %w", err)
+	}
+	q := p.Query()
+	q.Set("application_name", name)
+	p.RawQuery = q.Encode()
+	return p.String(), nil
+}
+
+// endSessions ends the database sessions of a replica just killed (those
+// with application_name name) with pg_terminate_backend and returns once
+// none is left, within 5 s: a backend finishes the statement it is in
+// (a COMMIT the dead process sent) before it exits, so from then on
+// nothing the killed process sent can take effect. An error (the
+// database unreachable, or sessions still there after 5 s) says nothing
+// is known.
+func (c *cluster) endSessions(ctx context.Context, name string) error {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(tctx, c.dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(tctx))
+	for {
+		var left int
+		err := conn.QueryRow(tctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE application_name = $1 AND pid <> pg_backend_pid()) t`, name).Scan(&left)
+		if err != nil {
+			return err
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-tctx.Done():
+			return tctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // terminateBackends ends every connection to the throwaway database but

@@ -53,6 +53,7 @@ type Output struct {
 	Returned bool   `json:"-"`
 	notSent  bool   // the connection was refused: the request never left
 	reset    bool   // no answer: the connection was reset or closed (EOF)
+	cut      bool   // a 503 of the server's request deadline (details.deadlineExceeded): not over at the answer
 }
 
 // Lock is the part of an issue the model tracks. L7 is false when the

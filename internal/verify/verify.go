@@ -37,6 +37,11 @@ type Config struct {
 	Seed           int64         // random seed of the operation mix
 	Out            string        // directory for the history and picture of a violation
 	RequestTimeout time.Duration // an answer later than this is an unknown outcome (default 5 s)
+	// ServerDeadline (process mode) is the child servers' --request-deadline
+	// (also their PostgreSQL statement_timeout); on PostgreSQL it bounds
+	// unknown outcomes (deadlineBound). 0: the servers' default, and no
+	// such bound.
+	ServerDeadline time.Duration
 	CheckTimeout   time.Duration // give each issue's linearizability check at most this long (default 5 min)
 	FailUndecided  bool          // an undecided history (check timed out) is an error too (CI)
 	Log            io.Writer     // progress; default discard
@@ -75,7 +80,15 @@ type Config struct {
 	KillEvery, PauseEvery, TerminateEvery time.Duration
 	RestartDBEvery                        time.Duration
 	DBRestartCmd                          string
-	Latency, DropEvery                    time.Duration
+	// FailoverEvery (PostgreSQL, with FailoverCmd) runs the shell command
+	// FailoverCmd, which fails the database over: it kills the primary
+	// (SIGKILL), promotes its synchronous standby and returns once a new
+	// standby is back (scripts/pg-failover.sh failover DIR). DatabaseURL
+	// then names both servers (target_session_attrs=read-write). Database
+	// restarts and failovers never overlap.
+	FailoverEvery      time.Duration
+	FailoverCmd        string
+	Latency, DropEvery time.Duration
 }
 
 // Server is a started server.
@@ -87,22 +100,24 @@ type Server struct {
 
 // Report is what a run found.
 type Report struct {
-	Histories    int               `json:"histories"`             // per-issue histories checked
-	Operations   int               `json:"operations"`            // recorded operations (all kinds)
-	ByKind       map[string]int    `json:"byKind"`                // operations per kind
-	Unknown      int               `json:"unknown"`               // outcomes unknown (timeouts, connection errors, 5xx)
-	ServerErrors int               `json:"serverErrors"`          //  5xx answers but 503 (also counted as unknown)
-	Unavailable  int               `json:"unavailable"`           // 503 answers: the database was unreachable (also counted as unknown)
-	Violations   int               `json:"violations"`            // histories porcupine found not linearizable
-	Undecided    int               `json:"undecided"`             // histories (issues) the checker ran out of time on
-	CheckTook    time.Duration     `json:"checkTook"`             // the linearizability check's wall time
-	Partitions   []PartitionResult `json:"partitions"`            // each issue's check
-	L7Broken     int               `json:"l7Broken"`              // issues breaking L7 at the end
-	Faults       map[string]int    `json:"faults,omitempty"`      // faults injected per kind (process mode)
-	Terminated   int               `json:"terminatedConnections"` // database connections pg_terminate_backend ended
-	FaultErrors  []string          `json:"faultErrors,omitempty"` // faults that could not be injected
-	Files        []string          `json:"files,omitempty"`
-	Duration     time.Duration     `json:"duration"`
+	Histories    int                `json:"histories"`             // per-issue histories checked
+	Operations   int                `json:"operations"`            // recorded operations (all kinds)
+	ByKind       map[string]int     `json:"byKind"`                // operations per kind
+	Unknown      int                `json:"unknown"`               // outcomes unknown (timeouts, connection errors, 5xx)
+	ServerErrors int                `json:"serverErrors"`          //  5xx answers but 503 (also counted as unknown)
+	Unavailable  int                `json:"unavailable"`           // 503 answers: the database was unreachable (also counted as unknown)
+	Violations   int                `json:"violations"`            // histories porcupine found not linearizable
+	Undecided    int                `json:"undecided"`             // histories (issues) the checker ran out of time on
+	CheckTook    time.Duration      `json:"checkTook"`             // the linearizability check's wall time
+	Partitions   []PartitionResult  `json:"partitions"`            // each issue's check
+	L7Broken     int                `json:"l7Broken"`              // issues breaking L7 at the end
+	LostWrites   int                `json:"lostWrites"`            // issues whose final state lost an acknowledged checkout (epoch below it)
+	Failovers    []FailoverRecovery `json:"failovers,omitempty"`   // each database failover: kill to the first successful checkout
+	Faults       map[string]int     `json:"faults,omitempty"`      // faults injected per kind (process mode)
+	Terminated   int                `json:"terminatedConnections"` // database connections pg_terminate_backend ended
+	FaultErrors  []string           `json:"faultErrors,omitempty"` // faults that could not be injected
+	Files        []string           `json:"files,omitempty"`
+	Duration     time.Duration      `json:"duration"`
 }
 
 // ErrViolation is returned (wrapped) when a history is not linearizable,
@@ -136,14 +151,58 @@ type runner struct {
 	inflight map[int]context.CancelFunc
 	crashed  map[int]bool
 	crashes  int
+
+	cl         *cluster        // process mode's replicas (nil otherwise)
+	stopFaults func()          // ends the fault injectors (load starts them)
+	injectors  *sync.WaitGroup // the fault injectors (process mode)
 }
 
 // Run sets up a company with Agents agents and Issues todo issues, runs
 // Clients clients for Duration, then checks the history. It returns the
-// report and an error wrapping ErrViolation when something was found.
+// report and an error wrapping ErrViolation when something was found, or
+// ctx's error when ctx ended first (the report then holds what was
+// counted so far). Its steps: start (servers), setup (company, agents,
+// issues), load (clients and faults), settle (faults healed, unknown
+// outcomes bounded), finalReads (L7, acknowledged writes), check
+// (linearizability), verdict.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r, teardown, err := start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer teardown()
+	agents, keys, issues, err := r.setup(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(cfg.Log, "verify: %d clients, %d agents, %d issues, %s, seed %d, servers %v\n", cfg.Clients, cfg.Agents, cfg.Issues, cfg.Duration, cfg.Seed, r.urls)
+	rep := &Report{ByKind: map[string]int{}, Histories: len(issues)}
+	rep.Duration = r.load(ctx, agents, keys, issues)
+	if err := r.settle(ctx, rep); err != nil {
+		return rep, err
+	}
+	if err := ctx.Err(); err != nil {
+		return rep, err
+	}
+	found, err := r.finalReads(ctx, issues, rep)
+	if err != nil {
+		return rep, err
+	}
+	res, files, err := r.check(ctx, rep)
+	if err != nil {
+		return rep, err
+	}
+	return rep, r.verdict(rep, res, files, found)
+}
+
+// withDefaults checks cfg and fills in its defaults (see Config).
+func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Clients < 1 || cfg.Issues < 1 || cfg.Duration <= 0 {
-		return nil, fmt.Errorf("verify: need clients >= 1, issues >= 1 and a positive duration")
+		return cfg, fmt.Errorf("verify: need clients >= 1, issues >= 1 and a positive duration")
 	}
 	if cfg.Agents <= 0 {
 		cfg.Agents = (cfg.Clients + 1) / 2
@@ -160,9 +219,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Out == "" {
 		cfg.Out = "."
 	}
-	r := &runner{cfg: cfg, url: cfg.ServerURL, board: cfg.BoardToken, inflight: map[int]context.CancelFunc{}, crashed: map[int]bool{}}
-	var cl *cluster
-	if r.url == "" && cfg.Binary != "" {
+	if cfg.ServerURL == "" && cfg.Binary != "" {
 		if cfg.Replicas < 1 {
 			cfg.Replicas = 1
 		}
@@ -172,28 +229,47 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.SweepInterval <= 0 {
 			cfg.SweepInterval = 500 * time.Millisecond
 		}
-		r.cfg = cfg
-		c, err := startCluster(ctx, &cfg)
-		if err != nil {
-			return nil, err
+	}
+	if cfg.FailoverCmd != "" && cfg.DatabaseURL == "" {
+		return cfg, fmt.Errorf("verify: a failover command needs --database-url (naming the primary and the standby)")
+	}
+	return cfg, nil
+}
+
+// start starts the servers the run checks (process mode: the replicas;
+// else the embedded server unless ServerURL names one) and the HTTP client,
+// and returns the runner and its teardown (stops what it started).
+func start(ctx context.Context, cfg Config) (*runner, func(), error) {
+	r := &runner{cfg: cfg, url: cfg.ServerURL, board: cfg.BoardToken, inflight: map[int]context.CancelFunc{}, crashed: map[int]bool{}}
+	var stops []func()
+	teardown := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
 		}
-		defer c.stop(ctx)
-		cl = c
+	}
+	switch {
+	case r.url == "" && cfg.Binary != "":
+		c, err := startCluster(ctx, &r.cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		stops = append(stops, func() { c.stop(ctx) })
+		r.cl = c
 		r.urls, r.url, r.board = c.urls(), c.urls()[0], c.token
 		r.sendURLs = c.clientURLs()
-	} else if r.url == "" {
+	case r.url == "":
 		if cfg.StartServer == nil {
-			return nil, fmt.Errorf("verify: no --server and no embedded server")
+			return nil, nil, fmt.Errorf("verify: no --server and no embedded server")
 		}
 		srv, err := cfg.StartServer(ctx, cfg.DataDir, cfg.Log)
 		if err != nil {
-			return nil, fmt.Errorf("verify: start server: %w", err)
+			return nil, nil, fmt.Errorf("verify: start server: %w", err)
 		}
-		defer func() {
+		stops = append(stops, func() {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			_ = srv.Stop(sctx) // teardown after the history is recorded; a stop failure does not change the verdict
-		}()
+		})
 		r.url, r.board = srv.URL, srv.BoardToken
 	}
 	if r.urls == nil {
@@ -205,22 +281,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = cfg.Clients + 4
 	r.hc = &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}
-	defer tr.CloseIdleConnections()
+	stops = append(stops, tr.CloseIdleConnections)
+	return r, teardown, nil
+}
 
-	agents, keys, issues, err := r.setup(ctx)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(cfg.Log, "verify: %d clients, %d agents, %d issues, %s, seed %d, servers %v\n", cfg.Clients, cfg.Agents, cfg.Issues, cfg.Duration, cfg.Seed, r.urls)
-
+// load runs the clients for Duration (and, in process mode, the fault
+// injectors, stopped by settle) and returns how long they ran.
+func (r *runner) load(ctx context.Context, agents, keys, issues []string) time.Duration {
+	cfg := r.cfg
 	r.start = time.Now()
 	fctx, stopFaults := context.WithCancel(ctx)
-	defer stopFaults()
-	var injectors *sync.WaitGroup
-	if cl != nil {
-		injectors = cl.inject(fctx, &cfg, cfg.Log)
+	r.stopFaults = stopFaults
+	if r.cl != nil {
+		r.injectors = r.cl.inject(fctx, &cfg, cfg.Log)
 		if cfg.CrashEvery > 0 {
-			injectors.Go(func() {
+			r.injectors.Go(func() {
 				r.crashClients(fctx, cfg.CrashEvery, cfg.Clients, rand.New(rand.NewPCG(uint64(cfg.Seed), 1<<32))) // #nosec G115 G404 -- a reproducible crash schedule from the seed's bits, not a secret
 			})
 		}
@@ -228,22 +303,28 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	deadline := r.start.Add(cfg.Duration)
 	var wg sync.WaitGroup
 	for i := range cfg.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(i))) // #nosec G115 G404 -- a reproducible client schedule from the seed's bits and the client index, not a secret
 			r.client(ctx, i, r.urls[i%len(r.urls)], r.sendURLs[i%len(r.urls)], agents[i%len(agents)], keys[i%len(keys)], issues, rng, deadline)
-		}()
+		})
 	}
 	wg.Wait()
-	elapsed := time.Since(r.start)
+	return time.Since(r.start)
+}
 
-	rep := &Report{ByKind: map[string]int{}, Duration: elapsed, Histories: len(issues)}
-	if cl != nil {
-		stopFaults()
-		injectors.Wait()
+// settle stops the fault injectors, resumes and restarts what they left
+// down, kills every replica once more (bounding the calls still unknown),
+// bounds the unknown outcomes the faults prove over (boundUnknowns), and
+// counts into rep the faults, the failover recoveries and the operations
+// by kind and outcome.
+func (r *runner) settle(ctx context.Context, rep *Report) error {
+	defer r.stopFaults()
+	var err error
+	if cl := r.cl; cl != nil {
+		r.stopFaults()
+		r.injectors.Wait()
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		err := cl.heal(hctx)
+		err = cl.heal(hctx)
 		if err == nil {
 			err = cl.killAll(hctx)
 		}
@@ -253,7 +334,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if r.crashes > 0 {
 			rep.Faults["clientCrash"] = r.crashes
 		}
-		r.boundUnknowns(cl.killed, cl.drops)
+		r.boundUnknowns(faultLog{killed: cl.killed, drops: cl.drops, pauses: cl.pauses})
+		rep.Failovers = r.failoverRecoveries(cl.failovers)
 		cl.mu.Unlock()
 		open := 0
 		for _, o := range r.ops {
@@ -261,11 +343,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				open++
 			}
 		}
-		fmt.Fprintf(cfg.Log, "verify: %d unknown outcomes stay open to the end of the history\n", open)
-		if err != nil {
-			return rep, err
-		}
+		fmt.Fprintf(r.cfg.Log, "verify: %d unknown outcomes stay open to the end of the history\n", open)
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, o := range r.ops {
 		rep.Operations++
 		rep.ByKind[o.Input.Kind]++
@@ -279,68 +360,162 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.ServerErrors++
 		}
 	}
-	var found []string
-	for _, id := range issues {
-		l, err := r.readIssue(ctx, id)
-		if err != nil {
-			return rep, fmt.Errorf("verify: final read of issue %s: %w", id, err)
+	return err
+}
+
+// FailoverRecovery is one failover seen by the clients: from the primary's
+// kill (the failover command's start) to the first successful checkout
+// called after it (answered by the promoted standby). Recovered is false
+// when no checkout succeeded after it.
+type FailoverRecovery struct {
+	Took      time.Duration `json:"took"`
+	Recovered bool          `json:"recovered"`
+	Command   time.Duration `json:"command"` // how long the failover command ran (kill, promote, re-seed)
+}
+
+// FailoverSummary describes failover recoveries for a report: how many,
+// the p50 and max time from the kill to the first successful checkout, and
+// how many saw none.
+func FailoverSummary(fs []FailoverRecovery) string {
+	var d []time.Duration
+	for _, f := range fs {
+		if f.Recovered {
+			d = append(d, f.Took)
 		}
+	}
+	s := fmt.Sprintf("%d", len(fs))
+	if len(d) > 0 {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		s += fmt.Sprintf(", kill to first successful checkout p50 %s max %s", d[(len(d)-1)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond))
+	}
+	if n := len(fs) - len(d); n > 0 {
+		s += fmt.Sprintf(", %d with no checkout after them", n)
+	}
+	return s
+}
+
+// failoverRecoveries measures each failover of failovers (start, end)
+// against the recorded checkouts (the caller holds r.mu or no client runs).
+func (r *runner) failoverRecoveries(failovers [][2]time.Time) []FailoverRecovery {
+	var out []FailoverRecovery
+	for _, f := range failovers {
+		kill := f[0].Sub(r.start).Nanoseconds()
+		fr := FailoverRecovery{Command: f[1].Sub(f[0])}
+		first := int64(math.MaxInt64)
+		for _, o := range r.ops {
+			if o.Input.Kind == OpCheckout && o.Output.OK && o.Call >= kill && o.Return < first {
+				first = o.Return
+			}
+		}
+		if first != math.MaxInt64 {
+			fr.Took, fr.Recovered = time.Duration(first-kill), true
+		}
+		out = append(out, fr)
+	}
+	return out
+}
+
+// finalReads reads every issue once more, after the load and the faults
+// (the replicas restarted, the database settled), records each read in the
+// history (so the check proves the final state follows from the
+// acknowledged writes) and checks invariant L7 and that no acknowledged
+// checkout was lost (rep.LostWrites: the final epoch is below the highest
+// epoch a checkout of the issue was answered with; epochs only grow). It
+// returns what it found wrong.
+func (r *runner) finalReads(ctx context.Context, issues []string, rep *Report) ([]string, error) {
+	var found []string
+	acked := map[string]int64{}
+	r.mu.Lock()
+	for _, o := range r.ops {
+		if o.Input.Kind == OpCheckout && o.Output.OK && o.Output.Issue != nil {
+			acked[o.Input.Issue] = max(acked[o.Input.Issue], o.Output.Issue.Epoch)
+		}
+	}
+	r.mu.Unlock()
+	for _, id := range issues {
+		out := r.record(ctx, r.url, r.url, r.cfg.Clients, Input{Kind: OpRead, Issue: id}, r.board, "", "GET", "/api/issues/"+id, nil)
+		if !out.OK || out.Issue == nil {
+			return found, fmt.Errorf("verify: final read of issue %s: %+v", id, out)
+		}
+		l := out.Issue
 		if !l.L7 {
 			rep.L7Broken++
 			found = append(found, fmt.Sprintf("issue %s breaks L7 at the end: %+v", id, l))
 		}
+		if l.Epoch < acked[id] {
+			rep.LostWrites++
+			found = append(found, fmt.Sprintf("issue %s ends at checkout epoch %d, below the acknowledged %d: an acknowledged checkout was lost", id, l.Epoch, acked[id]))
+		}
 	}
+	return found, nil
+}
+
+// check checks the recorded history for linearizability within
+// CheckTimeout (all of it) and counts the per-issue results into rep;
+// on a violation it also writes the whole history under Out. It returns
+// the overall result and the files written.
+func (r *runner) check(ctx context.Context, rep *Report) (porcupine.CheckResult, []string, error) {
 	t0 := time.Now()
-	res, parts, files, err := CheckPartitions(r.history(), cfg.Out, cfg.CheckTimeout)
+	res, parts, files, err := CheckPartitionsContext(ctx, r.history(), r.cfg.Out, r.cfg.CheckTimeout)
 	rep.CheckTook = time.Since(t0)
 	rep.Partitions = parts
 	if err != nil {
-		return rep, err
+		return res, files, err
 	}
-	rep.Files = files
 	for _, pr := range parts {
 		if pr.Result == "unknown" {
 			rep.Undecided++
 		}
 		if pr.Result != "ok" {
-			fmt.Fprintf(cfg.Log, "verify: issue %s: %s after %s (%d operations, %d open)\n", pr.Issue, pr.Result, pr.Took.Round(time.Millisecond), pr.Operations, pr.Open)
+			fmt.Fprintf(r.cfg.Log, "verify: issue %s: %s after %s (%d operations, %d open)\n", pr.Issue, pr.Result, pr.Took.Round(time.Millisecond), pr.Operations, pr.Open)
 		}
 	}
 	if res != porcupine.Ok {
 		// Keep the whole recorded history for a re-check (ReadHistory).
 		r.mu.Lock()
-		hpath := filepath.Join(cfg.Out, "verify-history-"+time.Now().UTC().Format("20060102T150405")+".json")
-		werr := os.MkdirAll(cfg.Out, 0o750)
+		hpath := filepath.Join(r.cfg.Out, "verify-history-"+time.Now().UTC().Format("20060102T150405")+".json")
+		werr := os.MkdirAll(r.cfg.Out, 0o750)
 		if werr == nil {
 			werr = writeOps(hpath, r.ops)
 		}
 		r.mu.Unlock()
 		if werr != nil {
-			return rep, werr
+			return res, files, werr
 		}
-		rep.Files = append(rep.Files, hpath)
+		files = append(files, hpath)
 	}
-	switch res {
-	case porcupine.Illegal:
+	rep.Files = files
+	if err := ctx.Err(); err != nil {
+		return res, files, err
+	}
+	return res, files, nil
+}
+
+// verdict returns an error wrapping ErrViolation naming what the run found
+// (found, a non-linearizable history, 5xx answers but 503, undecided
+// histories with FailUndecided), or nil.
+func (r *runner) verdict(rep *Report, res porcupine.CheckResult, files, found []string) error {
+	if res == porcupine.Illegal {
 		rep.Violations++
 		found = append(found, "the history is not linearizable: see "+fmt.Sprint(files))
 	}
 	if rep.ServerErrors > 0 {
 		found = append(found, fmt.Sprintf("%d answers were 5xx", rep.ServerErrors))
 	}
-	if rep.Undecided > 0 && cfg.FailUndecided {
-		found = append(found, fmt.Sprintf("%d histories undecided within %s each (kept in %v)", rep.Undecided, cfg.CheckTimeout, rep.Files))
+	if rep.Undecided > 0 && r.cfg.FailUndecided {
+		found = append(found, fmt.Sprintf("%d histories undecided within %s (kept in %v)", rep.Undecided, r.cfg.CheckTimeout, rep.Files))
 	}
 	if len(found) > 0 {
-		return rep, fmt.Errorf("%w: %v", ErrViolation, found)
+		return fmt.Errorf("%w: %v", ErrViolation, found)
 	}
-	return rep, nil
+	return nil
 }
 
 // killGrace is how long after its server process was SIGKILLed (and
-// reaped) a call may still take effect: on PostgreSQL a COMMIT the
-// process had sent just before it died; on SQLite nothing (the process
-// wrote its file itself).
+// reaped) a call may still take effect when the replica's database
+// sessions could not be seen ending (kill.over): on PostgreSQL a COMMIT
+// the process had sent just before it died; on SQLite nothing (the
+// process wrote its file itself).
 func (r *runner) killGrace() time.Duration {
 	if r.cfg.DatabaseURL != "" {
 		return time.Second
@@ -348,27 +523,62 @@ func (r *runner) killGrace() time.Duration {
 	return 0
 }
 
+// deadlineGrace is what deadlineBound allows beyond the server's request
+// deadline and statement timeout: the proxy's latency and the scheduling
+// of the server's goroutines.
+const deadlineGrace = time.Second
+
+// deadlineBound is how long after its call an unknown outcome is over on
+// PostgreSQL when its replica was not paused meanwhile (0: none): the
+// server ends the request at ServerDeadline after it arrived, so its last
+// statement was sent by then, and the database cancels a statement
+// ServerDeadline after it started (statement_timeout).
+func (r *runner) deadlineBound() time.Duration {
+	if r.cfg.DatabaseURL == "" || r.cfg.ServerDeadline <= 0 {
+		return 0
+	}
+	return 2*r.cfg.ServerDeadline + deadlineGrace
+}
+
+// kill is one SIGKILL of a replica: when the process was reaped, and when
+// its effects were over (its database sessions had ended; zero when that
+// could not be seen, and killGrace applies).
+type kill struct{ at, over time.Time }
+
+// faultLog is what the fault injectors recorded, per replica URL.
+type faultLog struct {
+	killed map[string][]kill
+	drops  map[string][][2]time.Time // each drop's start and end
+	pauses map[string][][2]time.Time // each SIGSTOP and its SIGCONT
+}
+
 // boundUnknowns bounds the return of unknown outcomes (Return MaxInt64
 // when recorded) that faults prove over:
-//   - a call sent to a replica that was killed after the call: kill +
-//     killGrace, a dead process writes nothing more (min with what it has);
+//   - a call sent to a replica that was killed after the call: when the
+//     killed process's database sessions had ended (kill.over), else kill
+//   - killGrace: a dead process writes nothing more (min with what it
+//     has);
 //   - a connection reset or EOF seen while the replica's proxy was
 //     resetting connections (drops, up to dropSeen after the drop ended):
 //     the time it was seen (see cluster.dropConns; kills and pauses of the
-//     replica never overlap a drop, so the reset came from the drop).
+//     replica never overlap a drop, so the reset came from the drop);
+//   - on PostgreSQL with a server deadline, a call whose replica was not
+//     paused from its call to deadlineBound after it: call + deadlineBound
+//     (the server's deadline and the statement timeout ended it by then).
 //
 // Unbounded unknown outcomes stay open to the end of the history and make
 // the check exponentially slower; the final killAll leaves none.
-func (r *runner) boundUnknowns(killed map[string][]time.Time, drops map[string][][2]time.Time) {
+func (r *runner) boundUnknowns(f faultLog) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	db := r.deadlineBound().Nanoseconds()
 	for i := range r.ops {
 		o := &r.ops[i]
 		if !o.Output.Unknown {
 			continue
 		}
 		if o.Output.reset && o.Return == math.MaxInt64 {
-			for _, d := range drops[o.URL] {
+			for _, d := range f.drops[o.URL] {
 				from, to := d[0].Sub(r.start).Nanoseconds(), d[1].Add(dropSeen).Sub(r.start).Nanoseconds()
 				if o.Seen >= from && o.Seen <= to {
 					o.Return = o.Seen
@@ -376,10 +586,27 @@ func (r *runner) boundUnknowns(killed map[string][]time.Time, drops map[string][
 				}
 			}
 		}
-		for _, k := range killed[o.URL] {
-			if at := k.Sub(r.start).Nanoseconds(); at >= o.Call {
-				o.Return = min(o.Return, at+r.killGrace().Nanoseconds())
+		for _, k := range f.killed[o.URL] {
+			if at := k.at.Sub(r.start).Nanoseconds(); at >= o.Call {
+				over := at + r.killGrace().Nanoseconds()
+				if !k.over.IsZero() {
+					over = k.over.Sub(r.start).Nanoseconds()
+				}
+				o.Return = min(o.Return, over)
 				break
+			}
+		}
+		if db > 0 && o.Return > o.Call+db {
+			paused := false
+			for _, p := range f.pauses[o.URL] {
+				from, to := p[0].Sub(r.start).Nanoseconds(), p[1].Sub(r.start).Nanoseconds()
+				if from <= o.Call+db && to >= o.Call {
+					paused = true
+					break
+				}
+			}
+			if !paused {
+				o.Return = o.Call + db
 			}
 		}
 	}
@@ -431,17 +658,32 @@ func Check(history []porcupine.Operation, dir string, timeout time.Duration) (po
 
 // CheckPartitions is Check, also returning each partition's result.
 func CheckPartitions(history []porcupine.Operation, dir string, timeout time.Duration) (porcupine.CheckResult, []PartitionResult, []string, error) {
+	return CheckPartitionsContext(context.Background(), history, dir, timeout)
+}
+
+// CheckPartitionsContext is CheckPartitions, where timeout bounds the
+// whole check (every partition is decided, or counted undecided, by then)
+// and ctx ending stops it at once: the partitions not decided by then are
+// "unknown" and the error is ctx's. The search of an abandoned partition
+// goes on in the background until porcupine's own timeout (the time left
+// when it started) ends it.
+func CheckPartitionsContext(ctx context.Context, history []porcupine.Operation, dir string, timeout time.Duration) (porcupine.CheckResult, []PartitionResult, []string, error) {
 	m := Model()
 	parts := m.Partition(history)
 	single := m
 	single.Partition = nil // each call below checks one partition
 	results := make([]PartitionResult, len(parts))
 	infos := make([]porcupine.LinearizationInfo, len(parts))
+	t0 := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var mu sync.Mutex // guards results[i].Result/Took and infos once the check may be abandoned
 	var wg sync.WaitGroup
 	for i, p := range parts {
 		pr := &results[i]
 		pr.Operations = len(p)
+		pr.Result = "unknown"
 		for _, o := range p {
 			in := o.Input.(Input)
 			if in.Issue != "" && pr.Issue == "" {
@@ -451,26 +693,56 @@ func CheckPartitions(history []porcupine.Operation, dir string, timeout time.Dur
 				pr.Open++
 			}
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			t0 := time.Now()
-			res, info := porcupine.CheckOperationsVerbose(single, p, timeout)
-			pr.Took = time.Since(t0)
-			infos[i] = info
-			switch res {
-			case porcupine.Ok:
-				pr.Result = "ok"
-			case porcupine.Illegal:
-				pr.Result = "illegal"
-			default:
-				pr.Result = "unknown"
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-cctx.Done():
+				return
 			}
-		}()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				defer func() { <-sem }()
+				left := timeout - time.Since(t0)
+				if left <= 0 {
+					return
+				}
+				start := time.Now()
+				res, info := porcupine.CheckOperationsVerbose(single, p, left)
+				mu.Lock()
+				defer mu.Unlock()
+				if cctx.Err() != nil && res == porcupine.Unknown {
+					return
+				}
+				pr.Took = time.Since(start)
+				infos[i] = info
+				switch res {
+				case porcupine.Ok:
+					pr.Result = "ok"
+				case porcupine.Illegal:
+					pr.Result = "illegal"
+				}
+			}()
+			select {
+			case <-done:
+			case <-cctx.Done():
+				// Abandoned: the search runs on until its own timeout.
+			}
+		})
 	}
 	wg.Wait()
+	mu.Lock()
+	results = append([]PartitionResult(nil), results...) // a copy no abandoned search writes to
+	infos = append([]porcupine.LinearizationInfo(nil), infos...)
+	mu.Unlock()
+	for i := range results {
+		if results[i].Result == "unknown" && results[i].Took == 0 {
+			results[i].Took = time.Since(t0)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return porcupine.Unknown, results, nil, err
+	}
 	overall := porcupine.Ok
 	for _, pr := range results {
 		switch {
@@ -656,8 +928,13 @@ func (r *runner) record(ctx context.Context, url, via string, client int, in Inp
 // nothing ran), a busy SQLite database (rolled back) or a server that is
 // shutting down (before any work). Context cancellations and other
 // database errors are 500s, which stay open (and fail the run anyway).
+//
+// A 503 with details.deadlineExceeded (the server's request deadline cut
+// the request) is not over at its answer: the statement it had sent may
+// still run until its statement timeout; it stays open for boundUnknowns
+// (deadlineBound, kills).
 func answeredUnavailable(out Output) bool {
-	return out.Status == http.StatusServiceUnavailable
+	return out.Status == http.StatusServiceUnavailable && !out.cut
 }
 
 // wireIssue is the part of an issue's JSON the model reads.
@@ -722,6 +999,14 @@ func (r *runner) send(ctx context.Context, url, token, run, method, path string,
 	case res.StatusCode >= 500:
 		out.Unknown = true
 		out.Note = string(data)
+		var e struct {
+			Details struct {
+				DeadlineExceeded bool `json:"deadlineExceeded"`
+			} `json:"details"`
+		}
+		if json.Unmarshal(data, &e) == nil {
+			out.cut = e.Details.DeadlineExceeded
+		}
 	case res.StatusCode < 300:
 		out.OK = true
 		var v struct {

@@ -55,13 +55,25 @@ func translate(err error) error {
 	return err
 }
 
+// IsUnavailable reports whether err (from Open or any store method) means
+// the database is unreachable or not accepting writes right now (see
+// unavailable), so that trying again later may succeed: a failed connect,
+// every host of a multi-host URL refused or read-only, a server starting
+// up or shutting down. A bad URL, bad credentials or a failed migration
+// are not.
+func IsUnavailable(err error) bool { return unavailable(err) != nil }
+
 // unavailable returns the 503 unavailable error for err when the database
 // is unreachable or went away (too many connections 53300, shutdown
-// 57P01-57P03, a failed connect, a connection broken under a statement)
-// or its disk is full (53100, details.reason ReasonDiskFull), or nil.
-// A full pg_wal is not 53100: PostgreSQL stops with a PANIC and restarts,
-// so the requests in flight see a broken connection and later ones a
-// failed connect, both 503 too.
+// 57P01-57P03, a failed connect, a connection broken under a statement),
+// its disk is full (53100, details.reason ReasonDiskFull), or it is a
+// standby that refuses writes (25006 read_only_sql_transaction: a
+// connection opened to a primary since demoted, or a URL without
+// target_session_attrs=read-write naming a standby first), or a statement
+// ran past the statement timeout (57014), or nil. A full pg_wal is not
+// 53100: PostgreSQL stops with a PANIC and restarts, so the requests in
+// flight see a broken connection and later ones a failed connect, both 503
+// too.
 func unavailable(err error) *clasp.Error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil // the caller went away or ran out of time: not the database's doing
@@ -76,6 +88,10 @@ func unavailable(err error) *clasp.Error {
 				"(nothing of it was stored). Free space on the PostgreSQL server's disk (its data directory or pg_wal; "+
 				"PostgreSQL stops itself when pg_wal is full and must then be started again); clasp reconnects "+
 				"by itself, then retry.").WithDetails("reason", ReasonDiskFull)
+		case "57014":
+			return clasp.Errorf(clasp.CodeUnavailable, "The database did not finish the request within the server's statement timeout; it may or may not have taken effect; retry shortly.")
+		case "25006":
+			return clasp.Errorf(clasp.CodeUnavailable, "The database server is a read-only standby (a failover may be under way); retry shortly.")
 		}
 		return nil
 	}

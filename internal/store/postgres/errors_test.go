@@ -27,6 +27,8 @@ func TestBrokenConnectionIsUnavailable(t *testing.T) {
 		fmt.Errorf("get setting board_token_hash: %w", io.EOF),
 		fmt.Errorf("renew lease: %w", pgconn.ErrConnClosed),
 		fmt.Errorf("write: %w", syscall.EPIPE),
+		fmt.Errorf("check out: %w", &pgconn.PgError{Code: "25006"}), // a standby (demoted primary) refuses the write
+		fmt.Errorf("check out: %w", &pgconn.PgError{Code: "57P01"}), // admin shutdown: the primary is going away
 	} {
 		if got := clasp.ErrorCode(translate(err)); got != clasp.CodeUnavailable {
 			t.Errorf("translate(%v) has code %q, want %q", err, got, clasp.CodeUnavailable)

@@ -38,6 +38,12 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrations: %w", err)
 	}
 	defer conn.Release()
+	// The lock may be held by another replica's migration for a while, and a
+	// migration may take long: no statement timeout here (Options.StatementTimeout).
+	if _, err := conn.Exec(ctx, `SET statement_timeout = 0`); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `RESET statement_timeout`) }() // back to the connection's own setting; a failure leaves a connection without a timeout, not a wrong answer
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+sqlMigrationLock+`)`, s.schema); err != nil {
 		return fmt.Errorf("take migration lock: %w", err)
 	}
@@ -57,7 +63,9 @@ func (s *Store) migrate(ctx context.Context) error {
 			}
 		}
 	}
-	db := stdlib.OpenDB(*s.pool.Config().ConnConfig)
+	gcfg := s.pool.Config().ConnConfig.Copy()
+	delete(gcfg.RuntimeParams, "statement_timeout")
+	db := stdlib.OpenDB(*gcfg)
 	defer db.Close()
 	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithDisableGlobalRegistry(true), goose.WithSlog(s.log))
 	if err != nil {

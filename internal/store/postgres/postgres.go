@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,14 @@ type Options struct {
 	// pgxpool's own default, max(4, NumCPU), which on a small host
 	// throttles a fleet to 4 statements in flight).
 	MaxConns int32
+	// StatementTimeout, when positive, is the statement_timeout of the
+	// pool's connections (whole milliseconds): the database cancels a
+	// statement that runs longer, lock waits and a commit's wait for a
+	// synchronous standby included (57014, answered 503 unavailable), so
+	// a request the server gave up on at its deadline is over on the
+	// database no later than this after its last statement was sent.
+	// Migrations run without it. Zero: the URL's or the server's setting.
+	StatementTimeout time.Duration
 }
 
 // DefaultMaxConns is the pool size of a store whose Options and URL set
@@ -98,6 +107,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		cfg.MaxConns = opts.MaxConns
 	case !strings.Contains(url, "pool_max_conns"):
 		cfg.MaxConns = DefaultMaxConns
+	}
+	if opts.StatementTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(max(1, opts.StatementTimeout.Milliseconds()), 10)
 	}
 	if opts.Schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
