@@ -15,8 +15,8 @@ const (
 	ActorSystem ActorType = "system" // the sweeper and the server itself
 )
 
-// Activity actions written by the lock rules (SPEC section 4) and the
-// sweeper (SPEC section 5). Every lock change writes exactly one of the
+// Activity actions written by the lock rules (RULES.md, Lock rules) and the
+// sweeper (RULES.md, The sweeper). Every lock change writes exactly one of the
 // lock-changing actions (L7).
 const (
 	ActionIssueCreated          = "issue.created"

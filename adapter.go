@@ -7,11 +7,11 @@ import (
 	"strings"
 )
 
-// Adapter types an agent may have (issue 4). Only "process" exists: the
+// Adapter types an agent may have. Only "process" exists: the
 // server runs the agent as a local process.
 const AdapterProcess = "process"
 
-// Invocation sources of server-managed runs (issue 4): why the scheduler
+// Invocation sources of server-managed runs: why the scheduler
 // queued the run. "retry" is the one retry of a run whose process was lost.
 const (
 	InvocationTimer      = "timer"
@@ -20,7 +20,7 @@ const (
 	InvocationRetry      = "retry"
 )
 
-// Activity actions of the heartbeat scheduler (issue 4).
+// Activity actions of the heartbeat scheduler.
 const (
 	ActionAgentAdapterSet      = "agent.adapter_set"          // {adapterType}
 	ActionWakeRequested        = "agent.wake_requested"       // {wakeId, reason, issueId, outcome, runId, blockedByRunId}
@@ -30,7 +30,7 @@ const (
 	ActionIssueLockMoved       = "issue.execution_lock_moved" // {fromRunId, toRunId, clearedCheckoutRunId}
 )
 
-// HeartbeatConfig says when the server wakes a process agent (issue 4).
+// HeartbeatConfig says when the server wakes a process agent.
 type HeartbeatConfig struct {
 	Enabled           bool `json:"enabled"`
 	IntervalSec       int  `json:"intervalSec"`       // timer wake period in seconds; 0: no timer wakes
@@ -38,7 +38,7 @@ type HeartbeatConfig struct {
 	MaxConcurrentRuns int  `json:"maxConcurrentRuns"` // running runs at once; default 1
 }
 
-// AdapterConfig is how the server runs an agent (issue 4). Type "process":
+// AdapterConfig is how the server runs an agent. Type "process":
 // Command with Args in Cwd, Env added to the environment the server sets;
 // TimeoutSec (0: none) bounds one run, after which the process group gets
 // SIGTERM, then SIGKILL.

@@ -3,10 +3,9 @@ package clasp
 import "testing"
 
 // TestAdapterConfigRefusesUnstartable: configs that can never start a
-// process were accepted and failed only at spawn time with a misleading
-// message (found by a tester): NUL bytes, a relative or bad cwd, and env
-// names the server sets itself for each run are refused with 400
-// invalid_request naming the field.
+// process (NUL bytes, a relative or bad cwd, env names the server sets
+// itself for each run) are refused with 400 invalid_request naming the
+// field, instead of failing at spawn time.
 func TestAdapterConfigRefusesUnstartable(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

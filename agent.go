@@ -8,7 +8,7 @@ import (
 // AgentStatus is the status of an agent.
 type AgentStatus string
 
-// Agent statuses (SPEC section 1). A terminated agent's keys answer 401.
+// Agent statuses. A terminated agent's keys answer 401.
 const (
 	AgentActive     AgentStatus = "active"
 	AgentPaused     AgentStatus = "paused"
@@ -24,7 +24,7 @@ func (s AgentStatus) Valid() bool {
 	return false
 }
 
-// Agent is a worker identity in a company (SPEC section 1).
+// Agent is a worker identity in a company.
 type Agent struct {
 	ID              string      `json:"id"`
 	CompanyID       string      `json:"companyId"`

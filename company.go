@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Company is a tenant (SPEC section 1). Every agent, run, issue and activity
+// Company is a tenant. Every agent, run, issue and activity
 // row belongs to exactly one; nothing crosses companies.
 type Company struct {
 	ID          string    `json:"id"`

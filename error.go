@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Error codes of SPEC section 3. They are stable: clients match on them.
+// Error codes of the JSON error body (RULES.md, Errors and requests). They are stable: clients match on them.
 const (
 	CodeInvalidRequest       = "invalid_request"        // 400: malformed JSON, unknown field, bad enum or UUID, missing field
 	CodeBodyTooLarge         = "body_too_large"         // 413: request body over the cap (1 MiB)
@@ -44,7 +44,7 @@ const (
 // a human sentence that tells the caller what went wrong and what to do;
 // Code is one of the Code* constants; Details carries machine-readable
 // context (for a checkout conflict: the holder). It is the JSON error body
-// {"error", "code", "details"} of SPEC section 3.
+// {"error", "code", "details"} (RULES.md, Errors and requests).
 type Error struct {
 	Code    string         `json:"code"`
 	Message string         `json:"error"`
@@ -80,7 +80,7 @@ func (e *Error) WithDetails(kv ...any) *Error {
 }
 
 // InvalidField returns a 400 invalid_request error naming the offending field
-// in details.field (SPEC section 3).
+// in details.field (RULES.md, Errors and requests).
 func InvalidField(field, format string, args ...any) *Error {
 	return Errorf(CodeInvalidRequest, format, args...).WithDetails("field", field)
 }

@@ -5,7 +5,7 @@ import "time"
 // IssueStatus is the status of an issue.
 type IssueStatus string
 
-// Issue statuses (SPEC section 1).
+// Issue statuses.
 const (
 	IssueBacklog    IssueStatus = "backlog"
 	IssueTodo       IssueStatus = "todo"
@@ -36,7 +36,7 @@ func (s IssueStatus) Closed() bool { return s == IssueDone || s == IssueCancelle
 // Priority is the urgency of an issue.
 type Priority string
 
-// Priorities, most urgent first (SPEC section 1). Medium is the default.
+// Priorities, most urgent first. Medium is the default.
 const (
 	PriorityCritical Priority = "critical"
 	PriorityHigh     Priority = "high"
@@ -66,7 +66,7 @@ func (p Priority) Rank() int {
 	return 2
 }
 
-// Issue is a unit of work (SPEC section 1). CheckoutRunID is the checkout
+// Issue is a unit of work. CheckoutRunID is the checkout
 // lock, ExecutionRunID (with ExecutionAgentNameKey and ExecutionLockedAt) the
 // execution lock; CheckoutEpoch is the fencing token, raised by one at every
 // new acquisition. Invariant L7: CheckoutRunID set implies Status in_progress

@@ -5,7 +5,7 @@ import "time"
 // RunStatus is the status of a run.
 type RunStatus string
 
-// Run statuses (SPEC section 1). The last four are terminal: a terminal run
+// Run statuses. The last four are terminal: a terminal run
 // never changes again.
 const (
 	RunQueued    RunStatus = "queued"
@@ -34,12 +34,12 @@ func (s RunStatus) Terminal() bool {
 	return false
 }
 
-// Error codes a lost run is failed with (SPEC section 1), and the one a
+// Error codes a lost run is failed with, and the one a
 // run is cancelled with when its agent is terminated.
 const (
 	RunErrorLeaseExpired    = "lease_expired"
 	RunErrorProcessLost     = "process_lost"
-	RunErrorSpawnFailed     = "spawn_failed" // issue 4: the scheduler could not start the run's process
+	RunErrorSpawnFailed     = "spawn_failed" // the scheduler could not start the run's process
 	RunErrorAgentTerminated = "agent_terminated"
 )
 
@@ -48,7 +48,7 @@ const (
 	InvocationSelf = "self" // opened by the agent itself (POST /agents/me/runs)
 )
 
-// Run is one execution session of an agent (SPEC section 1). A running run
+// Run is one execution session of an agent. A running run
 // holds a lease that every sign of life renews; a run is live when queued, or
 // running with an unexpired lease.
 type Run struct {
@@ -70,7 +70,7 @@ type Run struct {
 	ErrorCode        *string    `json:"errorCode"`
 	Error            *string    `json:"error"`
 	CreatedAt        time.Time  `json:"createdAt"`
-	// RunToken is a credential bound to this run alone (SPEC section 2),
+	// RunToken is a credential bound to this run alone (RULES.md, Actors and credentials),
 	// set only in the answer that opens the run.
 	RunToken string `json:"runToken,omitempty"`
 }

@@ -1,4 +1,4 @@
-// Package client is the Go client of the clasp HTTP API (SPEC section 3).
+// Package client is the Go client of the clasp HTTP API (docs/api.md).
 //
 // It has one typed method per endpoint, taking and returning the root
 // package's types (clasp.Issue, clasp.Run, ...). Every answer outside 2xx is
@@ -40,11 +40,11 @@ import (
 	"github.com/clasp-dev/clasp"
 )
 
-// RunIDHeader is the header naming the run a request acts in (SPEC section 2).
+// RunIDHeader is the header naming the run a request acts in (RULES.md, Actors and credentials).
 const RunIDHeader = "X-Clasp-Run-Id"
 
 // IdempotencyKeyHeader is the header that makes a creating request safe to
-// repeat (SPEC section 3).
+// repeat (RULES.md, Errors and requests).
 const IdempotencyKeyHeader = "Idempotency-Key"
 
 // DefaultUserAgent is the product the User-Agent header names first when

@@ -7,11 +7,11 @@ import (
 	"github.com/clasp-dev/clasp"
 )
 
-// This file has one method per endpoint of SPEC section 3, in its order.
+// This file has one method per endpoint of the API (docs/api.md).
 // Issue references ({id} of /issues/{id}) are a UUID or an identifier such
 // as "ENG-12" (case-insensitive). Every error from the server is a
 // *clasp.Error with Status set; the codes each call can answer are those of
-// SPEC sections 2-4 (401 unauthenticated for any bad credential, 404
+// RULES.md (401 unauthenticated for any bad credential, 404
 // not_found for anything not visible to the caller).
 
 // CompanyCreate creates a company (board). 409 already_exists if the issue

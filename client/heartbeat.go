@@ -9,7 +9,7 @@ import (
 	"github.com/clasp-dev/clasp"
 )
 
-// Endpoints of server-managed agents (issue 4): adapter config, wakeups,
+// Endpoints of server-managed agents: adapter config, wakeups,
 // run logs and run cancels.
 
 // rawBody receives a response body as bytes instead of JSON.

@@ -12,7 +12,7 @@ import (
 	"github.com/clasp-dev/clasp/client"
 )
 
-// The issue 4 calls: what they send, and how a run log (text, not JSON) is read.
+// The calls of server-managed agents: what they send, and how a run log (text, not JSON) is read.
 func TestManagedAgentCalls(t *testing.T) {
 	var got []string
 	c := newServer(t, func(w http.ResponseWriter, r *http.Request) {

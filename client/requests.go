@@ -109,7 +109,7 @@ func (p IssueListParams) values() url.Values {
 // IssueUpdateRequest is the body of PATCH /api/issues/{id}: only the fields
 // set are sent. To unassign, set Unassign (sends "assigneeAgentId": null);
 // it wins over AssigneeAgentID. Comment is written in the same transaction
-// as the change (SPEC section 3), so a result and status done land together.
+// as the change (RULES.md, Errors and requests), so a result and status done land together.
 type IssueUpdateRequest struct {
 	Title           *string
 	Description     *string

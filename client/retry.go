@@ -89,7 +89,7 @@ type idempotencyKeyCtx struct{}
 // key set, such a call is retried (up to 5 attempts, with DefaultBackoff)
 // after connection errors and 409 idempotency_in_flight, because the server
 // answers a repeat of the same key from the same actor with the first
-// response and creates nothing (SPEC section 3). Use one key per logical
+// response and creates nothing (RULES.md, Errors and requests). Use one key per logical
 // create, e.g. from NewIdempotencyKey.
 func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, idempotencyKeyCtx{}, key)

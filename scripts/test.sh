@@ -29,7 +29,7 @@ go test -run '^$' -fuzz '^FuzzDecodeJSON$' -fuzztime 20s -fuzzminimizetime 2s ./
 step "short fuzz of the whole HTTP handler"
 go test -run '^$' -fuzz '^FuzzHandler$' -fuzztime 20s -fuzzminimizetime 2s ./internal/httpapi/
 
-# clasp verify (issue 6): recorded histories checked for linearizability
+# clasp verify: recorded histories checked for linearizability
 # while replicas are killed and paused, database connections terminated and
 # client connections delayed and dropped through a proxy. Exit 1 on a
 # violation, an L7 break, a 5xx other than 503, or an undecided history

@@ -1,5 +1,5 @@
 #!/bin/sh
-# A clasp agent in shell (issue 4): works one issue per run, then exits.
+# A clasp agent in shell: works one issue per run, then exits.
 #
 # Run by the server as a process adapter:
 #   clasp agent set-adapter <agent-id> --command /bin/sh --arg "$PWD/examples/shell-agent/agent.sh"

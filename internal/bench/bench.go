@@ -1,4 +1,4 @@
-// Package bench is `clasp bench` (issue 5): it drives a clasp server over
+// Package bench is `clasp bench`: it drives a clasp server over
 // real HTTP on loopback with N concurrent agent clients per phase, runs the
 // same SQL statements straight through database/sql as the raw limit, and
 // reports throughput, latency percentiles, CPU time per 1,000 operations
@@ -120,7 +120,7 @@ type Config struct {
 	// (done, unassigned; seedFiller) into the company of the cycle,
 	// contended and mixed phases and into each claim phase's company
 	// before they run, so that each company holds Issues + SeedIssues
-	// issues: the scale figures of issue 5 item 5. In-process servers only
+	// issues: the scale figures (BENCHMARKS.md). In-process servers only
 	// (SQLite, or PostgreSQL with DatabaseURL: a second fresh schema).
 	// The run then also starts a baseline server (target http-base), the
 	// same in every way but without filler, and every phase interleaves
@@ -131,8 +131,8 @@ type Config struct {
 	// SeedAgents, when positive, bulk-inserts that many filler agents
 	// (seedAgents: each active, with one API key and one finished run) into
 	// the same companies as SeedIssues, so that the key lookup and the
-	// agents and runs tables and indexes are of that size: issue 5 item 5's
-	// "10,000 agents". They send no request. In-process servers only; it
+	// agents and runs tables and indexes are of that size (BENCHMARKS.md,
+	// "10,000 agents"). They send no request. In-process servers only; it
 	// makes a scale run (baseline and ratios) like SeedIssues, with or
 	// without it. 0 (the default) adds none.
 	SeedAgents int
@@ -328,7 +328,7 @@ type Ratio struct {
 }
 
 // ClaimRatio compares the claim workload with the cycle workload at one
-// client count, both over HTTP in the same run (issue 5: >= 0.8).
+// client count, both over HTTP in the same run (>= 0.8).
 type ClaimRatio struct {
 	Clients int     `json:"clients"`
 	Claim   float64 `json:"claimOpsPerSecond"`
@@ -338,7 +338,7 @@ type ClaimRatio struct {
 
 // ScaleRatio compares the latencies of one phase on the seeded server
 // (Issues + SeedIssues issues per company) with the baseline's (Issues),
-// interleaved in the same run (issue 5 item 5: within 20 %). Latencies in
+// interleaved in the same run (within 20 %). Latencies in
 // ms; First* are the op's first request alone (the checkout of a cycle,
 // the claim of a claim op); ratios are seeded over baseline.
 type ScaleRatio struct {

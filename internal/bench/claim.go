@@ -17,7 +17,7 @@ import (
 )
 
 // DefaultClaimIssues is how many issues the claim workload drains per
-// phase when Config.Issues is not set (issue 5: 10,000).
+// phase when Config.Issues is not set (10,000).
 const DefaultClaimIssues = 10000
 
 const (

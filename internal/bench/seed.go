@@ -81,7 +81,7 @@ func openSeedDB(path string) (*sql.DB, error) {
 // company's counter, which the same transaction advances), created before
 // now, oldest first; no activity rows. Done issues are never eligible for
 // a checkout of todo or a claim, so they weigh only as table and index
-// size: the scale figures of issue 5 item 5.
+// size: the scale figures (BENCHMARKS.md).
 // pr (nil: silent) reports the progress.
 func seedFiller(ctx context.Context, path, companyID string, n int, pr *seedProgress) error {
 	db, err := openSeedDB(path)
@@ -147,8 +147,8 @@ func seedTx(ctx context.Context, db *sql.DB, companyID string, k int, t0 int64) 
 // (status succeeded, invocation source bench, no run token, no lease),
 // created before now, oldest first; no activity rows. They never send a
 // request: they weigh as the size of the key lookup (token_hash), the
-// agents and runs tables and their indexes, the scale figures of issue 5
-// item 5 ("10,000 agents"). pr (nil: silent) reports the progress.
+// agents and runs tables and their indexes, the scale figures
+// (BENCHMARKS.md, "10,000 agents"). pr (nil: silent) reports the progress.
 func seedAgents(ctx context.Context, path, companyID string, n int, pr *seedProgress) error {
 	db, err := openSeedDB(path)
 	if err != nil {

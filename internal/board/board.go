@@ -169,7 +169,7 @@ func (b *Board) serveAPI(w http.ResponseWriter, r *http.Request) {
 	b.cfg.API.ServeHTTP(w, r)
 }
 
-// writeAPIError writes the API's JSON error body (SPEC section 3).
+// writeAPIError writes the API's JSON error body (RULES.md, Errors and requests).
 func writeAPIError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -53,7 +53,7 @@ With --one-run it is the process of a server-managed agent (clasp swarm
 			runID, issueID := "", ""
 			if oneRun {
 				// A server-managed run: the scheduler passes the run and
-				// its token (issue 4).
+				// its token.
 				token = firstNonEmpty(a.token, a.getenv("CLASP_API_KEY"))
 				url = firstNonEmpty(a.url, a.getenv("CLASP_API_URL"), url)
 				runID, issueID = a.getenv("CLASP_RUN_ID"), firstNonEmpty(a.getenv("CLASP_ISSUE_ID"), a.getenv("PAPERCLIP_TASK_ID"))

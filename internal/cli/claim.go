@@ -10,7 +10,7 @@ import (
 )
 
 // newIssueClaimCmd is `clasp issue claim`: claim-next (POST
-// /api/agents/me/claim, issue 5).
+// /api/agents/me/claim).
 func (a *app) newIssueClaimCmd() *cobra.Command {
 	var expect, scope string
 	cmd := &cobra.Command{

@@ -1,11 +1,13 @@
 // Package cli is the clasp command line: `clasp serve` and `clasp migrate`
-// run the server on its SQLite database, and the client commands (company,
+// run the server on its database (an embedded SQLite file, or PostgreSQL
+// with --database-url), and the client commands (company,
 // agent, issue, run, activity) call a server through the Go client
 // (package client). cmd/clasp calls Run and exits with its code; tests call
 // Run too.
 //
-// Only cmd/clasp imports this package. It is the one place that wires the
-// concrete store, HTTP server and sweeper together (Serve).
+// Only cmd/clasp imports this package. Serve opens the concrete store and
+// starts the server on it (package server, the one wiring of the API,
+// board, sweeper and scheduler).
 package cli
 
 import (

@@ -6,10 +6,9 @@ import (
 )
 
 // TestForceReleaseHelpSaysWhatHappens: the help of issue force-release
-// claimed that "the run that held the issue gets 409 on its next write",
-// which SPEC section 4 does not do (the issue is unlocked; the still-live
-// run may check it out again under a new epoch). It must say so, and how to
-// keep the old run away.
+// says what the lock rules do (the issue is unlocked; the still-live run
+// may check it out again under a new epoch), not that the old run gets 409
+// on its next write, and how to keep the old run away.
 func TestForceReleaseHelpSaysWhatHappens(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, nil, "", "issue", "force-release", "--help")

@@ -13,7 +13,7 @@ import (
 	"github.com/clasp-dev/clasp/client"
 )
 
-// Commands of server-managed agents (issue 4): clasp agent set-adapter,
+// Commands of server-managed agents: clasp agent set-adapter,
 // clasp agent wake, clasp run log, clasp run cancel.
 
 // wholeSeconds converts a duration flag to whole seconds; a usage error for

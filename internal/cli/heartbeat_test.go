@@ -14,7 +14,7 @@ import (
 	"github.com/clasp-dev/clasp/client"
 )
 
-// Issue 4 piece 3 through the command line against a real server (Serve,
+// Server-managed agents through the command line against a real server (Serve,
 // with its heartbeat scheduler): set-adapter, wake, run log --follow, run
 // cancel.
 

@@ -10,7 +10,7 @@ import (
 )
 
 // TestServePprof: --pprof serves /debug/pprof/ on its own loopback
-// listener, not on the API's (issue 5 item 6).
+// listener, not on the API's.
 func TestServePprof(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())

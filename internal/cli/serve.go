@@ -78,7 +78,7 @@ type ServeConfig struct {
 	Stdout          io.Writer     // the banner (address, board token); default: discard
 	// Pprof, when set, is a loopback host:port (port 0 picks one) on which
 	// Go's profiler (net/http/pprof, /debug/pprof/) is served on a listener
-	// of its own, never on Listen (issue 5). A non-loopback address is a
+	// of its own, never on Listen. A non-loopback address is a
 	// usage error.
 	Pprof string
 	// AgentUser, when set (serve --agent-user), is the user name or uid
@@ -529,7 +529,8 @@ func (a *app) newServeCmd() *cobra.Command {
 		Long: `Run the clasp server: the HTTP API under /api, /healthz, /readyz and /metrics,
 and the sweeper that fails runs whose lease expired and frees their locks.
 
-State lives in <data-dir>/clasp.db (SQLite, WAL), created and migrated at start.
+By default the state lives in <data-dir>/clasp.db (SQLite, WAL), created and
+migrated at start; see --database-url below for PostgreSQL.
 At first start the server creates the board token (the board's credential),
 prints it once and writes it to <data-dir>/board-token (mode 0600). It prints
 "clasp listening on http://ADDR" when it accepts connections (--listen with

@@ -39,7 +39,7 @@ moves to the next when it cannot connect. --kill-replica-every kills a random
 replica with SIGKILL at that interval and restarts it on the same port while
 the agents carry on.
 
-With --managed the server runs the agents (issue 4): each agent gets a process
+With --managed the server runs the agents: each agent gets a process
 adapter running 'clasp agent work --one-run' (one issue per server-managed run,
 with the run's token), timer wakes every second, and the swarm wakes every agent
 on demand until no issue is left. --kill-rate then SIGKILLs the process group

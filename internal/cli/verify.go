@@ -17,7 +17,7 @@ import (
 // CLASP_TEST_POSTGRES_URL (.ci/run may set it).
 const EnvTestPGRestartCmd = "CLASP_TEST_PG_RESTART_CMD"
 
-// newVerifyCmd is `clasp verify` (issue 6 item 1): concurrent clients run
+// newVerifyCmd is `clasp verify`: concurrent clients run
 // random lock operations against one server and the recorded history is
 // checked for linearizability; exit 1 on a violation, with the history and
 // its picture written under --out.
@@ -63,7 +63,7 @@ operation (its lease ran out) and the model allows for it. The report
 counts faults per kind, and each issue's check time; an undecided history
 (its check timed out) is kept under --out and fails the run with
 --fail-undecided. At the end every issue is read once more and checked
-against invariant L7 (SPEC section 4: an issue with a checkout lock is
+against invariant L7 (RULES.md, Lock rules: an issue with a checkout lock is
 in_progress and its execution lock names the same run); "L7 broken at
 end" counts the issues that are not. Exit 1 on a violation, an L7 break or
 a 5xx answer other than 503, or an acknowledged checkout missing from the
@@ -73,7 +73,7 @@ from each primary's kill to the first successful checkout after it (p50,
 max). --check-timeout bounds the whole check; SIGTERM or SIGINT stops it at
 once.
 
-The long run (issue 6; a few million operations across both):
+The long run (a few million operations across both):
   clasp verify --process --duration 5m --clients 16 --issues 12 --out /tmp/verify-sqlite
   clasp verify --database-url "$CLASP_TEST_POSTGRES_URL" --replicas 3 --duration 5m --clients 16 --issues 12 \
     --db-restart-cmd "pg_ctl -D $PGDATA -m immediate -w restart" --out /tmp/verify-pg

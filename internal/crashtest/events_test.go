@@ -15,7 +15,7 @@ import (
 // database, follows replica 2's event stream, performs n checkouts through
 // replica 1 one after another, and returns, per checkout, the time from
 // sending the checkout to seeing its issue.checked_out event on replica 2
-// (issue 3 item 4). It fails the test if any event is missing or arrives
+// . It fails the test if any event is missing or arrives
 // twice.
 func eventLatencies(tb testing.TB, n int) []time.Duration {
 	tb.Helper()
@@ -101,7 +101,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 
 // TestEventsAcrossReplicas: every checkout made on replica 1 reaches a
 // client of replica 2's event stream exactly once (LISTEN/NOTIFY between
-// replicas, issue 3 item 4). Latency is logged, not asserted.
+// replicas). Latency is logged, not asserted.
 func TestEventsAcrossReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real servers; skipped with -short")

@@ -30,7 +30,7 @@ var backends = []string{backendSQLite, backendPostgres}
 
 // postgresURL returns the URL of a fresh database (dropped at cleanup) on
 // the server of CLASP_TEST_POSTGRES_URL. Without that variable the test is
-// skipped, unless CI is set: then it fails (issue 3: the PostgreSQL tests
+// skipped, unless CI is set: then it fails (the PostgreSQL tests
 // never skip silently in CI).
 func postgresURL(t testing.TB, prefix string) string {
 	t.Helper()

@@ -22,7 +22,7 @@ curl -sf -X POST -H "Authorization: Bearer $CLASP_API_KEY" -H 'Content-Type: app
 exit 0`
 
 // TestHeartbeat_KillServerWhileAgentsRun: a real `clasp serve` runs four
-// server-managed agents (issue 4), each woken for its own issue; the
+// server-managed agents, each woken for its own issue; the
 // server is SIGKILLed while their processes run, two of the processes are
 // SIGKILLed while it is down, and it restarts on the same data. Every live
 // run must be re-adopted and finish succeeded (attempt 1, no retry); every

@@ -119,7 +119,7 @@ const (
 )
 
 // TestReplicas_S23_ConcurrentSweepers is scenario S23 across processes
-// (issue 3, item 3): 1,000 issues locked by runs whose lease has expired,
+// : 1,000 issues locked by runs whose lease has expired,
 // then three `clasp serve` replicas on the one PostgreSQL database start at
 // once with a 200 ms sweep interval, so their sweepers race over the stale
 // locks. Every issue must be cleared exactly once: one
@@ -359,7 +359,7 @@ func identNumber(ident string) int {
 	return n
 }
 
-// TestReplicas_GaplessIdentifiers is S27 across processes (issue 3, item
+// TestReplicas_GaplessIdentifiers is S27 across processes (item
 // 3): three replicas on one PostgreSQL database create 60 issues of one
 // company at the same moment (20 concurrent requests each, released
 // together), and the identifiers are PREFIX-1..PREFIX-60 without gap or

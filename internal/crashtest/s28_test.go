@@ -70,7 +70,7 @@ func runS28(t *testing.T, args []string) {
 		clients[i] = &s28Client{
 			n: i + 1, agentID: f.agents[i].ID, runID: f.runs[i].ID,
 			// Half the clients use run tokens, half an API key plus the
-			// run header (SPEC section 2): both paths must be durable.
+			// run header (RULES.md, Actors and credentials): both paths must be durable.
 			token: f.runs[i].RunToken, runHeader: i%2 == 1,
 			held: map[string]int64{}, hist: map[string][]s28Step{},
 		}

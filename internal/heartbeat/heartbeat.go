@@ -1,4 +1,4 @@
-// Package heartbeat runs server-managed agents (issue 4): a scheduler that
+// Package heartbeat runs server-managed agents: a scheduler that
 // wakes agents (on a timer, when an issue is assigned to them, on demand),
 // starts their queued runs as real processes with the run's credentials,
 // watches them (exit, timeout, cancel), renews their leases while they

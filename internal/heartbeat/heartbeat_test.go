@@ -247,7 +247,7 @@ func TestKilledAgentRetriedOnce(t *testing.T) {
 			t.Errorf("issue still names the dead run: checkout %q execution %q", deref(iss.CheckoutRunID), deref(iss.ExecutionRunID))
 		}
 		if deref(iss.ExecutionRunID) != retry.ID || iss.CheckoutRunID != nil {
-			t.Errorf("issue locks: execution %q checkout %q, want execution on the retry %s and no checkout (seed 004)",
+			t.Errorf("issue locks: execution %q checkout %q, want execution on the retry %s and no checkout (process-loss retry)",
 				deref(iss.ExecutionRunID), deref(iss.CheckoutRunID), retry.ID)
 		}
 		// The retry runs, finishes the issue, exits 0.

@@ -201,7 +201,7 @@ func pathAgentID(c *call) (string, error) {
 
 // agentGet: GET /api/agents/{id} (board: the agent with its "adapter",
 // null for none; an agent: an agent of its own company, without adapter
-// settings, SPEC section 2). 404 not_found, also for an agent of another
+// settings, RULES.md, Actors and credentials). 404 not_found, also for an agent of another
 // company.
 func (s *Server) agentGet(ctx context.Context, c *call) (int, any, error) {
 	id, err := pathAgentID(c)
@@ -226,7 +226,7 @@ type agentUpdateIn struct {
 	Status *clasp.AgentStatus `json:"status"`
 	Name   *string            `json:"name"`
 	Role   *string            `json:"role"`
-	// Adapter is the process adapter config (issue 4); JSON null removes it.
+	// Adapter is the process adapter config; JSON null removes it.
 	Adapter json.RawMessage `json:"adapter"`
 
 	adapter *clasp.AdapterConfig // Adapter decoded and normalized by validate
@@ -255,8 +255,8 @@ func (in *agentUpdateIn) validate() error {
 }
 
 // agentUpdate: PATCH /api/agents/{id} (board; agents never change an
-// agent's configuration, SPEC section 2): status (terminating revokes every
-// key; pausing also cancels the agent's queued runs, issue 4), name, role,
+// agent's configuration, RULES.md, Actors and credentials): status (terminating revokes every
+// key; pausing also cancels the agent's queued runs), name, role,
 // adapter (the process adapter config; null removes it). The adapter is
 // validated before anything is written (400 invalid_request naming
 // adapter.<field>) and stored first, then status, name and role. 200 the

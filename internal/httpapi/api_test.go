@@ -535,7 +535,7 @@ func (c *testClock) Advance(d time.Duration) {
 }
 
 // TestShortLeaseRenewedByRequests: with a lease TTL under 3 s, an ordinary
-// request naming the run still renews its lease (SPEC section 2), because
+// request naming the run still renews its lease (RULES.md, Leases), because
 // the renewal window shrinks to a third of the TTL.
 func TestShortLeaseRenewedByRequests(t *testing.T) {
 	t.Parallel()
@@ -563,13 +563,12 @@ func TestShortLeaseRenewedByRequests(t *testing.T) {
 	}
 }
 
-// TestSkippedRenewalNeverShortensLease: the second fresh-eyes tester
-// opened a run (TTL 3 s), sent a request 0.91 s later (inside the 1 s
-// window, so no write) and another 2.5 s after that: 409 run_not_live, and
-// the sweeper freed its issue, 2.5 s after a sign of life. The lease must
-// last a full TTL after the last request (SPEC section 5): each write now
-// grants TTL + the window. It still ends: past TTL + window after the last
-// write the run is not live.
+// TestSkippedRenewalNeverShortensLease: a run (TTL 3 s) sends a request
+// 0.91 s after opening (inside the 1 s window, so no write) and another
+// 2.5 s after that: it is still live, because the lease lasts a full TTL
+// after the last request (RULES.md, Leases): each write grants TTL + the
+// window. It still ends: past TTL + window after the last write the run
+// is not live.
 func TestSkippedRenewalNeverShortensLease(t *testing.T) {
 	t.Parallel()
 	clk := &testClock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}

@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Run id headers (SPEC section 2). The second is the original protocol's.
+// Run id headers (RULES.md, Actors and credentials). The second is the original protocol's.
 const (
 	RunIDHeader       = "X-Clasp-Run-Id"
 	PaperclipRunIDHdr = "X-Paperclip-Run-Id"
@@ -31,7 +31,7 @@ type principal struct {
 	// freshRun is the run the request names when the agent key's
 	// authentication found it the agent's, live and renewed less than
 	// Server.minRenew ago (store.AgentAuthenticateRun), at freshAt (real
-	// time): touch then needs no second read (issue 5).
+	// time): touch then needs no second read.
 	freshRun *clasp.Run
 	freshAt  time.Time
 	// key is the agent API key the request authenticated with ("" for a
@@ -40,7 +40,7 @@ type principal struct {
 	key, hash string
 }
 
-// authenticate resolves the caller (SPEC section 2). A bearer token is
+// authenticate resolves the caller (RULES.md, Actors and credentials). A bearer token is
 // matched, by its kind, against the board token hash (constant time), the
 // agent API keys and the run tokens; tokens without a clasp prefix are tried
 // against all three. A clasp-prefixed token that fails its format or
@@ -211,13 +211,12 @@ func (c *call) actor() store.Actor {
 	return store.Actor{Type: clasp.ActorAgent, AgentID: c.who.agent.ID, CompanyID: c.who.agent.CompanyID, RunID: c.runID, RequestID: rid}
 }
 
-// touch checks the run the call names, if any, and renews its lease (SPEC
-// section 2: a live run's request is a sign of life; at most one write per
+// touch checks the run the call names, if any, and renews its lease (RULES.md,
+// Leases: a live run's request is a sign of life; at most one write per
 // min(MinRenewInterval, LeaseTTL/3) unless the endpoint forces it). Errors:
 // for a run named by a header, 422 run_not_found (also for a run of another
 // company, which is not visible); for the run of the path (heartbeat,
-// finish), 404 not_found in both cases, as for any resource by id (SPEC
-// section 2); 403 run_not_owned, 409 run_not_live.
+// finish), 404 not_found in both cases, as for any resource by id; 403 run_not_owned, 409 run_not_live.
 func (c *call) touch(ctx context.Context) error {
 	if c.runID == "" || c.who.board || c.run != nil {
 		return nil
@@ -228,7 +227,7 @@ func (c *call) touch(ctx context.Context) error {
 		// passed since (a slow body would have taken longer): RunTouch
 		// would write nothing and answer this run. Its lease (this
 		// server's TTL, at least 3 x minRenew) has not run out since
-		// (SPEC section 2); the lock rules re-check the run anyway.
+		// (RULES.md, Actors and credentials); the lock rules re-check the run anyway.
 		c.run = f
 		return nil
 	}
@@ -263,7 +262,7 @@ func (c *call) touch(ctx context.Context) error {
 
 // runNotFound is the error for a named run that does not exist or is not
 // visible to the caller: 404 not_found when the path names it, 422
-// run_not_found when a header does (SPEC section 2).
+// run_not_found when a header does (RULES.md, Actors and credentials).
 func (c *call) runNotFound() error {
 	if c.ep.run == runInPath && c.runHeader == "" {
 		return clasp.Errorf(clasp.CodeNotFound, "Run %s does not exist.", c.runID)
@@ -276,8 +275,7 @@ func (c *call) runNotFound() error {
 
 // namedByHeader adds to a *clasp.Error about the call's run the header
 // that named it, in the message and as details.header, so that a client
-// that sent X-Paperclip-Run-Id reads its own header's name (SPEC section
-// 2). Other errors, and calls whose run no header named, pass unchanged.
+// that sent X-Paperclip-Run-Id reads its own header's name. Other errors, and calls whose run no header named, pass unchanged.
 func (c *call) namedByHeader(err error) error {
 	var ce *clasp.Error
 	if c.runHeader == "" || !errors.As(err, &ce) {

@@ -32,7 +32,7 @@ func BenchmarkHTTPCheckoutRelease(b *testing.B) {
 
 // BenchmarkHTTPCheckoutReleasePostgres is BenchmarkHTTPCheckoutRelease
 // through the PostgreSQL store (a fresh schema on CLASP_TEST_POSTGRES_URL;
-// skipped without it), at 1, 8, 32 and 64 clients (issue 3). Compare with
+// skipped without it), at 1, 8, 32 and 64 clients. Compare with
 // BenchmarkRawPgx of internal/store/postgres for the raw limit:
 //
 //	go test ./internal/httpapi -run '^$' -bench HTTPCheckoutReleasePostgres -benchtime 2000x

@@ -8,7 +8,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// claimIn is the body of POST /api/agents/me/claim (claim-next, issue 5).
+// claimIn is the body of POST /api/agents/me/claim (claim-next).
 // Both fields are optional: expectedStatuses defaults to [todo], scope to
 // "any" (the agent's issues or unassigned ones).
 type claimIn struct {
@@ -37,7 +37,7 @@ func (in *claimIn) validate() error {
 	return nil
 }
 
-// issueClaim: POST /api/agents/me/claim (claim-next, issue 5). The calling
+// issueClaim: POST /api/agents/me/claim (claim-next). The calling
 // agent's live run checks out the most urgent issue it may take under rule
 // L1 (priority, then age), in one statement with the activity rows of a
 // checkout (L1, L3). 200 with the issue; 204 with no body when no issue is

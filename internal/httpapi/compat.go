@@ -10,7 +10,7 @@ import (
 	"github.com/clasp-dev/clasp"
 )
 
-// Paperclip compatibility of request bodies (SPEC section 3, "Paperclip
+// Paperclip compatibility of request bodies (README, "Paperclip
 // compatibility"): a client written for Paperclip sends fields clasp does
 // not model with every request (its defaults, or null). Such a field is
 // accepted when it carries null or Paperclip's default, and refused with

@@ -39,13 +39,13 @@ const (
 	runInPath
 )
 
-// endpoint is one route of SPEC section 3 with its rules.
+// endpoint is one route of the API with its rules.
 type endpoint struct {
 	pattern string // Go 1.22 pattern, "POST /api/issues/{id}/checkout"
 	access  access
 	run     runRule
 	// tokenOnly: with Config.RequireRunToken, agents must authenticate with
-	// a run token (SPEC section 2).
+	// a run token (RULES.md, Actors and credentials).
 	tokenOnly bool
 	// forceTouch: renew the run's lease even if renewed less than
 	// MinRenewInterval ago (the heartbeat).
@@ -333,7 +333,7 @@ func (s *Server) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte
 const maxIdempotencyKey = 255
 
 // idempotencyParams returns the store parameters of a creating request's
-// Idempotency-Key (SPEC section 3): the key is the caller's (the actor id),
+// Idempotency-Key (RULES.md, Errors and requests): the key is the caller's (the actor id),
 // and the request hash covers method, path and body, so the same key on
 // another endpoint or with another body is another request (422
 // idempotency_key_reused from the store). The store records the key in the
@@ -349,7 +349,7 @@ func idempotencyParams(c *call, key string) (*store.IdempotencyParams, error) {
 	return &store.IdempotencyParams{ActorID: c.actor().ID(), Key: key, RequestHash: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// maxPageLimit is the most rows one page returns (SPEC section 3).
+// maxPageLimit is the most rows one page returns (RULES.md, Errors and requests).
 const maxPageLimit = 1000
 
 // pageParams reads limit (an integer from 1 to 1000, default 100) and

@@ -8,7 +8,7 @@ import (
 	"github.com/clasp-dev/clasp"
 )
 
-// codeStatus maps every clasp error code to its HTTP status (SPEC section 3).
+// codeStatus maps every clasp error code to its HTTP status (RULES.md, Errors and requests).
 // It is the only place a status is chosen for an error.
 var codeStatus = map[string]int{
 	clasp.CodeInvalidRequest:       http.StatusBadRequest,
@@ -43,7 +43,7 @@ var codeStatus = map[string]int{
 // returned is that context's. It is not a server fault, so never a 500.
 const StatusClientClosedRequest = 499
 
-// errorBody is the JSON error body of SPEC section 3.
+// errorBody is the JSON error body (RULES.md, Errors and requests).
 type errorBody struct {
 	Error   string         `json:"error"`
 	Code    string         `json:"code"`

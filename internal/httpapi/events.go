@@ -25,7 +25,7 @@ const (
 var streamed = new(struct{})
 
 // companyEvents: GET /api/companies/{companyId}/events (board, or an agent
-// of the company; issue 3 item 4). A Server-Sent Events stream of the
+// of the company). A Server-Sent Events stream of the
 // company's activity rows, oldest first: each event has `id:` the activity
 // id, `event:` the action (issue.checked_out, issue.released, ...) and
 // `data:` the activity JSON. It resumes after the Last-Event-ID header (or

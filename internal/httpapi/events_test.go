@@ -86,7 +86,7 @@ func nextEvent(t *testing.T, ch <-chan sseEvent, want ...string) sseEvent {
 }
 
 // TestEventsStream: GET /api/companies/{id}/events streams the company's
-// activity as SSE (issue 3 item 4): a checkout made after the stream opened
+// activity as SSE: a checkout made after the stream opened
 // arrives with the activity id as the event id; Last-Event-ID resumes after
 // that id; another company's agent gets 403; shutdown ends the stream.
 func TestEventsStream(t *testing.T) {

@@ -135,7 +135,7 @@ func fuzzL7(t *testing.T, db *sql.DB, epochs map[string]int64, what string) {
 }
 
 // FuzzHandler sends random requests to the whole HTTP handler over a real
-// SQLite store (issue 6 item 3): a route pattern of routes.go (or none)
+// SQLite store: a route pattern of routes.go (or none)
 // with real or random ids, a random method some of the time, random
 // credentials, run headers, Idempotency-Key and body (placeholders such as
 // $A, $RA, $I1 in path parts, headers and body become real ids). The

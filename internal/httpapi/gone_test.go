@@ -13,7 +13,7 @@ import (
 // (the client closed the connection, or its own deadline passed) before
 // the server read its company or the stream's start is not a server fault:
 // no route answers it with a 5xx. It answers 499 client_closed_request in
-// the SPEC section 3 body.
+// the JSON error body.
 func TestClientGoneIsNotInternal(t *testing.T) {
 	b := setup(t)
 	c := b.company("GONE")

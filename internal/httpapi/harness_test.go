@@ -48,7 +48,7 @@ type setupOpts struct {
 	// postgres: use a fresh schema on CLASP_TEST_POSTGRES_URL instead of a
 	// SQLite file (skips when the variable is unset).
 	postgres bool
-	// scheduler is Config.Scheduler (issue 4); nil for none.
+	// scheduler is Config.Scheduler; nil for none.
 	scheduler Scheduler
 	// limits is Config.Limits; zero for the defaults.
 	limits Limits

@@ -49,7 +49,7 @@ type hbCommentCursor struct {
 }
 
 // hbActions says which writes the caller may make on the issue now, by
-// the lock rules (SPEC section 4), and why not when it may not check out.
+// the lock rules (RULES.md, Lock rules), and why not when it may not check out.
 // They are a reading of the state at the time of the answer; the writes
 // re-check everything.
 type hbActions struct {

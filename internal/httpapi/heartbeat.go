@@ -14,7 +14,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// This file has the endpoints of server-managed agents (issue 4): the
+// This file has the endpoints of server-managed agents: the
 // adapter config (in PATCH /api/agents/{id}, agents.go), wakeups, run logs
 // and run cancels.
 

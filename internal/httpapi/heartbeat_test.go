@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// Issue 4 piece 3: the HTTP side of server-managed agents (adapter config,
+// The HTTP side of server-managed agents (adapter config,
 // wakeups, run logs, run cancels) on the real handler over SQLite.
 
 // fakeScheduler records what the API asks of the scheduler.
@@ -101,7 +101,7 @@ func TestAgentAdapterPatch(t *testing.T) {
 		t.Errorf("after a refused PATCH: status %s adapter %+v", again.Status, again.Adapter)
 	}
 
-	// SPEC 2: agents never change any agent's configuration, not even their own.
+	// Agents never change any agent's configuration, not even their own.
 	wantErr(t, b.do("PATCH", path, req{token: key, body: map[string]any{"adapter": nil}}), http.StatusForbidden, clasp.CodeForbidden, "")
 
 	b.must(http.StatusOK, "PATCH", path, req{raw: []byte(`{"adapter": null}`)}, &got)

@@ -93,7 +93,7 @@ func (s *Server) issueCreate(ctx context.Context, c *call, in *issueCreateIn) (i
 }
 
 // bodyIdempotencyKey honours Paperclip's idempotencyKey body field as the
-// Idempotency-Key header (SPEC section 3): with no header, key (when not
+// Idempotency-Key header (RULES.md, Errors and requests): with no header, key (when not
 // nil) becomes the request's key. 400 invalid_request when both are sent
 // and differ, or for a key the header would refuse.
 func bodyIdempotencyKey(c *call, key *string) error {
@@ -208,7 +208,7 @@ type issueUpdateIn struct {
 func (in *issueUpdateIn) compatFields() map[string]compatField { return issueUpdateCompat }
 func (in *issueUpdateIn) noteCompat(keys []string)             { in.compat = keys }
 
-// issueReadOnly are the issue fields a PATCH may never set (SPEC section 3:
+// issueReadOnly are the issue fields a PATCH may never set (rule L5:
 // lock columns are never writable; scenario S18).
 var issueReadOnly = map[string]bool{
 	"id": true, "companyId": true, "identifier": true,
@@ -291,7 +291,7 @@ func (in *issueUpdateIn) validate() error {
 // while the issue is in_progress and locked, only the holding run (or one
 // adopting a dead holder) may write (409 ownership_conflict otherwise), and
 // an agent never sets in_progress (422). comment is written in the same
-// transaction. With an Idempotency-Key (SPEC section 3: agents retry after
+// transaction. With an Idempotency-Key (RULES.md, Errors and requests: agents retry after
 // network errors) a repeat of the same PATCH writes nothing and answers the
 // issue as it is now, with Idempotent-Replayed: true; the same key with
 // another body: 422 idempotency_key_reused. 200 issue.

@@ -17,12 +17,12 @@ import (
 	"github.com/clasp-dev/clasp"
 )
 
-// DefaultMaxBodyBytes caps request bodies (issue 2: 1 MiB); more answers 413
+// DefaultMaxBodyBytes caps request bodies (1 MiB); more answers 413
 // body_too_large.
 const DefaultMaxBodyBytes int64 = 1 << 20
 
-// maxJSONDepth bounds the nesting of request bodies. No body of SPEC section
-// 3 nests deeper than 2; the bound keeps the key checks cheap.
+// maxJSONDepth bounds the nesting of request bodies. No request body of the
+// API nests deeper than 2; the bound keeps the key checks cheap.
 const maxJSONDepth = 32
 
 // readBody reads all of r. r should be an http.MaxBytesReader: its limit
@@ -48,8 +48,8 @@ func readBody(r io.Reader) ([]byte, error) {
 
 // decodeJSON reads a JSON object from r (capped by the caller with
 // http.MaxBytesReader) into v, a pointer to a struct whose fields carry json
-// tags. It is the only place request bodies are decoded (SPEC section 3,
-// scenario S26) and rejects, with 400 invalid_request:
+// tags. It is the only place request bodies are decoded (scenario
+// S26) and rejects, with 400 invalid_request:
 //   - bodies that are not valid UTF-8, not valid JSON, not an object, or
 //     followed by anything but white space;
 //   - duplicate keys, and keys that differ only in case, in any object
@@ -73,7 +73,7 @@ func decodeJSONBytes(data []byte, v any) error {
 	if string(data) == "{}" {
 		// The empty object (a release, and every empty body) sets no
 		// field and passes every check: v stays as it is, and the two
-		// JSON decoders below are spared (issue 5).
+		// JSON decoders below are spared.
 		return nil
 	}
 	if !utf8.Valid(data) {
@@ -173,7 +173,7 @@ func checkNonNull(data []byte, keys []string, nn nonNullFielder) error {
 }
 
 // readOnlyFielder is implemented by request bodies whose resource has
-// fields a client may read but never write (SPEC section 3: lock columns);
+// fields a client may read but never write (RULES.md, Errors and requests: lock columns);
 // decodeJSON names them as read-only rather than unknown (scenario S18).
 type readOnlyFielder interface {
 	readOnlyField(name string) bool

@@ -17,9 +17,10 @@ import (
 	"github.com/clasp-dev/clasp"
 )
 
-// The permission matrix (issue 6 item 4): every endpoint of routes.go
+// The permission matrix: every endpoint of routes.go
 // against every kind of caller, on the real handler over a real SQLite
-// store, each cell a deliberate expectation from SPEC section 2 and 3.
+// store, each cell a deliberate expectation from RULES.md (Actors and
+// credentials) and docs/api.md.
 
 // actor is a column of the matrix: a kind of caller.
 type actor int
@@ -159,16 +160,16 @@ func matrixRows() []mrow {
 	}
 	// Agent-only rows about the calling agent itself: the other company's
 	// agent is acting on its own data, so it succeeds; a header naming A's
-	// run from B is run_not_owned, a terminal run run_not_live (SPEC 2:
-	// every request that names a run is checked).
+	// run from B is run_not_owned, a terminal run run_not_live (RULES.md,
+	// Actors and credentials: every request that names a run is checked).
 	self := func(ok string) [numActors]string {
 		return [numActors]string{cForbidden, ok, ok, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive}
 	}
-	// Company routes of C: another company's agent gets 403 (SPEC 2).
+	// Company routes of C: another company's agent gets 403 (tenancy).
 	company := func(ok string) [numActors]string {
 		return [numActors]string{ok, ok, cForbidden, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive}
 	}
-	// Resources of C by id: another company's agent gets 404 (SPEC 2).
+	// Resources of C by id: another company's agent gets 404 (tenancy).
 	byID := func(ok string) [numActors]string {
 		return [numActors]string{ok, ok, cNotFound, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive}
 	}
@@ -189,25 +190,25 @@ func matrixRows() []mrow {
 		{pattern: "POST /api/companies/{companyId}/agents", path: func(w *mworld) string { return C(w) + "/agents" }, body: func(w *mworld, _ string) any {
 			return map[string]any{"name": w.newName}
 		}, want: boardOnly(c201)},
-		// Agents read their own company's agents (SPEC 3), without adapters.
+		// Agents read their own company's agents, without adapters.
 		{pattern: "GET /api/companies/{companyId}/agents", path: func(w *mworld) string { return C(w) + "/agents" }, body: noBodyFn, want: company(c200)},
 		{pattern: "GET /api/agents/{id}", path: A, body: noBodyFn, want: byID(c200)},
-		// SPEC 2: adapter and process settings are the board's alone.
+		// Adapter and process settings are the board's alone.
 		{pattern: "PATCH /api/agents/{id}", path: A, body: func(*mworld, string) any { return map[string]any{"status": "paused"} }, want: boardOnly(c200)},
 		{pattern: "POST /api/agents/{id}/keys", path: func(w *mworld) string { return A(w) + "/keys" }, body: empty, want: boardOnly(c201)},
 		{pattern: "GET /api/agents/{id}/keys", path: func(w *mworld) string { return A(w) + "/keys" }, body: noBodyFn, want: boardOnly(c200)},
 		{pattern: "DELETE /api/agents/{id}/keys/{keyId}", path: func(w *mworld) string { return A(w) + "/keys/" + w.spareKeyID }, body: noBodyFn, want: boardOnly(c200)},
-		// Issue 4: the board, or the agent itself (A has no adapter: the
+		// Wakeups: the board, or the agent itself (A has no adapter: the
 		// wake is recorded as skipped); another company's agent does not
 		// see A (404).
 		{pattern: "POST /api/agents/{id}/wakeup", path: func(w *mworld) string { return A(w) + "/wakeup" }, body: empty, want: byID("202")},
 
-		// The board has no agent identity: 403 (SPEC 3 "who: agent").
+		// The board has no agent identity: 403 (an agent-only route).
 		{pattern: "GET /api/agents/me", path: fixed("/api/agents/me"), body: noBodyFn, want: self(c200)},
 		{pattern: "GET /api/agents/me/inbox-lite", path: fixed("/api/agents/me/inbox-lite"), body: noBodyFn, want: self(c200)},
-		// Opening a run while naming a terminal run is refused too (SPEC 2:
-		// every request naming a run is checked); SPEC is silent on opening
-		// while naming another live run, the safe answer is to refuse.
+		// Opening a run while naming a terminal run is refused too (every
+		// request naming a run is checked); opening while naming another
+		// live run is refused as well.
 		{pattern: "POST /api/agents/me/runs", path: fixed("/api/agents/me/runs"), body: empty, want: self(c201)},
 		// Claim-next: A's live run takes C's todo issue; the other
 		// company's agent claims in its own company D, which has no issue
@@ -216,17 +217,17 @@ func matrixRows() []mrow {
 			want: [numActors]string{cForbidden, c200, c204, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive}},
 
 		// Heartbeat: the run's agent only (the board never carries a run).
-		// Another company's run is not visible: 404 (SPEC 2 ids of another
+		// Another company's run is not visible: 404 (ids of another
 		// company), B naming A's run 403 run_not_owned, RT 409 run_not_live.
 		{pattern: "POST /api/runs/{id}/heartbeat", runInPath: true, path: func(w *mworld) string { return "/api/runs/" + w.ra.ID + "/heartbeat" }, body: empty,
 			want: [numActors]string{cForbidden, c200, cNotFound, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive}},
-		// Finish: the run's agent or the board (SPEC 3).
+		// Finish: the run's agent or the board.
 		{pattern: "POST /api/runs/{id}/finish", runInPath: true, path: func(w *mworld) string { return "/api/runs/" + w.ra.ID + "/finish" }, body: func(*mworld, string) any {
 			return map[string]any{"status": "succeeded"}
 		}, want: [numActors]string{c200, c200, cNotFound, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive}},
 		{pattern: "GET /api/runs/{id}", path: func(w *mworld) string { return "/api/runs/" + w.ra.ID }, body: noBodyFn, want: byID(c200)},
 		{pattern: "GET /api/companies/{companyId}/runs", path: func(w *mworld) string { return C(w) + "/runs" }, body: noBodyFn, want: company(c200)},
-		// Issue 4. A run's log: the board or the run's own agent (RA has a
+		// A run's log: the board or the run's own agent (RA has a
 		// log file here); another company's run is not visible (404).
 		{pattern: "GET /api/runs/{id}/log", path: func(w *mworld) string { return "/api/runs/" + w.ra.ID + "/log" }, body: noBodyFn, want: byID(c200),
 			prep: func(b *bundle, w *mworld) { writeRunLog(b, w.ra.ID, "hello\n") }},

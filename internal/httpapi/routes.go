@@ -1,8 +1,8 @@
 package httpapi
 
-// routes registers every endpoint of SPEC section 3, with who may call it
+// routes registers every endpoint of the API (docs/api.md), with who may call it
 // and how it treats runs. Agents of one company get 403 on another
-// company's routes and 404 on its resources by id (SPEC section 2).
+// company's routes and 404 on its resources by id (RULES.md, Actors and credentials).
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", s.handleHealthz)
 	s.mux.HandleFunc("GET /readyz", s.handleReadyz)
@@ -14,14 +14,14 @@ func (s *Server) routes() {
 	s.handle(endpoint{pattern: "GET /api/companies", access: boardOnly, serve: noBody(s.companyList)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}", access: boardOnly, serve: noBody(s.companyGet)})
 	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/agents", access: boardOnly, serve: withBody(s.agentCreate)})
-	// Agents read their own company's agents, without keys or adapters (SPEC section 3).
+	// Agents read their own company's agents, without keys or adapters (RULES.md, Actors and credentials).
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/agents", access: anyone, serve: noBody(s.agentList)})
 	s.handle(endpoint{pattern: "GET /api/agents/{id}", access: anyone, serve: noBody(s.agentGet)})
 	s.handle(endpoint{pattern: "PATCH /api/agents/{id}", access: boardOnly, serve: withBody(s.agentUpdate)})
 	s.handle(endpoint{pattern: "POST /api/agents/{id}/keys", access: boardOnly, serve: withBody(s.agentKeyCreate)})
 	s.handle(endpoint{pattern: "GET /api/agents/{id}/keys", access: boardOnly, serve: noBody(s.agentKeyList)})
 	s.handle(endpoint{pattern: "DELETE /api/agents/{id}/keys/{keyId}", access: boardOnly, serve: noBody(s.agentKeyRevoke)})
-	// Issue 4: wake a server-managed agent (the board, or the agent itself).
+	// Wake a server-managed agent (the board, or the agent itself).
 	s.handle(endpoint{pattern: "POST /api/agents/{id}/wakeup", access: anyone, serve: withBody(s.agentWakeup)})
 
 	// The calling agent.
@@ -32,12 +32,12 @@ func (s *Server) routes() {
 
 	// Runs.
 	// A run's heartbeat and finish are owner-only writes: with
-	// --require-run-token an agent must use the run's token (SPEC section 2).
+	// --require-run-token an agent must use the run's token (RULES.md, Actors and credentials).
 	s.handle(endpoint{pattern: "POST /api/runs/{id}/heartbeat", access: agentOnly, run: runInPath, tokenOnly: true, forceTouch: true, serve: withBody(s.runHeartbeat)})
 	s.handle(endpoint{pattern: "POST /api/runs/{id}/finish", access: anyone, run: runInPath, tokenOnly: true, serve: withBody(s.runFinish)})
 	s.handle(endpoint{pattern: "GET /api/runs/{id}", access: anyone, serve: noBody(s.runGet)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/runs", access: anyone, serve: noBody(s.runList)})
-	// Issue 4: a server-managed run's output (board, or the run's agent) and its cancel (board).
+	// A server-managed run's output (board, or the run's agent) and its cancel (board).
 	s.handle(endpoint{pattern: "GET /api/runs/{id}/log", access: anyone, serve: noBody(s.runLog)})
 	s.handle(endpoint{pattern: "POST /api/runs/{id}/cancel", access: boardOnly, serve: withBody(s.runCancel)})
 

@@ -15,7 +15,7 @@ import (
 // until it is resumed; what it already holds it may still finish (PATCH,
 // release, comments, heartbeat, run finish), and pausing cancels its queued
 // runs. The status is the one read at authentication. The board is never
-// refused. (SPEC names the status only; this is the rule clasp keeps.)
+// refused.
 func refusePaused(c *call, what string) error {
 	if c.who.board || c.who.agent == nil || c.who.agent.Status != clasp.AgentPaused {
 		return nil
@@ -51,10 +51,10 @@ func (in *runOpenIn) validate() error {
 // stored), or 409 run_not_live once that run has ended.
 func (s *Server) runOpen(ctx context.Context, c *call, in *runOpenIn) (int, any, error) {
 	if c.who.tokenRun != nil {
-		// A run token is "a credential bound to that run alone" (SPEC
-		// section 2). Opening runs with it would let a token minted under
-		// a key outlive the key's revocation through a chain of new runs
-		// (found by the fresh-eyes tester).
+		// A run token is a credential bound to that run alone (RULES.md,
+		// Actors and credentials). Opening runs with it would let a token
+		// minted under a key outlive the key's revocation through a chain
+		// of new runs.
 		return 0, nil, clasp.Errorf(clasp.CodeForbidden, "A run token acts only for its own run; open a run with the agent's API key.")
 	}
 	if err := refusePaused(c, "open runs"); err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// Scenario tests of scenarios.md over real HTTP (a loopback listener, a
+// Scenario tests (RULES.md, Scenarios) over real HTTP (a loopback listener, a
 // SQLite file). Each is named after its scenario.
 
 func TestS01_CheckoutUnassignedTodo(t *testing.T) {

@@ -1,5 +1,5 @@
-// Package httpapi is the HTTP API of the clasp server (SPEC sections 2 and
-// 3): the routes under /api, their authentication (board token, agent API
+// Package httpapi is the HTTP API of the clasp server (docs/api.md,
+// RULES.md): the routes under /api, their authentication (board token, agent API
 // keys, run tokens, local-trusted loopback mode), strict JSON decoding, the
 // JSON error bodies, idempotent creation, and /healthz, /readyz and /metrics.
 //
@@ -30,7 +30,7 @@ import (
 )
 
 // DefaultLeaseTTL is the lease a run gets from each sign of life when
-// Config.LeaseTTL is zero (SPEC section 5).
+// Config.LeaseTTL is zero (RULES.md, Leases).
 const DefaultLeaseTTL = 60 * time.Second
 
 // MinRenewInterval is how often, at most, a request that names a run writes
@@ -49,12 +49,12 @@ type Config struct {
 	// LeaseTTL is the lease a run gets from each sign of life. Default 60 s.
 	LeaseTTL time.Duration
 	// LocalTrusted makes a request without Authorization the board, when its
-	// Host is a loopback name, and turns on cross-origin protection (SPEC
-	// section 2). The caller must bind a loopback address only.
+	// Host is a loopback name, and turns on cross-origin protection
+	// (RULES.md, Actors and credentials). The caller must bind a loopback address only.
 	LocalTrusted bool
 	// RequireRunToken makes checkout, release, issue PATCH, and a run's
 	// heartbeat and finish, by agents accept only run tokens, not an agent
-	// key plus a run header (SPEC section 2). The board may still finish
+	// key plus a run header (RULES.md, Actors and credentials). The board may still finish
 	// any run.
 	RequireRunToken bool
 	// Registry is where /metrics gathers from. Default: a new registry with
@@ -96,7 +96,7 @@ type Config struct {
 	RequestDeadline time.Duration
 }
 
-// Scheduler is what the API needs of the heartbeat scheduler (issue 4).
+// Scheduler is what the API needs of the heartbeat scheduler.
 type Scheduler interface {
 	// Nudge asks for a scheduler pass at once; it never blocks.
 	Nudge()
@@ -121,9 +121,9 @@ type Server struct {
 	// request less than minRenew after the last write renews nothing
 	// (touch), so a write must cover a full LeaseTTL after any request it
 	// skips: the lease then never ends earlier than LeaseTTL after the
-	// last sign of life (SPEC section 5), and a dead run is found at most
-	// minRenew later. (The second fresh-eyes tester found runs swept up
-	// to minRenew early when writes granted LeaseTTL alone.)
+	// last sign of life (RULES.md, Leases), and a dead run is found at most
+	// minRenew later. (Writes granting LeaseTTL alone would let a run be
+	// swept up to minRenew early.)
 	lease time.Duration
 	mux   *http.ServeMux
 	// patterns are the mux patterns of the /api endpoints registered with
@@ -185,7 +185,7 @@ func New(cfg Config) *Server {
 	var h http.Handler = http.HandlerFunc(s.serveMux)
 	if cfg.LocalTrusted {
 		// Refuse cross-origin browser writes, so that a web page cannot
-		// drive the board API through the user's browser (SPEC section 2).
+		// drive the board API through the user's browser (RULES.md, Actors and credentials).
 		cop := http.NewCrossOriginProtection()
 		cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, clasp.Errorf(clasp.CodeForbidden, "Cross-origin requests that change state are refused."))

@@ -8,7 +8,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/secret"
 )
 
-// Token kinds for NewToken (SPEC section 2): an agent API key, a run token,
+// Token kinds for NewToken (RULES.md, Actors and credentials): an agent API key, a run token,
 // the board token.
 const (
 	TokenAgentKey = secret.AgentKey

@@ -319,8 +319,8 @@ func TestIdleRelease(t *testing.T) {
 		r, err := w.board.RunGet(context.Background(), runID)
 		return err == nil && r.Status == clasp.RunFailed
 	})
-	// Sweeper pass 1 fails the run; pass 2, a later transaction (SPEC
-	// section 5), clears the dead run's locks, so the issue goes back to
+	// Sweeper pass 1 fails the run; pass 2, a later transaction (RULES.md,
+	// The sweeper), clears the dead run's locks, so the issue goes back to
 	// the pool only then.
 	var iss *clasp.Issue
 	eventually(t, "the sweeper clears the swept run's locks", func() bool {

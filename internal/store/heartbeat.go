@@ -9,8 +9,8 @@ import (
 	"github.com/clasp-dev/clasp"
 )
 
-// HeartbeatStore is what the heartbeat scheduler (internal/heartbeat,
-// issue 4) needs besides Store: agent adapter configs, wake requests, and
+// HeartbeatStore is what the heartbeat scheduler (internal/heartbeat)
+// needs besides Store: agent adapter configs, wake requests, and
 // the life cycle of server-managed runs. Both stores implement it; the
 // storetest suite RunHeartbeat pins it. Every rule below is one conditional
 // statement (plus its activity rows) in one transaction, as the lock rules.
@@ -61,7 +61,7 @@ type HeartbeatStore interface {
 	// issue if it still holds that lock, else the one it locked last;
 	// holding none: its own issue) and, in the same statement, that issue's
 	// execution lock moves to the retry while the lost run's checkout lock
-	// is cleared (seed 004); other locks naming it are released (L6) and
+	// is cleared (RULES.md, Process-loss retry); other locks naming it are released (L6) and
 	// deferred wakes promoted. Returns the failed run and the retry (nil if
 	// none). 409 run_not_live when the run is not running on HostID.
 	RunProcessLost(ctx context.Context, p *RunProcessLostParams) (failed, retry *clasp.Run, err error)

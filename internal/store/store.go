@@ -1,11 +1,11 @@
 // Package store is the seam between the clasp server and its databases: the
 // Store interface, its parameter types and the Actor that every write is
-// attributed to. It imports no driver; internal/store/sqlite (and, later,
-// internal/store/postgres) implement it, and internal/store/storetest pins
-// the behaviour every implementation must have.
+// attributed to. It imports no driver; internal/store/sqlite and
+// internal/store/postgres implement it, and internal/store/storetest pins
+// the behaviour every implementation must have (the rules of RULES.md).
 //
-// Errors: every method returns *clasp.Error values with the codes of SPEC
-// section 3 for expected outcomes (not_found, checkout_conflict, ...); any
+// Errors: every method returns *clasp.Error values with the codes of the
+// JSON error body (RULES.md, Errors and requests) for expected outcomes (not_found, checkout_conflict, ...); any
 // other error is an internal failure.
 package store
 
@@ -136,7 +136,7 @@ func ErrRunReplayOtherToken(runID string) error {
 
 // RunTouchParams checks that RunID exists (else 422 run_not_found), belongs
 // to AgentID (else 403 run_not_owned) and is live (else 409 run_not_live),
-// and renews its lease to now + LeaseTTL (SPEC section 2: a live run's
+// and renews its lease to now + LeaseTTL (RULES.md, Leases: a live run's
 // request is a sign of life). When Force is false the store may skip the
 // write if the lease was renewed less than MinRenewInterval ago.
 type RunTouchParams struct {
@@ -170,7 +170,7 @@ type RunListParams struct {
 }
 
 // IssueCreateParams creates an issue; the store assigns the identifier
-// PREFIX-N (gapless per company, SPEC section 1).
+// PREFIX-N (gapless per company).
 type IssueCreateParams struct {
 	CompanyID       string
 	Title           string
@@ -232,7 +232,7 @@ const (
 // Valid reports whether s is a known scope.
 func (s ClaimScope) Valid() bool { return s == ClaimMine || s == ClaimUnassigned || s == ClaimAny }
 
-// IssueClaimParams is a claim-next (issue 5): the store picks the most
+// IssueClaimParams is a claim-next: the store picks the most
 // urgent issue that run Actor.RunID of agent Actor.AgentID could check out
 // under rule L1 (priority rank, then created_at, then id) and checks it out
 // for that run in the same statement, with the activity rows of L1/L3.
@@ -268,8 +268,8 @@ type IssueForceReleaseParams struct {
 // left as they are. AssigneeAgentID set to a pointer to "" unassigns.
 // Comment, when set, is written in the same transaction.
 //
-// Idempotency, when set, makes the PATCH idempotent like a creation (SPEC
-// section 3; see IdempotencyParams): in the same transaction as the update
+// Idempotency, when set, makes the PATCH idempotent like a creation (RULES.md,
+// Errors and requests; see IdempotencyParams): in the same transaction as the update
 // the store looks up (actor, key); a record of the same request answers the
 // issue as it is now and writes nothing (no update, comment or activity;
 // Replayed set); a record of another request (or kind): 422
@@ -326,12 +326,12 @@ type SweepResult struct {
 	LocksCleared int // pass 2: issues whose locks named only dead runs, now unlocked
 }
 
-// IdempotencyWindow is how long an Idempotency-Key is remembered (SPEC
-// section 3: a repeat within 24 hours answers the first creation again).
+// IdempotencyWindow is how long an Idempotency-Key is remembered (RULES.md,
+// Errors and requests: a repeat within 24 hours answers the first creation again).
 const IdempotencyWindow = 24 * time.Hour
 
 // IdempotencyParams makes a creating call (IssueCreate, CommentCreate,
-// RunOpen), or an IssueUpdate, idempotent (SPEC section 3), inside the creating transaction
+// RunOpen), or an IssueUpdate, idempotent (RULES.md, Errors and requests), inside the creating transaction
 // itself, so that a crash leaves both the resource and its record, or
 // neither:
 //
@@ -361,11 +361,11 @@ type IdempotencyParams struct {
 }
 
 // Store is everything the server keeps. Implementations must pass
-// storetest.Run. All lock rules (SPEC section 4) are single conditional
+// storetest.Run. All lock rules (RULES.md, Lock rules) are single conditional
 // statements inside the implementation; callers never read, decide and then
 // write.
 type Store interface {
-	// ActivityStream feeds the live event stream (issue 3).
+	// ActivityStream feeds the live event stream.
 	ActivityStream
 
 	// Close releases the database.
@@ -419,7 +419,7 @@ type Store interface {
 	// database's on PostgreSQL), that is when RunTouch without Force would
 	// write nothing and answer the same run. Otherwise the run is nil and
 	// the caller checks the run with RunTouch (which also explains a
-	// refusal). It saves the HTTP API a round trip per request (issue 5);
+	// refusal). It saves the HTTP API a round trip per request;
 	// it never writes a lease.
 	AgentAuthenticateRun(ctx context.Context, tokenHash, runID string, minRenew time.Duration) (*clasp.Agent, *clasp.Run, error)
 	// RunAuthenticate finds the live run whose run token has this hash and
@@ -493,7 +493,7 @@ type Store interface {
 	// ActivityList lists activity rows, newest first.
 	ActivityList(ctx context.Context, p *ActivityListParams) ([]*clasp.Activity, string, error)
 
-	// SweepExpiredRuns is sweeper pass 1 (SPEC section 5): running runs whose
+	// SweepExpiredRuns is sweeper pass 1 (RULES.md, The sweeper): running runs whose
 	// lease expired become failed (lease_expired), re-checked in the same
 	// statement so a renewal that lands first wins; one run.lost row each.
 	SweepExpiredRuns(ctx context.Context) (int, error)
@@ -504,7 +504,7 @@ type Store interface {
 }
 
 // ActivityStream is what the live event stream (GET
-// /api/companies/{companyId}/events, issue 3) needs of a store: reading
+// /api/companies/{companyId}/events) needs of a store: reading
 // activity forward from an id, and a wake-up when new rows may exist.
 type ActivityStream interface {
 	// ActivityAfter returns up to limit (1..1000) activity rows of companyID

@@ -1,6 +1,6 @@
 // Package swarm is clasp's main job on real input: it proves, with real OS
-// processes and real SIGKILLs, that no issue is ever worked twice (issue 2,
-// item 8; scenarios S06, S08, S20, S24).
+// processes and real SIGKILLs, that no issue is ever worked twice (scenarios
+// S06, S08, S20, S24 in RULES.md).
 //
 // Run sets up a company with K agents on a clasp server (an embedded one on
 // a fresh SQLite file, or an existing one), files one issue per regular file
@@ -17,7 +17,7 @@
 // It prints one machine-readable event line per step on stdout (see Event),
 // which Run follows to time its kills and count conflicts.
 //
-// With Config.DatabaseURL (issue 3, item 5) Run starts no embedded server
+// With Config.DatabaseURL Run starts no embedded server
 // but N processes of `clasp serve` on one PostgreSQL database (replica.go,
 // through internal/serveproc's Server), gives each agent process the list
 // of replicas starting at a different one (its HTTP client fails over when

@@ -26,8 +26,8 @@ const managedRunTimeout = 120 * time.Second
 // lasts long enough for a kill to land while the process holds it.
 const managedSlow = 100 * time.Millisecond
 
-// runManaged is the work phase of a managed swarm (Config.Managed, issue 4
-// item 7): the server runs the agents. Each agent gets a process adapter
+// runManaged is the work phase of a managed swarm (Config.Managed):
+// the server runs the agents. Each agent gets a process adapter
 // whose process is `<AgentCommand> --one-run` (one issue per run, with the
 // run's token), timer wakes every second and one run at a time; the swarm
 // also wakes every agent on demand every managedPoll (coalesced into the

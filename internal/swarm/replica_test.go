@@ -14,7 +14,7 @@ import (
 )
 
 // TestSwarmAcrossReplicas runs `clasp swarm --database-url` on a fresh
-// PostgreSQL database (issue 3, item 5): 2 replicas of `clasp serve`, 4
+// PostgreSQL database: 2 replicas of `clasp serve`, 4
 // agents spread over them, a fifth of the checkouts answered by a SIGKILL
 // of the agent and a replica SIGKILLed and restarted every 300 ms. It must
 // exit 0: every issue done once with its result, no lock or live run

@@ -32,7 +32,7 @@ type Config struct {
 	// NoClaim makes the agents find work with inbox, list and checkout
 	// instead of claim-next (their --no-claim), for comparison.
 	NoClaim bool
-	// Managed makes the server run the agents (issue 4): each agent gets a
+	// Managed makes the server run the agents: each agent gets a
 	// process adapter running AgentCommand with --one-run (one issue per
 	// server-managed run), the swarm wakes them until every issue is done,
 	// and KillRate applies to the runs' processes (found by their pid),
@@ -77,7 +77,7 @@ type Config struct {
 	// over them (each gets the list, starting at a different replica, and
 	// fails over on connection errors). KillReplicaEvery > 0 SIGKILLs a
 	// random replica at that interval and restarts it on the same port
-	// while the agents carry on (issue 3, item 5).
+	// while the agents carry on.
 	DatabaseURL      string
 	Replicas         int // default 3
 	KillReplicaEvery time.Duration

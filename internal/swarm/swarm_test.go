@@ -145,7 +145,7 @@ func TestSwarmSurvivesKills(t *testing.T) {
 
 // TestSwarmManagedSurvivesKills runs `clasp swarm --managed` on 20 files
 // with 3 server-managed agents, 30% of whose run processes are SIGKILLed
-// (issue 4): the server's process-loss handling (process_lost, one retry)
+// : the server's process-loss handling (process_lost, one retry)
 // must carry the work on, and every end-of-run check must hold.
 func TestSwarmManagedSurvivesKills(t *testing.T) {
 	t.Parallel()

@@ -166,7 +166,7 @@ func (w *Worker) turn(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("open run: %w", err)
 	}
-	// The run token is a credential bound to this run (SPEC section 2): every
+	// The run token is a credential bound to this run (RULES.md, Actors and credentials): every
 	// call of the turn names the run.
 	rc := w.c.WithRun(run.ID)
 	if run.RunToken != "" {
@@ -528,8 +528,8 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 	}
 
 	// The result comment and status done go in ONE PATCH: the server writes
-	// the comment in the same transaction as the status change (SPEC
-	// section 3), so a SIGKILL at any moment leaves either both or neither.
+	// the comment in the same transaction as the status change (an issue
+	// PATCH with a comment is one transaction), so a SIGKILL at any moment leaves either both or neither.
 	// That is what makes "exactly one result comment per issue" hold
 	// however the swarm kills us: a replacement that adopts the issue finds
 	// it without a result and writes its own; a process killed after the
@@ -542,7 +542,7 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 	// company write it). So every attempt carries the same Idempotency-Key,
 	// stable across the retries of this run's result for this issue: the
 	// server applies the PATCH once and answers a repeat with the issue as
-	// it is now, writing nothing (SPEC section 3).
+	// it is now, writing nothing (RULES.md, Errors and requests).
 	done := clasp.IssueDone
 	dctx := client.WithIdempotencyKey(ctx, "done-"+run.ID+"-"+iss.ID)
 	err := w.retry(ctx, func() error {

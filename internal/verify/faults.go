@@ -141,7 +141,7 @@ func (c *cluster) clientURLs() []string {
 }
 
 // startProxies puts a toxiproxy proxy on a free loopback port in front of
-// each replica (issue 6 item 2: latency and dropped connections between
+// each replica (latency and dropped connections between
 // clients and servers), with a latency toxic in each direction of
 // latency/2 +- latency/2 when latency > 0. A proxy connection is tied to
 // the upstream connection it opened when it accepted: bytes it holds

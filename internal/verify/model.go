@@ -1,4 +1,4 @@
-// Package verify is `clasp verify` (issue 6 item 1): concurrent clients run
+// Package verify is `clasp verify`: concurrent clients run
 // random lock operations over HTTP against a small set of issues, every
 // call and return is recorded, and the history is checked for
 // linearizability against a sequential model of one issue's lock with
@@ -142,8 +142,8 @@ func stateEqual(a, b any) bool {
 	return true
 }
 
-// step applies one operation with a known outcome to s (the SPEC section
-// 4 rules L1-L6 for one issue) and reports whether out is an answer the
+// step applies one operation with a known outcome to s (the lock
+// rules L1-L6 of RULES.md, for one issue) and reports whether out is an answer the
 // rules allow, and the next state.
 func step(s state, in Input, out Output) (bool, state) {
 	live := !s.finished[in.Run]
@@ -272,7 +272,7 @@ func Model() porcupine.Model {
 }
 
 // mayHaveDied returns the states s may have become before in took effect
-// through events no operation records (SPEC section 5): a run whose lease
+// through events no operation records (RULES.md, Leases): a run whose lease
 // ran out is lost at some moment, and a dead holder's lock is cleared (by
 // the sweeper, or by L6 when the sweeper fails the run) at some later
 // moment, status, assignee and epoch kept. Only the two runs in touches

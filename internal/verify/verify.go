@@ -46,7 +46,7 @@ type Config struct {
 	FailUndecided  bool          // an undecided history (check timed out) is an error too (CI)
 	Log            io.Writer     // progress; default discard
 
-	// Process mode (issue 6 item 2): with Binary set (and no ServerURL),
+	// Process mode: with Binary set (and no ServerURL),
 	// Replicas `Binary serve` child processes serve DataDir's SQLite
 	// database (one replica) or a throwaway database created on the
 	// PostgreSQL server of DatabaseURL (dropped at the end), with lease

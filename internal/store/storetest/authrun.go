@@ -10,7 +10,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// AgentAuthenticateRun (issue 5): it authenticates a key exactly as
+// AgentAuthenticateRun: it authenticates a key exactly as
 // AgentAuthenticate does, and answers the named run only when it is the
 // key's agent's, live, and renewed less than minRenew ago, that is when
 // RunTouch without Force would write nothing; then it answers the run as

@@ -12,7 +12,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// Claim-next (issue 5): Store.IssueClaim checks out the most urgent issue
+// Claim-next: Store.IssueClaim checks out the most urgent issue
 // the run may take under L1, or answers (nil, nil).
 
 // claim claims for run r with the given scope and expected statuses.

@@ -12,7 +12,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// Fencing token (SPEC section 6, DESIGN "Fencing token"): checkoutEpoch
+// Fencing token (RULES.md, Fencing token): checkoutEpoch
 // rises by one at every new acquisition (after a release, a finish, a
 // force-release), stays on a same-run retry, never decreases, and the
 // issue.checked_out rows carry 1..epoch once each.

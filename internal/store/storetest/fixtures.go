@@ -24,7 +24,7 @@ import (
 // Hooks.ExpireRunLease.
 const leaseTTL = time.Hour
 
-// lockActions are the activity actions written by lock changes (SPEC L7:
+// lockActions are the activity actions written by lock changes (rule L7:
 // every lock change has exactly one activity row).
 var lockActions = []string{
 	clasp.ActionIssueCheckedOut,
@@ -279,7 +279,7 @@ func wantCode(t *testing.T, what string, err error, want string) {
 	}
 }
 
-// conflictKeys are the details of a 409 checkout_conflict (SPEC L1).
+// conflictKeys are the details of a 409 checkout_conflict (rule L1).
 var conflictKeys = []string{"issueId", "status", "assigneeAgentId", "checkoutRunId", "executionRunId", "reason"}
 
 // wantConflict checks that err is a 409 checkout_conflict whose details have

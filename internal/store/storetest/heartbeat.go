@@ -9,7 +9,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// RunHeartbeat runs the contract tests of store.HeartbeatStore (issue 4:
+// RunHeartbeat runs the contract tests of store.HeartbeatStore (the
 // adapter configs, wake requests, server-managed runs, process loss) on
 // stores made by open, which must implement it.
 func RunHeartbeat(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
@@ -340,7 +340,7 @@ func testHBRunStartSlots(t *testing.T, e *hbEnv) {
 	}
 }
 
-// testHBProcessLostRetryOnce is seed 004: the lost run's checkout lock is
+// testHBProcessLostRetryOnce is the process-loss retry (RULES.md): the lost run's checkout lock is
 // cleared while its execution lock moves to the one retry, in one
 // statement; a second loss is not retried and releases the locks.
 func testHBProcessLostRetryOnce(t *testing.T, e *hbEnv) {
@@ -365,7 +365,7 @@ func testHBProcessLostRetryOnce(t *testing.T, e *hbEnv) {
 	}
 	got := getIssue(t, e.st, iss.ID)
 	if deref(got.ExecutionRunID) != retry.ID || got.CheckoutRunID != nil {
-		t.Fatalf("issue after loss: execution %q checkout %q, want execution %s and no checkout (seed 004)",
+		t.Fatalf("issue after loss: execution %q checkout %q, want execution %s and no checkout (process-loss retry)",
 			deref(got.ExecutionRunID), deref(got.CheckoutRunID), retry.ID)
 	}
 	checkL7(t, "after loss", got)

@@ -18,7 +18,7 @@ func idem(actor store.Actor, key, hash string) *store.IdempotencyParams {
 	return &store.IdempotencyParams{ActorID: actor.ID(), Key: key, RequestHash: hash}
 }
 
-// Idempotency-Key (SPEC section 3), recorded in the creating transaction
+// Idempotency-Key (RULES.md, Errors and requests), recorded in the creating transaction
 // (issue: the key was reserved, created and completed in three
 // transactions, so a crash in between stranded it): a repeat of (actor,
 // key, request hash) creates nothing and returns the resource the first

@@ -349,7 +349,7 @@ func testL6HolderPatchLeavesInProgress(t *testing.T, open opener) {
 	}
 }
 
-// L1, L6 and SPEC section 2: a run that is over (finished, or lost) takes no
+// L1, L6 and the run checks (RULES.md, Actors and credentials): a run that is over (finished, or lost) takes no
 // lock and writes nothing: its checkout answers 409 run_not_live; its late
 // release and PATCH of an issue it no longer holds answer 409
 // (run_not_live or ownership_conflict); the issue is unchanged.

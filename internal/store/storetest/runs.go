@@ -316,7 +316,7 @@ func testS23ConcurrentSweepers(t *testing.T, open opener) {
 	}
 }
 
-// sweepOnce is one sweeper pass (SPEC section 5): pass 1 then pass 2.
+// sweepOnce is one sweeper pass (RULES.md, The sweeper): pass 1 then pass 2.
 func sweepOnce(ctx context.Context, st store.Store) (store.SweepResult, error) {
 	var res store.SweepResult
 	var err error

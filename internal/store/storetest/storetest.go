@@ -1,9 +1,10 @@
-// Package storetest is the contract suite every clasp store passes (DESIGN.md
-// "Storage", STYLE.md rule 3). A store's test calls Run with a function that
-// opens a fresh, empty store; the suite then pins the behaviour of SPEC.md
-// sections 1-5 and of the scenarios of scenarios.md that make sense below
-// HTTP, each subtest named after its scenario (S01_CheckoutTodo, ...) or
-// lock rule (L5_..., L7_...).
+// Package storetest is the contract suite every clasp store passes. A
+// store's test calls Run with a function that opens a fresh, empty store;
+// the suite then pins the rules of RULES.md (lock rules, leases, the
+// sweeper, credentials, idempotency, lists) and the scenarios that make
+// sense below HTTP, each subtest named after its scenario
+// (S01_CheckoutTodo, ...) or lock rule (L5_..., L7_...); RULES.md's last
+// table maps each rule to its subtests.
 //
 // The suite is store-agnostic: it uses only the store.Store interface and
 // the Hooks below (raw writes that reach states the API cannot), never SQL.
@@ -82,7 +83,7 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"L5_HolderPatchKeepsLock", testL5HolderPatchKeepsLock},
 		{"L5_DeadHolderPatch", testL5DeadHolderPatch},
 		{"L6_HolderPatchLeavesInProgress", testL6HolderPatchLeavesInProgress},
-		// Runs, leases, sweeper (S19-S24, SPEC section 5).
+		// Runs, leases, sweeper (S19-S24, RULES.md, Leases and The sweeper).
 		{"S19_FinishReleasesLocks", testS19FinishReleasesLocks},
 		{"S20_SweepExpiredLease", testS20SweepExpiredLease},
 		{"S22_SweepLeavesLiveHolders", testS22SweepLeavesLiveHolders},
@@ -114,7 +115,7 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"Agent_TerminateEndsRunsAndReleasesLocks", testAgentTerminateEndsRunsAndLocks},
 		{"Agent_TerminatedIsFinal", testAgentTerminatedIsFinal},
 		{"Settings", testSettings},
-		// Claim-next (issue 5), rules L1-L3 on the most urgent eligible issue.
+		// Claim-next, rules L1-L3 on the most urgent eligible issue.
 		{"Claim_PriorityThenAge", testClaimPriorityThenAge},
 		{"Claim_Scopes", testClaimScopes},
 		{"Claim_AdoptsDeadHolder", testClaimAdoptsDeadHolder},

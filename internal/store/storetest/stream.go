@@ -10,7 +10,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// testActivityStream pins store.ActivityStream (issue 3 item 4): a watcher
+// testActivityStream pins store.ActivityStream: a watcher
 // is woken after a write that adds activity; ActivityAfter reads a
 // company's rows forward from an id, oldest first, never another company's,
 // and its through position lets a reader resume without skipping or
