@@ -81,7 +81,25 @@ func TestBackupRestore_SQLite(t *testing.T) {
 	}
 	defer func() { stopLoad(); wg.Wait() }()
 
-	time.Sleep(time.Second) // writes before the backup
+	// waitWrites waits until n acknowledged writes satisfy ok, or the load
+	// ends (the test's context).
+	waitWrites := func(n int, ok func(backupWrite) bool) {
+		for lctx.Err() == nil {
+			mu.Lock()
+			c := 0
+			for _, w := range writes {
+				if ok(w) {
+					c++
+				}
+			}
+			mu.Unlock()
+			if c >= n {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitWrites(50, func(backupWrite) bool { return true }) // writes before the backup
 	began := time.Now()
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, claspBin, "backup", "--data-dir", dataDir, "--to", backupFile) // #nosec G204 -- the binary under test
@@ -94,7 +112,8 @@ func TestBackupRestore_SQLite(t *testing.T) {
 	if !strings.Contains(stderr.String(), "integrity ok") {
 		t.Errorf("clasp backup's report does not say the copy was checked:\n%s", stderr.String())
 	}
-	time.Sleep(500 * time.Millisecond) // writes after the backup: the restore must undo them
+	// Writes after the backup: the restore must undo them.
+	waitWrites(20, func(w backupWrite) bool { return w.sent.After(ended) })
 	stopLoad()
 	wg.Wait()
 

@@ -288,7 +288,8 @@ type walCluster struct {
 }
 
 // newWALCluster initdbs a cluster (1 MiB WAL segments, max_wal_size 8 MB)
-// with pg_wal on a 48 MiB tmpfs, starts it and creates database clasp;
+// with pg_wal on a 48 MiB tmpfs, starts it, creates database clasp and a
+// replication slot that holds every WAL segment;
 // it is stopped at cleanup. PostgreSQL refuses to run as root, so under
 // root it runs as the user claspci (.ci/run creates it). It returns the
 // cluster and the database's URL.
@@ -328,6 +329,11 @@ func newWALCluster(t *testing.T) (*walCluster, string) {
 	c.start(t)
 	t.Cleanup(func() { c.ctl("-m", "immediate", "stop") })
 	c.run(t, "createdb", "-h", "127.0.0.1", "-p", fmt.Sprint(c.port), "-U", "clasp", "clasp")
+	// A replication slot nobody reads keeps every WAL segment from now on
+	// (as a standby that went away does), so that recycled segments cannot
+	// absorb the writes and pg_wal must grow until the disk is full.
+	c.run(t, "psql", "-h", "127.0.0.1", "-p", fmt.Sprint(c.port), "-U", "clasp", "-d", "clasp", "-v", "ON_ERROR_STOP=1",
+		"-c", "SELECT pg_create_physical_replication_slot('clasp_test_hold', true)")
 	return c, fmt.Sprintf("postgres://clasp@127.0.0.1:%d/clasp?sslmode=disable", c.port)
 }
 
