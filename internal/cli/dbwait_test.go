@@ -73,7 +73,7 @@ func testDatabase(t *testing.T) *url.URL {
 }
 
 // TestServeWaitsForDatabase: serve started while its PostgreSQL is
-// unreachable listens at once, answers /readyz 503 unavailable (the SPEC
+// unreachable listens at once, answers /readyz 503 unavailable (the JSON
 // error body) and /healthz 200, logs each failed try, and starts serving
 // by itself once the database becomes reachable.
 func TestServeWaitsForDatabase(t *testing.T) {
