@@ -13,16 +13,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// sqlActivityInto starts the INSERT of activity rows; a SELECT of
-// (company_id, actor_type, actor_id, run_id, request_id, action,
-// entity_type, entity_id, details) follows (sqlActorCols gives the four
-// actor columns). created_at is now(), the transaction's
-// time, and id the next value of the identity.
-const sqlActivityInto = `INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details) `
-
-// sqlActorCols are the actor columns of an activity row from actorArgs.
-const sqlActorCols = `@actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text`
-
 // logActivity appends one audit row in transaction tx, attributed to actor
 // (and the run it acts in). details is marshalled to a JSON object.
 func logActivity(ctx context.Context, tx pgx.Tx, companyID string, actor store.Actor, action, entityType, entityID string, details any) error {

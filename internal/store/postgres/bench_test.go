@@ -148,7 +148,7 @@ func runCycles(b *testing.B, cycles []func() error) {
 
 // BenchmarkRawPgx runs the statements of an uncontended checkout+release
 // cycle straight through pgx, without the store's Go code: the same SQL
-// (sqlCheckout, then sqlRelease, each one statement in its own implicit
+// (statement Checkout, then Release, each one statement in its own implicit
 // transaction) with the same arguments, its answer scanned into plain
 // variables. It is the floor the store is compared with (store ns/op
 // divided by raw ns/op).
@@ -172,41 +172,13 @@ func benchRaw(b *testing.B, n int) {
 		cycles[g] = func() error {
 			id := issues[k%len(issues)]
 			k++
-			args := namedArgs{"rid": id, "rident": "", "company": a.CompanyID, "run": actor.RunID, "agent": a.ID, "board": false,
-				"actor_type": "agent", "actor_id": a.ID, "actor_run": actor.RunID, "expected": []string{"todo"}, "unassign": false}
-			if err := rawStep(ctx, e.s, sqlCheckout, args); err != nil {
-				return fmt.Errorf("raw checkout: %w", err)
+			step := RawStep{IssueID: id, AgentID: a.ID, RunID: actor.RunID, CompanyID: a.CompanyID}
+			if err := e.s.Raw().Checkout(ctx, step); err != nil {
+				return err
 			}
-			if err := rawStep(ctx, e.s, sqlRelease, args); err != nil {
-				return fmt.Errorf("raw release: %w", err)
-			}
-			return nil
+			return e.s.Raw().Release(ctx, step)
 		}
 	}
 	runCycles(b, cycles)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cycles/s")
-}
-
-// rawStep runs one lock rule's statement and scans its answer into plain
-// variables.
-func rawStep(ctx context.Context, s *Store, stmt string, args namedArgs) error {
-	var (
-		changed, extra, ok                     bool
-		t1, t2, t3, t4, t5, t6, t7, status     string
-		n1, n2, n3, n4, o1, o2, o3, o4, o5, o6 *string
-		o7, o8                                 *string
-		epoch                                  int64
-		ts1, ts2, ts3, ts4                     *time.Time
-		created, updated                       time.Time
-	)
-	err := s.pool.QueryRow(ctx, stmt, args).Scan(&changed, &t1, &t2, &t3, &t4, &t5, &t6, &t7, &n1, &n2, &epoch, &n3, &n4,
-		&ts1, &ts2, &ts3, &ts4, &created, &updated,
-		&status, &o1, &o2, &o3, &o4, &o5, &o6, &o7, &o8, &extra, &ok)
-	if err != nil {
-		return err
-	}
-	if !changed {
-		return fmt.Errorf("issue %s: nothing changed", t1)
-	}
-	return nil
 }

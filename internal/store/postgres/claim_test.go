@@ -48,7 +48,7 @@ func TestClaimPlanUsesIndexes(t *testing.T) {
 	defer tx.Rollback(ctx)
 	args := actorArgs(namedArgs{"run": "r", "agent": ag.ID, "unassigned": []string{"todo"}, "mine": []string{"todo", "in_progress"}},
 		store.Actor{Type: clasp.ActorAgent, AgentID: ag.ID, CompanyID: co.ID, RunID: "r"})
-	rows, err := tx.Query(ctx, "EXPLAIN "+sqlClaim, args)
+	rows, err := tx.Query(ctx, "EXPLAIN "+q("Claim"), args)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,40 +12,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-var (
-	// sqlCommentCreate adds a comment to an issue visible in @company (empty
-	// for any) and writes its issue.commented {commentId}, recording the
-	// Idempotency-Key if any (CTE rec); no row when there is no such issue.
-	sqlCommentCreate = `WITH iss AS (
-		SELECT i.id, i.company_id FROM issues i WHERE ` + sqlIssueRef + `
-	), made AS (
-		INSERT INTO comments (id, company_id, issue_id, body, author_agent_id, author_board, run_id, created_at)
-		SELECT @id::text, iss.company_id, iss.id, @body::text, @author::text, @board::boolean, @actor_run::text, now() FROM iss
-		RETURNING ` + commentCols + `, company_id
-	), ` + sqlIdempotencyRecordCTE + `, act AS (` + sqlActivityInto + `
-		SELECT made.company_id, ` + sqlActorCols + `, 'issue.commented', 'issue', made.issue_id, jsonb_build_object('commentId', made.id) FROM made
-	)
-	SELECT ` + commentCols + ` FROM made`
-)
-
-const (
-	sqlCommentGet   = `SELECT ` + commentCols + ` FROM comments WHERE id = $1`
-	sqlCommentIssue = `SELECT i.id FROM issues i WHERE ` + sqlIssueRef
-	// sqlCommentList: $2 after (only comments newer than it), $4 cursor
-	// (continue after it in the list's order); "" for none.
-	sqlCommentList = `SELECT ` + commentCols + ` FROM comments
-	WHERE issue_id = $1 AND seq > coalesce((SELECT seq FROM comments WHERE id = $2 AND issue_id = $1), 0)
-	AND seq > coalesce((SELECT seq FROM comments WHERE id = $4 AND issue_id = $1), 0)
-	ORDER BY seq LIMIT $3`
-	// sqlCommentListDesc is newest first: the cursor bounds from above.
-	sqlCommentListDesc = `SELECT ` + commentCols + ` FROM comments
-	WHERE issue_id = $1 AND seq > coalesce((SELECT seq FROM comments WHERE id = $2 AND issue_id = $1), 0)
-	AND seq < coalesce((SELECT seq FROM comments WHERE id = $4 AND issue_id = $1), 9223372036854775807)
-	ORDER BY seq DESC LIMIT $3`
-	sqlCommentOfIssue = `SELECT ` + commentCols + ` FROM comments WHERE id = $1 AND issue_id = $2`
-	sqlCommentExists  = `SELECT EXISTS (SELECT 1 FROM comments WHERE id = $1 AND issue_id = $2)`
-)
-
 // CommentCreate adds a comment by the actor (an agent, in its run if any,
 // or the board) to an issue of the actor's company, with its
 // issue.commented row. With Idempotency, a repeat creates nothing and
@@ -65,7 +31,7 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 		"author": author, "board": a.IsBoard()}, a)
 	idemArgs(args, p.Idempotency, idemComment)
 	replay := func(id string) (*clasp.Comment, error) {
-		c, err := scanComment(s.pool.QueryRow(ctx, sqlCommentGet, id))
+		c, err := scanComment(s.pool.QueryRow(ctx, q("CommentGet"), namedArgs{"id": id}))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, notFound("comment", id)
 		}
@@ -74,7 +40,7 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 	return idempotent(ctx, s, p.Idempotency, idemComment, replay, func() (*clasp.Comment, error) {
 		var out *clasp.Comment
 		err := s.retry(ctx, func() error {
-			c, err := scanComment(s.pool.QueryRow(ctx, sqlCommentCreate, args))
+			c, err := scanComment(s.pool.QueryRow(ctx, q("CommentInsert"), args))
 			if errors.Is(err, pgx.ErrNoRows) {
 				return notFound("issue", p.Ref)
 			}
@@ -104,18 +70,18 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 			continue
 		}
 		var ok bool
-		if err := s.pool.QueryRow(ctx, sqlCommentExists, f.id, issueID).Scan(&ok); err != nil {
+		if err := s.pool.QueryRow(ctx, q("CommentSeq"), namedArgs{"id": f.id, "issue": issueID}).Scan(&ok); err != nil {
 			return nil, translate(fmt.Errorf("find comment %s: %w", f.id, err))
 		}
 		if !ok {
 			return nil, clasp.InvalidField(f.name, "%s %q is not a comment of this issue.", f.name, f.id)
 		}
 	}
-	q := sqlCommentList
+	name := "CommentList"
 	if p.Desc {
-		q = sqlCommentListDesc
+		name = "CommentListDesc"
 	}
-	rows, err := s.pool.Query(ctx, q, issueID, p.After, pageLimit(p.Limit), p.Cursor)
+	rows, err := s.pool.Query(ctx, q(name), namedArgs{"issue": issueID, "after": p.After, "limit": pageLimit(p.Limit), "cursor": p.Cursor})
 	if err != nil {
 		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
 	}
@@ -131,7 +97,7 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 func (s *Store) commentIssue(ctx context.Context, companyID, ref string) (string, error) {
 	rid, rident := splitRef(ref)
 	var issueID string
-	err := s.pool.QueryRow(ctx, sqlCommentIssue, namedArgs{"rid": rid, "rident": rident, "company": companyID}).Scan(&issueID)
+	err := s.pool.QueryRow(ctx, q("IssueRef"), namedArgs{"rid": rid, "rident": rident, "company": companyID}).Scan(&issueID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", notFound("issue", ref)
 	}
@@ -149,7 +115,7 @@ func (s *Store) CommentGet(ctx context.Context, companyID, ref, commentID string
 	if err != nil {
 		return nil, err
 	}
-	c, err := scanComment(s.pool.QueryRow(ctx, sqlCommentOfIssue, commentID, issueID))
+	c, err := scanComment(s.pool.QueryRow(ctx, q("CommentByID"), namedArgs{"id": commentID, "issue": issueID}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("comment", commentID)
 	}

@@ -18,29 +18,20 @@ type TestHooks struct{ S *Store }
 
 // DeleteRun deletes a run's row, so locks naming it name a missing run (S06).
 func (h *TestHooks) DeleteRun(ctx context.Context, runID string) error {
-	return h.exec(ctx, `DELETE FROM runs WHERE id = $1`, runID)
+	return h.exec(ctx, "HookDeleteRun", namedArgs{"run": runID})
 }
 
 // ExpireRunLease sets a run's lease_expires_at one second before the
 // database's now(), leaving its status as it is (a lost run not yet swept).
 func (h *TestHooks) ExpireRunLease(ctx context.Context, runID string) error {
-	return h.exec(ctx, `UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, runID)
+	return h.exec(ctx, "HookSetRunLease", namedArgs{"run": runID})
 }
 
 // SetRunStatus changes a run's status only (finished_at too for a terminal
 // status); no lock is released.
 func (h *TestHooks) SetRunStatus(ctx context.Context, runID string, status clasp.RunStatus) error {
-	return h.exec(ctx, `UPDATE runs SET status = $1,
-		finished_at = CASE WHEN $2 THEN now() ELSE finished_at END WHERE id = $3`, string(status), status.Terminal(), runID)
+	return h.exec(ctx, "HookSetRunStatus", namedArgs{"status": string(status), "terminal": status.Terminal(), "run": runID})
 }
-
-// sqlForceIssueLocks writes an issue's status, assignee and lock columns;
-// the execution name key and time follow the execution lock.
-const sqlForceIssueLocks = `UPDATE issues SET status = $1, assignee_agent_id = $2, checkout_run_id = $3, execution_run_id = $4,
-	execution_agent_name_key = CASE WHEN $4::text IS NULL THEN NULL
-		ELSE (SELECT a.name_key FROM runs r JOIN agents a ON a.id = r.agent_id WHERE r.id = $4::text) END,
-	execution_locked_at = CASE WHEN $4::text IS NULL THEN NULL ELSE now() END
-WHERE id = $5`
 
 // ForceIssueLocks writes an issue's status, assignee and lock columns as
 // given (nil clears; the execution name key and time follow the execution
@@ -49,31 +40,32 @@ WHERE id = $5`
 // and adds it back NOT VALID (checked for every later write, not for the
 // rows already there): fine for a test's own schema, never for a shared one.
 func (h *TestHooks) ForceIssueLocks(ctx context.Context, issueID string, status clasp.IssueStatus, assigneeAgentID, checkoutRunID, executionRunID *string) error {
-	args := []any{string(status), assigneeAgentID, checkoutRunID, executionRunID, issueID}
-	err := h.exec(ctx, sqlForceIssueLocks, args...)
+	args := namedArgs{"status": string(status), "assignee": assigneeAgentID, "checkout": checkoutRunID,
+		"execution": executionRunID, "id": issueID}
+	err := h.exec(ctx, "HookForceIssueLocks", args)
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "23514" {
 		return err
 	}
 	return pgx.BeginFunc(ctx, h.S.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `ALTER TABLE issues DROP CONSTRAINT issues_l7`); err != nil {
+		if _, err := tx.Exec(ctx, q("HookDropL7")); err != nil {
 			return fmt.Errorf("test hook: %w", err)
 		}
-		tag, err := tx.Exec(ctx, sqlForceIssueLocks, args...)
+		tag, err := tx.Exec(ctx, q("HookForceIssueLocks"), args)
 		if err != nil {
 			return fmt.Errorf("test hook: %w", err)
 		}
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("test hook: %d rows changed, want 1: %w", tag.RowsAffected(), pgx.ErrNoRows)
 		}
-		_, err = tx.Exec(ctx, `ALTER TABLE issues ADD CONSTRAINT issues_l7
-			CHECK (checkout_run_id IS NULL OR (status = 'in_progress' AND execution_run_id = checkout_run_id)) NOT VALID`)
+		_, err = tx.Exec(ctx, q("HookAddL7"))
 		return err
 	})
 }
 
-func (h *TestHooks) exec(ctx context.Context, q string, args ...any) error {
-	tag, err := h.S.pool.Exec(ctx, q, args...)
+// exec runs the named statement and fails unless it changed exactly one row.
+func (h *TestHooks) exec(ctx context.Context, name string, args namedArgs) error {
+	tag, err := h.S.pool.Exec(ctx, q(name), args)
 	if err != nil {
 		return fmt.Errorf("test hook: %w", err)
 	}

@@ -24,40 +24,8 @@ const (
 	idemIssueUpdate = "issue_update"
 )
 
-const (
-	// sqlIdempotencyLookup drops the expired record of (actor, key), if
-	// any, and reads the one in force (written less than the window ago,
-	// by the database clock).
-	sqlIdempotencyLookup = `WITH expired AS (
-		DELETE FROM idempotency_keys
-		WHERE actor_id = $1 AND key = $2 AND created_at <= now() - $3::bigint * interval '1 microsecond'
-	)
-	SELECT request_hash, resource_type, resource_id FROM idempotency_keys
-	WHERE actor_id = $1 AND key = $2 AND created_at > now() - $3::bigint * interval '1 microsecond'`
-	sqlIdempotencyPurge = `DELETE FROM idempotency_keys WHERE created_at <= now() - $1::bigint * interval '1 microsecond'`
-
-	// sqlIdempotencyRecordCTE is CTE rec of a creating statement: the record
-	// (@idem_actor, @idem_key) -> the resource @id of kind @idem_type, when
-	// @idem_key is set and the resource was created (made) in the same
-	// statement. A record in force that committed since the lookup (a
-	// concurrent duplicate) makes it fail on the primary key, and the whole
-	// statement, creation included, with it.
-	sqlIdempotencyRecordCTE = `rec AS (
-		INSERT INTO idempotency_keys (actor_id, key, request_hash, resource_type, resource_id, created_at)
-		SELECT @idem_actor::text, @idem_key::text, @idem_hash::text, @idem_type::text, made.id, now()
-		FROM made WHERE @idem_key::text IS NOT NULL
-	)`
-	// sqlIdempotencyRecordUpdateCTE is sqlIdempotencyRecordCTE for a lock
-	// rule that updates an issue (sqlPatch): the record names the issue
-	// CTE upd wrote, and nothing is recorded when upd wrote nothing.
-	sqlIdempotencyRecordUpdateCTE = `rec AS (
-		INSERT INTO idempotency_keys (actor_id, key, request_hash, resource_type, resource_id, created_at)
-		SELECT @idem_actor::text, @idem_key::text, @idem_hash::text, @idem_type::text, upd.id, now()
-		FROM upd WHERE @idem_key::text IS NOT NULL
-	)`
-)
-
-// idemArgs adds the arguments of sqlIdempotencyRecordCTE to args.
+// idemArgs adds the arguments of a statement's CTE rec (the record of
+// an Idempotency-Key: @idem_type, @idem_actor, @idem_key, @idem_hash) to args.
 func idemArgs(args namedArgs, p *store.IdempotencyParams, kind string) namedArgs {
 	args["idem_type"] = kind
 	args["idem_actor"], args["idem_key"], args["idem_hash"] = nil, nil, nil
@@ -71,7 +39,7 @@ func idemArgs(args namedArgs, p *store.IdempotencyParams, kind string) namedArgs
 // Idempotency-Key (store.IdempotencyParams). It returns the id of the
 // resource of kind recorded for (actor, key) within the window, or "" when
 // there is none (the caller creates, recording it with
-// sqlIdempotencyRecordCTE). 422 idempotency_key_reused if the record is of
+// CTE rec). 422 idempotency_key_reused if the record is of
 // another request (hash) or another kind of resource; 400 invalid_request
 // for an empty actor or key. p == nil returns "".
 func (s *Store) idempotencyLookup(ctx context.Context, p *store.IdempotencyParams, kind string) (string, error) {
@@ -85,13 +53,13 @@ func (s *Store) idempotencyLookup(ctx context.Context, p *store.IdempotencyParam
 	window := store.IdempotencyWindow.Microseconds()
 	if last := s.idemPurgedAt.Load(); time.Since(time.Unix(0, last)) >= idempotencyPurgeEvery &&
 		s.idemPurgedAt.CompareAndSwap(last, time.Now().UnixNano()) {
-		if _, err := s.pool.Exec(ctx, sqlIdempotencyPurge, window); err != nil {
+		if _, err := s.pool.Exec(ctx, q("IdempotencyPurge"), namedArgs{"window": window}); err != nil {
 			return "", translate(fmt.Errorf("purge idempotency records: %w", err))
 		}
 	}
 	var hash, gotKind, id string
 	err := s.retry(ctx, func() error {
-		return s.pool.QueryRow(ctx, sqlIdempotencyLookup, p.ActorID, p.Key, window).Scan(&hash, &gotKind, &id)
+		return s.pool.QueryRow(ctx, q("IdempotencyGet"), namedArgs{"actor": p.ActorID, "key": p.Key, "window": window}).Scan(&hash, &gotKind, &id)
 	})
 	switch {
 	case isNotFound(err):

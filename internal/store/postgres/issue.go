@@ -16,49 +16,6 @@ import (
 // inboxLimit caps IssueInbox.
 const inboxLimit = 1000
 
-var (
-	// sqlIssueCreate hands out the company's next issue number and inserts
-	// the issue, with its issue.created row, in one statement. The counter
-	// UPDATE takes the company's row lock, which serialises concurrent
-	// creators on every replica until they commit, and rolls back with a
-	// failed create: identifiers PREFIX-N are gapless and never repeat
-	// (SPEC section 1, S27). With an Idempotency-Key it records it (CTE
-	// rec). No row when the company is missing or @assignee is no active
-	// agent of it (the caller then explains).
-	sqlIssueCreate = `WITH c AS (
-		UPDATE companies SET issue_counter = issue_counter + 1
-		WHERE id = @company::text
-			AND (@assignee::text IS NULL OR EXISTS (SELECT 1 FROM agents a
-				WHERE a.id = @assignee::text AND a.company_id = @company::text AND a.status <> 'terminated'))
-		RETURNING id, issue_prefix, issue_counter
-	), made AS (
-		INSERT INTO issues (id, company_id, identifier, title, description, status, priority, priority_rank,
-			assignee_agent_id, started_at, completed_at, cancelled_at, created_at, updated_at)
-		SELECT @id::text, c.id, c.issue_prefix || '-' || c.issue_counter, @title::text, @description::text, @status::text,
-			@priority::text, @priority_rank::integer, @assignee::text,
-			CASE WHEN @status::text = 'in_progress' THEN now() END,
-			CASE WHEN @status::text = 'done' THEN now() END,
-			CASE WHEN @status::text = 'cancelled' THEN now() END,
-			now(), now()
-		FROM c
-		RETURNING ` + issueCols + `
-	), ` + sqlIdempotencyRecordCTE + `, act AS (` + sqlActivityInto + `
-		SELECT made.company_id, ` + sqlActorCols + `, 'issue.created', 'issue', made.id,
-			jsonb_build_object('identifier', made.identifier, 'title', made.title, 'status', made.status,
-				'priority', made.priority, 'assigneeAgentId', made.assignee_agent_id) FROM made
-	)
-	SELECT ` + issueCols + ` FROM made`
-	sqlIssueGet = `SELECT ` + issueCols + ` FROM issues i WHERE ` + sqlIssueRef
-)
-
-var (
-	sqlInbox = `SELECT i.id, i.identifier, i.title, i.status, i.priority, i.updated_at, r.id, r.status
-	FROM issues i LEFT JOIN runs r ON r.id = i.execution_run_id AND ` + sqlLive("r") + `
-	WHERE i.assignee_agent_id = $1 AND i.status IN ('todo', 'in_progress', 'blocked')
-	ORDER BY i.priority_rank, i.created_at, i.id
-	LIMIT $2`
-)
-
 // IssueCreate creates an issue with the next identifier PREFIX-N of its
 // company. Status defaults to backlog, priority to medium. With
 // Idempotency, a repeat creates nothing and answers the recorded issue as
@@ -81,7 +38,7 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 	return idempotent(ctx, s, p.Idempotency, idemIssue, replay, func() (*clasp.Issue, error) {
 		var out *clasp.Issue
 		err := s.retry(ctx, func() error {
-			iss, err := scanIssue(s.pool.QueryRow(ctx, sqlIssueCreate, args))
+			iss, err := scanIssue(s.pool.QueryRow(ctx, q("IssueInsert"), args))
 			if errors.Is(err, pgx.ErrNoRows) {
 				if _, err := s.CompanyGet(ctx, p.CompanyID); err != nil {
 					return err
@@ -103,7 +60,7 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 // ref; companyID, when not empty, scopes the lookup. 404 not_found.
 func (s *Store) IssueGet(ctx context.Context, companyID, ref string) (*clasp.Issue, error) {
 	rid, rident := splitRef(ref)
-	iss, err := scanIssue(s.pool.QueryRow(ctx, sqlIssueGet, namedArgs{"rid": rid, "rident": rident, "company": companyID}))
+	iss, err := scanIssue(s.pool.QueryRow(ctx, q("IssueGet"), namedArgs{"rid": rid, "rident": rident, "company": companyID}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("issue", ref)
 	}
@@ -151,7 +108,7 @@ func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*cla
 // 1000, each with the live run (database clock) holding its execution
 // lock, if any.
 func (s *Store) IssueInbox(ctx context.Context, agentID string) ([]*clasp.InboxItem, error) {
-	rows, err := s.pool.Query(ctx, sqlInbox, agentID, inboxLimit)
+	rows, err := s.pool.Query(ctx, q("Inbox"), namedArgs{"agent": agentID, "limit": inboxLimit})
 	if err != nil {
 		return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
 	}

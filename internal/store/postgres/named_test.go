@@ -8,18 +8,21 @@ import (
 )
 
 // TestNamedArgsRewriteLikePgx: the cached rewrite of namedArgs gives, for
-// every statement of the store with named arguments and for a few tricky
+// every statement of the store with named arguments (those of
+// sql/*.sql and those still written in Go) and for a few tricky
 // texts, the same SQL and the same argument order as pgx.NamedArgs, also
 // on the second (cached) call, and a name without a value becomes NULL.
 func TestNamedArgsRewriteLikePgx(t *testing.T) {
 	stmts := map[string]string{
-		"sqlCheckout": sqlCheckout, "sqlBoardCheckout": sqlBoardCheckout, "sqlRelease": sqlRelease, "sqlPatch": sqlPatch,
-		"sqlForceRelease": sqlForceRelease, "sqlRunTouch": sqlRunTouch, "sqlRunOpen": sqlRunOpen, "sqlRunReopen": sqlRunReopen,
+		"sqlRunTouch": sqlRunTouch, "sqlRunOpen": sqlRunOpen, "sqlRunReopen": sqlRunReopen,
 		"sqlAgentCreate": sqlAgentCreate, "sqlAgentUpdate": sqlAgentUpdate, "sqlKeyCreate": sqlKeyCreate, "sqlKeyRevoke": sqlKeyRevoke,
-		"sqlClaim": sqlClaim, "sqlClaimCaller": sqlClaimCaller, "hbTakeExecution": hbTakeExecution, "hbRunInsert": hbRunInsert,
-		"hbRunStart": hbRunStart, "hbProcessLost": hbProcessLost, "sqlIssueCreate": sqlIssueCreate, "sqlCommentCreate": sqlCommentCreate,
+		"hbTakeExecution": hbTakeExecution, "hbRunInsert": hbRunInsert,
+		"hbRunStart": hbRunStart, "hbProcessLost": hbProcessLost,
 		"literals and comments": "SELECT '@not', \"@neither\", $$ @nor $$ -- @comment\n, @a::text, /* @b */ @c, @a, @_d1, e@f",
 		"no names":              "SELECT 1",
+	}
+	for _, name := range statements.Names() { // every statement of sql/*.sql
+		stmts[name] = q(name)
 	}
 	for name, sql := range stmts {
 		vals := pgx.NamedArgs{}

@@ -7,7 +7,7 @@ import (
 )
 
 // Raw runs the statements of an uncontended checkout and release straight
-// through pgx: sqlCheckout and sqlRelease, each one statement (the
+// through pgx: statements Checkout and Release, each one statement (the
 // conditional UPDATE and its activity INSERT in one CTE) in its own
 // implicit transaction, with the store's arguments, its answer scanned
 // into plain variables; none of the store's Go code around them. It is
@@ -24,23 +24,24 @@ type RawStep struct {
 	IssueID, AgentID, RunID, CompanyID string
 }
 
-// Checkout runs sqlCheckout for p (expected status todo) and fails if it
+// Checkout runs statement Checkout for p (expected status todo) and fails if it
 // changed nothing.
 func (r *Raw) Checkout(ctx context.Context, p RawStep) error {
-	return r.step(ctx, "checkout", sqlCheckout, p)
+	return r.step(ctx, "checkout", "Checkout", p)
 }
 
-// Release runs sqlRelease for p (the assignee stays) and fails if it
+// Release runs statement Release for p (the assignee stays) and fails if it
 // changed nothing.
 func (r *Raw) Release(ctx context.Context, p RawStep) error {
-	return r.step(ctx, "release", sqlRelease, p)
+	return r.step(ctx, "release", "Release", p)
 }
 
-func (r *Raw) step(ctx context.Context, what, stmt string, p RawStep) error {
+func (r *Raw) step(ctx context.Context, what, name string, p RawStep) error {
 	args := namedArgs{"rid": p.IssueID, "rident": "", "company": p.CompanyID, "run": p.RunID, "agent": p.AgentID, "board": false,
 		"actor_type": "agent", "actor_id": p.AgentID, "actor_run": p.RunID, "expected": []string{"todo"}, "unassign": false}
 	var (
-		changed, extra, ok                     bool
+		changed, ok                            bool
+		owned, active, inCompany               *bool
 		t1, t2, t3, t4, t5, t6, t7, status     string
 		n1, n2, n3, n4, o1, o2, o3, o4, o5, o6 *string
 		o7, o8                                 *string
@@ -48,9 +49,9 @@ func (r *Raw) step(ctx context.Context, what, stmt string, p RawStep) error {
 		ts1, ts2, ts3, ts4                     *time.Time
 		created, updated                       time.Time
 	)
-	err := r.s.pool.QueryRow(ctx, stmt, args).Scan(&changed, &t1, &t2, &t3, &t4, &t5, &t6, &t7, &n1, &n2, &epoch, &n3, &n4,
+	err := r.s.pool.QueryRow(ctx, q(name), args).Scan(&changed, &t1, &t2, &t3, &t4, &t5, &t6, &t7, &n1, &n2, &epoch, &n3, &n4,
 		&ts1, &ts2, &ts3, &ts4, &created, &updated,
-		&status, &o1, &o2, &o3, &o4, &o5, &o6, &o7, &o8, &extra, &ok)
+		&status, &o1, &o2, &o3, &o4, &o5, &o6, &o7, &o8, &owned, &active, &inCompany, &ok)
 	if err != nil {
 		return fmt.Errorf("raw %s of issue %s: %w", what, p.IssueID, err)
 	}

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,15 +23,6 @@ const (
 	commentCols  = `id, issue_id, body, author_agent_id, author_board, run_id, created_at`
 	activityCols = `id, company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id`
 )
-
-// qualify returns cols with "alias." before each column.
-func qualify(alias, cols string) string {
-	parts := strings.Split(cols, ",")
-	for i, p := range parts {
-		parts[i] = alias + "." + strings.TrimSpace(p)
-	}
-	return strings.Join(parts, ", ")
-}
 
 // scanner is a pgx.Row or pgx.Rows.
 type scanner interface{ Scan(dest ...any) error }
@@ -174,11 +164,9 @@ func nullable(s string) *string {
 	return &s
 }
 
-// orNil is *p, or nil when p is nil: the form activity and conflict
-// details carry (JSON null).
-func orNil(p *string) any {
+func deref(p *string) string {
 	if p == nil {
-		return nil
+		return ""
 	}
 	return *p
 }

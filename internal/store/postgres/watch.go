@@ -152,20 +152,11 @@ func (s *Store) WatchActivity(ctx context.Context) <-chan struct{} {
 	return s.w.Watch(ctx.Done())
 }
 
-// sqlActivityScan reads activity forward from an id across all companies
-// (holes are global), with what the reader needs to judge a hole: whether
-// the row is older than holeSettle and whether any transaction with an
-// xid is in progress.
-const sqlActivityScan = `SELECT ` + activityCols + `,
-	now() - created_at > make_interval(secs => $3) AS settled,
-	cardinality(ARRAY(SELECT pg_snapshot_xip(pg_current_snapshot()))) = 0 AS quiet
-FROM activity WHERE id > $1 ORDER BY id LIMIT $2`
-
 // ActivityAfter implements store.ActivityStream (see the comment at the
 // top of this file for how holes in the ids are handled).
 func (s *Store) ActivityAfter(ctx context.Context, companyID string, afterID int64, limit int) ([]*clasp.Activity, int64, error) {
 	limit = pageLimit(limit)
-	rows, err := s.pool.Query(ctx, sqlActivityScan, afterID, limit, holeSettle.Seconds())
+	rows, err := s.pool.Query(ctx, q("ActivityAfter"), namedArgs{"after": afterID, "limit": limit, "settle": holeSettle.Seconds()})
 	if err != nil {
 		return nil, afterID, translate(fmt.Errorf("read activity after %d: %w", afterID, err))
 	}
@@ -195,7 +186,7 @@ func (s *Store) ActivityAfter(ctx context.Context, companyID string, afterID int
 // ActivityLatestID implements store.ActivityStream.
 func (s *Store) ActivityLatestID(ctx context.Context, companyID string) (int64, error) {
 	var id int64
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM activity WHERE company_id = $1`, companyID).Scan(&id)
+	err := s.pool.QueryRow(ctx, q("ActivityLatestID"), namedArgs{"company": companyID}).Scan(&id)
 	if err != nil {
 		return 0, translate(fmt.Errorf("read latest activity id: %w", err))
 	}

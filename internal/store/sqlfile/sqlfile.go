@@ -20,11 +20,14 @@ import (
 )
 
 // Statement is one named block: its name, the file and line of its
-// "-- name:" line, and its text.
+// "-- name:" line, its doc (the comment lines right after the name line,
+// without their "--") and its text, from its first line that is not a
+// comment (comments further in, such as rule tags, stay in the text).
 type Statement struct {
 	Name string
 	File string
 	Line int
+	Doc  string
 	SQL  string
 }
 
@@ -53,6 +56,7 @@ func Parse(file, text string) ([]Statement, error) {
 		if cur == nil {
 			return nil
 		}
+		cur.Doc = strings.TrimSuffix(cur.Doc, "\n")
 		for len(buf) > 0 && strings.TrimSpace(buf[len(buf)-1]) == "" {
 			buf = buf[:len(buf)-1]
 		}
@@ -62,6 +66,7 @@ func Parse(file, text string) ([]Statement, error) {
 		}
 		cur.SQL = sql
 		out = append(out, *cur)
+		cur = nil
 		return nil
 	}
 	for i, line := range strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n") {
@@ -83,8 +88,11 @@ func Parse(file, text string) ([]Statement, error) {
 			}
 			continue
 		}
-		if len(buf) == 0 && trimmed == "" {
-			continue // blank lines between the name and the statement
+		if len(buf) == 0 && (trimmed == "" || strings.HasPrefix(trimmed, "--")) {
+			if trimmed != "" { // the statement's doc
+				cur.Doc += strings.TrimSpace(strings.TrimPrefix(trimmed, "--")) + "\n"
+			}
+			continue
 		}
 		buf = append(buf, line)
 	}

@@ -26,7 +26,7 @@ INSERT INTO companies (id) VALUES (:id)
 		t.Fatal(err)
 	}
 	want := []Statement{
-		{Name: "CompanyGet", File: "company.sql", Line: 3, SQL: "-- one company by id\nSELECT id FROM companies WHERE id = :id"},
+		{Name: "CompanyGet", File: "company.sql", Line: 3, Doc: "one company by id", SQL: "SELECT id FROM companies WHERE id = :id"},
 		{Name: "CompanyInsert", File: "company.sql", Line: 7, SQL: "INSERT INTO companies (id) VALUES (:id)\n\t-- L1: a tag inside the statement stays\n\tRETURNING id"},
 	}
 	if len(got) != len(want) {

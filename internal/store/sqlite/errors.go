@@ -10,6 +10,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
 )
 
 // translate is the one place where database errors become clasp errors
@@ -72,10 +73,8 @@ func isUnique(err error) bool {
 	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
 }
 
-// notFound is a 404 naming the kind of resource and the reference asked for.
-func notFound(kind, ref string) *clasp.Error {
-	return clasp.Errorf(clasp.CodeNotFound, "No %s %q (or it is not visible to you).", kind, ref)
-}
+// notFound is store.ErrNotFound.
+func notFound(kind, ref string) *clasp.Error { return store.ErrNotFound(kind, ref) }
 
 // wrap adds context to an unexpected database error (%w last).
 func wrap(err error, format string, args ...any) error {

@@ -5,7 +5,6 @@
 -- $5 = @actor_id
 -- $6 = @actor_run
 -- $7 = @actor_request
--- The company and its company.created row.
 WITH c AS (
 	INSERT INTO companies (id, name, issue_prefix, created_at) VALUES ($1::text, $2::text, $3::text, now())
 	RETURNING id, name, issue_prefix, created_at

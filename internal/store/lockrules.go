@@ -1,0 +1,370 @@
+package store
+
+// The dialect-neutral half of the lock rules L1-L7 (RULES.md): the lock
+// state a rule's statement answers, and what a refusal means. Each rule is
+// ONE conditional statement per dialect (internal/store/<dialect>/sql/
+// lock.sql); nothing here decides whether to write. When a statement
+// changed nothing, the functions below read the state it answered and
+// build the error (or the no-op answer), in the order of the statement's
+// WHERE clauses, so both stores answer every refusal alike.
+//
+// A run is live iff it exists and is queued, or running with a lease that
+// has not expired. A holder is dead when its run is terminal, lost
+// (running with an expired lease) or missing.
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// Run states as the lock statements name them (columns checkout_state,
+// execution_state, caller_state).
+const (
+	RunLive     = "live"
+	RunLost     = "lost"
+	RunTerminal = "terminal"
+	RunMissing  = "missing"
+)
+
+// LockState is an issue's lock state before a lock rule's statement, as the
+// statement answers it: the issue's columns, the states of the runs its lock
+// columns name (RunLive, RunLost, RunTerminal or RunMissing; nil for an
+// empty column), the caller's run (nil fields when it does not exist) and
+// the rule-specific conditions, each in a column of its own name.
+type LockState struct {
+	IssueID, CompanyID, Status    string
+	Assignee, Checkout, Execution *string
+	CheckoutState, ExecutionState *string
+	// The caller's run: its agent, company and state; nil when no run of
+	// that id exists.
+	CallerAgent, CallerCompany, CallerState *string
+	// OwnedByCaller (column owned_by_caller, L3/L4/L5): the caller's run
+	// is live, the calling agent's and in the issue's company; each lock
+	// column is empty, that run, or names a dead run; and the run holds a
+	// lock or the agent is the assignee adopting a dead holder.
+	OwnedByCaller bool
+	// AgentActive (column agent_active, board checkout S12): the agent the
+	// board names is an agent of the issue's company, not terminated.
+	AgentActive bool
+	// AssigneeInCompany (column assignee_in_company, PATCH): the new
+	// assignee, when the PATCH names one, is an agent of the issue's company.
+	AssigneeInCompany bool
+}
+
+// Locked reports whether a lock column is set.
+func (l *LockState) Locked() bool { return l.Checkout != nil || l.Execution != nil }
+
+// HeldBy reports whether run holds both locks (L2).
+func (l *LockState) HeldBy(runID string) bool {
+	return runID != "" && deref(l.Checkout) == runID && deref(l.Execution) == runID
+}
+
+// Displaced reports whether taking both locks for run displaces another
+// run (L3), and why that holder was dead (its checkout lock's reason first).
+func (l *LockState) Displaced(runID string) (why string, ok bool) {
+	switch {
+	case l.Checkout != nil && *l.Checkout != runID:
+		return deref(l.CheckoutState), true
+	case l.Execution != nil && *l.Execution != runID:
+		return deref(l.ExecutionState), true
+	}
+	return "", false
+}
+
+// LiveOther reports whether a lock column names a live run other than runID.
+func (l *LockState) LiveOther(runID string) bool {
+	return (l.Checkout != nil && *l.Checkout != runID && deref(l.CheckoutState) == RunLive) ||
+		(l.Execution != nil && *l.Execution != runID && deref(l.ExecutionState) == RunLive)
+}
+
+// CallerProblem explains why the caller's run runID did not qualify: 422
+// run_not_found if it does not exist, 403 run_not_owned if it is another
+// agent's or another company's, 409 run_not_live if it is terminal or lost.
+// nil when the run is live and agentID's, in the issue's company.
+func (l *LockState) CallerProblem(runID, agentID string) error {
+	switch {
+	case l.CallerState == nil:
+		return ErrRunNotFound(runID)
+	case deref(l.CallerAgent) != agentID:
+		return ErrRunNotOwned(runID, false)
+	case deref(l.CallerCompany) != l.CompanyID:
+		return ErrRunNotOwned(runID, true)
+	case *l.CallerState != RunLive:
+		return ErrRunNotLive(runID, *l.CallerState)
+	}
+	return nil
+}
+
+// ValidateCheckout checks a checkout before its statement runs and returns
+// its expected statuses (L1). Errors: 400 invalid_request (expectedStatuses
+// empty or unknown, agentId missing), 422 precondition_failed (a closed
+// status expected), 401 run_id_required (an agent without a run), 403
+// agent_mismatch (an agent checking out for another), 403 forbidden (an
+// actor neither an agent nor the board).
+func ValidateCheckout(p *IssueCheckoutParams) ([]string, error) {
+	expected, err := validateExpected(p.ExpectedStatuses)
+	if err != nil {
+		return nil, err
+	}
+	if p.AgentID == "" {
+		return nil, clasp.InvalidField("agentId", "agentId is required: the agent that takes the issue.")
+	}
+	a := p.Actor
+	switch {
+	case a.Type == clasp.ActorAgent && a.RunID == "":
+		return nil, clasp.Errorf(clasp.CodeRunIDRequired, "A checkout needs the run it is made in (header X-Clasp-Run-Id or X-Paperclip-Run-Id).")
+	case a.Type == clasp.ActorAgent && p.AgentID != a.AgentID:
+		return nil, ErrAgentMismatch(a.AgentID, p.AgentID)
+	case a.Type != clasp.ActorAgent && !a.IsBoard():
+		return nil, clasp.Errorf(clasp.CodeForbidden, "Only agents and the board check issues out.")
+	}
+	return expected, nil
+}
+
+// validateExpected checks the expected statuses of a checkout or claim:
+// 400 invalid_request when there are none or one is unknown, 422
+// precondition_failed for a closed one.
+func validateExpected(statuses []clasp.IssueStatus) ([]string, error) {
+	if len(statuses) == 0 {
+		return nil, clasp.InvalidField("expectedStatuses", "expectedStatuses must list at least one status.")
+	}
+	expected := make([]string, 0, len(statuses))
+	for _, st := range statuses {
+		if !st.Valid() {
+			return nil, clasp.InvalidField("expectedStatuses", "expectedStatuses: %q is not an issue status.", st)
+		}
+		if st.Closed() {
+			return nil, clasp.Errorf(clasp.CodePreconditionFailed,
+				"A checkout cannot expect %s: a closed issue is never checked out.", st).WithDetails("field", "expectedStatuses")
+		}
+		expected = append(expected, string(st))
+	}
+	return expected, nil
+}
+
+// CheckoutRefused explains an agent's checkout (L1-L3) whose statement
+// changed nothing, in the order of its WHERE: the caller's run problem
+// (CallerProblem); L2, the run holds both locks already (sameRun true, nil
+// error: the caller answers the issue as it stands); else a 409
+// checkout_conflict (CheckoutConflict).
+func CheckoutRefused(l *LockState, agentID, runID string, expected []string) (sameRun bool, err error) {
+	if err := l.CallerProblem(runID, agentID); err != nil {
+		return false, err
+	}
+	if l.HeldBy(runID) {
+		return true, nil
+	}
+	return false, CheckoutConflict(l, agentID, runID, expected)
+}
+
+// BoardCheckoutRefused explains a board checkout (S12) whose statement
+// changed nothing: 422 precondition_failed when agentID is no active agent
+// of the issue's company; noop true when the issue is in_progress and
+// agentID's already with no live holder (the caller answers it as it
+// stands); else a 409 checkout_conflict (CheckoutConflict).
+func BoardCheckoutRefused(l *LockState, agentID string, expected []string) (noop bool, err error) {
+	switch {
+	case !l.AgentActive:
+		return false, clasp.Errorf(clasp.CodePreconditionFailed, "agentId %q is not an active agent of the issue's company.", agentID).
+			WithDetails("field", "agentId")
+	case l.Status == string(clasp.IssueInProgress) && deref(l.Assignee) == agentID && !l.LiveOther(""):
+		return true, nil
+	}
+	return false, CheckoutConflict(l, agentID, "", expected)
+}
+
+// CheckoutConflict is the 409 checkout_conflict of a refused checkout of
+// the issue in state l by run runID ("" for the board) of agentID, with
+// details {issueId, status, assigneeAgentId, checkoutRunId, executionRunId,
+// reason}; reason is, in this order, assigned_to_other_agent,
+// held_by_live_run, status_not_expected. A state that explains none of
+// them is an internal error.
+func CheckoutConflict(l *LockState, agentID, runID string, expected []string) error {
+	var reason string
+	switch {
+	case l.Assignee != nil && *l.Assignee != agentID:
+		reason = clasp.ReasonAssignedToOtherAgent
+	case l.LiveOther(runID):
+		reason = clasp.ReasonHeldByLiveRun
+	case !slices.Contains(expected, l.Status) && (l.Status != string(clasp.IssueInProgress) || deref(l.Assignee) != agentID):
+		reason = clasp.ReasonStatusNotExpected
+	default:
+		return fmt.Errorf("check out issue %s: refused for no known reason", l.IssueID)
+	}
+	return clasp.Errorf(clasp.CodeCheckoutConflict, "Issue %s cannot be checked out: %s.", l.IssueID, strings.ReplaceAll(reason, "_", " ")).
+		WithDetails("issueId", l.IssueID, "status", l.Status, "assigneeAgentId", orNil(l.Assignee),
+			"checkoutRunId", orNil(l.Checkout), "executionRunId", orNil(l.Execution), "reason", reason)
+}
+
+// OwnershipConflict is the 409 ownership_conflict of rules L4/L5 for the
+// issue in state l, with details {issueId, status, assigneeAgentId,
+// checkoutRunId, executionRunId}; why ends the message.
+func OwnershipConflict(l *LockState, why string) error {
+	return clasp.Errorf(clasp.CodeOwnershipConflict, "Issue %s cannot be changed by this run: %s.", l.IssueID, why).
+		WithDetails("issueId", l.IssueID, "status", l.Status, "assigneeAgentId", orNil(l.Assignee),
+			"checkoutRunId", orNil(l.Checkout), "executionRunId", orNil(l.Execution))
+}
+
+// ValidateRelease is the actor check of a release (L4): 403 forbidden for
+// an actor neither an agent nor the board.
+func ValidateRelease(a Actor) error {
+	if a.Type != clasp.ActorAgent && !a.IsBoard() {
+		return clasp.Errorf(clasp.CodeForbidden, "Only agents and the board release issues.")
+	}
+	return nil
+}
+
+// ValidateForceRelease is the actor check of a force-release: 403
+// forbidden for any actor but the board.
+func ValidateForceRelease(a Actor) error {
+	if !a.IsBoard() {
+		return clasp.Errorf(clasp.CodeForbidden, "Only the board may force-release an issue.")
+	}
+	return nil
+}
+
+// ReleaseRefused explains a release (L4) by actor a whose statement changed
+// nothing. An unlocked issue: noop true (the caller answers it unchanged)
+// when a is the board or its assignee or it is unassigned, else 409
+// ownership_conflict. A locked one: the caller's run problem, else 409
+// ownership_conflict.
+func ReleaseRefused(l *LockState, a Actor) (noop bool, err error) {
+	if !l.Locked() {
+		if a.IsBoard() || l.Assignee == nil || *l.Assignee == a.AgentID {
+			return true, nil
+		}
+		return false, OwnershipConflict(l, "it is assigned to another agent")
+	}
+	if a.RunID != "" {
+		if err := l.CallerProblem(a.RunID, a.AgentID); err != nil {
+			return false, err
+		}
+	}
+	return false, OwnershipConflict(l, "another run holds it, or you are not its assignee")
+}
+
+// PatchRefused explains a PATCH (L5/L6) whose statement changed nothing, in
+// the order of its WHERE: ownership of a locked issue by an agent (409
+// ownership_conflict, or the caller's run problem); entering in_progress
+// without an assignee (422); an assignee outside the issue's company (422).
+func PatchRefused(l *LockState, p *IssueUpdateParams) error {
+	a := p.Actor
+	if !a.IsBoard() && l.Locked() {
+		if a.RunID == "" {
+			return OwnershipConflict(l, "it is locked and this request names no run")
+		}
+		if err := l.CallerProblem(a.RunID, a.AgentID); err != nil {
+			return err
+		}
+		if !l.OwnedByCaller {
+			return OwnershipConflict(l, "another run holds it")
+		}
+	}
+	newAssignee := deref(l.Assignee)
+	if p.AssigneeAgentID != nil {
+		newAssignee = *p.AssigneeAgentID
+	}
+	if p.Status != nil && *p.Status == clasp.IssueInProgress && l.Status != string(clasp.IssueInProgress) && newAssignee == "" {
+		return clasp.Errorf(clasp.CodePreconditionFailed, "An issue moves into in_progress only with an assignee.").
+			WithDetails("field", "assigneeAgentId")
+	}
+	if !l.AssigneeInCompany {
+		return clasp.Errorf(clasp.CodePreconditionFailed, "assigneeAgentId %q is not an agent of the issue's company.", newAssignee).
+			WithDetails("field", "assigneeAgentId")
+	}
+	return fmt.Errorf("update issue %s: refused for no known reason", l.IssueID)
+}
+
+// ValidateRunFinish checks a run's finish before its statement runs: 400
+// invalid_request for a status that is not terminal or an exit code that
+// is not a 32-bit integer.
+func ValidateRunFinish(p *RunFinishParams) error {
+	if !p.Status.Terminal() {
+		return clasp.InvalidField("status", "status must be succeeded, failed, cancelled or timed_out.")
+	}
+	if p.ExitCode != nil && (*p.ExitCode < math.MinInt32 || *p.ExitCode > math.MaxInt32) {
+		return clasp.InvalidField("exitCode", "exitCode must be a 32-bit integer.")
+	}
+	return nil
+}
+
+// RunState is a run as a refusal reads it (statement CallerRunRead):
+// whether it exists, its agent, company and state (RunLive, RunLost or
+// RunTerminal).
+type RunState struct {
+	Found                     bool
+	AgentID, CompanyID, State string
+}
+
+// CallerProblem is LockState.CallerProblem for the caller's run runID read
+// on its own (r), acting on companyID.
+func (r RunState) CallerProblem(runID, agentID, companyID string) error {
+	l := LockState{CompanyID: companyID}
+	if r.Found {
+		l.CallerAgent, l.CallerCompany, l.CallerState = &r.AgentID, &r.CompanyID, &r.State
+	}
+	return l.CallerProblem(runID, agentID)
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// orNil is *p, or nil (JSON null) when p is nil.
+func orNil(p *string) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// ValidateClaim checks a claim-next (L1) before its statement runs and
+// returns the statuses of its two branches: unassigned (the company's
+// unassigned issues) and mine (the agent's own: the expected statuses and
+// in_progress, L1's inbox adoption case), each empty when Scope leaves the
+// branch out, and the expected statuses. Errors: 400 invalid_request
+// (scope, expectedStatuses), 422 precondition_failed (a closed status
+// expected), 403 forbidden (not an agent), 401 run_id_required.
+func ValidateClaim(p *IssueClaimParams) (unassigned, mine, expected []string, err error) {
+	scope := p.Scope
+	if scope == "" {
+		scope = ClaimAny
+	}
+	if !scope.Valid() {
+		return nil, nil, nil, clasp.InvalidField("scope", "scope %q: want mine, unassigned or any.", scope)
+	}
+	statuses := p.ExpectedStatuses
+	if statuses == nil {
+		statuses = []clasp.IssueStatus{clasp.IssueTodo}
+	}
+	a := p.Actor
+	if expected, err = validateExpected(statuses); err != nil {
+		return nil, nil, nil, err
+	}
+	switch {
+	case a.Type != clasp.ActorAgent:
+		return nil, nil, nil, clasp.Errorf(clasp.CodeForbidden, "Only an agent, in a run, claims issues.")
+	case a.RunID == "":
+		return nil, nil, nil, clasp.Errorf(clasp.CodeRunIDRequired, "A claim needs the run it is made in (header X-Clasp-Run-Id or X-Paperclip-Run-Id).")
+	}
+	unassigned, mine = []string{}, []string{}
+	for _, st := range expected {
+		if scope != ClaimMine {
+			unassigned = append(unassigned, st)
+		}
+		if scope != ClaimUnassigned && st != string(clasp.IssueInProgress) {
+			mine = append(mine, st)
+		}
+	}
+	if scope != ClaimUnassigned {
+		mine = append(mine, string(clasp.IssueInProgress)) // L1: in_progress and the agent's
+	}
+	return unassigned, mine, expected, nil
+}

@@ -1,0 +1,62 @@
+-- Issues: creation with its per-company identifier, reads, the inbox.
+
+-- name: IssueInsert
+-- Hands out the company's next issue number and inserts the issue, with
+-- its issue.created row, in one statement. The counter UPDATE takes the
+-- company's row lock, which serialises concurrent creators on every replica
+-- until they commit, and rolls back with a failed create: identifiers
+-- PREFIX-N are gapless and never repeat. With an Idempotency-Key
+-- (@idem_key) it records it (CTE rec; a record in force that committed
+-- since the lookup makes the whole statement fail on the primary key). No
+-- row when the company is missing or @assignee is no active agent of it.
+WITH c AS (
+	UPDATE companies SET issue_counter = issue_counter + 1
+	WHERE id = @company::text
+		AND (@assignee::text IS NULL OR EXISTS (SELECT 1 FROM agents a
+			WHERE a.id = @assignee::text AND a.company_id = @company::text AND a.status <> 'terminated'))
+	RETURNING id, issue_prefix, issue_counter
+), made AS (
+	INSERT INTO issues (id, company_id, identifier, title, description, status, priority, priority_rank,
+		assignee_agent_id, started_at, completed_at, cancelled_at, created_at, updated_at)
+	SELECT @id::text, c.id, c.issue_prefix || '-' || c.issue_counter, @title::text, @description::text, @status::text,
+		@priority::text, @priority_rank::integer, @assignee::text,
+		CASE WHEN @status::text = 'in_progress' THEN now() END,
+		CASE WHEN @status::text = 'done' THEN now() END,
+		CASE WHEN @status::text = 'cancelled' THEN now() END,
+		now(), now()
+	FROM c
+	RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+		checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+		started_at, completed_at, cancelled_at, created_at, updated_at
+), rec AS (
+	INSERT INTO idempotency_keys (actor_id, key, request_hash, resource_type, resource_id, created_at)
+	SELECT @idem_actor::text, @idem_key::text, @idem_hash::text, @idem_type::text, made.id, now()
+	FROM made WHERE @idem_key::text IS NOT NULL
+), act AS (
+	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
+	SELECT made.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'issue.created', 'issue', made.id,
+		jsonb_build_object('identifier', made.identifier, 'title', made.title, 'status', made.status,
+			'priority', made.priority, 'assigneeAgentId', made.assignee_agent_id) FROM made
+)
+SELECT id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at
+FROM made
+
+-- name: IssueGet
+-- The issue by UUID @rid or identifier @rident, within @company ('' for any).
+SELECT id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at
+FROM issues i
+WHERE (i.id = @rid::text OR i.identifier = @rident::text) AND (@company::text = '' OR i.company_id = @company::text)
+
+-- name: Inbox
+-- The open issues of agent @agent, most urgent first, with the live run
+-- holding each one's execution lock, if any.
+SELECT i.id, i.identifier, i.title, i.status, i.priority, i.updated_at, r.id, r.status
+FROM issues i LEFT JOIN runs r ON r.id = i.execution_run_id
+	AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+WHERE i.assignee_agent_id = @agent::text AND i.status IN ('todo', 'in_progress', 'blocked')
+ORDER BY i.priority_rank, i.created_at, i.id
+LIMIT @limit::integer

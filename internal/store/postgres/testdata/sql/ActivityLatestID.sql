@@ -1,0 +1,2 @@
+-- $1 = @company
+SELECT coalesce(max(id), 0) FROM activity WHERE company_id = $1::text

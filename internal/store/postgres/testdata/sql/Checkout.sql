@@ -1,0 +1,90 @@
+-- $1 = @run
+-- $2 = @rid
+-- $3 = @rident
+-- $4 = @company
+-- $5 = @agent
+-- $6 = @expected
+-- $7 = @actor_type
+-- $8 = @actor_id
+-- $9 = @actor_run
+-- $10 = @actor_request
+WITH old AS MATERIALIZED (
+	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
+		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver,
+		CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
+			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
+			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
+		CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT CASE
+			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
+			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state,
+		c.agent_id AS caller_agent, c.company_id AS caller_company,
+		CASE WHEN c.id IS NOT NULL THEN CASE
+			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
+			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
+	FROM issues i LEFT JOIN runs c ON c.id = $1::text
+	WHERE (i.id = $2::text OR i.identifier = $3::text) AND ($4::text = '' OR i.company_id = $4::text)
+),
+d AS MATERIALIZED (
+	SELECT o.id, coalesce(
+		-- L1: the caller's run is live and the agent's, in the issue's company
+		o.caller_state = 'live' AND o.caller_agent = $5::text AND o.caller_company = o.company_id
+		-- L1: the issue is A's or unassigned
+		AND (o.assignee_agent_id IS NULL OR o.assignee_agent_id = $5::text)
+		-- L1: its status is expected, or it is in_progress and A's
+		AND (o.status = ANY($6::text[]) OR (o.status = 'in_progress' AND o.assignee_agent_id = $5::text))
+		-- L1/L3: each lock column is empty, the caller's run, or names a dead run
+		AND (o.checkout_run_id IS NULL OR o.checkout_run_id = $1::text OR o.c_state <> 'live')
+		AND (o.execution_run_id IS NULL OR o.execution_run_id = $1::text OR o.e_state <> 'live')
+		-- L2: the same run again changes nothing
+		AND NOT (o.checkout_run_id IS NOT DISTINCT FROM $1::text AND o.execution_run_id IS NOT DISTINCT FROM $1::text),
+		false) AS ok
+	FROM old o
+),
+lk AS MATERIALIZED (
+	SELECT r.id FROM runs r, d
+	WHERE d.ok AND r.id = $1::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	FOR SHARE OF r
+),
+upd AS (
+	UPDATE issues i SET
+		status = 'in_progress',
+		assignee_agent_id = $5::text,
+		checkout_run_id = $1::text,
+		execution_run_id = $1::text,
+		execution_agent_name_key = (SELECT a.name_key FROM agents a WHERE a.id = $5::text),
+		execution_locked_at = now(),
+		started_at = coalesce(i.started_at, now()),
+		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: L2 is excluded by d
+		updated_at = now()
+	FROM old o JOIN d ON d.id = o.id
+	WHERE i.id = o.id AND i.xmin = o.ver AND d.ok AND EXISTS (SELECT 1 FROM lk)
+	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
+		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
+),
+act AS (
+	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
+	SELECT u.company_id, $7::text, $8::text, $9::text, $10::text, a.action, 'issue', u.id, a.details
+	FROM upd u, old o, LATERAL (VALUES
+		-- L3: a dead holder displaced; why is its checkout lock's reason first
+		(1, 'issue.checkout_lock_adopted',
+			(o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> $1::text) OR (o.execution_run_id IS NOT NULL AND o.execution_run_id <> $1::text),
+			jsonb_build_object('previousCheckoutRunId', o.checkout_run_id, 'previousExecutionRunId', o.execution_run_id,
+				'why', CASE WHEN o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> $1::text THEN o.c_state ELSE o.e_state END)),
+		(2, 'issue.checked_out', true, jsonb_build_object('agentId', $5::text, 'runId', $1::text, 'checkoutEpoch', u.checkout_epoch))
+	) AS a(ord, action, keep, details)
+	WHERE a.keep ORDER BY a.ord
+)
+SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
+	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
+	o.caller_agent, o.caller_company, o.caller_state,
+	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, d.ok
+FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
+	SELECT true AS changed, u.* FROM upd u
+	UNION ALL
+	SELECT false, o.id, o.company_id, o.identifier, o.title, o.description, o.status, o.priority, o.assignee_agent_id,
+		o.checkout_run_id, o.checkout_epoch, o.execution_run_id, o.execution_agent_name_key, o.execution_locked_at,
+		o.started_at, o.completed_at, o.cancelled_at, o.created_at, o.updated_at
+	WHERE NOT EXISTS (SELECT 1 FROM upd)
+) x

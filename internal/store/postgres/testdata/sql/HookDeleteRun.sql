@@ -1,0 +1,2 @@
+-- $1 = @run
+DELETE FROM runs WHERE id = $1::text

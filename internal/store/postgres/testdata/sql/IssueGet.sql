@@ -1,0 +1,8 @@
+-- $1 = @rid
+-- $2 = @rident
+-- $3 = @company
+SELECT id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at
+FROM issues i
+WHERE (i.id = $1::text OR i.identifier = $2::text) AND ($3::text = '' OR i.company_id = $3::text)
