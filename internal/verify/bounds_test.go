@@ -146,3 +146,34 @@ func TestDeadlineCutStaysOpen(t *testing.T) {
 		t.Fatalf("op %+v: want an unknown outcome left open", o)
 	}
 }
+
+// TestFinalReadsCountLostCheckouts: an issue whose final checkout epoch is
+// below one a checkout was answered with lost an acknowledged write (a
+// failover to a standby that did not have it): counted and reported, and
+// the final read is part of the history.
+func TestFinalReadsCountLostCheckouts(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"i","identifier":"V-1","status":"in_progress","assigneeAgentId":"a","checkoutRunId":"r1","executionRunId":"r1","checkoutEpoch":2}`)
+	}))
+	defer ts.Close()
+	r := &runner{hc: ts.Client(), start: time.Now(), url: ts.URL, cfg: Config{Clients: 1}, ops: []op{
+		{Input: Input{Kind: OpCheckout, Issue: "i", Run: "r2", Agent: "a"}, Call: 1, Return: 2,
+			Output: Output{OK: true, Issue: &Lock{Status: "in_progress", Assignee: "a", Holder: "r2", Epoch: 3, L7: true}}},
+	}}
+	rep := &Report{}
+	found, err := r.finalReads(context.Background(), []string{"i"}, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.LostWrites != 1 || len(found) != 1 {
+		t.Fatalf("lost %d, found %v: want the checkout at epoch 3 counted lost", rep.LostWrites, found)
+	}
+	if len(r.ops) != 2 || r.ops[1].Input.Kind != OpRead {
+		t.Fatalf("ops %+v: want the final read recorded", r.ops)
+	}
+	res, _, err := Check(r.history(), t.TempDir(), time.Minute)
+	if err != nil || res != porcupine.Illegal {
+		t.Fatalf("check %v %v: want the history with the lost checkout not linearizable", res, err)
+	}
+}

@@ -323,12 +323,14 @@ func (r *runner) settle(ctx context.Context, rep *Report) error {
 	if cl := r.cl; cl != nil {
 		r.stopFaults()
 		r.injectors.Wait()
-		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		err = cl.heal(hctx)
-		if err == nil {
-			err = cl.killAll(hctx)
+		if ctx.Err() == nil { // stopped (SIGTERM): no check follows, the teardown stops the replicas
+			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+			err = cl.heal(hctx)
+			if err == nil {
+				err = cl.killAll(hctx)
+			}
+			cancel()
 		}
-		cancel()
 		cl.mu.Lock()
 		rep.Faults, rep.Terminated, rep.FaultErrors = cl.faults, cl.terminated, cl.faultErrors
 		if r.crashes > 0 {
