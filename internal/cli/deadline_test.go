@@ -26,7 +26,7 @@ func TestRequestDeadlineOnPostgres(t *testing.T) {
 	ready := make(chan ServeInfo, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, ServeConfig{DataDir: t.TempDir(), DatabaseURL: u.String(), Listen: "127.0.0.1:0", RequestDeadline: 700 * time.Millisecond}, ready)
+		done <- Serve(ctx, ServeConfig{DataDir: t.TempDir(), DatabaseURL: u.String(), Listen: "127.0.0.1:0", RequestDeadline: 3 * time.Second}, ready)
 	}()
 	var info ServeInfo
 	select {

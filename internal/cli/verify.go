@@ -162,7 +162,7 @@ Failover (a primary and a synchronous standby on loopback):
 	f.StringVar(&cfg.ServerURL, "server", "", "check the clasp server at this URL instead of an embedded one")
 	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server (default $"+EnvToken+")")
 	f.DurationVar(&cfg.RequestTimeout, "request-timeout", 5*time.Second, "an answer later than this is an unknown outcome")
-	f.DurationVar(&cfg.ServerDeadline, "server-deadline", 1500*time.Millisecond, "the child servers' --request-deadline (--process): on PostgreSQL an unknown outcome is then over 2 x this + 1 s after its call unless its replica was paused (0: the servers' default, and no such bound)")
+	f.DurationVar(&cfg.ServerDeadline, "server-deadline", 1500*time.Millisecond, "the child servers' --request-deadline (--process): on PostgreSQL an unknown outcome is then over 2 x this + 2 s after its call unless its replica was paused (0: the servers' default, and no such bound)")
 	f.BoolVar(&process, "process", false, "run the server as child processes (clasp serve) and inject faults")
 	f.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL server URL: the replicas use a throwaway database created there (implies --process)")
 	f.IntVar(&cfg.Replicas, "replicas", 1, "server processes (more than 1 needs --database-url); client i uses replica i mod N")

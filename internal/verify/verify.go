@@ -528,7 +528,7 @@ func (r *runner) killGrace() time.Duration {
 // deadlineGrace is what deadlineBound allows beyond the server's request
 // deadline and statement timeout: the proxy's latency and the scheduling
 // of the server's goroutines.
-const deadlineGrace = time.Second
+const deadlineGrace = 2 * time.Second
 
 // deadlineBound is how long after its call an unknown outcome is over on
 // PostgreSQL when its replica was not paused meanwhile (0: none): the
