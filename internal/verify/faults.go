@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -18,6 +19,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/clasp-dev/clasp/internal/serveproc"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
@@ -77,6 +79,10 @@ func startCluster(ctx context.Context, cfg *Config) (*cluster, error) {
 			return nil, err
 		}
 		c.dbURL, c.drop = u, drop
+		if err := waitDatabase(ctx, u); err != nil {
+			c.stop(ctx)
+			return nil, err
+		}
 		args = append(args, "--data-dir", filepath.Join(cfg.DataDir, "replicas"))
 	} else {
 		if cfg.Replicas > 1 {
@@ -406,6 +412,31 @@ func killedAt(out string) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// waitDatabase returns once a connection to the database at u succeeds,
+// trying for up to 30 s while it is refused with 3D000 (the database does
+// not exist): with a multi-host URL pgx stops at the first host that says
+// so, and a standby named before the primary has the freshly created
+// database only once it has replayed its creation.
+func waitDatabase(ctx context.Context, u string) error {
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		conn, err := pgx.Connect(wctx, u)
+		if err == nil {
+			return conn.Close(wctx)
+		}
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "3D000" {
+			return fmt.Errorf("verify: connect to the new database: %w", err)
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("verify: the new database is still missing on a host: %w", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // withAppName returns the PostgreSQL URL u with application_name set to name.
