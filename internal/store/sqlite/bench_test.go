@@ -173,11 +173,11 @@ func benchRaw(b *testing.B, syncMode string, n int) {
 		cycles[g] = func() error {
 			id := issues[k%len(issues)]
 			k++
-			if err := rawStep(ctx, s, qCheckout, id, a.ID, r.ID, co.ID, "issue.checked_out",
+			if err := rawStep(ctx, s, "Checkout", id, a.ID, r.ID, co.ID, "issue.checked_out",
 				sql.Named("unlocked_only", true), sql.Named("expected", ",todo,")); err != nil {
 				return err
 			}
-			return rawStep(ctx, s, qRelease, id, a.ID, r.ID, co.ID, "issue.released",
+			return rawStep(ctx, s, "Release", id, a.ID, r.ID, co.ID, "issue.released",
 				sql.Named("held_only", true), sql.Named("unassign", false), sql.Named("board", false))
 		}
 	}

@@ -20,7 +20,7 @@ func TestClaimPlanUsesIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rows, err := s.w.QueryContext(ctx, "EXPLAIN QUERY PLAN "+sqlClaim,
+	rows, err := s.w.QueryContext(ctx, "EXPLAIN QUERY PLAN "+s.sqlText["Claim"],
 		sql.Named("company", "c"), sql.Named("unassigned", `["todo"]`), sql.Named("mine", `["todo","in_progress"]`),
 		sql.Named("agent", "a"), sql.Named("run", "r"), sql.Named("now", 0))
 	if err != nil {

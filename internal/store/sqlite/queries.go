@@ -5,23 +5,10 @@ package sqlite
 // of each lives next to the code that runs it.
 
 const (
+	// sql/lock.sql, named from run.go
+	qCallerRunRead = "CallerRunRead"
 	// lock.go: the lock rules and the sweeper
-	qLockRead            = "LockRead"
-	qCallerRunRead       = "CallerRunRead"
-	qCheckout            = "Checkout"
-	qBoardCheckout       = "BoardCheckout"
-	qRelease             = "Release"
-	qPatch               = "Patch"
-	qForceRelease        = "ForceRelease"
-	qRunFinish           = "RunFinish"
-	qReleaseRunLocks     = "ReleaseRunLocks"
-	qSweepExpiredRuns    = "SweepExpiredRuns"
-	qStaleLockCandidates = "StaleLockCandidates"
-	qClearStaleLock      = "ClearStaleLock"
 	// claim.go: claim-next
-	qClaim      = "Claim"
-	qClaimPick  = "ClaimPick"
-	qIssueAudit = "IssueAudit"
 	// activity.go
 	// watch.go
 	qActivityAfter    = "ActivityAfter"
@@ -70,21 +57,6 @@ const (
 
 // queries is the text of every static statement.
 var queries = map[string]string{
-	qLockRead:            sqlLockRead,
-	qCallerRunRead:       sqlCallerRunRead,
-	qCheckout:            sqlCheckout,
-	qBoardCheckout:       sqlBoardCheckout,
-	qRelease:             sqlRelease,
-	qPatch:               sqlPatch,
-	qForceRelease:        sqlForceRelease,
-	qRunFinish:           sqlRunFinish,
-	qReleaseRunLocks:     sqlReleaseRunLocks,
-	qSweepExpiredRuns:    sqlSweepExpiredRuns,
-	qStaleLockCandidates: sqlStaleLockCandidates,
-	qClearStaleLock:      sqlClearStaleLock,
-	qClaim:               sqlClaim,
-	qClaimPick:           sqlClaimPick,
-	qIssueAudit:          sqlIssueAudit,
 
 	qActivityAfter:    sqlActivityAfter,
 	qActivityLatestID: sqlActivityLatestID,

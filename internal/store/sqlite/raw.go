@@ -31,14 +31,14 @@ type RawStep struct {
 // issue.checked_out activity INSERT, COMMIT (one fsync with
 // synchronous=FULL). It fails if the UPDATE matches no row.
 func (r *Raw) Checkout(ctx context.Context, p RawStep) error {
-	return r.step(ctx, qCheckout, p, "issue.checked_out", sql.Named("unlocked_only", true), sql.Named("expected", ",todo,"))
+	return r.step(ctx, "Checkout", p, "issue.checked_out", sql.Named("unlocked_only", true), sql.Named("expected", ",todo,"))
 }
 
 // Release runs one release transaction: the L4 UPDATE on its fast path
 // (the run holds both locks; the assignee stays), one issue.released
 // activity INSERT, COMMIT. It fails if the UPDATE matches no row.
 func (r *Raw) Release(ctx context.Context, p RawStep) error {
-	return r.step(ctx, qRelease, p, "issue.released", sql.Named("held_only", true), sql.Named("unassign", false), sql.Named("board", false))
+	return r.step(ctx, "Release", p, "issue.released", sql.Named("held_only", true), sql.Named("unassign", false), sql.Named("board", false))
 }
 
 func (r *Raw) step(ctx context.Context, q string, p RawStep, action string, extra ...any) error {
@@ -76,7 +76,7 @@ func (r *Raw) step(ctx context.Context, q string, p RawStep, action string, extr
 	}
 	// The activity details the store writes for these two steps.
 	details := `{"agentId":"` + p.AgentID + `","runId":"` + p.RunID + `","checkoutEpoch":` + strconv.FormatInt(epoch, 10) + `}`
-	if q == qRelease {
+	if q == "Release" {
 		details = `{"previousCheckoutRunId":"` + p.RunID + `","previousExecutionRunId":"` + p.RunID + `","unassigned":false}`
 	}
 	if _, err := tx.StmtContext(ctx, s.ws["ActivityInsert"]).ExecContext(ctx, activityArgs(p.CompanyID, "agent", p.AgentID, p.RunID,

@@ -1,2 +1,2 @@
 SELECT title, description, status, priority, assignee_agent_id FROM issues
-	WHERE (id = ? OR identifier = ?) AND (? = '' OR company_id = ?)
+WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)

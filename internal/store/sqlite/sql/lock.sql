@@ -1,0 +1,337 @@
+-- The lock rules L1-L7 and the sweeper's passes (RULES.md), in the order
+-- of internal/store/postgres/sql/lock.sql, under the same statement names.
+-- Each rule is ONE conditional UPDATE whose WHERE clause is the decision,
+-- tagged with the rule it states; its activity rows are written in the
+-- same write transaction (BEGIN IMMEDIATE on the single writer
+-- connection). :now is the transaction's time (unix microseconds).
+--
+-- SQLite's RETURNING yields only new values, but the audit details need
+-- the old lock columns. So Checkout, Release and Patch take a fast-path
+-- flag (:unlocked_only, :held_only) restricting them to the common case in
+-- which the old lock columns are known without reading them (checkout: the
+-- issue is unlocked; release and PATCH by an agent: its run holds both
+-- locks). Only when that matches nothing does the transaction read the
+-- issue's lock state (LockRead) and run the same UPDATE unrestricted; the
+-- read fills the audit details and explains a refusal, it never decides.
+-- Nothing can change between the statements: the transaction holds the
+-- database's write lock from its first statement.
+--
+-- A run is live iff it is queued, or running with a lease that has not
+-- expired at :now. A holder is dead when its run is terminal, lost
+-- (running with an expired lease) or missing.
+
+-- name: LockRead
+-- An issue's lock state before a rule's UPDATE, for audit details and the
+-- explanation of a refusal (internal/store/lockrules.go): the issue
+-- :rid/:rident within :company ('' for any), the states of the runs its
+-- lock columns name (live, lost, terminal, missing; NULL for an empty
+-- column), the caller's run :run (NULLs when it does not exist), and the
+-- rule-specific conditions: owned_by_caller (L3/L4/L5), agent_active (S12:
+-- :agent is an active agent of the issue's company), assignee_in_company
+-- (PATCH: the new assignee :assignee, when :set_assignee, is an agent of
+-- the issue's company).
+SELECT i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.execution_run_id,
+	CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
+		WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
+		WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS checkout_state,
+	CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT CASE
+		WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
+		WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS execution_state,
+	c.agent_id AS caller_agent, c.company_id AS caller_company,
+	CASE WHEN c.id IS NOT NULL THEN CASE
+		WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > :now) THEN 'live'
+		WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state,
+	-- L3/L4/L5: the caller's run is live, the agent's and in the issue's company; each lock column
+	-- is empty, the run, or names a dead run; and the run holds a lock or the agent is the assignee
+	-- adopting a dead holder
+	coalesce(c.agent_id = :agent AND c.company_id = i.company_id
+		AND (c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > :now))
+		AND (i.checkout_run_id IS NULL OR i.checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.checkout_run_id
+			AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+		AND (i.execution_run_id IS NULL OR i.execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.execution_run_id
+			AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+		AND (i.checkout_run_id IS :run OR i.execution_run_id IS :run OR i.assignee_agent_id IS :agent), 0) AS owned_by_caller,
+	EXISTS (SELECT 1 FROM agents a WHERE a.id = :agent AND a.company_id = i.company_id AND a.status <> 'terminated') AS agent_active,
+	(NOT :set_assignee OR :assignee IS NULL
+		OR EXISTS (SELECT 1 FROM agents a WHERE a.id = :assignee AND a.company_id = i.company_id)) AS assignee_in_company
+FROM issues i LEFT JOIN runs c ON c.id = :run
+WHERE (i.id = :rid OR i.identifier = :rident) AND (:company = '' OR i.company_id = :company)
+
+-- name: CallerRunRead
+-- A run's agent, company and state (live, lost or terminal), to explain a
+-- refusal; no row when it does not exist.
+SELECT r.agent_id, r.company_id,
+	CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
+		WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END
+FROM runs r WHERE r.id = :run
+
+-- name: Checkout
+-- L1 checkout and L3 adoption of a dead holder by run :run of agent
+-- :agent, one conditional write. L2: when :run already holds both locks
+-- the WHERE matches nothing (no write, no activity, epoch unchanged) and
+-- the store answers the row.
+UPDATE issues SET
+	status = 'in_progress',
+	assignee_agent_id = :agent,
+	checkout_run_id = :run,
+	execution_run_id = :run,
+	execution_agent_name_key = (SELECT a.name_key FROM agents a WHERE a.id = :agent),
+	execution_locked_at = :now,
+	started_at = coalesce(started_at, :now),
+	checkout_epoch = checkout_epoch + 1, -- always a new acquisition: L2 is excluded below
+	updated_at = :now
+WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)
+	-- fast path: only an unlocked issue, whose old lock columns need no read
+	AND (NOT :unlocked_only OR (checkout_run_id IS NULL AND execution_run_id IS NULL))
+	-- L1: the caller's run is live and the agent's, in the issue's company
+	AND EXISTS (SELECT 1 FROM runs r WHERE r.id = :run AND r.agent_id = :agent AND r.company_id = issues.company_id
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now)))
+	-- L1: the issue is A's or unassigned
+	AND (assignee_agent_id IS NULL OR assignee_agent_id = :agent)
+	-- L1: its status is expected (:expected is ",s1,s2,"), or it is in_progress and A's
+	AND (instr(:expected, ',' || status || ',') > 0 OR (status = 'in_progress' AND assignee_agent_id = :agent))
+	-- L1/L3: each lock column is empty, the caller's run, or names a dead run
+	AND (checkout_run_id IS NULL OR checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.checkout_run_id
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+	AND (execution_run_id IS NULL OR execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+	-- L2: the same run again changes nothing
+	AND NOT (checkout_run_id IS :run AND execution_run_id IS :run)
+RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at
+
+-- name: BoardCheckout
+-- S12: the board assigns issue :id to :agent and sets it in_progress,
+-- taking no lock; refused as L1 would refuse it (a live holder, another
+-- assignee, an unexpected status) and when :agent is no active agent of
+-- the issue's company. Dead lock columns are left for the assignee's run
+-- to adopt (L3) or the sweeper to clear. Already in_progress and :agent's:
+-- no write.
+UPDATE issues SET
+	status = 'in_progress',
+	assignee_agent_id = :agent,
+	started_at = coalesce(started_at, :now),
+	updated_at = :now
+WHERE id = :id
+	-- S12: the agent is an active agent of the issue's company
+	AND EXISTS (SELECT 1 FROM agents a WHERE a.id = :agent AND a.company_id = issues.company_id AND a.status <> 'terminated')
+	-- L1: the issue is the agent's or unassigned
+	AND (assignee_agent_id IS NULL OR assignee_agent_id = :agent)
+	-- L1: its status is expected, or it is in_progress and the agent's
+	AND (instr(:expected, ',' || status || ',') > 0 OR (status = 'in_progress' AND assignee_agent_id = :agent))
+	-- L1: no lock column names a live run
+	AND (checkout_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.checkout_run_id
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+	AND (execution_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+	-- S12: already in_progress and the agent's changes nothing
+	AND NOT (status = 'in_progress' AND assignee_agent_id IS :agent)
+RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at
+
+-- name: Release
+-- L4: the holding run, a live run of the assignee over a dead holder
+-- (adoption, L3), or the board (:board) clears both locks; in_progress
+-- becomes todo; the assignee stays unless :unassign. An unlocked issue
+-- matches nothing (the store answers the no-op).
+UPDATE issues SET
+	checkout_run_id = NULL,
+	execution_run_id = NULL,
+	execution_agent_name_key = NULL,
+	execution_locked_at = NULL,
+	status = CASE WHEN status = 'in_progress' THEN 'todo' ELSE status END,
+	assignee_agent_id = CASE WHEN :unassign THEN NULL ELSE assignee_agent_id END,
+	updated_at = :now
+WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)
+	-- fast path: only an issue whose both locks are the caller's run
+	AND (NOT :held_only OR (checkout_run_id IS :run AND execution_run_id IS :run))
+	-- L4: the issue is locked
+	AND (checkout_run_id IS NOT NULL OR execution_run_id IS NOT NULL)
+	-- L4: by the board, or by the owner: the caller's run is live, the agent's and in the
+	-- issue's company; each lock column is empty, the run, or names a dead run; and the run
+	-- holds a lock or the agent is the assignee adopting a dead holder (L3)
+	AND (:board OR (EXISTS (SELECT 1 FROM runs r WHERE r.id = :run AND r.agent_id = :agent AND r.company_id = issues.company_id
+			AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now)))
+		AND (checkout_run_id IS NULL OR checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.checkout_run_id
+			AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+		AND (execution_run_id IS NULL OR execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id
+			AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+		AND (checkout_run_id IS :run OR execution_run_id IS :run OR assignee_agent_id IS :agent)))
+RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at
+
+-- name: Patch
+-- L5 owner-only write and L6 release on leaving in_progress or changing
+-- the assignee, one conditional statement. While the issue is locked an
+-- agent's PATCH must come from its owner (the holding run, or a live run
+-- of the assignee over a dead holder, which then takes both locks over, as
+-- L3); the board may write anything. In the SET, "releases" is
+-- (coalesce(:status, status) <> 'in_progress' OR (:set_assignee AND
+-- :assignee IS NOT assignee_agent_id)) and "adopts" is (NOT :board AND a
+-- lock column is set AND NOT both are :run).
+UPDATE issues SET
+	title = coalesce(:title, title),
+	description = coalesce(:description, description),
+	priority = coalesce(:priority, priority),
+	priority_rank = coalesce(:priority_rank, priority_rank),
+	status = coalesce(:status, status),
+	assignee_agent_id = CASE WHEN :set_assignee THEN :assignee ELSE assignee_agent_id END,
+	started_at = CASE WHEN :status IS 'in_progress' THEN coalesce(started_at, :now) ELSE started_at END,
+	completed_at = CASE WHEN :status IS 'done' AND status <> 'done' THEN :now ELSE completed_at END,
+	cancelled_at = CASE WHEN :status IS 'cancelled' AND status <> 'cancelled' THEN :now ELSE cancelled_at END,
+	-- L6 (releases) clears, L5/L3 adoption (adopts) takes over, otherwise unchanged
+	checkout_run_id = CASE
+		WHEN (coalesce(:status, status) <> 'in_progress' OR (:set_assignee AND :assignee IS NOT assignee_agent_id)) THEN NULL
+		WHEN (NOT :board AND (checkout_run_id IS NOT NULL OR execution_run_id IS NOT NULL)
+			AND NOT (checkout_run_id IS :run AND execution_run_id IS :run)) THEN :run
+		ELSE checkout_run_id END,
+	execution_run_id = CASE
+		WHEN (coalesce(:status, status) <> 'in_progress' OR (:set_assignee AND :assignee IS NOT assignee_agent_id)) THEN NULL
+		WHEN (NOT :board AND (checkout_run_id IS NOT NULL OR execution_run_id IS NOT NULL)
+			AND NOT (checkout_run_id IS :run AND execution_run_id IS :run)) THEN :run
+		ELSE execution_run_id END,
+	execution_agent_name_key = CASE
+		WHEN (coalesce(:status, status) <> 'in_progress' OR (:set_assignee AND :assignee IS NOT assignee_agent_id)) THEN NULL
+		WHEN (NOT :board AND (checkout_run_id IS NOT NULL OR execution_run_id IS NOT NULL)
+			AND NOT (checkout_run_id IS :run AND execution_run_id IS :run)) THEN (SELECT a.name_key FROM agents a WHERE a.id = :agent)
+		ELSE execution_agent_name_key END,
+	execution_locked_at = CASE
+		WHEN (coalesce(:status, status) <> 'in_progress' OR (:set_assignee AND :assignee IS NOT assignee_agent_id)) THEN NULL
+		WHEN (NOT :board AND (checkout_run_id IS NOT NULL OR execution_run_id IS NOT NULL)
+			AND NOT (checkout_run_id IS :run AND execution_run_id IS :run)) THEN :now
+		ELSE execution_locked_at END,
+	checkout_epoch = CASE
+		WHEN NOT (coalesce(:status, status) <> 'in_progress' OR (:set_assignee AND :assignee IS NOT assignee_agent_id))
+			AND (NOT :board AND (checkout_run_id IS NOT NULL OR execution_run_id IS NOT NULL)
+				AND NOT (checkout_run_id IS :run AND execution_run_id IS :run)) THEN checkout_epoch + 1
+		ELSE checkout_epoch END,
+	updated_at = :now
+WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)
+	-- fast path: only an issue whose both locks are the caller's run
+	AND (NOT :held_only OR (checkout_run_id IS :run AND execution_run_id IS :run))
+	-- L5: the board, an unlocked issue, or the owner
+	AND (:board OR (checkout_run_id IS NULL AND execution_run_id IS NULL)
+		OR (EXISTS (SELECT 1 FROM runs r WHERE r.id = :run AND r.agent_id = :agent AND r.company_id = issues.company_id
+				AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now)))
+			AND (checkout_run_id IS NULL OR checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.checkout_run_id
+				AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+			AND (execution_run_id IS NULL OR execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id
+				AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+			AND (checkout_run_id IS :run OR execution_run_id IS :run OR assignee_agent_id IS :agent)))
+	-- L5: entering in_progress takes an assignee
+	AND NOT (:status IS 'in_progress' AND status <> 'in_progress'
+		AND (CASE WHEN :set_assignee THEN :assignee ELSE assignee_agent_id END) IS NULL)
+	-- L5: a new assignee is an agent of the issue's company
+	AND (NOT :set_assignee OR :assignee IS NULL
+		OR EXISTS (SELECT 1 FROM agents a WHERE a.id = :assignee AND a.company_id = issues.company_id))
+RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at
+
+-- name: IssueAudit
+-- The audited fields of an issue (issue.updated {changes}), read before a PATCH.
+SELECT title, description, status, priority, assignee_agent_id FROM issues
+WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)
+
+-- name: ForceRelease
+-- The board's force-release of issue :id: every lock cleared (and the
+-- assignee when :clear_assignee); in_progress becomes todo.
+UPDATE issues SET
+	checkout_run_id = NULL,
+	execution_run_id = NULL,
+	execution_agent_name_key = NULL,
+	execution_locked_at = NULL,
+	status = CASE WHEN status = 'in_progress' THEN 'todo' ELSE status END,
+	assignee_agent_id = CASE WHEN :clear_assignee THEN NULL ELSE assignee_agent_id END,
+	updated_at = :now
+WHERE id = :id
+RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at
+
+-- name: RunFinish
+-- L6, the end of a run (finish): the run's row, guarded so that a terminal
+-- run never changes again. An agent may end only its own live run.
+UPDATE runs SET
+	status = :status,
+	finished_at = :now,
+	exit_code = :exit_code,
+	error = :error,
+	error_code = :error_code
+WHERE id = :run AND status IN ('queued', 'running')
+	-- L6: the board, or the run's own agent while the run is live
+	AND (:board OR (agent_id = :agent AND company_id = :company
+		AND (status = 'queued' OR lease_expires_at > :now)))
+RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+
+-- name: ReleaseRunLocks
+-- L6: when run :run ends, every lock naming it is cleared in one statement
+-- scoped by its run id (both columns, through the partial indexes). The
+-- issue's status stays: its assignee may adopt it (L1).
+UPDATE issues SET
+	checkout_run_id = CASE WHEN checkout_run_id = :run THEN NULL ELSE checkout_run_id END,
+	execution_run_id = CASE WHEN execution_run_id = :run THEN NULL ELSE execution_run_id END,
+	execution_agent_name_key = CASE WHEN execution_run_id = :run THEN NULL ELSE execution_agent_name_key END,
+	execution_locked_at = CASE WHEN execution_run_id = :run THEN NULL ELSE execution_locked_at END,
+	updated_at = :now
+WHERE checkout_run_id = :run OR execution_run_id = :run
+RETURNING id, company_id
+
+-- name: SweepExpiredRuns
+-- Sweeper pass 1: running runs whose lease expired become failed
+-- (lease_expired), a bounded batch (:limit) at a time. The outer WHERE
+-- re-checks status and lease, so a renewal that commits first wins.
+UPDATE runs SET
+	status = 'failed',
+	error_code = 'lease_expired',
+	error = coalesce(error, 'lease expired: no sign of life before the lease ran out'),
+	finished_at = :now
+WHERE id IN (SELECT id FROM runs WHERE status = 'running' AND lease_expires_at <= :now
+		ORDER BY lease_expires_at LIMIT :limit)
+	AND status = 'running' AND lease_expires_at <= :now
+RETURNING id, company_id, agent_id, lease_expires_at
+
+-- name: StaleLockCandidates
+-- Sweeper pass 2, candidates: locked issues (through the partial indexes)
+-- whose every referenced run is dead, with the states of those runs. Read
+-- on a reader connection; ClearStaleLocks decides.
+SELECT id, company_id, checkout_run_id, execution_run_id, c_state, e_state FROM (
+	SELECT i.id, i.company_id, i.checkout_run_id, i.execution_run_id,
+		coalesce((SELECT CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
+			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') AS c_state,
+		CASE WHEN i.execution_run_id IS NOT NULL THEN
+			coalesce((SELECT CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
+				WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
+	FROM issues i INDEXED BY issues_checkout_run WHERE i.checkout_run_id IS NOT NULL
+	UNION ALL -- the execution lock alone (the branches are disjoint)
+	SELECT i.id, i.company_id, NULL, i.execution_run_id, NULL,
+		coalesce((SELECT CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
+			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing')
+	FROM issues i INDEXED BY issues_execution_run WHERE i.execution_run_id IS NOT NULL AND i.checkout_run_id IS NULL)
+WHERE coalesce(c_state, '') <> 'live' AND coalesce(e_state, '') <> 'live'
+LIMIT :limit
+
+-- name: ClearStaleLocks
+-- Sweeper pass 2, the write: clear issue :id's locks, compare-and-set on
+-- the old lock values with deadness re-checked in the same statement, so a
+-- concurrent sweeper or a checkout that landed first makes it match
+-- nothing. It never touches an issue with a live referenced run. The
+-- status stays (the assignee may adopt, L1).
+UPDATE issues SET
+	checkout_run_id = NULL,
+	execution_run_id = NULL,
+	execution_agent_name_key = NULL,
+	execution_locked_at = NULL,
+	updated_at = :now
+WHERE id = :id
+	AND checkout_run_id IS :old_checkout AND execution_run_id IS :old_execution
+	-- sweeper: the issue is locked, and no lock column names a live run
+	AND (checkout_run_id IS NOT NULL OR execution_run_id IS NOT NULL)
+	AND (checkout_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.checkout_run_id
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+	AND (execution_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
