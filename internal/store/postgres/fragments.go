@@ -18,8 +18,10 @@ func sqlLive(r string) string {
 }
 
 // sqlIssueRef selects issue alias i by @rid (UUID) or @rident
-// (identifier) within @company (empty for any).
-const sqlIssueRef = `(i.id = @rid::text OR i.identifier = @rident::text) AND (@company::text = '' OR i.company_id = @company::text)`
+// (identifier) within @company (empty for any): one probe of the primary
+// key, whose value is @rid or else the id the identifier's index gives
+// (looked up only when @rid is empty), never a BitmapOr of both indexes.
+const sqlIssueRef = `i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)`
 
 // sqlActivityInto starts the INSERT of activity rows; a SELECT of
 // (company_id, actor_type, actor_id, run_id, request_id, action,

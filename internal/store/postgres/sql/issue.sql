@@ -49,7 +49,7 @@ SELECT id, company_id, identifier, title, description, status, priority, assigne
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
 	started_at, completed_at, cancelled_at, created_at, updated_at
 FROM issues i
-WHERE (i.id = @rid::text OR i.identifier = @rident::text) AND (@company::text = '' OR i.company_id = @company::text)
+WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
 
 -- name: Inbox
 -- The open issues of agent @agent, most urgent first, with the live run

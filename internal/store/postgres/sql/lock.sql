@@ -56,7 +56,7 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
-	WHERE (i.id = @rid::text OR i.identifier = @rident::text) AND (@company::text = '' OR i.company_id = @company::text)
+	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
 ),
 d AS MATERIALIZED (
 	SELECT o.id, coalesce(
@@ -145,7 +145,7 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state,
 		coalesce((SELECT a.status <> 'terminated' FROM agents a WHERE a.id = @agent::text AND a.company_id = i.company_id), false) AS agent_active
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
-	WHERE (i.id = @rid::text OR i.identifier = @rident::text) AND (@company::text = '' OR i.company_id = @company::text)
+	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
 ),
 d AS MATERIALIZED (
 	SELECT o.id, coalesce(
@@ -220,7 +220,7 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
-	WHERE (i.id = @rid::text OR i.identifier = @rident::text) AND (@company::text = '' OR i.company_id = @company::text)
+	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
 ),
 d AS MATERIALIZED (
 	SELECT o.id, coalesce(
@@ -302,7 +302,7 @@ WITH old AS MATERIALIZED (
 		(NOT @set_assignee::boolean OR @assignee::text IS NULL
 			OR EXISTS (SELECT 1 FROM agents a WHERE a.id = @assignee::text AND a.company_id = i.company_id)) AS assignee_in_company
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
-	WHERE (i.id = @rid::text OR i.identifier = @rident::text) AND (@company::text = '' OR i.company_id = @company::text)
+	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
 ),
 f AS MATERIALIZED (
 	SELECT o.id,
@@ -439,7 +439,7 @@ WITH old AS MATERIALIZED (
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver
 	FROM issues i
-	WHERE (i.id = @rid::text OR i.identifier = @rident::text) AND (@company::text = '' OR i.company_id = @company::text)
+	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
 ),
 upd AS (
 	UPDATE issues i SET
