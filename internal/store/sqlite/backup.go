@@ -183,7 +183,7 @@ func Inspect(ctx context.Context, path string) (Inspection, error) {
 	return in, nil
 }
 
-// brokenL7 counts the issues that break invariant L7 (SPEC section 4): a
+// brokenL7 counts the issues that break invariant L7 (RULES.md): a
 // checkout lock without status in_progress and an execution lock of the
 // same run.
 func brokenL7(ctx context.Context, db *sql.DB) (int64, error) {
