@@ -251,6 +251,11 @@ func TestDiskFull_SQLite(t *testing.T) {
 		t.Errorf("checkout after freeing the disk: %v", err)
 	}
 
+	// The operator's log says when it began and when it ended.
+	if l := log.tail(2000); !strings.Contains(l, "the disk under the database is full") || !strings.Contains(l, "writes are committed again") {
+		t.Errorf("the server log does not say the disk filled and writes resumed")
+	}
+
 	// Nothing acknowledged was lost: kill, restart, read back.
 	srv.Kill()
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,8 @@ import (
 func TestDatabaseFull(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTest(t, Options{})
+	var logs syncLog
+	s := openTest(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	co, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board})
 	if err != nil {
 		t.Fatal(err)
@@ -79,4 +81,32 @@ func TestDatabaseFull(t *testing.T) {
 		t.Errorf("write after the cap was lifted: %v", err)
 	}
 	t.Logf("%d acknowledged, %d refused with disk_full; %d writes in %d commits", acked, full, s.WriteStats().Writes, s.WriteStats().Commits)
+	// The operator reads when it began and when it ended, not a line per
+	// refused write (a write that still fits may end it and the next
+	// refusal begin it again, so a few lines are fine).
+	out := logs.String()
+	if n := strings.Count(out, "the disk under the database is full"); n == 0 || n > 5 {
+		t.Errorf("the disk-full error was logged %d times for %d refusals, want 1 to 5:\n%s", n, full, out)
+	}
+	if !strings.Contains(out, "writes are committed again") {
+		t.Errorf("no log line says writes resumed:\n%s", out)
+	}
+}
+
+// syncLog is a buffer safe for the concurrent writes of a logger.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

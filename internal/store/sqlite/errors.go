@@ -4,7 +4,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -85,4 +87,37 @@ func wrap(err error, format string, args ...any) error {
 		return e
 	}
 	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// diskFullLog is the state behind noteDiskFull.
+type diskFullLog struct {
+	full     atomic.Bool
+	loggedAt atomic.Int64 // unix ns of the last "disk full" log line
+}
+
+// noteDiskFull logs, for the operator, when writes start meeting a full
+// disk (an error line, repeated at most once a minute while it lasts) and
+// when a write is committed again afterwards (an info line). It looks at a
+// batch's answers once the batch is done.
+func (s *Store) noteDiskFull(batch []*writeReq) {
+	full, committed := false, false
+	for _, r := range batch {
+		switch {
+		case r.err == nil && !r.panicked:
+			committed = true
+		case clasp.ErrorCode(r.err) == clasp.CodeUnavailable && clasp.AsError(r.err).Details["reason"] == ReasonDiskFull:
+			full = true
+		}
+	}
+	d := &s.diskFull
+	now := time.Now().UnixNano()
+	switch {
+	case full:
+		if !d.full.Swap(true) || now-d.loggedAt.Load() >= int64(time.Minute) {
+			d.loggedAt.Store(now)
+			s.log.Error("the disk under the database is full: writes are refused (503 unavailable, reason disk_full) and reads go on; free space there and writes resume by themselves", "path", s.path)
+		}
+	case committed && d.full.Swap(false):
+		s.log.Info("writes are committed again: the disk under the database has room", "path", s.path)
+	}
 }

@@ -196,6 +196,7 @@ func (s *Store) lead(first *writeReq) {
 	for rest := batch; len(rest) > 0; {
 		rest = s.commitBatch(rest)
 	}
+	s.noteDiskFull(batch)
 
 	c.mu.Lock()
 	var next *writeReq

@@ -80,6 +80,9 @@ type Store struct {
 
 	watch store.Broadcast // WatchActivity channels, woken after commits that wrote activity
 	gc    committer       // the writer's queue: group commit (groupcommit.go)
+
+	path     string      // the database file
+	diskFull diskFullLog // logs when writes start and stop meeting a full disk (errors.go)
 }
 
 // Open opens (creating it and its parent directory if needed) the database
@@ -98,7 +101,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("open sqlite store: create directory: %w", err)
 	}
-	s := &Store{now: opts.Now, newID: opts.NewID, log: opts.Logger}
+	s := &Store{now: opts.Now, newID: opts.NewID, log: opts.Logger, path: path}
 	if s.now == nil {
 		s.now = time.Now
 	}
