@@ -89,6 +89,9 @@ pg_basebackup instead: see docs/backup.md.`,
 // command), reporting progress and the result on w.
 func backup(ctx context.Context, w io.Writer, dataDir, to string, force bool) error {
 	src := filepath.Join(dataDir, DBFileName)
+	if sameFile(src, to) || sameFile(src+"-wal", to) || sameFile(src+"-shm", to) {
+		return usageErr(fmt.Errorf("--to %s is the database itself; write the backup to another file, ideally on another disk", to))
+	}
 	if st, err := os.Stat(to); err == nil {
 		if st.IsDir() {
 			return usageErr(fmt.Errorf("--to %s is a directory; name the backup file, e.g. %s", to, filepath.Join(to, "clasp-backup.db")))
@@ -205,6 +208,9 @@ func restore(ctx context.Context, w io.Writer, dataDir, from string) error {
 	if !st.Mode().IsRegular() {
 		return usageErr(fmt.Errorf("--from %s is not a file", from))
 	}
+	if sameFile(from, filepath.Join(dataDir, DBFileName)) {
+		return usageErr(fmt.Errorf("--from %s is the database it would replace; name a backup file made by clasp backup", from))
+	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
@@ -287,6 +293,19 @@ func restore(ctx context.Context, w io.Writer, dataDir, from string) error {
 func addPostgresRefusal(f *pflag.FlagSet, url *string) {
 	f.StringVar(url, "database-url", "", "PostgreSQL: refused, with how to use pg_dump/pg_restore instead")
 	_ = f.MarkHidden("database-url")
+}
+
+// sameFile reports whether paths a and b name the same file: the same
+// absolute path, or (both existing) the same inode.
+func sameFile(a, b string) bool {
+	aa, err1 := filepath.Abs(a)
+	bb, err2 := filepath.Abs(b)
+	if err1 == nil && err2 == nil && aa == bb {
+		return true
+	}
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
 
 // tempName is a fresh name beside path for a file written then renamed to path.

@@ -67,6 +67,7 @@ func TestBackupCommand(t *testing.T) {
 		want string
 	}{
 		{"no --to", nil, []string{"backup", "--data-dir", dir}, ExitUsage, "--to FILE is required"},
+		{"the database", nil, []string{"backup", "--data-dir", dir, "--to", filepath.Join(dir, DBFileName), "--force"}, ExitUsage, "is the database itself"},
 		{"exists", nil, []string{"backup", "--data-dir", dir, "--to", to}, ExitUsage, "already exists; pass --force"},
 		{"directory", nil, []string{"backup", "--data-dir", dir, "--to", t.TempDir()}, ExitUsage, "is a directory"},
 		{"no parent", nil, []string{"backup", "--data-dir", dir, "--to", filepath.Join(t.TempDir(), "no", "b.db")}, ExitUsage, "does not exist"},
@@ -74,6 +75,7 @@ func TestBackupCommand(t *testing.T) {
 		{"postgres", map[string]string{EnvDatabaseURL: "postgres://x/y"}, []string{"backup", "--to", filepath.Join(t.TempDir(), "b.db")}, ExitUsage, "pg_dump"},
 		{"postgres restore", map[string]string{EnvDatabaseURL: "postgres://x/y"}, []string{"restore", "--from", to}, ExitUsage, "pg_restore"},
 		{"postgres flag", nil, []string{"backup", "--database-url", "postgres://x/y", "--to", filepath.Join(t.TempDir(), "b.db")}, ExitUsage, "pg_dump -Fc"},
+		{"restore itself", nil, []string{"restore", "--data-dir", dir, "--from", filepath.Join(dir, DBFileName)}, ExitUsage, "is the database it would replace"},
 		{"no --from", nil, []string{"restore", "--data-dir", dir}, ExitUsage, "--from FILE is required"},
 	} {
 		r := runCLI(t, c.env, "", c.args...)
