@@ -127,6 +127,9 @@ func backup(ctx context.Context, w io.Writer, dataDir, to string, force bool) er
 		return fmt.Errorf("backup failed, nothing written to %s: %w", to, err)
 	}
 	in, err := sqlite.Inspect(ctx, tmp)
+	if errors.Is(err, sqlite.ErrNewerSchema) {
+		return fmt.Errorf("backup not written to %s: the database's schema (version %d) is newer than this clasp knows (up to %d), so it cannot check the copy; run the backup with the clasp binary the server runs", to, version, sqlite.LatestSchemaVersion())
+	}
 	if err != nil {
 		return fmt.Errorf("backup failed its check, nothing written to %s: %w", to, err)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,6 +83,19 @@ func TestBackupCommand(t *testing.T) {
 		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%s: exit %d, stderr %q; want exit %d and %q", c.name, r.code, r.stderr, c.code, c.want)
 		}
+	}
+	newer := newDataDir(t, "acme")
+	db, err := sql.Open("sqlite", filepath.Join(newer, DBFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec("INSERT INTO goose_db_version (version_id, is_applied) VALUES (?, 1)", sqlite.LatestSchemaVersion()+1)
+	_ = db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, nil, "", "backup", "--data-dir", newer, "--to", filepath.Join(t.TempDir(), "b.db")); r.code != ExitError || !strings.Contains(r.stderr, "run the backup with the clasp binary the server runs") {
+		t.Errorf("backup of a newer schema: exit %d, stderr %q", r.code, r.stderr)
 	}
 	if r := runCLI(t, nil, "", "backup", "--data-dir", dir, "--to", to, "--force"); r.code != ExitOK {
 		t.Errorf("backup --force over an existing file: exit %d, stderr %q", r.code, r.stderr)
