@@ -70,7 +70,7 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 			continue
 		}
 		var ok bool
-		if err := s.pool.QueryRow(ctx, q("CommentSeq"), namedArgs{"id": f.id, "issue": issueID}).Scan(&ok); err != nil {
+		if err := s.pool.QueryRow(ctx, q("CommentExists"), namedArgs{"id": f.id, "issue": issueID}).Scan(&ok); err != nil {
 			return nil, translate(fmt.Errorf("find comment %s: %w", f.id, err))
 		}
 		if !ok {
@@ -115,7 +115,7 @@ func (s *Store) CommentGet(ctx context.Context, companyID, ref, commentID string
 	if err != nil {
 		return nil, err
 	}
-	c, err := scanComment(s.pool.QueryRow(ctx, q("CommentByID"), namedArgs{"id": commentID, "issue": issueID}))
+	c, err := scanComment(s.pool.QueryRow(ctx, q("CommentOfIssue"), namedArgs{"id": commentID, "issue": issueID}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("comment", commentID)
 	}

@@ -12,23 +12,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-const (
-	// sqlIssueRef resolves an issue reference visible in :company ("" for any).
-	sqlIssueRef = `SELECT id, company_id FROM issues
-	WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)`
-	sqlCommentInsert = `INSERT INTO comments (id, company_id, issue_id, body, author_agent_id, author_board, run_id, seq, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM comments WHERE issue_id = ?), ?)
-	RETURNING ` + commentCols
-	sqlCommentList = `SELECT ` + commentCols + ` FROM comments
-	WHERE issue_id = :issue AND seq > :after_seq AND seq > :cursor_seq ORDER BY seq LIMIT :limit`
-	// sqlCommentListDesc is newest first: :cursor_seq bounds from above.
-	sqlCommentListDesc = `SELECT ` + commentCols + ` FROM comments
-	WHERE issue_id = :issue AND seq > :after_seq AND seq < :cursor_seq ORDER BY seq DESC LIMIT :limit`
-	sqlCommentGet  = `SELECT ` + commentCols + ` FROM comments WHERE id = ? AND issue_id = ?`
-	sqlCommentSeq  = `SELECT seq FROM comments WHERE id = ? AND issue_id = ?`
-	sqlCommentByID = `SELECT ` + commentCols + ` FROM comments WHERE id = ?`
-)
-
 // CommentCreate adds a comment by the actor (an agent, in its run if any,
 // or the board) to an issue of the actor's company. With p.Idempotency, a
 // repeat of an earlier creation adds nothing and returns that comment
@@ -44,7 +27,7 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 			if err != nil {
 				return err
 			}
-			out, err = scanComment(tx.queryRow(ctx, qCommentByID, id))
+			out, err = scanComment(tx.queryRow(ctx, "CommentGet", sql.Named("id", id)))
 			if err != nil {
 				return fmt.Errorf("get comment %s: %w", id, err)
 			}
@@ -53,7 +36,7 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 		}
 		rid, rident := splitRef(p.Ref)
 		var issueID, companyID string
-		err := tx.queryRow(ctx, qIssueRef, sql.Named("rid", rid), sql.Named("rident", rident),
+		err := tx.queryRow(ctx, "IssueRef", sql.Named("rid", rid), sql.Named("rident", rident),
 			sql.Named("company", scope(p.Actor))).Scan(&issueID, &companyID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("issue", p.Ref)
@@ -79,8 +62,9 @@ func (t *wtx) commentInsert(ctx context.Context, issueID, companyID, body string
 	if a.Type == clasp.ActorAgent {
 		author = a.AgentID
 	}
-	c, err := scanComment(t.queryRow(ctx, qCommentInsert, t.s.newID(), companyID, issueID, body, author, a.IsBoard(),
-		nullable(a.RunID), issueID, t.now))
+	c, err := scanComment(t.queryRow(ctx, "CommentInsert", sql.Named("id", t.s.newID()), sql.Named("company", companyID),
+		sql.Named("issue", issueID), sql.Named("body", body), sql.Named("author", author), sql.Named("board", a.IsBoard()),
+		sql.Named("run", nullable(a.RunID)), sql.Named("now", t.now)))
 	if err != nil {
 		return nil, fmt.Errorf("comment on issue %s: %w", issueID, err)
 	}
@@ -104,7 +88,7 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 			return none, nil
 		}
 		var seq int64
-		err := s.readRow(ctx, qCommentSeq, id, issueID).Scan(&seq)
+		err := s.readRow(ctx, "CommentSeq", sql.Named("id", id), sql.Named("issue", issueID)).Scan(&seq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, clasp.InvalidField(field, "%s %q is not a comment of this issue.", field, id)
 		}
@@ -117,15 +101,15 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 	if err != nil {
 		return nil, err
 	}
-	q, none := qCommentList, int64(0)
+	name, none := "CommentList", int64(0)
 	if p.Desc {
-		q, none = qCommentListDesc, math.MaxInt64
+		name, none = "CommentListDesc", math.MaxInt64
 	}
 	cursorSeq, err := seqOf("cursor", p.Cursor, none)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.read(ctx, q, sql.Named("issue", issueID), sql.Named("after_seq", afterSeq),
+	rows, err := s.read(ctx, name, sql.Named("issue", issueID), sql.Named("after_seq", afterSeq),
 		sql.Named("cursor_seq", cursorSeq), sql.Named("limit", pageLimit(p.Limit)))
 	if err != nil {
 		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
@@ -142,7 +126,7 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 func (s *Store) commentIssue(ctx context.Context, companyID, ref string) (string, error) {
 	rid, rident := splitRef(ref)
 	var issueID, cid string
-	err := s.readRow(ctx, qIssueRef, sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", companyID)).
+	err := s.readRow(ctx, "IssueRef", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", companyID)).
 		Scan(&issueID, &cid)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", notFound("issue", ref)
@@ -161,7 +145,7 @@ func (s *Store) CommentGet(ctx context.Context, companyID, ref, commentID string
 	if err != nil {
 		return nil, err
 	}
-	c, err := scanComment(s.readRow(ctx, qCommentGet, commentID, issueID))
+	c, err := scanComment(s.readRow(ctx, "CommentOfIssue", sql.Named("id", commentID), sql.Named("issue", issueID)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("comment", commentID)
 	}

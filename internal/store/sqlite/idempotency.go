@@ -23,25 +23,6 @@ const (
 	idemIssueUpdate = "issue_update"
 )
 
-const (
-	// sqlIdempotencyGet reads the record of (actor, key) still in force:
-	// one written less than the window ago.
-	sqlIdempotencyGet = `SELECT request_hash, resource_type, resource_id FROM idempotency_keys
-	WHERE actor_id = :actor AND key = :key AND created_at > :now - :window`
-	// sqlIdempotencyInsert records a creation in its own transaction. An
-	// expired record of the same (actor, key) is replaced; a record in
-	// force makes it return no row (impossible here: the single writer
-	// read it as absent in this transaction).
-	sqlIdempotencyInsert = `INSERT INTO idempotency_keys (actor_id, key, request_hash, resource_type, resource_id, created_at)
-	VALUES (:actor, :key, :hash, :type, :id, :now)
-	ON CONFLICT (actor_id, key) DO UPDATE SET
-		request_hash = excluded.request_hash, resource_type = excluded.resource_type,
-		resource_id = excluded.resource_id, created_at = excluded.created_at
-	WHERE idempotency_keys.created_at <= :now - :window
-	RETURNING 1`
-	sqlIdempotencyPurge = `DELETE FROM idempotency_keys WHERE created_at <= ?`
-)
-
 // idempotencyLookup is the first step of a creating call with an
 // Idempotency-Key (store.IdempotencyParams), in its write transaction. It
 // returns the id of the resource of kind recorded for (actor, key) within
@@ -59,12 +40,12 @@ func (t *wtx) idempotencyLookup(ctx context.Context, p *store.IdempotencyParams,
 	}
 	window := store.IdempotencyWindow.Microseconds()
 	if last := t.s.idemSweptAt.Load(); t.now-last >= idempotencyPurgeEvery.Microseconds() && t.s.idemSweptAt.CompareAndSwap(last, t.now) {
-		if _, err := t.exec(ctx, qIdempotencyPurge, t.now-window); err != nil {
+		if _, err := t.exec(ctx, "IdempotencyPurge", sql.Named("before", t.now-window)); err != nil {
 			return "", fmt.Errorf("purge idempotency records: %w", err)
 		}
 	}
 	var hash, gotKind, id string
-	err := t.queryRow(ctx, qIdempotencyGet, sql.Named("actor", p.ActorID), sql.Named("key", p.Key),
+	err := t.queryRow(ctx, "IdempotencyGet", sql.Named("actor", p.ActorID), sql.Named("key", p.Key),
 		sql.Named("now", t.now), sql.Named("window", window)).Scan(&hash, &gotKind, &id)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -86,7 +67,7 @@ func (t *wtx) idempotencyRecord(ctx context.Context, p *store.IdempotencyParams,
 		return nil
 	}
 	var one int
-	err := t.queryRow(ctx, qIdempotencyInsert, sql.Named("actor", p.ActorID), sql.Named("key", p.Key),
+	err := t.queryRow(ctx, "IdempotencyInsert", sql.Named("actor", p.ActorID), sql.Named("key", p.Key),
 		sql.Named("hash", p.RequestHash), sql.Named("type", kind), sql.Named("id", id),
 		sql.Named("now", t.now), sql.Named("window", store.IdempotencyWindow.Microseconds())).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {

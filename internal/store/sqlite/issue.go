@@ -15,27 +15,6 @@ import (
 // inboxLimit caps IssueInbox.
 const inboxLimit = 1000
 
-const (
-	// sqlNextIdentifier hands out the company's next issue number inside
-	// the creating transaction: identifiers PREFIX-N are gapless and never
-	// repeat (SPEC section 1, S27).
-	sqlNextIdentifier = `UPDATE companies SET issue_counter = issue_counter + 1 WHERE id = ?
-	RETURNING issue_counter, issue_prefix`
-	sqlIssueInsert = `INSERT INTO issues (id, company_id, identifier, title, description, status, priority, priority_rank,
-		assignee_agent_id, started_at, completed_at, cancelled_at, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	RETURNING ` + issueCols
-	sqlIssueGet = `SELECT ` + issueCols + ` FROM issues
-	WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)`
-	sqlIssueByID = `SELECT ` + issueCols + ` FROM issues WHERE id = ?`
-	sqlInbox     = `SELECT i.id, i.identifier, i.title, i.status, i.priority, i.updated_at, r.id, r.status
-	FROM issues i LEFT JOIN runs r ON r.id = i.execution_run_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))
-	WHERE i.assignee_agent_id = :agent AND i.status IN ('todo', 'in_progress', 'blocked')
-	ORDER BY i.priority_rank, i.created_at, i.id
-	LIMIT :limit`
-)
-
 // IssueCreate creates an issue with the next identifier PREFIX-N of its
 // company. Status defaults to backlog, priority to medium. With
 // p.Idempotency, a repeat of an earlier creation creates nothing and
@@ -65,7 +44,7 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 			n      int64
 			prefix string
 		)
-		err := tx.queryRow(ctx, qNextIdentifier, p.CompanyID).Scan(&n, &prefix)
+		err := tx.queryRow(ctx, "NextIdentifier", sql.Named("company", p.CompanyID)).Scan(&n, &prefix)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("company", p.CompanyID)
 		}
@@ -87,8 +66,11 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 			cancelled = tx.now
 		}
 		ident := prefix + "-" + strconv.FormatInt(n, 10)
-		iss, err := scanIssue(tx.queryRow(ctx, qIssueInsert, tx.s.newID(), p.CompanyID, ident, title, p.Description,
-			string(status), string(priority), priority.Rank(), nullable(p.AssigneeAgentID), started, completed, cancelled, tx.now, tx.now))
+		iss, err := scanIssue(tx.queryRow(ctx, "IssueInsert", sql.Named("id", tx.s.newID()), sql.Named("company", p.CompanyID),
+			sql.Named("identifier", ident), sql.Named("title", title), sql.Named("description", p.Description),
+			sql.Named("status", string(status)), sql.Named("priority", string(priority)), sql.Named("priority_rank", priority.Rank()),
+			sql.Named("assignee", nullable(p.AssigneeAgentID)), sql.Named("started", started), sql.Named("completed", completed),
+			sql.Named("cancelled", cancelled), sql.Named("now", tx.now)))
 		if err != nil {
 			return fmt.Errorf("create issue %s: %w", ident, err)
 		}
@@ -111,7 +93,7 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 // ref; companyID, when not empty, scopes the lookup. 404 not_found.
 func (s *Store) IssueGet(ctx context.Context, companyID, ref string) (*clasp.Issue, error) {
 	rid, rident := splitRef(ref)
-	iss, err := scanIssue(s.readRow(ctx, qIssueGet, sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", companyID)))
+	iss, err := scanIssue(s.readRow(ctx, "IssueGet", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", companyID)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("issue", ref)
 	}
@@ -123,7 +105,7 @@ func (s *Store) IssueGet(ctx context.Context, companyID, ref string) (*clasp.Iss
 
 // issueByID reads an issue by id in the write transaction.
 func (t *wtx) issueByID(ctx context.Context, id string) (*clasp.Issue, error) {
-	iss, err := scanIssue(t.queryRow(ctx, qIssueByID, id))
+	iss, err := scanIssue(t.queryRow(ctx, "IssueByID", sql.Named("id", id)))
 	if err != nil {
 		return nil, fmt.Errorf("get issue %s: %w", id, err)
 	}
@@ -160,7 +142,7 @@ func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*cla
 // in_progress or blocked, most urgent first (then oldest first), at most
 // 1000, each with the live run holding its execution lock, if any.
 func (s *Store) IssueInbox(ctx context.Context, agentID string) ([]*clasp.InboxItem, error) {
-	rows, err := s.read(ctx, qInbox, sql.Named("agent", agentID), sql.Named("now", s.nowMicros()), sql.Named("limit", inboxLimit))
+	rows, err := s.read(ctx, "Inbox", sql.Named("agent", agentID), sql.Named("now", s.nowMicros()), sql.Named("limit", inboxLimit))
 	if err != nil {
 		return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
 	}

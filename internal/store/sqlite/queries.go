@@ -5,15 +5,9 @@ package sqlite
 // of each lives next to the code that runs it.
 
 const (
-	// sql/lock.sql, named from run.go
+	// statements of sql/*.sql named from run.go and heartbeat.go
 	qCallerRunRead = "CallerRunRead"
-	// lock.go: the lock rules and the sweeper
-	// claim.go: claim-next
-	// activity.go
-	// watch.go
-	qActivityAfter    = "ActivityAfter"
-	qActivityLatestID = "ActivityLatestID"
-	// company.go
+	qIssueRef      = "IssueRef"
 	// agent.go
 	qAgentInsert          = "AgentInsert"
 	qAgentGet             = "AgentGet"
@@ -35,32 +29,10 @@ const (
 	qRunAuth       = "RunAuth"
 	qRunTouch      = "RunTouch"
 	qRunReplayOpen = "RunReplayOpen"
-	// issue.go
-	qNextIdentifier = "NextIdentifier"
-	qIssueInsert    = "IssueInsert"
-	qIssueGet       = "IssueGet"
-	qIssueByID      = "IssueByID"
-	qInbox          = "Inbox"
-	// comment.go
-	qIssueRef        = "IssueRef"
-	qCommentInsert   = "CommentInsert"
-	qCommentList     = "CommentList"
-	qCommentListDesc = "CommentListDesc"
-	qCommentGet      = "CommentGet"
-	qCommentSeq      = "CommentSeq"
-	qCommentByID     = "CommentByID"
-	// idempotency.go
-	qIdempotencyGet    = "IdempotencyGet"
-	qIdempotencyInsert = "IdempotencyInsert"
-	qIdempotencyPurge  = "IdempotencyPurge"
 )
 
 // queries is the text of every static statement.
 var queries = map[string]string{
-
-	qActivityAfter:    sqlActivityAfter,
-	qActivityLatestID: sqlActivityLatestID,
-
 	qAgentInsert:          sqlAgentInsert,
 	qAgentGet:             sqlAgentGet,
 	qAgentStatusInCompany: sqlAgentStatusInCompany,
@@ -81,22 +53,4 @@ var queries = map[string]string{
 	qRunAuth:       sqlRunAuth,
 	qRunTouch:      sqlRunTouch,
 	qRunReplayOpen: sqlRunReplayOpen,
-
-	qNextIdentifier: sqlNextIdentifier,
-	qIssueInsert:    sqlIssueInsert,
-	qIssueGet:       sqlIssueGet,
-	qIssueByID:      sqlIssueByID,
-	qInbox:          sqlInbox,
-
-	qIssueRef:        sqlIssueRef,
-	qCommentInsert:   sqlCommentInsert,
-	qCommentList:     sqlCommentList,
-	qCommentListDesc: sqlCommentListDesc,
-	qCommentGet:      sqlCommentGet,
-	qCommentSeq:      sqlCommentSeq,
-	qCommentByID:     sqlCommentByID,
-
-	qIdempotencyGet:    sqlIdempotencyGet,
-	qIdempotencyInsert: sqlIdempotencyInsert,
-	qIdempotencyPurge:  sqlIdempotencyPurge,
 }

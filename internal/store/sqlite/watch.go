@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/clasp-dev/clasp"
@@ -9,14 +10,6 @@ import (
 )
 
 var _ store.ActivityStream = (*Store)(nil)
-
-const (
-	// sqlActivityAfter reads a company's activity forward from an id
-	// (index activity_company).
-	sqlActivityAfter = `SELECT ` + activityCols + ` FROM activity
-	WHERE company_id = ? AND id > ? ORDER BY id LIMIT ?`
-	sqlActivityLatestID = `SELECT coalesce(max(id), 0) FROM activity WHERE company_id = ?`
-)
 
 // WatchActivity implements store.ActivityStream. On SQLite the single
 // writer is in this process, so an in-process signal after each commit
@@ -29,7 +22,7 @@ func (s *Store) WatchActivity(ctx context.Context) <-chan struct{} {
 // writer assigns ids in commit order, so there are no holes to wait for:
 // through is the last row's id (afterID when there is none).
 func (s *Store) ActivityAfter(ctx context.Context, companyID string, afterID int64, limit int) ([]*clasp.Activity, int64, error) {
-	rows, err := s.read(ctx, qActivityAfter, companyID, afterID, pageLimit(limit))
+	rows, err := s.read(ctx, "ActivityAfter", sql.Named("company", companyID), sql.Named("after", afterID), sql.Named("limit", pageLimit(limit)))
 	if err != nil {
 		return nil, afterID, translate(fmt.Errorf("read activity after %d: %w", afterID, err))
 	}
@@ -47,7 +40,7 @@ func (s *Store) ActivityAfter(ctx context.Context, companyID string, afterID int
 // ActivityLatestID implements store.ActivityStream.
 func (s *Store) ActivityLatestID(ctx context.Context, companyID string) (int64, error) {
 	var id int64
-	if err := s.readRow(ctx, qActivityLatestID, companyID).Scan(&id); err != nil {
+	if err := s.readRow(ctx, "ActivityLatestID", sql.Named("company", companyID)).Scan(&id); err != nil {
 		return 0, translate(fmt.Errorf("read latest activity id: %w", err))
 	}
 	return id, nil

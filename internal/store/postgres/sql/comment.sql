@@ -47,11 +47,11 @@ WHERE issue_id = @issue::text
 	AND seq < coalesce((SELECT seq FROM comments WHERE id = @cursor::text AND issue_id = @issue::text), 9223372036854775807)
 ORDER BY seq DESC LIMIT @limit::integer
 
--- name: CommentByID
+-- name: CommentOfIssue
 -- The comment @id of issue @issue.
 SELECT id, issue_id, body, author_agent_id, author_board, run_id, created_at FROM comments
 WHERE id = @id::text AND issue_id = @issue::text
 
--- name: CommentSeq
+-- name: CommentExists
 -- Whether @id is a comment of issue @issue.
 SELECT EXISTS (SELECT 1 FROM comments WHERE id = @id::text AND issue_id = @issue::text)

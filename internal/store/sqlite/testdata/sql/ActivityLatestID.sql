@@ -1,1 +1,1 @@
-SELECT coalesce(max(id), 0) FROM activity WHERE company_id = ?
+SELECT coalesce(max(id), 0) FROM activity WHERE company_id = :company

@@ -1,1 +1,1 @@
-SELECT seq FROM comments WHERE id = ? AND issue_id = ?
+SELECT seq FROM comments WHERE id = :id AND issue_id = :issue

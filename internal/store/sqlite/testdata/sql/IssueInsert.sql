@@ -1,6 +1,7 @@
 INSERT INTO issues (id, company_id, identifier, title, description, status, priority, priority_rank,
-		assignee_agent_id, started_at, completed_at, cancelled_at, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
-		checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-		started_at, completed_at, cancelled_at, created_at, updated_at
+	assignee_agent_id, started_at, completed_at, cancelled_at, created_at, updated_at)
+VALUES (:id, :company, :identifier, :title, :description, :status, :priority, :priority_rank,
+	:assignee, :started, :completed, :cancelled, :now, :now)
+RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at

@@ -1,0 +1,41 @@
+-- Issues: creation with its per-company identifier, reads, the inbox.
+-- Times are unix microseconds (:now is the transaction's time).
+
+-- name: NextIdentifier
+-- Hands out company :company's next issue number inside the creating
+-- transaction: identifiers PREFIX-N are gapless and never repeat.
+UPDATE companies SET issue_counter = issue_counter + 1 WHERE id = :company
+RETURNING issue_counter, issue_prefix
+
+-- name: IssueInsert
+INSERT INTO issues (id, company_id, identifier, title, description, status, priority, priority_rank,
+	assignee_agent_id, started_at, completed_at, cancelled_at, created_at, updated_at)
+VALUES (:id, :company, :identifier, :title, :description, :status, :priority, :priority_rank,
+	:assignee, :started, :completed, :cancelled, :now, :now)
+RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at
+
+-- name: IssueGet
+-- The issue by UUID :rid or identifier :rident, within :company ('' for any).
+SELECT id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at
+FROM issues
+WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)
+
+-- name: IssueByID
+SELECT id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at
+FROM issues WHERE id = :id
+
+-- name: Inbox
+-- The open issues of agent :agent, most urgent first, with the live run
+-- holding each one's execution lock, if any.
+SELECT i.id, i.identifier, i.title, i.status, i.priority, i.updated_at, r.id, r.status
+FROM issues i LEFT JOIN runs r ON r.id = i.execution_run_id
+	AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))
+WHERE i.assignee_agent_id = :agent AND i.status IN ('todo', 'in_progress', 'blocked')
+ORDER BY i.priority_rank, i.created_at, i.id
+LIMIT :limit
