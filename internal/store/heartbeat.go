@@ -248,3 +248,13 @@ func (p *WakeParams) Validate() error {
 	}
 	return nil
 }
+
+// CheckTakeOver validates InstanceTakeOver's arguments: 400
+// invalid_request (details.field instance) when an instance would take
+// itself over.
+func CheckTakeOver(dead *Instance, by string) error {
+	if dead.ID == by {
+		return clasp.InvalidField("instance", "An instance cannot take itself over.")
+	}
+	return nil
+}

@@ -12,115 +12,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-const (
-	// sqlAgentCreate inserts an active agent of an existing company, and its
-	// agent.created row; no row when the company is missing.
-	sqlAgentCreate = `WITH a AS (
-		INSERT INTO agents (id, company_id, name, name_key, role, status, created_at)
-		SELECT @id::text, c.id, @name::text, @name_key::text, @role::text, 'active', now() FROM companies c WHERE c.id = @company::text
-		RETURNING ` + agentCols + `
-	), act AS (` + sqlActivityInto + `
-		SELECT a.company_id, ` + sqlActorCols + `, 'agent.created', 'agent', a.id,
-			jsonb_build_object('name', a.name, 'role', a.role) FROM a
-	)
-	SELECT ` + agentCols + ` FROM a`
-	sqlAgentGet = `SELECT ` + agentCols + ` FROM agents WHERE id = $1`
-
-	// sqlAgentEndRuns ends the queued and running runs of an agent being
-	// terminated as cancelled (errorCode agent_terminated), guarded like a
-	// finish; the UPDATE waits for checkouts holding them FOR SHARE.
-	sqlAgentEndRuns = `UPDATE runs r SET
-		status = 'cancelled',
-		error_code = 'agent_terminated',
-		error = coalesce(r.error, 'agent terminated'),
-		finished_at = now()
-	WHERE r.agent_id = $1 AND r.status IN ('queued', 'running')
-	RETURNING ` + runCols
-
-	// sqlAgentUpdate changes an agent; terminating it revokes its keys in
-	// the same statement; one agent.updated row. terminated is final: no row
-	// for a change of a terminated agent to another status.
-	sqlAgentUpdate = `WITH a AS (
-		UPDATE agents SET
-			status = coalesce(@status::text, status),
-			name = coalesce(@name::text, name),
-			name_key = coalesce(@name_key::text, name_key),
-			role = coalesce(@role::text, role)
-		WHERE id = @id::text AND NOT (status = 'terminated' AND coalesce(@status::text, status) <> 'terminated')
-		RETURNING ` + agentCols + `
-	), revoked AS (
-		UPDATE agent_api_keys SET revoked_at = now()
-		WHERE agent_id IN (SELECT id FROM a WHERE status = 'terminated') AND revoked_at IS NULL
-	), act AS (` + sqlActivityInto + `
-		SELECT a.company_id, ` + sqlActorCols + `, 'agent.updated', 'agent', a.id, @changes::jsonb FROM a
-	)
-	SELECT ` + agentCols + ` FROM a`
-
-	// sqlKeyCreate stores a key hash of an existing agent and its
-	// agent.key_created row; no row when the agent is missing.
-	sqlKeyCreate = `WITH a AS (
-		SELECT id, company_id FROM agents WHERE id = @agent::text
-	), k AS (
-		INSERT INTO agent_api_keys (id, agent_id, prefix, token_hash, created_at, name)
-		SELECT @id::text, a.id, @prefix::text, @hash::text, now(), @name::text FROM a
-		RETURNING ` + keyCols + `
-	), act AS (` + sqlActivityInto + `
-		SELECT a.company_id, ` + sqlActorCols + `, 'agent.key_created', 'agent', a.id,
-			jsonb_build_object('keyId', k.id, 'prefix', k.prefix) FROM k, a
-	)
-	SELECT ` + keyCols + ` FROM k`
-	// sqlKeyRevoke revokes an unrevoked key of an agent and writes its
-	// agent.key_revoked row; no row when there is no such unrevoked key.
-	sqlKeyRevoke = `WITH k AS (
-		UPDATE agent_api_keys SET revoked_at = now() WHERE id = @id::text AND agent_id = @agent::text AND revoked_at IS NULL
-		RETURNING ` + keyCols + `
-	), act AS (` + sqlActivityInto + `
-		SELECT a.company_id, ` + sqlActorCols + `, 'agent.key_revoked', 'agent', a.id,
-			jsonb_build_object('keyId', k.id, 'prefix', k.prefix) FROM k JOIN agents a ON a.id = k.agent_id
-	)
-	SELECT ` + keyCols + ` FROM k`
-	sqlKeyGet  = `SELECT ` + keyCols + ` FROM agent_api_keys WHERE id = $1 AND agent_id = $2`
-	sqlKeyList = `SELECT ` + keyCols + ` FROM agent_api_keys WHERE agent_id = $1 ORDER BY created_at, id`
-
-	// sqlKeyAuth finds the unrevoked key with a hash and its agent, and
-	// records the key's use at most once a minute (database clock; the
-	// UPDATE writes nothing when the last use is recent).
-	sqlKeyAuth = `WITH k AS (
-		SELECT k.id AS key_id, ` + qualifyAgent + `
-		FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
-		WHERE k.token_hash = $1 AND k.revoked_at IS NULL
-	), used AS (
-		UPDATE agent_api_keys SET last_used_at = now()
-		WHERE id IN (SELECT key_id FROM k WHERE status <> 'terminated')
-			AND (last_used_at IS NULL OR last_used_at <= now() - interval '1 minute')
-	)
-	SELECT ` + agentCols + ` FROM k`
-	qualifyAgent = `a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at`
-
-	// sqlKeyAuthRun is a pure read (no data-modifying CTE, so no write
-	// lock and no index opened for writing on the hot path): the agent of
-	// the unrevoked key with hash $1, whether the key's use is due to be
-	// recorded (last recorded a minute ago or more, database clock; the
-	// caller then runs sqlKeyUsed, at most once a minute per key), and the
-	// run $2 when it is the agent's, live and renewed less than $3 µs ago
-	// (database clock): found, then its columns (coalesced to zero values
-	// when there is no such run).
-	sqlKeyAuthRun = `SELECT k.id, k.last_used_at IS NULL OR k.last_used_at <= now() - interval '1 minute',
-		` + qualifyAgent + `, r.id IS NOT NULL,
-		coalesce(r.id, ''), coalesce(r.company_id, ''), coalesce(r.agent_id, ''), coalesce(r.status, ''),
-		coalesce(r.invocation_source, ''), r.issue_id, r.retry_of_run_id, coalesce(r.attempt, 0), r.pid, r.host_id,
-		r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
-		coalesce(r.created_at, 'epoch'::timestamptz)
-	FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
-		LEFT JOIN runs r ON r.id = $2::text AND r.agent_id = a.id AND ` + "(r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))" + `
-			AND $3::bigint > 0 AND r.last_sign_of_life_at > now() - $3::bigint * interval '1 microsecond'
-	WHERE k.token_hash = $1 AND k.revoked_at IS NULL`
-	// sqlKeyUsed records the use of key $1 at most once a minute
-	// (database clock; writes nothing when the last use is recent).
-	sqlKeyUsed = `UPDATE agent_api_keys SET last_used_at = now()
-	WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= now() - interval '1 minute')`
-)
-
 // AgentCreate creates an active agent of a company. 400 invalid_request
 // for an empty name, 404 not_found if the company is missing, 409
 // already_exists if the name key is taken in the company.
@@ -133,7 +24,7 @@ func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*c
 		"company": p.CompanyID}, p.Actor)
 	var out *clasp.Agent
 	err = s.retry(ctx, func() error {
-		a, err := scanAgent(s.pool.QueryRow(ctx, sqlAgentCreate, args))
+		a, err := scanAgent(s.pool.QueryRow(ctx, q("AgentCreate"), args))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return notFound("company", p.CompanyID)
@@ -151,7 +42,7 @@ func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*c
 
 // AgentGet returns an agent; 404 not_found.
 func (s *Store) AgentGet(ctx context.Context, id string) (*clasp.Agent, error) {
-	a, err := scanAgent(s.pool.QueryRow(ctx, sqlAgentGet, id))
+	a, err := scanAgent(s.pool.QueryRow(ctx, q("AgentGet"), namedArgs{"id": id}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("agent", id)
 	}
@@ -191,7 +82,7 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 		if c.Terminates {
 			// Its runs end first (run rows, then their issues, then the
 			// agent: the order every other writer locks them in).
-			rows, err := tx.Query(ctx, sqlAgentEndRuns, p.AgentID)
+			rows, err := tx.Query(ctx, q("AgentEndRuns"), namedArgs{"agent": p.AgentID})
 			if err != nil {
 				return fmt.Errorf("end runs of agent %s: %w", p.AgentID, err)
 			}
@@ -205,10 +96,10 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 				}
 			}
 		}
-		a, err := scanAgent(tx.QueryRow(ctx, sqlAgentUpdate, args))
+		a, err := scanAgent(tx.QueryRow(ctx, q("AgentUpdate"), args))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			cur, err := noRow(scanAgent(tx.QueryRow(ctx, sqlAgentGet, p.AgentID)))
+			cur, err := noRow(scanAgent(tx.QueryRow(ctx, q("AgentGet"), namedArgs{"id": p.AgentID})))
 			if err != nil {
 				return fmt.Errorf("get agent %s: %w", p.AgentID, err)
 			}
@@ -234,7 +125,7 @@ func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParam
 	args := actorArgs(namedArgs{"id": s.newID(), "agent": p.AgentID, "prefix": p.Prefix, "hash": p.TokenHash, "name": store.KeyName(p.Name)}, p.Actor)
 	var out *clasp.APIKey
 	err := s.retry(ctx, func() error {
-		k, err := scanKey(s.pool.QueryRow(ctx, sqlKeyCreate, args))
+		k, err := scanKey(s.pool.QueryRow(ctx, q("KeyCreate"), args))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notFound("agent", p.AgentID)
 		}
@@ -254,9 +145,9 @@ func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor
 	args := actorArgs(namedArgs{"id": keyID, "agent": agentID}, actor)
 	var out *clasp.APIKey
 	err := s.retry(ctx, func() error {
-		k, err := scanKey(s.pool.QueryRow(ctx, sqlKeyRevoke, args))
+		k, err := scanKey(s.pool.QueryRow(ctx, q("KeyRevoke"), args))
 		if errors.Is(err, pgx.ErrNoRows) {
-			k, err = scanKey(s.pool.QueryRow(ctx, sqlKeyGet, keyID, agentID))
+			k, err = scanKey(s.pool.QueryRow(ctx, q("KeyGet"), namedArgs{"id": keyID, "agent": agentID}))
 			if errors.Is(err, pgx.ErrNoRows) {
 				return notFound("key", keyID)
 			}
@@ -272,7 +163,7 @@ func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor
 
 // AgentKeyList lists an agent's keys, oldest first (never the secrets).
 func (s *Store) AgentKeyList(ctx context.Context, agentID string) ([]*clasp.APIKey, error) {
-	rows, err := s.pool.Query(ctx, sqlKeyList, agentID)
+	rows, err := s.pool.Query(ctx, q("KeyList"), namedArgs{"agent": agentID})
 	if err != nil {
 		return nil, translate(fmt.Errorf("list keys of agent %s: %w", agentID, err))
 	}
@@ -291,7 +182,7 @@ func (s *Store) AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp
 	var a *clasp.Agent
 	err := s.retryQuiet(ctx, func() error {
 		var err error
-		a, err = scanAgent(s.pool.QueryRow(ctx, sqlKeyAuth, tokenHash))
+		a, err = scanAgent(s.pool.QueryRow(ctx, q("KeyAuth"), namedArgs{"hash": tokenHash}))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) || clasp.ErrorCode(err) == clasp.CodeNotFound || err == nil && a.Status == clasp.AgentTerminated {
@@ -317,7 +208,7 @@ func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID strin
 	dest := append([]any{&keyID, &useDue}, agentDest(&a)...)
 	dest = append(dest, &found)
 	dest = append(dest, runDest(&r)...)
-	err := s.pool.QueryRow(ctx, sqlKeyAuthRun, tokenHash, runID, minRenew.Microseconds()).Scan(dest...)
+	err := s.pool.QueryRow(ctx, q("KeyAuthRun"), namedArgs{"hash": tokenHash, "run": runID, "min_us": minRenew.Microseconds()}).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) || err == nil && a.Status == clasp.AgentTerminated {
 		return nil, nil, store.ErrUnauthenticated()
 	}
@@ -326,7 +217,7 @@ func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID strin
 	}
 	if useDue {
 		err := s.retryQuiet(ctx, func() error {
-			_, err := s.pool.Exec(ctx, sqlKeyUsed, keyID)
+			_, err := s.pool.Exec(ctx, q("KeyUsed"), namedArgs{"id": keyID})
 			return err
 		})
 		if err != nil {

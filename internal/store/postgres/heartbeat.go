@@ -23,78 +23,9 @@ import (
 
 var _ store.HeartbeatStore = (*Store)(nil)
 
-var (
-	// hbTakeExecution: a run queued for an issue takes its execution lock
-	// when the issue is its agent's or unassigned and not done or cancelled
-	// (store.WakeIssueRefusal, checked first for the error's reason), and
-	// both lock columns are empty or name dead runs; a dead checkout lock is
-	// cleared in the same write (no lock stays pinned to a dead run), so L7 holds.
-	hbTakeExecution = `UPDATE issues i SET
-		execution_run_id = @run::text,
-		execution_agent_name_key = (SELECT a.name_key FROM agents a WHERE a.id = @agent::text),
-		execution_locked_at = now(),
-		checkout_run_id = NULL,
-		updated_at = now()
-	WHERE i.id = @issue::text
-		AND i.status NOT IN ('done', 'cancelled')
-		AND (i.assignee_agent_id IS NULL OR i.assignee_agent_id = @agent::text)
-		AND (i.execution_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.execution_run_id AND ` + sqlLive("r") + `))
-		AND (i.checkout_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.checkout_run_id AND ` + sqlLive("r") + `))`
-
-	hbRunInsert = `INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id,
-		attempt, managed, created_at)
-	VALUES (@id::text, @company::text, @agent::text, 'queued', @source::text, @issue::text, @retry_of::text, @attempt::integer, true, clock_timestamp())
-	ON CONFLICT DO NOTHING
-	RETURNING ` + runCols
-
-	hbRunStart = `UPDATE runs r SET
-		status = 'running', host_id = @host::text, token_hash = @hash::text, started_at = now(),
-		lease_expires_at = now() + @ttl_us::bigint * interval '1 microsecond', last_sign_of_life_at = now()
-	WHERE r.id = @run::text AND r.status = 'queued'
-		AND EXISTS (SELECT 1 FROM agents a WHERE a.id = r.agent_id AND a.status = 'active')
-		AND (SELECT count(*) FROM runs r2 WHERE r2.agent_id = r.agent_id AND r2.status = 'running'
-			AND r2.lease_expires_at > now()) < @max::integer
-	RETURNING ` + qualify("r", runCols)
-
-	// hbProcessLost is the process-loss rule in ONE statement: the running
-	// managed run of @host becomes failed (process_lost); if it is attempt 1
-	// and not retried yet, its retry is queued (attempt 2) for the issue
-	// whose execution lock the lost run holds (its own issue if it still
-	// holds that lock, else the one it locked last; without any, its own
-	// issue), and that issue's execution lock moves to the retry while its
-	// checkout lock (the lost run's) is cleared (the dead run owns nothing). Other locks
-	// naming the lost run are released afterwards (L6).
-	hbProcessLost = `WITH lost AS (
-		UPDATE runs SET status = 'failed', error_code = 'process_lost', error = @error::text, finished_at = now()
-		WHERE id = @run::text AND status = 'running' AND managed AND host_id = @host::text
-		RETURNING ` + runCols + `
-	), held AS (
-		SELECT i.id FROM issues i, lost WHERE i.execution_run_id = @run::text
-		ORDER BY (i.id = lost.issue_id) DESC NULLS LAST, i.execution_locked_at DESC, i.id LIMIT 1
-	), retry AS (
-		INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, managed, created_at)
-		SELECT @retry_id::text, company_id, agent_id, 'queued', 'retry', coalesce((SELECT id FROM held), issue_id), id, 2, true, clock_timestamp()
-		FROM lost WHERE attempt = 1 AND retry_of_run_id IS NULL
-		ON CONFLICT DO NOTHING
-		RETURNING ` + runCols + `
-	), moved AS (
-		UPDATE issues i SET
-			execution_run_id = (SELECT id FROM retry),
-			execution_locked_at = now(),
-			checkout_run_id = CASE WHEN i.checkout_run_id = @run::text THEN NULL ELSE i.checkout_run_id END,
-			updated_at = now()
-		WHERE i.id = (SELECT id FROM held) AND i.execution_run_id = @run::text AND EXISTS (SELECT 1 FROM retry)
-		RETURNING i.id, i.company_id
-	)
-	SELECT (SELECT row_to_json(lost) FROM lost), (SELECT row_to_json(retry) FROM retry),
-		(SELECT coalesce(json_agg(json_build_array(id, company_id)), '[]') FROM moved)`
-
-	hbManagedCols = runCols + `, coalesce(proc_start, 0)`
-)
-
 // lockAgent serialises the heartbeat writes of one agent across replicas.
 func lockAgent(ctx context.Context, tx pgx.Tx, agentID string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('clasp.agent:' || $1, 0))`, agentID)
+	_, err := tx.Exec(ctx, q("AgentLock"), namedArgs{"agent": agentID})
 	return wrap(err, "lock agent %s", agentID)
 }
 
@@ -146,8 +77,7 @@ func (h hbtx) LockAgent(ctx context.Context, agentID string) error { return lock
 
 func (h hbtx) WakeByKey(ctx context.Context, agentID, key string) (*store.RecordedWake, error) {
 	var w store.RecordedWake
-	err := h.tx.QueryRow(ctx, `SELECT id, status, run_id, blocked_by_run_id, request_hash, company_id FROM wake_requests
-		WHERE agent_id = $1 AND idempotency_key = $2`, agentID, key).
+	err := h.tx.QueryRow(ctx, q("WakeByKey"), namedArgs{"agent": agentID, "key": key}).
 		Scan(&w.ID, &w.Status, &w.RunID, &w.BlockedByRunID, &w.RequestHash, &w.CompanyID)
 	return noRow(&w, err)
 }
@@ -155,8 +85,7 @@ func (h hbtx) WakeByKey(ctx context.Context, agentID, key string) (*store.Record
 func (h hbtx) IssueID(ctx context.Context, companyID, ref string) (string, error) {
 	var id string
 	rid, rident := splitRef(ref)
-	err := h.tx.QueryRow(ctx, `SELECT i.id FROM issues i WHERE `+sqlIssueRef,
-		namedArgs{"rid": rid, "rident": rident, "company": companyID}).Scan(&id)
+	err := h.tx.QueryRow(ctx, q("IssueRef"), namedArgs{"rid": rid, "rident": rident, "company": companyID}).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
@@ -165,7 +94,7 @@ func (h hbtx) IssueID(ctx context.Context, companyID, ref string) (string, error
 
 func (h hbtx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent, *clasp.AdapterConfig, error) {
 	var raw *string
-	a, err := scanAgent(extraScan{h.tx.QueryRow(ctx, `SELECT `+agentCols+`, adapter_config FROM agents WHERE id = $1`, agentID), []any{&raw}})
+	a, err := scanAgent(extraScan{h.tx.QueryRow(ctx, q("AgentWithAdapter"), namedArgs{"agent": agentID}), []any{&raw}})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, notFound("agent", agentID)
 	}
@@ -179,8 +108,7 @@ func (h hbtx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent, *
 func (h hbtx) IssueLocks(ctx context.Context, issueID string) (*store.IssueLockState, error) {
 	var l store.IssueLockState
 	var status string
-	err := h.tx.QueryRow(ctx, `SELECT status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues WHERE id = $1 FOR UPDATE`,
-		issueID).Scan(&status, &l.AssigneeAgentID, &l.CheckoutRunID, &l.ExecutionRunID)
+	err := h.tx.QueryRow(ctx, q("WakeIssueLocks"), namedArgs{"issue": issueID}).Scan(&status, &l.AssigneeAgentID, &l.CheckoutRunID, &l.ExecutionRunID)
 	if err != nil {
 		return nil, err
 	}
@@ -189,22 +117,21 @@ func (h hbtx) IssueLocks(ctx context.Context, issueID string) (*store.IssueLockS
 }
 
 func (h hbtx) QueuedRunFor(ctx context.Context, agentID, issueID string) (*clasp.Run, error) {
-	return noRow(scanRun(h.tx.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE agent_id = $1 AND status = 'queued' AND managed
-		AND issue_id IS NOT DISTINCT FROM $2 ORDER BY created_at LIMIT 1`, agentID, nullable(issueID))))
+	return noRow(scanRun(h.tx.QueryRow(ctx, q("WakeQueuedRun"), namedArgs{"agent": agentID, "issue": nullable(issueID)})))
 }
 
 func (h hbtx) TakeExecution(ctx context.Context, runID, agentID, issueID string) (bool, error) {
-	tag, err := h.tx.Exec(ctx, hbTakeExecution, namedArgs{"run": runID, "agent": agentID, "issue": issueID})
+	tag, err := h.tx.Exec(ctx, q("WakeTakeExecution"), namedArgs{"run": runID, "agent": agentID, "issue": issueID})
 	return tag.RowsAffected() > 0, err
 }
 
 func (h hbtx) InsertQueuedRun(ctx context.Context, r *store.QueuedRun) (*clasp.Run, error) {
-	return noRow(scanRun(h.tx.QueryRow(ctx, hbRunInsert, namedArgs{"id": r.ID, "company": r.CompanyID, "agent": r.AgentID,
+	return noRow(scanRun(h.tx.QueryRow(ctx, q("RunInsertQueued"), namedArgs{"id": r.ID, "company": r.CompanyID, "agent": r.AgentID,
 		"source": r.Reason, "issue": nullable(r.IssueID), "retry_of": nullable(r.RetryOfRunID), "attempt": r.Attempt})))
 }
 
 func (h hbtx) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
-	r, err := scanRun(h.tx.QueryRow(ctx, sqlRunGet, id))
+	r, err := scanRun(h.tx.QueryRow(ctx, q("RunGet"), namedArgs{"id": id}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("run", id)
 	}
@@ -212,16 +139,14 @@ func (h hbtx) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
 }
 
 func (h hbtx) InsertWake(ctx context.Context, w *store.WakeRecord) error {
-	_, err := h.tx.Exec(ctx, `INSERT INTO wake_requests (id, company_id, agent_id, issue_id, reason, idempotency_key,
-		status, run_id, blocked_by_run_id, request_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		w.ID, w.CompanyID, w.AgentID, nullable(w.IssueID), w.Reason, nullable(w.IdempotencyKey), w.Outcome, w.RunID,
-		w.BlockedByRunID, w.RequestHash)
+	_, err := h.tx.Exec(ctx, q("WakeInsert"), namedArgs{"id": w.ID, "company": w.CompanyID, "agent": w.AgentID,
+		"issue": nullable(w.IssueID), "reason": w.Reason, "key": nullable(w.IdempotencyKey), "status": w.Outcome, "run": w.RunID,
+		"blocked_by": w.BlockedByRunID, "hash": w.RequestHash})
 	return err
 }
 
 func (h hbtx) DeferredWakes(ctx context.Context, runIDs []string) ([]*store.DeferredWake, error) {
-	rows, err := h.tx.Query(ctx, `SELECT id, company_id, agent_id, coalesce(issue_id, ''), reason, blocked_by_run_id FROM wake_requests
-		WHERE status = 'deferred' AND blocked_by_run_id = ANY($1) ORDER BY created_at, id FOR UPDATE`, runIDs)
+	rows, err := h.tx.Query(ctx, q("WakeDeferredList"), namedArgs{"runs": runIDs})
 	if err != nil {
 		return nil, err
 	}
@@ -232,15 +157,13 @@ func (h hbtx) DeferredWakes(ctx context.Context, runIDs []string) ([]*store.Defe
 }
 
 func (h hbtx) SetWakeOutcome(ctx context.Context, wakeID, status string, runID, blockedBy *string) error {
-	_, err := h.tx.Exec(ctx, `UPDATE wake_requests SET status = $1, run_id = $2, blocked_by_run_id = $3, updated_at = now()
-		WHERE id = $4 AND status = 'deferred'`, status, runID, blockedBy, wakeID)
+	_, err := h.tx.Exec(ctx, q("WakePromote"), namedArgs{"id": wakeID, "status": status, "run": runID, "blocked_by": blockedBy})
 	return err
 }
 
 func (h hbtx) SetAdapter(ctx context.Context, agentID string, cfg *string) (string, bool, error) {
 	var company string
-	err := h.tx.QueryRow(ctx, `UPDATE agents SET adapter_config = $1 WHERE id = $2 AND status <> 'terminated' RETURNING company_id`,
-		cfg, agentID).Scan(&company)
+	err := h.tx.QueryRow(ctx, q("AgentAdapterSet"), namedArgs{"agent": agentID, "config": cfg}).Scan(&company)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", false, nil
 	}
@@ -248,19 +171,19 @@ func (h hbtx) SetAdapter(ctx context.Context, agentID string, cfg *string) (stri
 }
 
 func (h hbtx) StartRun(ctx context.Context, p *store.RunStartParams, ttl time.Duration) (*clasp.Run, error) {
-	return noRow(scanRun(h.tx.QueryRow(ctx, hbRunStart, namedArgs{"run": p.RunID, "host": p.HostID, "hash": nullable(p.TokenHash),
+	return noRow(scanRun(h.tx.QueryRow(ctx, q("RunStart"), namedArgs{"run": p.RunID, "host": p.HostID, "hash": nullable(p.TokenHash),
 		"ttl_us": ttl.Microseconds(), "max": max(p.MaxRunning, 1)})))
 }
 
 func (h hbtx) AgentHeartbeat(ctx context.Context, agentID string) error {
-	_, err := h.tx.Exec(ctx, `UPDATE agents SET last_heartbeat_at = now() WHERE id = $1`, agentID)
+	_, err := h.tx.Exec(ctx, q("AgentHeartbeat"), namedArgs{"agent": agentID})
 	return err
 }
 
-// ProcessLost is the process-loss rule in one statement (hbProcessLost).
+// ProcessLost is the process-loss rule in one statement (RunProcessLost).
 func (h hbtx) ProcessLost(ctx context.Context, p *store.RunProcessLostParams, msg, retryID string) (*store.ProcessLoss, error) {
 	var lostJSON, retryJSON, movedJSON []byte
-	if err := h.tx.QueryRow(ctx, hbProcessLost, namedArgs{"run": p.RunID, "host": p.HostID, "error": msg,
+	if err := h.tx.QueryRow(ctx, q("RunProcessLost"), namedArgs{"run": p.RunID, "host": p.HostID, "error": msg,
 		"retry_id": retryID}).Scan(&lostJSON, &retryJSON, &movedJSON); err != nil {
 		return nil, err
 	}
@@ -295,8 +218,7 @@ func (h hbtx) EndLostRun(ctx context.Context, run *clasp.Run) error {
 }
 
 func (h hbtx) CancelQueuedRuns(ctx context.Context, agentID string) ([]*clasp.Run, error) {
-	rows, err := h.tx.Query(ctx, `UPDATE runs SET status = 'cancelled', error_code = 'agent_paused',
-		error = 'the agent was paused', finished_at = now() WHERE agent_id = $1 AND status = 'queued' RETURNING `+runCols, agentID)
+	rows, err := h.tx.Query(ctx, q("RunCancelQueued"), namedArgs{"agent": agentID})
 	if err != nil {
 		return nil, err
 	}
@@ -304,8 +226,7 @@ func (h hbtx) CancelQueuedRuns(ctx context.Context, agentID string) ([]*clasp.Ru
 }
 
 func (h hbtx) SkipDeferredWakes(ctx context.Context, agentID string) error {
-	_, err := h.tx.Exec(ctx, `UPDATE wake_requests SET status = 'skipped', updated_at = now() WHERE agent_id = $1 AND status = 'deferred'`,
-		agentID)
+	_, err := h.tx.Exec(ctx, q("WakeSkipDeferred"), namedArgs{"agent": agentID})
 	return err
 }
 
@@ -314,8 +235,7 @@ func (h hbtx) EndCancelledRuns(ctx context.Context, actor store.Actor, runs []*c
 }
 
 func (h hbtx) DeadRuns(ctx context.Context, runIDs []string) ([]string, error) {
-	rows, err := h.tx.Query(ctx, `SELECT id FROM unnest($1::text[]) AS u(id) WHERE NOT EXISTS
-		(SELECT 1 FROM runs r WHERE r.id = u.id AND `+sqlLive("r")+`)`, runIDs)
+	rows, err := h.tx.Query(ctx, q("RunsDead"), namedArgs{"runs": runIDs})
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +259,7 @@ func (s *Store) AgentAdapterSet(ctx context.Context, p *store.AgentAdapterSetPar
 // AgentAdapterGet returns an agent's adapter config, nil when it has none. 404 not_found.
 func (s *Store) AgentAdapterGet(ctx context.Context, agentID string) (*clasp.AdapterConfig, error) {
 	var raw *string
-	err := s.pool.QueryRow(ctx, `SELECT adapter_config FROM agents WHERE id = $1`, agentID).Scan(&raw)
+	err := s.pool.QueryRow(ctx, q("AgentAdapterGet"), namedArgs{"agent": agentID}).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("agent", agentID)
 	}
@@ -351,8 +271,7 @@ func (s *Store) AgentAdapterGet(ctx context.Context, agentID string) (*clasp.Ada
 
 // AgentAdapterList returns every non-terminated agent with an adapter config.
 func (s *Store) AgentAdapterList(ctx context.Context) ([]*store.AgentAdapter, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+agentCols+`, adapter_config FROM agents
-		WHERE adapter_config IS NOT NULL AND status <> 'terminated' ORDER BY created_at, id`)
+	rows, err := s.pool.Query(ctx, q("AgentAdapterList"), namedArgs{})
 	if err != nil {
 		return nil, translate(fmt.Errorf("list adapters: %w", err))
 	}
@@ -376,8 +295,7 @@ func (s *Store) Wake(ctx context.Context, p *store.WakeParams) (*store.WakeResul
 // WakePromoteDeferred promotes the deferred wakes whose blocking run is
 // dead (store.TxRunner.WakePromoteDeferred).
 func (s *Store) WakePromoteDeferred(ctx context.Context) (int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT w.blocked_by_run_id FROM wake_requests w
-		WHERE w.status = 'deferred' AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = w.blocked_by_run_id AND `+sqlLive("r")+`)`)
+	rows, err := s.pool.Query(ctx, q("WakeBlockingDead"), namedArgs{})
 	if err != nil {
 		return 0, translate(fmt.Errorf("find deferred wakes: %w", err))
 	}
@@ -390,9 +308,7 @@ func (s *Store) WakePromoteDeferred(ctx context.Context) (int, error) {
 
 // RunQueuedManaged lists queued managed runs of active agents with an adapter, oldest first.
 func (s *Store) RunQueuedManaged(ctx context.Context, limit int) ([]*store.ManagedRun, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+hbManagedCols+` FROM runs WHERE status = 'queued' AND managed
-		AND agent_id IN (SELECT id FROM agents WHERE status = 'active' AND adapter_config IS NOT NULL)
-		ORDER BY created_at, id LIMIT $1`, pageLimit(limit))
+	rows, err := s.pool.Query(ctx, q("RunQueuedManaged"), namedArgs{"limit": pageLimit(limit)})
 	if err != nil {
 		return nil, translate(fmt.Errorf("list queued runs: %w", err))
 	}
@@ -401,8 +317,7 @@ func (s *Store) RunQueuedManaged(ctx context.Context, limit int) ([]*store.Manag
 
 // RunRunningOnHost lists the running managed runs of hostID.
 func (s *Store) RunRunningOnHost(ctx context.Context, hostID string) ([]*store.ManagedRun, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+hbManagedCols+` FROM runs WHERE status = 'running' AND managed
-		AND host_id = $1 ORDER BY created_at, id`, hostID)
+	rows, err := s.pool.Query(ctx, q("RunRunningOnHost"), namedArgs{"host": hostID})
 	if err != nil {
 		return nil, translate(fmt.Errorf("list running runs of host %s: %w", hostID, err))
 	}
@@ -416,8 +331,7 @@ func (s *Store) RunStart(ctx context.Context, p *store.RunStartParams) (*clasp.R
 // RunSetProcess records the pid and process start time of a running run of hostID.
 func (s *Store) RunSetProcess(ctx context.Context, runID, hostID string, pid int, procStart int64) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE runs SET pid = $1, proc_start = $2 WHERE id = $3 AND host_id = $4 AND status = 'running'`,
-			pid, procStart, runID, hostID)
+		tag, err := tx.Exec(ctx, q("RunSetProcess"), namedArgs{"run": runID, "host": hostID, "pid": pid, "proc_start": procStart})
 		if err != nil {
 			return fmt.Errorf("record process of run %s: %w", runID, err)
 		}
@@ -434,9 +348,7 @@ func (s *Store) RunRenew(ctx context.Context, runID, hostID string, ttl time.Dur
 		ttl = store.DefaultLeaseTTL
 	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE runs SET lease_expires_at = now() + $1::bigint * interval '1 microsecond',
-			last_sign_of_life_at = now() WHERE id = $2 AND host_id = $3 AND status = 'running' AND lease_expires_at > now()`,
-			ttl.Microseconds(), runID, hostID)
+		tag, err := tx.Exec(ctx, q("RunRenew"), namedArgs{"run": runID, "host": hostID, "ttl_us": ttl.Microseconds()})
 		if err != nil {
 			return fmt.Errorf("renew run %s: %w", runID, err)
 		}

@@ -9,15 +9,11 @@ import (
 
 // TestNamedArgsRewriteLikePgx: the cached rewrite of namedArgs gives, for
 // every statement of the store with named arguments (those of
-// sql/*.sql and those still written in Go) and for a few tricky
+// sql/*.sql) and for a few tricky
 // texts, the same SQL and the same argument order as pgx.NamedArgs, also
 // on the second (cached) call, and a name without a value becomes NULL.
 func TestNamedArgsRewriteLikePgx(t *testing.T) {
 	stmts := map[string]string{
-		"sqlRunTouch": sqlRunTouch, "sqlRunOpen": sqlRunOpen, "sqlRunReopen": sqlRunReopen,
-		"sqlAgentCreate": sqlAgentCreate, "sqlAgentUpdate": sqlAgentUpdate, "sqlKeyCreate": sqlKeyCreate, "sqlKeyRevoke": sqlKeyRevoke,
-		"hbTakeExecution": hbTakeExecution, "hbRunInsert": hbRunInsert,
-		"hbRunStart": hbRunStart, "hbProcessLost": hbProcessLost,
 		"literals and comments": "SELECT '@not', \"@neither\", $$ @nor $$ -- @comment\n, @a::text, /* @b */ @c, @a, @_d1, e@f",
 		"no names":              "SELECT 1",
 	}

@@ -11,58 +11,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-const (
-	sqlAgentInsert = `INSERT INTO agents (id, company_id, name, name_key, role, status, created_at)
-	SELECT ?, c.id, ?, ?, ?, 'active', ? FROM companies c WHERE c.id = ?
-	RETURNING ` + agentCols
-	sqlAgentGet             = `SELECT ` + agentCols + ` FROM agents WHERE id = ?`
-	sqlAgentStatusInCompany = `SELECT status FROM agents WHERE id = ? AND company_id = ?`
-	sqlAgentUpdate          = `UPDATE agents SET
-		status = coalesce(:status, status),
-		name = coalesce(:name, name),
-		name_key = coalesce(:name_key, name_key),
-		role = coalesce(:role, role)
-	WHERE id = :id
-		-- terminated is final: no other status is ever set again
-		AND (status <> 'terminated' OR coalesce(:status, 'terminated') = 'terminated')
-	RETURNING ` + agentCols
-	sqlAgentRevokeKeys = `UPDATE agent_api_keys SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL`
-	// sqlAgentEndRuns ends the queued and running runs of an agent being
-	// terminated (lost ones too), one statement; their locks are released
-	// next (rule L6, releaseRunLocks).
-	sqlAgentEndRuns = `UPDATE runs SET
-		status = 'cancelled',
-		error_code = 'agent_terminated',
-		error = coalesce(error, 'agent terminated'),
-		finished_at = :now
-	WHERE agent_id = :agent AND status IN ('queued', 'running')
-	RETURNING ` + runCols
-	sqlAgentHeartbeat = `UPDATE agents SET last_heartbeat_at = ? WHERE id = ?`
-
-	sqlKeyInsert = `INSERT INTO agent_api_keys (id, agent_id, prefix, token_hash, created_at, name) VALUES (?, ?, ?, ?, ?, ?)
-	RETURNING ` + keyCols
-	sqlKeyRevoke = `UPDATE agent_api_keys SET revoked_at = ? WHERE id = ? AND agent_id = ? AND revoked_at IS NULL
-	RETURNING ` + keyCols
-	sqlKeyGet  = `SELECT ` + keyCols + ` FROM agent_api_keys WHERE id = ? AND agent_id = ?`
-	sqlKeyList = `SELECT ` + keyCols + ` FROM agent_api_keys WHERE agent_id = ? ORDER BY created_at, id`
-	// sqlKeyAuth finds the unrevoked key with a hash and its agent.
-	sqlKeyAuth = `SELECT k.id, coalesce(k.last_used_at, 0), a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at
-	FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
-	WHERE k.token_hash = ? AND k.revoked_at IS NULL`
-	// sqlKeyAuthRun is sqlKeyAuth plus the columns of run :run when it is
-	// the key's agent's (found, then the run's columns, coalesced to zero
-	// values when there is no such run).
-	sqlKeyAuthRun = `SELECT k.id, coalesce(k.last_used_at, 0), a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at,
-		r.id IS NOT NULL, coalesce(r.id, ''), coalesce(r.company_id, ''), coalesce(r.agent_id, ''), coalesce(r.status, ''),
-		coalesce(r.invocation_source, ''), r.issue_id, r.retry_of_run_id, coalesce(r.attempt, 0), r.pid, r.host_id,
-		r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error, coalesce(r.created_at, 0)
-	FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id LEFT JOIN runs r ON r.id = :run AND r.agent_id = a.id
-	WHERE k.token_hash = :hash AND k.revoked_at IS NULL`
-	// sqlKeyUsed records a key's use at most once a minute.
-	sqlKeyUsed = `UPDATE agent_api_keys SET last_used_at = :now
-	WHERE id = :id AND (last_used_at IS NULL OR last_used_at <= :now - 60000000)`
-)
-
 // AgentCreate creates an active agent of a company. 400 invalid_request
 // for an empty name, 404 not_found if the company is missing, 409
 // already_exists if the name key is taken in the company.
@@ -73,7 +21,8 @@ func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*c
 	}
 	var out *clasp.Agent
 	err = s.write(ctx, func(tx *wtx) error {
-		a, err := scanAgent(tx.queryRow(ctx, qAgentInsert, tx.s.newID(), name, clasp.NameKey(name), p.Role, tx.now, p.CompanyID))
+		a, err := scanAgent(tx.queryRow(ctx, "AgentCreate", sql.Named("id", tx.s.newID()), sql.Named("name", name),
+			sql.Named("name_key", clasp.NameKey(name)), sql.Named("role", p.Role), sql.Named("now", tx.now), sql.Named("company", p.CompanyID)))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return notFound("company", p.CompanyID)
@@ -95,7 +44,7 @@ func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*c
 
 // AgentGet returns an agent; 404 not_found.
 func (s *Store) AgentGet(ctx context.Context, id string) (*clasp.Agent, error) {
-	a, err := scanAgent(s.readRow(ctx, qAgentGet, id))
+	a, err := scanAgent(s.readRow(ctx, "AgentGet", sql.Named("id", id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("agent", id)
 	}
@@ -127,11 +76,11 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 	}
 	var out *clasp.Agent
 	err = s.write(ctx, func(tx *wtx) error {
-		a, err := scanAgent(tx.queryRow(ctx, qAgentUpdate, sql.Named("id", p.AgentID), sql.Named("status", c.Status),
+		a, err := scanAgent(tx.queryRow(ctx, "AgentUpdate", sql.Named("id", p.AgentID), sql.Named("status", c.Status),
 			sql.Named("name", c.Name), sql.Named("name_key", c.NameKey), sql.Named("role", c.Role)))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			cur, err := noRow(scanAgent(tx.queryRow(ctx, qAgentGet, p.AgentID)))
+			cur, err := noRow(scanAgent(tx.queryRow(ctx, "AgentGet", sql.Named("id", p.AgentID))))
 			if err != nil {
 				return fmt.Errorf("get agent %s: %w", p.AgentID, err)
 			}
@@ -164,10 +113,10 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 // with a run.finished row each, and releases every lock naming them (rule
 // L6, releaseRunLocks: one issue.lock_released per issue).
 func (t *wtx) agentTerminate(ctx context.Context, a *clasp.Agent, actor store.Actor) error {
-	if _, err := t.exec(ctx, qAgentRevokeKeys, t.now, a.ID); err != nil {
+	if _, err := t.exec(ctx, "AgentRevokeKeys", sql.Named("agent", a.ID), sql.Named("now", t.now)); err != nil {
 		return fmt.Errorf("revoke keys of agent %s: %w", a.ID, err)
 	}
-	rows, err := t.query(ctx, qAgentEndRuns, sql.Named("agent", a.ID), sql.Named("now", t.now))
+	rows, err := t.query(ctx, "AgentEndRuns", sql.Named("agent", a.ID), sql.Named("now", t.now))
 	if err != nil {
 		return fmt.Errorf("end runs of agent %s: %w", a.ID, err)
 	}
@@ -197,7 +146,8 @@ func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParam
 		if err != nil {
 			return err
 		}
-		k, err := scanKey(tx.queryRow(ctx, qKeyInsert, tx.s.newID(), a.ID, p.Prefix, p.TokenHash, tx.now, store.KeyName(p.Name)))
+		k, err := scanKey(tx.queryRow(ctx, "KeyCreate", sql.Named("id", tx.s.newID()), sql.Named("agent", a.ID),
+			sql.Named("prefix", p.Prefix), sql.Named("hash", p.TokenHash), sql.Named("now", tx.now), sql.Named("name", store.KeyName(p.Name))))
 		if err != nil {
 			return fmt.Errorf("create key of agent %s: %w", a.ID, err)
 		}
@@ -218,9 +168,9 @@ func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParam
 func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor store.Actor) (*clasp.APIKey, error) {
 	var out *clasp.APIKey
 	err := s.write(ctx, func(tx *wtx) error {
-		k, err := scanKey(tx.queryRow(ctx, qKeyRevoke, tx.now, keyID, agentID))
+		k, err := scanKey(tx.queryRow(ctx, "KeyRevoke", sql.Named("id", keyID), sql.Named("agent", agentID), sql.Named("now", tx.now)))
 		if errors.Is(err, sql.ErrNoRows) {
-			out, err = scanKey(tx.queryRow(ctx, qKeyGet, keyID, agentID))
+			out, err = scanKey(tx.queryRow(ctx, "KeyGet", sql.Named("id", keyID), sql.Named("agent", agentID)))
 			if errors.Is(err, sql.ErrNoRows) {
 				return notFound("key", keyID)
 			}
@@ -246,7 +196,7 @@ func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor
 
 // AgentKeyList lists an agent's keys, oldest first (never the secrets).
 func (s *Store) AgentKeyList(ctx context.Context, agentID string) ([]*clasp.APIKey, error) {
-	rows, err := s.read(ctx, qKeyList, agentID)
+	rows, err := s.read(ctx, "KeyList", sql.Named("agent", agentID))
 	if err != nil {
 		return nil, translate(fmt.Errorf("list keys of agent %s: %w", agentID, err))
 	}
@@ -265,7 +215,7 @@ func (s *Store) AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp
 		keyID    string
 		lastUsed int64
 	)
-	row := s.readRow(ctx, qKeyAuth, tokenHash)
+	row := s.readRow(ctx, "KeyAuth", sql.Named("hash", tokenHash))
 	a, err := scanAgent(scanFunc(func(dest ...any) error { return row.Scan(append([]any{&keyID, &lastUsed}, dest...)...) }))
 	if errors.Is(err, sql.ErrNoRows) || err == nil && a.Status == clasp.AgentTerminated {
 		return nil, store.ErrUnauthenticated()
@@ -275,7 +225,7 @@ func (s *Store) AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp
 	}
 	if now := s.nowMicros(); now-lastUsed >= 60_000_000 {
 		err := s.write(ctx, func(tx *wtx) error {
-			_, err := tx.exec(ctx, qKeyUsed, sql.Named("id", keyID), sql.Named("now", tx.now))
+			_, err := tx.exec(ctx, "KeyUsed", sql.Named("id", keyID), sql.Named("now", tx.now))
 			return wrap(err, "record use of key %s", keyID)
 		})
 		if err != nil {
@@ -296,7 +246,7 @@ func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID strin
 		found    bool
 		a        *clasp.Agent
 	)
-	row := s.readRow(ctx, qKeyAuthRun, sql.Named("run", runID), sql.Named("hash", tokenHash))
+	row := s.readRow(ctx, "KeyAuthRun", sql.Named("run", runID), sql.Named("hash", tokenHash))
 	r, err := scanRun(scanFunc(func(runDest ...any) error {
 		var err error
 		a, err = scanAgent(scanFunc(func(agentDest ...any) error {
@@ -315,7 +265,7 @@ func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID strin
 	now := s.now()
 	if now := micros(now); now-lastUsed >= 60_000_000 {
 		err := s.write(ctx, func(tx *wtx) error {
-			_, err := tx.exec(ctx, qKeyUsed, sql.Named("id", keyID), sql.Named("now", tx.now))
+			_, err := tx.exec(ctx, "KeyUsed", sql.Named("id", keyID), sql.Named("now", tx.now))
 			return wrap(err, "record use of key %s", keyID)
 		})
 		if err != nil {
@@ -336,7 +286,7 @@ func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
 
 // agent reads an agent in the write transaction; 404 not_found.
 func (t *wtx) agent(ctx context.Context, id string) (*clasp.Agent, error) {
-	a, err := scanAgent(t.queryRow(ctx, qAgentGet, id))
+	a, err := scanAgent(t.queryRow(ctx, "AgentGet", sql.Named("id", id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("agent", id)
 	}

@@ -20,95 +20,6 @@ import (
 
 var _ store.HeartbeatStore = (*Store)(nil)
 
-const (
-	// hbTakeExecution: a run queued for an issue takes its execution lock
-	// when the issue is its agent's or unassigned and not done or cancelled
-	// (store.WakeIssueRefusal, checked first for the error's reason), and
-	// both lock columns are empty or name dead runs; a dead checkout
-	// lock is cleared in the same write (no lock stays pinned to a dead
-	// run), so L7 holds. Matching nothing means a live run holds it.
-	hbTakeExecution = `UPDATE issues SET
-		execution_run_id = :run,
-		execution_agent_name_key = (SELECT a.name_key FROM agents a WHERE a.id = :agent),
-		execution_locked_at = :now,
-		checkout_run_id = NULL,
-		updated_at = :now
-	WHERE id = :issue
-		AND status NOT IN ('done', 'cancelled')
-		AND (assignee_agent_id IS NULL OR assignee_agent_id = :agent)
-		AND (execution_run_id IS NULL OR NOT ` + sqlLiveExecution + `)
-		AND (checkout_run_id IS NULL OR NOT ` + sqlLiveCheckout + `)`
-
-	hbRunInsert = `INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id,
-		attempt, managed, created_at)
-	VALUES (:id, :company, :agent, 'queued', :source, :issue, :retry_of, :attempt, 1, :now)
-	ON CONFLICT DO NOTHING
-	RETURNING ` + runCols
-
-	// hbRunStart: a queued run starts when its agent is active and has
-	// fewer than :max running runs with a live lease.
-	hbRunStart = `UPDATE runs SET
-		status = 'running', host_id = :host, token_hash = :hash, started_at = :now,
-		lease_expires_at = :now + :ttl, last_sign_of_life_at = :now
-	WHERE id = :run AND status = 'queued'
-		AND EXISTS (SELECT 1 FROM agents a WHERE a.id = runs.agent_id AND a.status = 'active')
-		AND (SELECT count(*) FROM runs r2 WHERE r2.agent_id = runs.agent_id AND r2.status = 'running'
-			AND r2.lease_expires_at > :now) < :max
-	RETURNING ` + runCols
-
-	// hbProcessLost: a running managed run of :host whose process is gone.
-	hbProcessLost = `UPDATE runs SET
-		status = 'failed', error_code = 'process_lost', error = :error, finished_at = :now
-	WHERE id = :run AND status = 'running' AND managed = 1 AND host_id = :host
-	RETURNING ` + runCols
-
-	// hbHeldIssue: the issue whose execution lock a lost run :lost hands to
-	// its retry: its own issue :issue if it still holds that lock, else the
-	// issue it locked last (a run woken without an issue that checked one
-	// out). No row: it holds no execution lock.
-	hbHeldIssue = `SELECT id FROM issues WHERE execution_run_id = :lost
-	ORDER BY (id IS :issue) DESC, execution_locked_at DESC, id LIMIT 1`
-
-	// hbMoveExecution: in ONE statement, the execution lock of issue
-	// :issue, still naming the lost run :lost, moves to the retry :retry,
-	// and the lost run's checkout lock is cleared (the dead run owns
-	// nothing). Other locks naming the lost run are released (L6).
-	hbMoveExecution = `UPDATE issues SET
-		execution_run_id = :retry,
-		execution_locked_at = :now,
-		checkout_run_id = CASE WHEN checkout_run_id = :lost THEN NULL ELSE checkout_run_id END,
-		updated_at = :now
-	WHERE id = :issue AND execution_run_id = :lost
-	RETURNING id, company_id`
-
-	hbManagedCols = runCols + `, coalesce(proc_start, 0)`
-
-	// hbLive: a runs row is live (queued, or running with a lease that has
-	// not expired at :now).
-	hbLive = `(status = 'queued' OR (status = 'running' AND lease_expires_at > :now))`
-)
-
-// Raw statements run on the write transaction without preparation (the
-// prepared set in queries.go is for the hot paths).
-func (t *wtx) rctx(ctx context.Context) context.Context {
-	if ctx.Err() != nil {
-		return ctx
-	}
-	return context.Background()
-}
-
-func (t *wtx) rexec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return t.b.tx.ExecContext(t.rctx(ctx), q, args...)
-}
-
-func (t *wtx) rrow(ctx context.Context, q string, args ...any) *sql.Row {
-	return t.b.tx.QueryRowContext(t.rctx(ctx), q, args...)
-}
-
-func (t *wtx) rquery(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return t.b.tx.QueryContext(t.rctx(ctx), q, args...)
-}
-
 // extraScan scans a row's leading columns with the wrapped scan function's
 // destinations and its trailing ones into extra.
 type extraScan struct {
@@ -170,8 +81,7 @@ func (hbtx) LockAgent(context.Context, string) error { return nil } // the write
 
 func (h hbtx) WakeByKey(ctx context.Context, agentID, key string) (*store.RecordedWake, error) {
 	var w store.RecordedWake
-	err := h.t.rrow(ctx, `SELECT id, status, run_id, blocked_by_run_id, request_hash, company_id FROM wake_requests
-		WHERE agent_id = ? AND idempotency_key = ?`, agentID, key).
+	err := h.t.queryRow(ctx, "WakeByKey", sql.Named("agent", agentID), sql.Named("key", key)).
 		Scan(&w.ID, &w.Status, &w.RunID, &w.BlockedByRunID, &w.RequestHash, &w.CompanyID)
 	return noRow(&w, err)
 }
@@ -189,7 +99,7 @@ func (h hbtx) IssueID(ctx context.Context, companyID, ref string) (string, error
 
 func (h hbtx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent, *clasp.AdapterConfig, error) {
 	var raw *string
-	a, err := scanAgent(extraScan{h.t.rrow(ctx, `SELECT `+agentCols+`, adapter_config FROM agents WHERE id = ?`, agentID), []any{&raw}})
+	a, err := scanAgent(extraScan{h.t.queryRow(ctx, "AgentWithAdapter", sql.Named("agent", agentID)), []any{&raw}})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, notFound("agent", agentID)
 	}
@@ -202,7 +112,7 @@ func (h hbtx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent, *
 
 func (h hbtx) IssueLocks(ctx context.Context, issueID string) (*store.IssueLockState, error) {
 	var l store.IssueLockState
-	err := h.t.rrow(ctx, `SELECT status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues WHERE id = ?`, issueID).
+	err := h.t.queryRow(ctx, "WakeIssueLocks", sql.Named("issue", issueID)).
 		Scan(&l.Status, &l.AssigneeAgentID, &l.CheckoutRunID, &l.ExecutionRunID)
 	if err != nil {
 		return nil, err
@@ -211,12 +121,11 @@ func (h hbtx) IssueLocks(ctx context.Context, issueID string) (*store.IssueLockS
 }
 
 func (h hbtx) QueuedRunFor(ctx context.Context, agentID, issueID string) (*clasp.Run, error) {
-	return noRow(scanRun(h.t.rrow(ctx, `SELECT `+runCols+` FROM runs WHERE agent_id = ? AND status = 'queued' AND managed = 1
-		AND issue_id IS ? ORDER BY created_at LIMIT 1`, agentID, nullable(issueID))))
+	return noRow(scanRun(h.t.queryRow(ctx, "WakeQueuedRun", sql.Named("agent", agentID), sql.Named("issue", nullable(issueID)))))
 }
 
 func (h hbtx) TakeExecution(ctx context.Context, runID, agentID, issueID string) (bool, error) {
-	res, err := h.t.rexec(ctx, hbTakeExecution, sql.Named("run", runID), sql.Named("agent", agentID),
+	res, err := h.t.exec(ctx, "WakeTakeExecution", sql.Named("run", runID), sql.Named("agent", agentID),
 		sql.Named("issue", issueID), sql.Named("now", h.t.now))
 	if err != nil {
 		return false, err
@@ -226,13 +135,13 @@ func (h hbtx) TakeExecution(ctx context.Context, runID, agentID, issueID string)
 }
 
 func (h hbtx) InsertQueuedRun(ctx context.Context, r *store.QueuedRun) (*clasp.Run, error) {
-	return noRow(scanRun(h.t.rrow(ctx, hbRunInsert, sql.Named("id", r.ID), sql.Named("company", r.CompanyID),
+	return noRow(scanRun(h.t.queryRow(ctx, "RunInsertQueued", sql.Named("id", r.ID), sql.Named("company", r.CompanyID),
 		sql.Named("agent", r.AgentID), sql.Named("source", r.Reason), sql.Named("issue", nullable(r.IssueID)),
 		sql.Named("retry_of", nullable(r.RetryOfRunID)), sql.Named("attempt", r.Attempt), sql.Named("now", h.t.now))))
 }
 
 func (h hbtx) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
-	r, err := scanRun(h.t.queryRow(ctx, qRunGet, id))
+	r, err := scanRun(h.t.queryRow(ctx, "RunGet", sql.Named("id", id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("run", id)
 	}
@@ -240,10 +149,10 @@ func (h hbtx) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
 }
 
 func (h hbtx) InsertWake(ctx context.Context, w *store.WakeRecord) error {
-	_, err := h.t.rexec(ctx, `INSERT INTO wake_requests (id, company_id, agent_id, issue_id, reason, idempotency_key,
-		status, run_id, blocked_by_run_id, created_at, updated_at, request_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		w.ID, w.CompanyID, w.AgentID, nullable(w.IssueID), w.Reason, nullable(w.IdempotencyKey), w.Outcome, w.RunID,
-		w.BlockedByRunID, h.t.now, h.t.now, w.RequestHash)
+	_, err := h.t.exec(ctx, "WakeInsert", sql.Named("id", w.ID), sql.Named("company", w.CompanyID), sql.Named("agent", w.AgentID),
+		sql.Named("issue", nullable(w.IssueID)), sql.Named("reason", w.Reason), sql.Named("key", nullable(w.IdempotencyKey)),
+		sql.Named("status", w.Outcome), sql.Named("run", w.RunID), sql.Named("blocked_by", w.BlockedByRunID),
+		sql.Named("hash", w.RequestHash), sql.Named("now", h.t.now))
 	return err
 }
 
@@ -252,8 +161,7 @@ func (h hbtx) DeferredWakes(ctx context.Context, runIDs []string) ([]*store.Defe
 	if err != nil {
 		return nil, err
 	}
-	rows, err := h.t.rquery(ctx, `SELECT id, company_id, agent_id, coalesce(issue_id, ''), reason, blocked_by_run_id FROM wake_requests
-		WHERE status = 'deferred' AND blocked_by_run_id IN (SELECT value FROM json_each(?)) ORDER BY created_at, id`, string(ids))
+	rows, err := h.t.query(ctx, "WakeDeferredList", sql.Named("runs", string(ids)))
 	if err != nil {
 		return nil, err
 	}
@@ -264,15 +172,14 @@ func (h hbtx) DeferredWakes(ctx context.Context, runIDs []string) ([]*store.Defe
 }
 
 func (h hbtx) SetWakeOutcome(ctx context.Context, wakeID, status string, runID, blockedBy *string) error {
-	_, err := h.t.rexec(ctx, `UPDATE wake_requests SET status = ?, run_id = ?, blocked_by_run_id = ?, updated_at = ?
-		WHERE id = ? AND status = 'deferred'`, status, runID, blockedBy, h.t.now, wakeID)
+	_, err := h.t.exec(ctx, "WakePromote", sql.Named("id", wakeID), sql.Named("status", status), sql.Named("run", runID),
+		sql.Named("blocked_by", blockedBy), sql.Named("now", h.t.now))
 	return err
 }
 
 func (h hbtx) SetAdapter(ctx context.Context, agentID string, cfg *string) (string, bool, error) {
 	var company string
-	err := h.t.rrow(ctx, `UPDATE agents SET adapter_config = ? WHERE id = ? AND status <> 'terminated' RETURNING company_id`,
-		cfg, agentID).Scan(&company)
+	err := h.t.queryRow(ctx, "AgentAdapterSet", sql.Named("agent", agentID), sql.Named("config", cfg)).Scan(&company)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
@@ -280,25 +187,25 @@ func (h hbtx) SetAdapter(ctx context.Context, agentID string, cfg *string) (stri
 }
 
 func (h hbtx) StartRun(ctx context.Context, p *store.RunStartParams, ttl time.Duration) (*clasp.Run, error) {
-	return noRow(scanRun(h.t.rrow(ctx, hbRunStart, sql.Named("run", p.RunID), sql.Named("host", p.HostID),
+	return noRow(scanRun(h.t.queryRow(ctx, "RunStart", sql.Named("run", p.RunID), sql.Named("host", p.HostID),
 		sql.Named("hash", nullable(p.TokenHash)), sql.Named("ttl", ttl.Microseconds()),
 		sql.Named("max", max(p.MaxRunning, 1)), sql.Named("now", h.t.now))))
 }
 
 func (h hbtx) AgentHeartbeat(ctx context.Context, agentID string) error {
-	_, err := h.t.exec(ctx, qAgentHeartbeat, h.t.now, agentID)
+	_, err := h.t.exec(ctx, "AgentHeartbeat", sql.Named("agent", agentID), sql.Named("now", h.t.now))
 	return err
 }
 
 // ProcessLost is the process-loss rule in four statements of the write
-// transaction (SQLite has no writing CTEs): the run fails (hbProcessLost);
+// transaction (SQLite has no writing CTEs): the run fails (RunProcessLost);
 // attempt 1 without a retry gets one, for the issue whose execution lock it
-// holds (hbHeldIssue) or its own, inserted first (unique retry_of_run_id:
-// at most one); then that lock moves to the retry (hbMoveExecution).
+// holds (RunHeldIssue) or its own, inserted first (unique retry_of_run_id:
+// at most one); then that lock moves to the retry (RunMoveExecution).
 func (h hbtx) ProcessLost(ctx context.Context, p *store.RunProcessLostParams, msg, retryID string) (*store.ProcessLoss, error) {
 	t := h.t
 	var loss store.ProcessLoss
-	run, err := noRow(scanRun(t.rrow(ctx, hbProcessLost, sql.Named("run", p.RunID), sql.Named("host", p.HostID),
+	run, err := noRow(scanRun(t.queryRow(ctx, "RunProcessLost", sql.Named("run", p.RunID), sql.Named("host", p.HostID),
 		sql.Named("error", msg), sql.Named("now", t.now))))
 	if err != nil || run == nil {
 		return &loss, err
@@ -308,7 +215,7 @@ func (h hbtx) ProcessLost(ctx context.Context, p *store.RunProcessLostParams, ms
 		return &loss, nil
 	}
 	var held *string
-	if err := t.rrow(ctx, hbHeldIssue, sql.Named("lost", run.ID), sql.Named("issue", run.IssueID)).
+	if err := t.queryRow(ctx, "RunHeldIssue", sql.Named("lost", run.ID), sql.Named("issue", run.IssueID)).
 		Scan(&held); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("find the issue of run %s: %w", run.ID, err)
 	}
@@ -321,7 +228,7 @@ func (h hbtx) ProcessLost(ctx context.Context, p *store.RunProcessLostParams, ms
 	if err != nil || loss.Retry == nil || held == nil {
 		return &loss, err
 	}
-	rows, err := t.rquery(ctx, hbMoveExecution, sql.Named("retry", retryID), sql.Named("lost", run.ID),
+	rows, err := t.query(ctx, "RunMoveExecution", sql.Named("retry", retryID), sql.Named("lost", run.ID),
 		sql.Named("issue", *held), sql.Named("now", t.now))
 	if err != nil {
 		return nil, fmt.Errorf("move locks of run %s: %w", run.ID, err)
@@ -341,8 +248,7 @@ func (h hbtx) EndLostRun(ctx context.Context, run *clasp.Run) error {
 }
 
 func (h hbtx) CancelQueuedRuns(ctx context.Context, agentID string) ([]*clasp.Run, error) {
-	rows, err := h.t.rquery(ctx, `UPDATE runs SET status = 'cancelled', error_code = 'agent_paused',
-		error = 'the agent was paused', finished_at = ? WHERE agent_id = ? AND status = 'queued' RETURNING `+runCols, h.t.now, agentID)
+	rows, err := h.t.query(ctx, "RunCancelQueued", sql.Named("agent", agentID), sql.Named("now", h.t.now))
 	if err != nil {
 		return nil, err
 	}
@@ -350,8 +256,7 @@ func (h hbtx) CancelQueuedRuns(ctx context.Context, agentID string) ([]*clasp.Ru
 }
 
 func (h hbtx) SkipDeferredWakes(ctx context.Context, agentID string) error {
-	_, err := h.t.rexec(ctx, `UPDATE wake_requests SET status = 'skipped', updated_at = ? WHERE agent_id = ? AND status = 'deferred'`,
-		h.t.now, agentID)
+	_, err := h.t.exec(ctx, "WakeSkipDeferred", sql.Named("agent", agentID), sql.Named("now", h.t.now))
 	return err
 }
 
@@ -374,8 +279,7 @@ func (h hbtx) DeadRuns(ctx context.Context, runIDs []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := h.t.rquery(ctx, `SELECT u.value FROM json_each(:ids) u WHERE NOT EXISTS
-		(SELECT 1 FROM runs WHERE id = u.value AND `+hbLive+`)`, sql.Named("ids", string(ids)), sql.Named("now", h.t.now))
+	rows, err := h.t.query(ctx, "RunsDead", sql.Named("runs", string(ids)), sql.Named("now", h.t.now))
 	if err != nil {
 		return nil, err
 	}
@@ -399,7 +303,7 @@ func (s *Store) AgentAdapterSet(ctx context.Context, p *store.AgentAdapterSetPar
 // AgentAdapterGet returns an agent's adapter config, nil when it has none. 404 not_found.
 func (s *Store) AgentAdapterGet(ctx context.Context, agentID string) (*clasp.AdapterConfig, error) {
 	var raw *string
-	err := s.r.QueryRowContext(ctx, `SELECT adapter_config FROM agents WHERE id = ?`, agentID).Scan(&raw)
+	err := s.readRow(ctx, "AgentAdapterGet", sql.Named("agent", agentID)).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("agent", agentID)
 	}
@@ -411,8 +315,7 @@ func (s *Store) AgentAdapterGet(ctx context.Context, agentID string) (*clasp.Ada
 
 // AgentAdapterList returns every non-terminated agent with an adapter config.
 func (s *Store) AgentAdapterList(ctx context.Context) ([]*store.AgentAdapter, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+agentCols+`, adapter_config FROM agents
-		WHERE adapter_config IS NOT NULL AND status <> 'terminated' ORDER BY created_at, id`)
+	rows, err := s.read(ctx, "AgentAdapterList")
 	if err != nil {
 		return nil, translate(fmt.Errorf("list adapters: %w", err))
 	}
@@ -437,9 +340,7 @@ func (s *Store) Wake(ctx context.Context, p *store.WakeParams) (*store.WakeResul
 // dead (terminal, lost or missing): the catch-all for runs that ended
 // without RunFinish (lease_expired). Returns how many wakes left deferred.
 func (s *Store) WakePromoteDeferred(ctx context.Context) (int, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT DISTINCT w.blocked_by_run_id FROM wake_requests w
-		WHERE w.status = 'deferred' AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = w.blocked_by_run_id
-			AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > ?)))`, s.nowMicros())
+	rows, err := s.read(ctx, "WakeBlockingDead", sql.Named("now", s.nowMicros()))
 	if err != nil {
 		return 0, translate(fmt.Errorf("find deferred wakes: %w", err))
 	}
@@ -453,9 +354,7 @@ func (s *Store) WakePromoteDeferred(ctx context.Context) (int, error) {
 // RunQueuedManaged lists queued managed runs of active agents with an
 // adapter, oldest first.
 func (s *Store) RunQueuedManaged(ctx context.Context, limit int) ([]*store.ManagedRun, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+hbManagedCols+` FROM runs WHERE status = 'queued' AND managed = 1
-		AND agent_id IN (SELECT id FROM agents WHERE status = 'active' AND adapter_config IS NOT NULL)
-		ORDER BY created_at, id LIMIT ?`, pageLimit(limit))
+	rows, err := s.read(ctx, "RunQueuedManaged", sql.Named("limit", pageLimit(limit)))
 	if err != nil {
 		return nil, translate(fmt.Errorf("list queued runs: %w", err))
 	}
@@ -464,8 +363,7 @@ func (s *Store) RunQueuedManaged(ctx context.Context, limit int) ([]*store.Manag
 
 // RunRunningOnHost lists the running managed runs of hostID.
 func (s *Store) RunRunningOnHost(ctx context.Context, hostID string) ([]*store.ManagedRun, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+hbManagedCols+` FROM runs WHERE status = 'running' AND managed = 1
-		AND host_id = ? ORDER BY created_at, id`, hostID)
+	rows, err := s.read(ctx, "RunRunningOnHost", sql.Named("host", hostID))
 	if err != nil {
 		return nil, translate(fmt.Errorf("list running runs of host %s: %w", hostID, err))
 	}
@@ -480,8 +378,8 @@ func (s *Store) RunStart(ctx context.Context, p *store.RunStartParams) (*clasp.R
 // RunSetProcess records the pid and process start time of a running run of hostID.
 func (s *Store) RunSetProcess(ctx context.Context, runID, hostID string, pid int, procStart int64) error {
 	return s.write(ctx, func(tx *wtx) error {
-		res, err := tx.rexec(ctx, `UPDATE runs SET pid = ?, proc_start = ? WHERE id = ? AND host_id = ? AND status = 'running'`,
-			pid, procStart, runID, hostID)
+		res, err := tx.exec(ctx, "RunSetProcess", sql.Named("run", runID), sql.Named("host", hostID), sql.Named("pid", pid),
+			sql.Named("proc_start", procStart))
 		if err != nil {
 			return fmt.Errorf("record process of run %s: %w", runID, err)
 		}
@@ -498,9 +396,8 @@ func (s *Store) RunRenew(ctx context.Context, runID, hostID string, ttl time.Dur
 		ttl = store.DefaultLeaseTTL
 	}
 	return s.write(ctx, func(tx *wtx) error {
-		res, err := tx.rexec(ctx, `UPDATE runs SET lease_expires_at = ?1 + ?2, last_sign_of_life_at = ?1
-			WHERE id = ?3 AND host_id = ?4 AND status = 'running' AND lease_expires_at > ?1`,
-			tx.now, ttl.Microseconds(), runID, hostID)
+		res, err := tx.exec(ctx, "RunRenew", sql.Named("run", runID), sql.Named("host", hostID), sql.Named("now", tx.now),
+			sql.Named("ttl", ttl.Microseconds()))
 		if err != nil {
 			return fmt.Errorf("renew run %s: %w", runID, err)
 		}

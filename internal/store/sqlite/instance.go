@@ -1,37 +1,32 @@
 package sqlite
 
-// Server instances (store.HeartbeatStore.Instance*): each `clasp serve`
-// process that runs managed agents holds a row with a lease; runs.host_id
-// names the instance that owns the run's process.
+// Server instances (store.HeartbeatStore.Instance*), statements in
+// sql/instance.sql: each `clasp serve` process that runs managed agents
+// holds a row with a lease; runs.host_id names the instance that owns the
+// run's process.
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
-	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
 // InstanceRegister records (or replaces) instance in with a lease of ttl.
 func (s *Store) InstanceRegister(ctx context.Context, in *store.Instance, ttl time.Duration) error {
 	return s.write(ctx, func(tx *wtx) error {
-		_, err := tx.rexec(ctx, `INSERT INTO instances (id, host, pid, proc_start, started_at, lease_expires_at)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?5 + ?6)
-			ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, proc_start = excluded.proc_start,
-				started_at = excluded.started_at, lease_expires_at = excluded.lease_expires_at`,
-			in.ID, in.Host, in.PID, in.ProcStart, tx.now, ttl.Microseconds())
-		if err != nil {
-			return fmt.Errorf("register instance %s: %w", in.ID, err)
-		}
-		return nil
+		_, err := tx.exec(ctx, "InstanceRegister", sql.Named("id", in.ID), sql.Named("host", in.Host), sql.Named("pid", in.PID),
+			sql.Named("proc_start", in.ProcStart), sql.Named("now", tx.now), sql.Named("ttl", ttl.Microseconds()))
+		return wrap(err, "register instance %s", in.ID)
 	})
 }
 
 // InstanceRenew extends instance id's lease to ttl from now; 404 not_found when it is gone.
 func (s *Store) InstanceRenew(ctx context.Context, id string, ttl time.Duration) error {
 	return s.write(ctx, func(tx *wtx) error {
-		res, err := tx.rexec(ctx, `UPDATE instances SET lease_expires_at = ?1 + ?2 WHERE id = ?3`, tx.now, ttl.Microseconds(), id)
+		res, err := tx.exec(ctx, "InstanceRenew", sql.Named("id", id), sql.Named("now", tx.now), sql.Named("ttl", ttl.Microseconds()))
 		if err != nil {
 			return fmt.Errorf("renew instance %s: %w", id, err)
 		}
@@ -45,43 +40,37 @@ func (s *Store) InstanceRenew(ctx context.Context, id string, ttl time.Duration)
 // InstanceRelease ends instance id's lease now.
 func (s *Store) InstanceRelease(ctx context.Context, id string) error {
 	return s.write(ctx, func(tx *wtx) error {
-		_, err := tx.rexec(ctx, `UPDATE instances SET lease_expires_at = min(lease_expires_at, ?1) WHERE id = ?2`, tx.now, id)
-		if err != nil {
-			return fmt.Errorf("release instance %s: %w", id, err)
-		}
-		return nil
+		_, err := tx.exec(ctx, "InstanceRelease", sql.Named("id", id), sql.Named("now", tx.now))
+		return wrap(err, "release instance %s", id)
 	})
 }
 
 // InstanceList lists the instances of host.
 func (s *Store) InstanceList(ctx context.Context, host string) ([]*store.Instance, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, host, pid, proc_start, started_at, lease_expires_at, lease_expires_at <= ?
-		FROM instances WHERE host = ? ORDER BY started_at, id`, s.nowMicros(), host)
+	rows, err := s.read(ctx, "InstanceList", sql.Named("host", host), sql.Named("now", s.nowMicros()))
 	if err != nil {
 		return nil, translate(fmt.Errorf("list instances of %s: %w", host, err))
 	}
-	defer rows.Close()
-	var out []*store.Instance
-	for rows.Next() {
+	out, err := scanAll(rows, func(sc scanner) (*store.Instance, error) {
 		var in store.Instance
 		var started, expires int64
-		if err := rows.Scan(&in.ID, &in.Host, &in.PID, &in.ProcStart, &started, &expires, &in.Expired); err != nil {
-			return nil, translate(fmt.Errorf("list instances of %s: %w", host, err))
+		if err := sc.Scan(&in.ID, &in.Host, &in.PID, &in.ProcStart, &started, &expires, &in.Expired); err != nil {
+			return nil, err
 		}
 		in.StartedAt, in.LeaseExpiresAt = fromMicros(started), fromMicros(expires)
-		out = append(out, &in)
-	}
-	return out, translate(rows.Err())
+		return &in, nil
+	})
+	return out, translate(wrap(err, "list instances of %s", host))
 }
 
 // InstanceTakeOver takes instance dead over for by (store.HeartbeatStore.InstanceTakeOver).
 func (s *Store) InstanceTakeOver(ctx context.Context, dead *store.Instance, by string) (runs []*store.ManagedRun, ok bool, err error) {
-	if dead.ID == by {
-		return nil, false, clasp.InvalidField("instance", "An instance cannot take itself over.")
+	if err := store.CheckTakeOver(dead, by); err != nil {
+		return nil, false, err
 	}
 	err = s.write(ctx, func(tx *wtx) error {
 		runs, ok = nil, false
-		res, err := tx.rexec(ctx, `DELETE FROM instances WHERE id = ? AND lease_expires_at = ?`, dead.ID, micros(dead.LeaseExpiresAt))
+		res, err := tx.exec(ctx, "InstanceTakeOver", sql.Named("id", dead.ID), sql.Named("lease", micros(dead.LeaseExpiresAt)))
 		if err != nil {
 			return fmt.Errorf("take over instance %s: %w", dead.ID, err)
 		}
@@ -89,19 +78,15 @@ func (s *Store) InstanceTakeOver(ctx context.Context, dead *store.Instance, by s
 			return nil
 		}
 		ok = true
-		rows, err := tx.rquery(ctx, `SELECT `+hbManagedCols+` FROM runs WHERE host_id = ? AND managed = 1 AND pid IS NOT NULL
-			ORDER BY created_at, id`, dead.ID)
+		rows, err := tx.query(ctx, "InstanceRunsWithProcess", sql.Named("host", dead.ID))
 		if err != nil {
 			return fmt.Errorf("list runs of instance %s: %w", dead.ID, err)
 		}
 		if runs, err = scanAll(rows, scanManaged); err != nil {
 			return err
 		}
-		if _, err := tx.rexec(ctx, `UPDATE runs SET host_id = ? WHERE host_id = ? AND status = 'running' AND managed = 1`,
-			by, dead.ID); err != nil {
-			return fmt.Errorf("move runs of instance %s: %w", dead.ID, err)
-		}
-		return nil
+		_, err = tx.exec(ctx, "InstanceMoveRuns", sql.Named("by", by), sql.Named("dead", dead.ID))
+		return wrap(err, "move runs of instance %s", dead.ID)
 	})
 	if err != nil {
 		return nil, false, err

@@ -169,7 +169,7 @@ func (t *wtx) boardCheckout(ctx context.Context, ref, agentID string, expected [
 // agentID is a non-terminated agent of companyID.
 func (t *wtx) agentInCompany(ctx context.Context, agentID, companyID, field string) error {
 	var status string
-	err := t.queryRow(ctx, qAgentStatusInCompany, agentID, companyID).Scan(&status)
+	err := t.queryRow(ctx, "AgentStatusInCompany", sql.Named("id", agentID), sql.Named("company", companyID)).Scan(&status)
 	if errors.Is(err, sql.ErrNoRows) || status == string(clasp.AgentTerminated) {
 		return clasp.Errorf(clasp.CodePreconditionFailed, "%s %q is not an active agent of the issue's company.", field, agentID).
 			WithDetails("field", field)

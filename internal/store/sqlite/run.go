@@ -12,36 +12,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-const (
-	sqlRunInsert = `INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id, attempt,
-		lease_expires_at, last_sign_of_life_at, started_at, token_hash, created_at)
-	VALUES (?, ?, ?, 'running', ?, ?, 1, ?, ?, ?, ?, ?)
-	RETURNING ` + runCols
-	sqlRunGet = `SELECT ` + runCols + ` FROM runs WHERE id = ?`
-	// sqlRunAuth finds the run whose token has a hash, and its agent.
-	sqlRunAuth = `SELECT ` + runCols + ` FROM runs WHERE token_hash = ?`
-
-	// sqlRunTouch: a live run's sign of life renews its lease, one
-	// conditional write (a run that is terminal or lost is not revived).
-	sqlRunTouch = `UPDATE runs SET
-		lease_expires_at = :now + :ttl,
-		last_sign_of_life_at = :now
-	WHERE id = :run AND agent_id = :agent
-		AND (status = 'queued' OR (status = 'running' AND lease_expires_at > :now))
-	RETURNING ` + runCols
-
-	// sqlRunReplayOpen: a replayed RunOpen (Idempotency-Key) renews the
-	// lease of the run it opened first as a sign of life, only while the run
-	// is live and its token hash is the replay's (the token already given
-	// out stays valid and is answered again), in one conditional write.
-	sqlRunReplayOpen = `UPDATE runs SET
-		lease_expires_at = :now + :ttl,
-		last_sign_of_life_at = :now
-	WHERE id = :run AND agent_id = :agent AND token_hash IS :hash
-		AND (status = 'queued' OR (status = 'running' AND lease_expires_at > :now))
-	RETURNING ` + runCols
-)
-
 // RunOpen opens a running run of agent AgentID with a lease of LeaseTTL
 // (default 60 s) from now, and records the run token's hash. IssueID, when
 // set, is a UUID or identifier of an issue of the agent's company.
@@ -97,13 +67,14 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 			issueID = id
 		}
 		id := tx.s.newID()
-		run, err := scanRun(tx.queryRow(ctx, qRunInsert, id, a.CompanyID, a.ID, source, issueID,
-			tx.now+ttl.Microseconds(), tx.now, tx.now, nullable(p.TokenHashOf(id)), tx.now))
+		run, err := scanRun(tx.queryRow(ctx, "RunOpen", sql.Named("id", id), sql.Named("company", a.CompanyID),
+			sql.Named("agent", a.ID), sql.Named("source", source), sql.Named("issue", issueID), sql.Named("now", tx.now),
+			sql.Named("ttl", ttl.Microseconds()), sql.Named("hash", nullable(p.TokenHashOf(id)))))
 		if err != nil {
 			return fmt.Errorf("open run of agent %s: %w", a.ID, err)
 		}
 		out = run
-		if _, err := tx.exec(ctx, qAgentHeartbeat, tx.now, a.ID); err != nil {
+		if _, err := tx.exec(ctx, "AgentHeartbeat", sql.Named("agent", a.ID), sql.Named("now", tx.now)); err != nil {
 			return fmt.Errorf("heartbeat of agent %s: %w", a.ID, err)
 		}
 		if err := tx.logActivity(ctx, run.CompanyID, p.Actor, clasp.ActionRunStarted, "run", run.ID, map[string]any{
@@ -125,7 +96,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 // it is terminal or lost; 422 idempotency_key_reused while live with
 // another token hash; 404 not_found if it is gone.
 func (t *wtx) runReplayOpen(ctx context.Context, runID, agentID, tokenHash string, ttl time.Duration) (*clasp.Run, error) {
-	r, err := scanRun(t.queryRow(ctx, qRunReplayOpen, sql.Named("run", runID), sql.Named("agent", agentID),
+	r, err := scanRun(t.queryRow(ctx, "RunReplayOpen", sql.Named("run", runID), sql.Named("agent", agentID),
 		sql.Named("hash", nullable(tokenHash)), sql.Named("ttl", ttl.Microseconds()), sql.Named("now", t.now)))
 	if errors.Is(err, sql.ErrNoRows) {
 		found, owner, state, err := t.runState(ctx, runID)
@@ -137,7 +108,7 @@ func (t *wtx) runReplayOpen(ctx context.Context, runID, agentID, tokenHash strin
 	if err != nil {
 		return nil, fmt.Errorf("replay open of run %s: %w", runID, err)
 	}
-	if _, err := t.exec(ctx, qAgentHeartbeat, t.now, agentID); err != nil {
+	if _, err := t.exec(ctx, "AgentHeartbeat", sql.Named("agent", agentID), sql.Named("now", t.now)); err != nil {
 		return nil, fmt.Errorf("heartbeat of agent %s: %w", agentID, err)
 	}
 	return r, nil
@@ -160,7 +131,7 @@ func (t *wtx) runState(ctx context.Context, runID string) (found bool, owner, st
 
 // RunGet returns a run; 404 not_found.
 func (s *Store) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
-	r, err := scanRun(s.readRow(ctx, qRunGet, id))
+	r, err := scanRun(s.readRow(ctx, "RunGet", sql.Named("id", id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("run", id)
 	}
@@ -195,7 +166,7 @@ func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.R
 func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.Run, error) {
 	if !p.Force && p.MinRenewInterval > 0 {
 		now := s.now()
-		r, err := scanRun(s.readRow(ctx, qRunGet, p.RunID))
+		r, err := scanRun(s.readRow(ctx, "RunGet", sql.Named("id", p.RunID)))
 		if err == nil && r.AgentID == p.AgentID && r.Live(now) && r.LastSignOfLifeAt != nil &&
 			now.Sub(*r.LastSignOfLifeAt) < p.MinRenewInterval {
 			return r, nil
@@ -203,7 +174,7 @@ func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.R
 	}
 	var out *clasp.Run
 	err := s.write(ctx, func(tx *wtx) error {
-		r, err := scanRun(tx.queryRow(ctx, qRunTouch, sql.Named("run", p.RunID), sql.Named("agent", p.AgentID),
+		r, err := scanRun(tx.queryRow(ctx, "RunTouch", sql.Named("run", p.RunID), sql.Named("agent", p.AgentID),
 			sql.Named("ttl", p.TTL().Microseconds()), sql.Named("now", tx.now)))
 		if errors.Is(err, sql.ErrNoRows) {
 			found, owner, state, err := tx.runState(ctx, p.RunID)
@@ -219,7 +190,7 @@ func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.R
 			return fmt.Errorf("renew lease of run %s: %w", p.RunID, err)
 		}
 		out = r
-		_, err = tx.exec(ctx, qAgentHeartbeat, tx.now, r.AgentID)
+		_, err = tx.exec(ctx, "AgentHeartbeat", sql.Named("agent", r.AgentID), sql.Named("now", tx.now))
 		return wrap(err, "heartbeat of agent %s", r.AgentID)
 	})
 	if err != nil {
@@ -235,7 +206,7 @@ func (s *Store) RunAuthenticate(ctx context.Context, tokenHash string) (*clasp.A
 	if tokenHash == "" {
 		return nil, nil, store.ErrUnauthenticated()
 	}
-	r, err := scanRun(s.readRow(ctx, qRunAuth, tokenHash))
+	r, err := scanRun(s.readRow(ctx, "RunAuth", sql.Named("hash", tokenHash)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, store.ErrUnauthenticated()
 	}

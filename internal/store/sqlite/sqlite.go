@@ -181,29 +181,17 @@ func (s *Store) open(ctx context.Context, path, syncMode string) error {
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
-// statements returns the text of every named statement: the blocks of
-// sql/*.sql and those still written in Go (queries.go). Errors: a block
-// that does not parse (sqlfile.Load), a name defined twice, a statement
-// with no text.
+// statements returns the text of every named statement, the blocks of
+// sql/*.sql, by name. Errors: a block that does not parse, a name defined
+// twice, a statement with no text (sqlfile.Load).
 func statements() (map[string]string, error) {
 	set, err := sqlfile.Load(sqlFiles, "sql/*.sql")
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]string, len(queries)+len(set.Names()))
+	out := make(map[string]string, len(set.Names()))
 	for _, name := range set.Names() {
 		out[name] = set.SQL(name)
-	}
-	for name, text := range queries {
-		if _, ok := out[name]; ok {
-			return nil, fmt.Errorf("statement %s is both in sql/*.sql and in queries.go", name)
-		}
-		if strings.TrimSpace(text) == "" {
-			// A name without text would prepare a statement that
-			// silently answers no rows.
-			return nil, fmt.Errorf("statement %s has no text in queries.go", name)
-		}
-		out[name] = text
 	}
 	return out, nil
 }

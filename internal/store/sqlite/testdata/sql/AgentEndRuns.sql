@@ -1,8 +1,8 @@
 UPDATE runs SET
-		status = 'cancelled',
-		error_code = 'agent_terminated',
-		error = coalesce(error, 'agent terminated'),
-		finished_at = :now
-	WHERE agent_id = :agent AND status IN ('queued', 'running')
-	RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
-		lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+	status = 'cancelled',
+	error_code = 'agent_terminated',
+	error = coalesce(error, 'agent terminated'),
+	finished_at = :now
+WHERE agent_id = :agent AND status IN ('queued', 'running')
+RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at

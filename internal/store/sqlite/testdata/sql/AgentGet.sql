@@ -1,1 +1,1 @@
-SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_at FROM agents WHERE id = ?
+SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_at FROM agents WHERE id = :id

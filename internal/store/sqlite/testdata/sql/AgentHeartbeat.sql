@@ -1,1 +1,1 @@
-UPDATE agents SET last_heartbeat_at = ? WHERE id = ?
+UPDATE agents SET last_heartbeat_at = :now WHERE id = :agent

@@ -1,1 +1,1 @@
-UPDATE agent_api_keys SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL
+UPDATE agent_api_keys SET revoked_at = :now WHERE agent_id = :agent AND revoked_at IS NULL

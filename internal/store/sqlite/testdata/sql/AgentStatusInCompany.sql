@@ -1,1 +1,1 @@
-SELECT status FROM agents WHERE id = ? AND company_id = ?
+SELECT status FROM agents WHERE id = :id AND company_id = :company

@@ -1,1 +1,1 @@
-SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM agent_api_keys WHERE id = ? AND agent_id = ?
+SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM agent_api_keys WHERE id = :id AND agent_id = :agent

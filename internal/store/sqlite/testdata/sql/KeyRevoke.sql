@@ -1,2 +1,2 @@
-UPDATE agent_api_keys SET revoked_at = ? WHERE id = ? AND agent_id = ? AND revoked_at IS NULL
-	RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name
+UPDATE agent_api_keys SET revoked_at = :now WHERE id = :id AND agent_id = :agent AND revoked_at IS NULL
+RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name

@@ -1,0 +1,137 @@
+-- Agents, their API keys, and the authentication of a key. now() is the
+-- transaction's start, the database's clock. A statement that changes
+-- something writes its activity row in the same statement (CTE act; the
+-- actor is @actor_type, @actor_id, @actor_run, @actor_request).
+
+-- name: AgentCreate
+-- An active agent of an existing company, and its agent.created row; no
+-- row when the company is missing.
+WITH a AS (
+	INSERT INTO agents (id, company_id, name, name_key, role, status, created_at)
+	SELECT @id::text, c.id, @name::text, @name_key::text, @role::text, 'active', now() FROM companies c WHERE c.id = @company::text
+	RETURNING id, company_id, name, name_key, role, status, created_at, last_heartbeat_at
+), act AS (
+	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
+	SELECT a.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'agent.created', 'agent', a.id,
+		jsonb_build_object('name', a.name, 'role', a.role) FROM a
+)
+SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_at FROM a
+
+-- name: AgentGet
+SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_at FROM agents WHERE id = @id::text
+
+-- name: AgentUpdate
+-- Each column changes when its parameter is not NULL; terminating the
+-- agent revokes its keys in the same statement; one agent.updated row
+-- (@changes). Terminated is final: no row for a change of a terminated
+-- agent to another status.
+WITH a AS (
+	UPDATE agents SET
+		status = coalesce(@status::text, status),
+		name = coalesce(@name::text, name),
+		name_key = coalesce(@name_key::text, name_key),
+		role = coalesce(@role::text, role)
+	WHERE id = @id::text AND NOT (status = 'terminated' AND coalesce(@status::text, status) <> 'terminated')
+	RETURNING id, company_id, name, name_key, role, status, created_at, last_heartbeat_at
+), revoked AS (
+	UPDATE agent_api_keys SET revoked_at = now()
+	WHERE agent_id IN (SELECT id FROM a WHERE status = 'terminated') AND revoked_at IS NULL
+), act AS (
+	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
+	SELECT a.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'agent.updated', 'agent', a.id,
+		@changes::jsonb FROM a
+)
+SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_at FROM a
+
+-- name: AgentEndRuns
+-- The queued and running runs of an agent being terminated (lost ones
+-- too) end as cancelled, guarded like a finish (the UPDATE waits for
+-- checkouts holding them FOR SHARE); their locks are released next (L6).
+UPDATE runs r SET
+	status = 'cancelled',
+	error_code = 'agent_terminated',
+	error = coalesce(r.error, 'agent terminated'),
+	finished_at = now()
+WHERE r.agent_id = @agent::text AND r.status IN ('queued', 'running')
+RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+
+-- name: AgentHeartbeat
+UPDATE agents SET last_heartbeat_at = now() WHERE id = @agent::text
+
+-- name: KeyCreate
+-- A key hash of an existing agent and its agent.key_created row; no row
+-- when the agent is missing.
+WITH a AS (
+	SELECT id, company_id FROM agents WHERE id = @agent::text
+), k AS (
+	INSERT INTO agent_api_keys (id, agent_id, prefix, token_hash, created_at, name)
+	SELECT @id::text, a.id, @prefix::text, @hash::text, now(), @name::text FROM a
+	RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name
+), act AS (
+	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
+	SELECT a.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'agent.key_created', 'agent', a.id,
+		jsonb_build_object('keyId', k.id, 'prefix', k.prefix) FROM k, a
+)
+SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM k
+
+-- name: KeyRevoke
+-- Revokes an unrevoked key of an agent and writes its agent.key_revoked
+-- row; no row when there is no such unrevoked key.
+WITH k AS (
+	UPDATE agent_api_keys SET revoked_at = now() WHERE id = @id::text AND agent_id = @agent::text AND revoked_at IS NULL
+	RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name
+), act AS (
+	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
+	SELECT a.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'agent.key_revoked', 'agent', a.id,
+		jsonb_build_object('keyId', k.id, 'prefix', k.prefix) FROM k JOIN agents a ON a.id = k.agent_id
+)
+SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM k
+
+-- name: KeyGet
+SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM agent_api_keys
+WHERE id = @id::text AND agent_id = @agent::text
+
+-- name: KeyList
+SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM agent_api_keys
+WHERE agent_id = @agent::text ORDER BY created_at, id
+
+-- name: KeyAuth
+-- The unrevoked key with hash @hash and its agent; the key's use is
+-- recorded at most once a minute in the same statement (the UPDATE writes
+-- nothing when the last use is recent).
+WITH k AS (
+	SELECT k.id AS key_id, a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at
+	FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
+	WHERE k.token_hash = @hash::text AND k.revoked_at IS NULL
+), used AS (
+	UPDATE agent_api_keys SET last_used_at = now()
+	WHERE id IN (SELECT key_id FROM k WHERE status <> 'terminated')
+		AND (last_used_at IS NULL OR last_used_at <= now() - interval '1 minute')
+)
+SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_at FROM k
+
+-- name: KeyAuthRun
+-- A pure read (no data-modifying CTE, so no write lock on the hot path):
+-- the agent of the unrevoked key with hash @hash, whether the key's use is
+-- due to be recorded (last recorded a minute ago or more; the caller then
+-- runs KeyUsed), and run @run when it is the agent's, live and renewed
+-- less than @min_us microseconds ago: found, then its columns (coalesced
+-- to zero values when there is no such run).
+SELECT k.id, k.last_used_at IS NULL OR k.last_used_at <= now() - interval '1 minute',
+	a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at, r.id IS NOT NULL,
+	coalesce(r.id, ''), coalesce(r.company_id, ''), coalesce(r.agent_id, ''), coalesce(r.status, ''),
+	coalesce(r.invocation_source, ''), r.issue_id, r.retry_of_run_id, coalesce(r.attempt, 0), r.pid, r.host_id,
+	r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
+	coalesce(r.created_at, 'epoch'::timestamptz)
+FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
+	LEFT JOIN runs r ON r.id = @run::text AND r.agent_id = a.id
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+		AND @min_us::bigint > 0 AND r.last_sign_of_life_at > now() - @min_us::bigint * interval '1 microsecond'
+WHERE k.token_hash = @hash::text AND k.revoked_at IS NULL
+
+-- name: KeyUsed
+-- Records the use of key @id at most once a minute (writes nothing when
+-- the last use is recent).
+UPDATE agent_api_keys SET last_used_at = now()
+WHERE id = @id::text AND (last_used_at IS NULL OR last_used_at <= now() - interval '1 minute')

@@ -1,0 +1,107 @@
+-- Self-reported runs: opening one, its signs of life, and the
+-- authentication of a run token. now() is the transaction's start, the
+-- database's clock; @ttl_us is a lease in microseconds. A run is live when
+-- it is queued, or running with a lease that has not expired; its state is
+-- 'live', 'lost' (running, lease expired) or 'terminal'.
+
+-- name: RunOpen
+-- A running run of an active agent with a lease of @ttl_us from now, its
+-- issue (a reference in the agent's company) when @issue_ref is set, the
+-- agent's heartbeat, run.started, and the Idempotency-Key's record if any
+-- (CTE rec). No row when the agent is missing or terminated or the issue
+-- is not found (the caller then explains).
+WITH a AS (
+	SELECT id, company_id FROM agents WHERE id = @agent::text AND status <> 'terminated'
+), iss AS (
+	SELECT i.id FROM issues i JOIN a ON i.company_id = a.company_id
+	WHERE @issue_ref::text <> '' AND (i.id = @rid::text OR i.identifier = @rident::text)
+), made AS (
+	INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id, attempt,
+		lease_expires_at, last_sign_of_life_at, started_at, token_hash, created_at)
+	SELECT @id::text, a.company_id, a.id, 'running', @source::text, (SELECT id FROM iss), 1,
+		now() + @ttl_us::bigint * interval '1 microsecond', now(), now(), @token_hash::text, now()
+	FROM a WHERE @issue_ref::text = '' OR EXISTS (SELECT 1 FROM iss)
+	RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+		lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+), rec AS (
+	INSERT INTO idempotency_keys (actor_id, key, request_hash, resource_type, resource_id, created_at)
+	SELECT @idem_actor::text, @idem_key::text, @idem_hash::text, @idem_type::text, made.id, now()
+	FROM made WHERE @idem_key::text IS NOT NULL
+), hb AS (
+	UPDATE agents SET last_heartbeat_at = now() WHERE id IN (SELECT agent_id FROM made)
+), act AS (
+	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
+	SELECT made.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'run.started', 'run', made.id,
+		jsonb_build_object('agentId', made.agent_id, 'issueId', made.issue_id, 'invocationSource', made.invocation_source) FROM made
+)
+SELECT id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at FROM made
+
+-- name: RunReplayOpen
+-- The replay of an open with an Idempotency-Key: the recorded run @id,
+-- while live and holding the replay's token hash (the token given out
+-- stays valid and is answered again), gets a lease renewed as by a sign of
+-- life, with the agent's heartbeat. No row when it is terminal or lost, or
+-- has another token hash.
+WITH upd AS (
+	UPDATE runs r SET
+		lease_expires_at = now() + @ttl_us::bigint * interval '1 microsecond',
+		last_sign_of_life_at = now()
+	WHERE r.id = @id::text AND r.token_hash IS NOT DISTINCT FROM @token_hash::text
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	RETURNING r.id, r.company_id, r.agent_id, r.status, r.invocation_source, r.issue_id, r.retry_of_run_id, r.attempt, r.pid,
+		r.host_id, r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
+		r.created_at
+), hb AS (
+	UPDATE agents SET last_heartbeat_at = now() WHERE id IN (SELECT agent_id FROM upd)
+)
+SELECT * FROM upd
+
+-- name: RunGet
+SELECT id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+FROM runs WHERE id = @id::text
+
+-- name: RunAuth
+-- The run whose token has hash @hash, whether it is live, and its agent.
+SELECT r.id, r.company_id, r.agent_id, r.status, r.invocation_source, r.issue_id, r.retry_of_run_id, r.attempt, r.pid,
+	r.host_id, r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
+	r.created_at,
+	(r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now())),
+	a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at
+FROM runs r JOIN agents a ON a.id = r.agent_id WHERE r.token_hash = @hash::text
+
+-- name: RunTouch
+-- A live run's sign of life renews its lease to @ttl_us from now and
+-- records the agent's heartbeat, one conditional write (a run that is
+-- terminal or lost is not revived). Unless @force, the write is skipped
+-- when the last sign of life is less than @min_us microseconds old. The
+-- answer is the renewed run (renewed true), or else the run as it stands
+-- with its state, for the caller to explain.
+WITH cur AS (
+	SELECT r.id, r.company_id, r.agent_id, r.status, r.invocation_source, r.issue_id, r.retry_of_run_id, r.attempt, r.pid,
+		r.host_id, r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
+		r.created_at,
+		CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
+			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END AS state
+	FROM runs r WHERE r.id = @run::text
+), upd AS (
+	UPDATE runs r SET
+		lease_expires_at = now() + @ttl_us::bigint * interval '1 microsecond',
+		last_sign_of_life_at = now()
+	WHERE r.id = @run::text AND r.agent_id = @agent::text
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+		AND (@force::boolean OR r.last_sign_of_life_at IS NULL
+			OR r.last_sign_of_life_at <= now() - @min_us::bigint * interval '1 microsecond')
+	RETURNING r.id, r.company_id, r.agent_id, r.status, r.invocation_source, r.issue_id, r.retry_of_run_id, r.attempt, r.pid,
+		r.host_id, r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
+		r.created_at
+), hb AS (
+	UPDATE agents SET last_heartbeat_at = now() WHERE id IN (SELECT agent_id FROM upd)
+)
+SELECT upd.*, true, 'live' FROM upd
+UNION ALL
+SELECT cur.id, cur.company_id, cur.agent_id, cur.status, cur.invocation_source, cur.issue_id, cur.retry_of_run_id, cur.attempt,
+	cur.pid, cur.host_id, cur.lease_expires_at, cur.last_sign_of_life_at, cur.started_at, cur.finished_at, cur.exit_code,
+	cur.error_code, cur.error, cur.created_at, false, cur.state
+FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)

@@ -1,0 +1,2 @@
+-- $1 = @id
+SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_at FROM agents WHERE id = $1::text

@@ -1,0 +1,6 @@
+-- $1 = @host
+SELECT id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at,
+	coalesce(proc_start, 0)
+FROM runs WHERE host_id = $1::text AND managed AND pid IS NOT NULL
+ORDER BY created_at, id

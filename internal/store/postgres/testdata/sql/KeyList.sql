@@ -1,0 +1,3 @@
+-- $1 = @agent
+SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM agent_api_keys
+WHERE agent_id = $1::text ORDER BY created_at, id

@@ -1,0 +1,6 @@
+-- $1 = @agent
+-- $2 = @issue
+SELECT id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+FROM runs WHERE agent_id = $1::text AND status = 'queued' AND managed AND issue_id IS NOT DISTINCT FROM $2::text
+ORDER BY created_at LIMIT 1

@@ -1,0 +1,2 @@
+-- $1 = @agent
+UPDATE wake_requests SET status = 'skipped', updated_at = now() WHERE agent_id = $1::text AND status = 'deferred'

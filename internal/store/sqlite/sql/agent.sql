@@ -1,0 +1,88 @@
+-- Agents, their API keys, and the authentication of a key. Times are unix
+-- microseconds (:now is the write transaction's time, or the reader's
+-- clock for a read).
+
+-- name: AgentCreate
+-- An active agent of company :company; no row when the company is missing.
+INSERT INTO agents (id, company_id, name, name_key, role, status, created_at)
+SELECT :id, c.id, :name, :name_key, :role, 'active', :now FROM companies c WHERE c.id = :company
+RETURNING id, company_id, name, name_key, role, status, created_at, last_heartbeat_at
+
+-- name: AgentGet
+SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_at FROM agents WHERE id = :id
+
+-- name: AgentStatusInCompany
+SELECT status FROM agents WHERE id = :id AND company_id = :company
+
+-- name: AgentUpdate
+-- Each column changes when its parameter is not NULL. Terminated is
+-- final: no row for a change of a terminated agent to another status.
+UPDATE agents SET
+	status = coalesce(:status, status),
+	name = coalesce(:name, name),
+	name_key = coalesce(:name_key, name_key),
+	role = coalesce(:role, role)
+WHERE id = :id
+	AND (status <> 'terminated' OR coalesce(:status, 'terminated') = 'terminated')
+RETURNING id, company_id, name, name_key, role, status, created_at, last_heartbeat_at
+
+-- name: AgentRevokeKeys
+-- A terminated agent's keys are revoked.
+UPDATE agent_api_keys SET revoked_at = :now WHERE agent_id = :agent AND revoked_at IS NULL
+
+-- name: AgentEndRuns
+-- The queued and running runs of an agent being terminated (lost ones
+-- too) end as cancelled; their locks are released next (L6).
+UPDATE runs SET
+	status = 'cancelled',
+	error_code = 'agent_terminated',
+	error = coalesce(error, 'agent terminated'),
+	finished_at = :now
+WHERE agent_id = :agent AND status IN ('queued', 'running')
+RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+
+-- name: AgentHeartbeat
+UPDATE agents SET last_heartbeat_at = :now WHERE id = :agent
+
+-- name: KeyCreate
+INSERT INTO agent_api_keys (id, agent_id, prefix, token_hash, created_at, name)
+VALUES (:id, :agent, :prefix, :hash, :now, :name)
+RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name
+
+-- name: KeyRevoke
+-- No row when agent :agent has no such unrevoked key.
+UPDATE agent_api_keys SET revoked_at = :now WHERE id = :id AND agent_id = :agent AND revoked_at IS NULL
+RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name
+
+-- name: KeyGet
+SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM agent_api_keys WHERE id = :id AND agent_id = :agent
+
+-- name: KeyList
+SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM agent_api_keys
+WHERE agent_id = :agent ORDER BY created_at, id
+
+-- name: KeyAuth
+-- The unrevoked key whose hash is :hash, when it was last used (0: never),
+-- and its agent.
+SELECT k.id, coalesce(k.last_used_at, 0),
+	a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at
+FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
+WHERE k.token_hash = :hash AND k.revoked_at IS NULL
+
+-- name: KeyAuthRun
+-- KeyAuth plus run :run when it is the key's agent's: found, then the
+-- run's columns (coalesced to zero values when there is no such run).
+SELECT k.id, coalesce(k.last_used_at, 0),
+	a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at,
+	r.id IS NOT NULL, coalesce(r.id, ''), coalesce(r.company_id, ''), coalesce(r.agent_id, ''), coalesce(r.status, ''),
+	coalesce(r.invocation_source, ''), r.issue_id, r.retry_of_run_id, coalesce(r.attempt, 0), r.pid, r.host_id,
+	r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
+	coalesce(r.created_at, 0)
+FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id LEFT JOIN runs r ON r.id = :run AND r.agent_id = a.id
+WHERE k.token_hash = :hash AND k.revoked_at IS NULL
+
+-- name: KeyUsed
+-- Records a key's use at most once a minute.
+UPDATE agent_api_keys SET last_used_at = :now
+WHERE id = :id AND (last_used_at IS NULL OR last_used_at <= :now - 60000000)

@@ -1,0 +1,47 @@
+-- Self-reported runs: opening one, its signs of life, and the
+-- authentication of a run token. Times are unix microseconds (:now is the
+-- write transaction's time, :ttl a lease in microseconds). A run is live
+-- when it is queued, or running with a lease that has not expired.
+
+-- name: RunOpen
+-- A running run with a lease of :ttl from now and its token's hash.
+INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id, attempt,
+	lease_expires_at, last_sign_of_life_at, started_at, token_hash, created_at)
+VALUES (:id, :company, :agent, 'running', :source, :issue, 1, :now + :ttl, :now, :now, :hash, :now)
+RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+
+-- name: RunGet
+SELECT id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+FROM runs WHERE id = :id
+
+-- name: RunAuth
+-- The run whose token has hash :hash.
+SELECT id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+FROM runs WHERE token_hash = :hash
+
+-- name: RunTouch
+-- A live run's sign of life renews its lease, one conditional write (a
+-- run that is terminal or lost is not revived).
+UPDATE runs SET
+	lease_expires_at = :now + :ttl,
+	last_sign_of_life_at = :now
+WHERE id = :run AND agent_id = :agent
+	AND (status = 'queued' OR (status = 'running' AND lease_expires_at > :now))
+RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+
+-- name: RunReplayOpen
+-- A replayed open (Idempotency-Key) renews the lease of the run it opened
+-- first as a sign of life, only while the run is live and its token hash
+-- is the replay's (the token already given out stays valid and is
+-- answered again), in one conditional write.
+UPDATE runs SET
+	lease_expires_at = :now + :ttl,
+	last_sign_of_life_at = :now
+WHERE id = :run AND agent_id = :agent AND token_hash IS :hash
+	AND (status = 'queued' OR (status = 'running' AND lease_expires_at > :now))
+RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at

@@ -1,0 +1,1 @@
+SELECT adapter_config FROM agents WHERE id = :agent

@@ -1,0 +1,1 @@
+DELETE FROM instances WHERE id = :id AND lease_expires_at = :lease

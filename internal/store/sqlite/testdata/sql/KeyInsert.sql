@@ -1,2 +1,0 @@
-INSERT INTO agent_api_keys (id, agent_id, prefix, token_hash, created_at, name) VALUES (?, ?, ?, ?, ?, ?)
-	RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name

@@ -1,0 +1,6 @@
+INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id,
+	attempt, managed, created_at)
+VALUES (:id, :company, :agent, 'queued', :source, :issue, :retry_of, :attempt, 1, :now)
+ON CONFLICT DO NOTHING
+RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at

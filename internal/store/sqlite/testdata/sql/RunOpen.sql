@@ -1,0 +1,5 @@
+INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id, attempt,
+	lease_expires_at, last_sign_of_life_at, started_at, token_hash, created_at)
+VALUES (:id, :company, :agent, 'running', :source, :issue, 1, :now + :ttl, :now, :now, :hash, :now)
+RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at

@@ -1,0 +1,4 @@
+SELECT id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at,
+	coalesce(proc_start, 0)
+FROM runs WHERE status = 'running' AND managed = 1 AND host_id = :host ORDER BY created_at, id
