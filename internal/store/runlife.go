@@ -61,8 +61,8 @@ type HeartbeatTx interface {
 
 // ProcessLoss is what the process-loss rule changed (HeartbeatTx.ProcessLost).
 type ProcessLoss struct {
-	Failed *clasp.Run      // nil: the run was not a running managed run of the host
-	Retry  *clasp.Run      // the queued retry, nil when there is none
+	Failed *clasp.Run       // nil: the run was not a running managed run of the host
+	Retry  *clasp.Run       // the queued retry, nil when there is none
 	Moved  []IssueInCompany // the issues whose execution lock moved to Retry
 }
 

@@ -73,7 +73,9 @@ func (h hbtx) LogActivity(ctx context.Context, companyID string, actor store.Act
 	return logActivity(ctx, h.tx, companyID, actor, action, entityType, entityID, details)
 }
 
-func (h hbtx) LockAgent(ctx context.Context, agentID string) error { return lockAgent(ctx, h.tx, agentID) }
+func (h hbtx) LockAgent(ctx context.Context, agentID string) error {
+	return lockAgent(ctx, h.tx, agentID)
+}
 
 func (h hbtx) WakeByKey(ctx context.Context, agentID, key string) (*store.RecordedWake, error) {
 	var w store.RecordedWake
@@ -328,6 +330,7 @@ func (s *Store) RunRunningOnHost(ctx context.Context, hostID string) ([]*store.M
 func (s *Store) RunStart(ctx context.Context, p *store.RunStartParams) (*clasp.Run, error) {
 	return s.hb().RunStart(ctx, p)
 }
+
 // RunSetProcess records the pid and process start time of a running run of hostID.
 func (s *Store) RunSetProcess(ctx context.Context, runID, hostID string, pid int, procStart int64) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
