@@ -65,3 +65,14 @@ func DecodeIDCursor(c string) (int64, error) {
 func badCursor() error {
 	return clasp.InvalidField("cursor", "The cursor is not one this server handed out; start again without it.")
 }
+
+// TrimPage cuts a page read with limit+1 rows (the extra row says a next
+// page exists) to limit rows, and returns the cursor of the next page
+// (cursorOf of its last row), "" on the last page.
+func TrimPage[T any](list []*T, limit int, cursorOf func(*T) string) ([]*T, string) {
+	if len(list) <= limit {
+		return list, ""
+	}
+	list = list[:limit]
+	return list, cursorOf(list[limit-1])
+}

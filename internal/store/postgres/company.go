@@ -118,11 +118,7 @@ func listPage[T any](ctx context.Context, s *Store, table, cols string, where []
 	if err != nil {
 		return nil, "", translate(fmt.Errorf("list %s: %w", table, err))
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		next = cursorOf(list[limit-1])
-	}
+	list, next := store.TrimPage(list, limit, cursorOf)
 	return list, next, nil
 }
 

@@ -76,10 +76,6 @@ func (s *Store) ActivityList(ctx context.Context, p *store.ActivityListParams) (
 	if err != nil {
 		return nil, "", translate(fmt.Errorf("list activity: %w", err))
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		next = encodeIDCursor(list[limit-1].ID)
-	}
+	list, next := store.TrimPage(list, limit, func(a *clasp.Activity) string { return encodeIDCursor(a.ID) })
 	return list, next, nil
 }

@@ -20,5 +20,5 @@ func TestSQLGolden(t *testing.T) {
 	}
 	sqlfiletest.Golden(t, "testdata/sql", stmts)
 	sqlfiletest.Names(t, ".", slices.Collect(maps.Keys(stmts)),
-		map[string]int{"exec": 1, "queryRow": 1, "query": 1, "readRow": 1, "read": 1})
+		map[string]int{"exec": 1, "queryRow": 1, "query": 1, "readRow": 1, "read": 1, "step": 1})
 }
