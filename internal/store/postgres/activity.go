@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -38,38 +36,11 @@ func jsonArg(v any) (string, error) {
 // entity and an action when those are set. The cursor is the last row's id;
 // nextCursor is "" on the last page. 400 invalid_request for a bad cursor.
 func (s *Store) ActivityList(ctx context.Context, p *store.ActivityListParams) ([]*clasp.Activity, string, error) {
-	var (
-		where []string
-		args  []any
-	)
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	q, args, limit, err := store.ActivityQuery(activityCols, p)
+	if err != nil {
+		return nil, "", err
 	}
-	if p.CompanyID != "" {
-		add("company_id = ?", p.CompanyID)
-	}
-	if p.EntityID != "" {
-		add("entity_id = ?", p.EntityID)
-	}
-	if p.Action != "" {
-		add("action = ?", p.Action)
-	}
-	if p.Page.Cursor != "" {
-		id, err := decodeIDCursor(p.Page.Cursor)
-		if err != nil {
-			return nil, "", err
-		}
-		add("id < ?", id)
-	}
-	limit := pageLimit(p.Page.Limit)
-	q := "SELECT " + activityCols + " FROM activity"
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	args = append(args, limit+1)
-	q += " ORDER BY id DESC LIMIT $" + strconv.Itoa(len(args))
-	rows, err := s.pool.Query(ctx, q, args...)
+	rows, err := s.pool.Query(ctx, numbered(q), args...)
 	if err != nil {
 		return nil, "", translate(fmt.Errorf("list activity: %w", err))
 	}

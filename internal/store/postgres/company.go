@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -89,28 +90,11 @@ func (s *Store) CompanyList(ctx context.Context, page store.Page) ([]*clasp.Comp
 // to know whether a next page exists.
 func listPage[T any](ctx context.Context, s *Store, table, cols string, where []string, args []any, page store.Page,
 	asc bool, scan func(scanner) (*T, error), cursorOf func(*T) string) ([]*T, string, error) {
-	if page.Cursor != "" {
-		at, id, err := decodeCursor(page.Cursor)
-		if err != nil {
-			return nil, "", err
-		}
-		cmp := "<"
-		if asc {
-			cmp = ">"
-		}
-		where, args = append(where, "(created_at, id) "+cmp+" (?, ?)"), append(args, at, id)
+	q, args, limit, err := store.KeysetQuery(table, cols, where, args, page, asc, func(t time.Time) any { return t })
+	if err != nil {
+		return nil, "", err
 	}
-	q := "SELECT " + cols + " FROM " + table
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	if asc {
-		q += " ORDER BY created_at, id LIMIT ?"
-	} else {
-		q += " ORDER BY created_at DESC, id DESC LIMIT ?"
-	}
-	limit := pageLimit(page.Limit)
-	rows, err := s.pool.Query(ctx, numbered(q), append(args, limit+1)...)
+	rows, err := s.pool.Query(ctx, numbered(q), args...)
 	if err != nil {
 		return nil, "", translate(fmt.Errorf("list %s: %w", table, err))
 	}

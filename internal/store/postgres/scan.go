@@ -177,10 +177,8 @@ func deref(p *string) string {
 func splitRef(ref string) (id, ident string)             { return store.SplitRef(ref) }
 func pageLimit(n int) int                                { return store.PageLimit(n) }
 func encodeIDCursor(id int64) string                     { return store.EncodeIDCursor(id) }
-func decodeIDCursor(c string) (int64, error)             { return store.DecodeIDCursor(c) }
 func scope(a store.Actor) string                         { return store.Scope(a) }
 func encodeCursor(createdAt time.Time, id string) string { return store.EncodeCursor(createdAt, id) }
-func decodeCursor(c string) (time.Time, string, error)   { return store.DecodeCursor(c) }
 
 // actorArgs are the named arguments of an activity row's actor:
 // @actor_type (agent, board or system), @actor_id and @actor_run (NULL

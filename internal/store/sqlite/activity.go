@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -42,33 +41,11 @@ func activityArgs(companyID, actorType, actorID string, actorRun any, action, en
 // entity and an action when those are set. The cursor is the last row's id;
 // nextCursor is "" on the last page. 400 invalid_request for a bad cursor.
 func (s *Store) ActivityList(ctx context.Context, p *store.ActivityListParams) ([]*clasp.Activity, string, error) {
-	var (
-		where []string
-		args  []any
-	)
-	if p.CompanyID != "" {
-		where, args = append(where, "company_id = ?"), append(args, p.CompanyID)
+	q, args, limit, err := store.ActivityQuery(activityCols, p)
+	if err != nil {
+		return nil, "", err
 	}
-	if p.EntityID != "" {
-		where, args = append(where, "entity_id = ?"), append(args, p.EntityID)
-	}
-	if p.Action != "" {
-		where, args = append(where, "action = ?"), append(args, p.Action)
-	}
-	if p.Page.Cursor != "" {
-		id, err := decodeIDCursor(p.Page.Cursor)
-		if err != nil {
-			return nil, "", err
-		}
-		where, args = append(where, "id < ?"), append(args, id)
-	}
-	limit := pageLimit(p.Page.Limit)
-	q := "SELECT " + activityCols + " FROM activity"
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ") // #nosec G202 -- where holds fixed column conditions with ? placeholders; the values are bound
-	}
-	q += " ORDER BY id DESC LIMIT ?"
-	rows, err := s.r.QueryContext(ctx, q, append(args, limit+1)...)
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", translate(fmt.Errorf("list activity: %w", err))
 	}

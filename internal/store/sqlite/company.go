@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -93,28 +94,11 @@ func (s *Store) CompanyList(ctx context.Context, page store.Page) ([]*clasp.Comp
 // It fetches one row more than the limit to know whether a next page exists.
 func listPage[T any](ctx context.Context, s *Store, table, cols string, where []string, args []any, page store.Page,
 	asc bool, scan func(scanner) (*T, error), cursorOf func(*T) string) ([]*T, string, error) {
-	if page.Cursor != "" {
-		at, id, err := decodeCursor(page.Cursor)
-		if err != nil {
-			return nil, "", err
-		}
-		cmp := "<"
-		if asc {
-			cmp = ">"
-		}
-		where, args = append(where, "(created_at, id) "+cmp+" (?, ?)"), append(args, at, id)
+	q, args, limit, err := store.KeysetQuery(table, cols, where, args, page, asc, func(t time.Time) any { return micros(t) })
+	if err != nil {
+		return nil, "", err
 	}
-	q := "SELECT " + cols + " FROM " + table // #nosec G202 -- cols and table are constants of this package, never input
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	if asc {
-		q += " ORDER BY created_at, id LIMIT ?"
-	} else {
-		q += " ORDER BY created_at DESC, id DESC LIMIT ?"
-	}
-	limit := pageLimit(page.Limit)
-	rows, err := s.r.QueryContext(ctx, q, append(args, limit+1)...)
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", translate(fmt.Errorf("list %s: %w", table, err))
 	}

@@ -242,12 +242,5 @@ func orNil(v sql.NullString) any {
 func splitRef(ref string) (id, ident string)             { return store.SplitRef(ref) }
 func pageLimit(n int) int                                { return store.PageLimit(n) }
 func encodeIDCursor(id int64) string                     { return store.EncodeIDCursor(id) }
-func decodeIDCursor(c string) (int64, error)             { return store.DecodeIDCursor(c) }
 func scope(a store.Actor) string                         { return store.Scope(a) }
 func encodeCursor(createdAt time.Time, id string) string { return store.EncodeCursor(createdAt, id) }
-
-// decodeCursor is store.DecodeCursor with the time in unix µs, as stored.
-func decodeCursor(c string) (createdAt int64, id string, err error) {
-	t, id, err := store.DecodeCursor(c)
-	return micros(t), id, err
-}
