@@ -114,7 +114,7 @@ const ReasonDiskFull = "disk_full"
 // brokenConnection reports whether err is a database connection that broke
 // under a statement: reset or closed by the server (a restart, a
 // pg_terminate_backend whose FATAL never arrived), or cut mid-answer. Found by
-// `clasp verify --db-restart-cmd` (issue 6): a restart with -m immediate made
+// `clasp verify --db-restart-cmd`: a restart with -m immediate made
 // these 500s.
 func brokenConnection(err error) bool {
 	for _, target := range []error{pgconn.ErrConnClosed, io.ErrUnexpectedEOF, io.EOF, net.ErrClosed,

@@ -12,7 +12,7 @@ import (
 // namedArgs are the @name arguments of a statement, like pgx.NamedArgs,
 // passed as the first argument of a query method. Unlike pgx.NamedArgs,
 // which lexes the whole statement text on every call (18 % of the bench
-// process's CPU with the multi-kilobyte lock rule CTEs, issue 5), the
+// process's CPU with the multi-kilobyte lock rule CTEs), the
 // rewrite to $n placeholders is done once per statement text and cached:
 // a call then only looks its arguments up by name.
 type namedArgs map[string]any

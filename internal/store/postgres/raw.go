@@ -11,8 +11,8 @@ import (
 // conditional UPDATE and its activity INSERT in one CTE) in its own
 // implicit transaction, with the store's arguments, its answer scanned
 // into plain variables; none of the store's Go code around them. It is
-// the raw limit `clasp bench --database-url` compares the server with
-// (issue 5), on a store of its own, like BenchmarkRawPgx. For benchmarks
+// the raw limit `clasp bench --database-url` compares the server with,
+// on a store of its own, like BenchmarkRawPgx. For benchmarks
 // only.
 type Raw struct{ s *Store }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// Live events on PostgreSQL (issue 3 item 4).
+// Live events on PostgreSQL.
 //
 // Wake-ups cross replicas through LISTEN/NOTIFY, but the NOTIFY is never
 // sent inside a writing transaction: PostgreSQL serialises the commits of

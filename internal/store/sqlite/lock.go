@@ -477,17 +477,8 @@ func (t *wtx) releaseRunLocks(ctx context.Context, run *clasp.Run, a store.Actor
 		return fmt.Errorf("release locks of run %s: %w", run.ID, err)
 	}
 	type released struct{ id, companyID string }
-	var issues []released
-	for rows.Next() {
-		var r released
-		if err := rows.Scan(&r.id, &r.companyID); err != nil {
-			_ = rows.Close() // the scan error is the one returned
-			return fmt.Errorf("release locks of run %s: %w", run.ID, err)
-		}
-		issues = append(issues, r)
-	}
-	_ = rows.Close() // read-only rows: a close error leaves nothing behind; rows.Err is checked next
-	if err := rows.Err(); err != nil {
+	issues, err := scanRows(rows, func(r *released) []any { return []any{&r.id, &r.companyID} })
+	if err != nil {
 		return fmt.Errorf("release locks of run %s: %w", run.ID, err)
 	}
 	for _, r := range issues {
@@ -497,7 +488,7 @@ func (t *wtx) releaseRunLocks(ctx context.Context, run *clasp.Run, a store.Actor
 			return err
 		}
 	}
-	// Issue 4: the wakes deferred behind this run are promoted in the same
+	// The wakes deferred behind this run are promoted in the same
 	// transaction (heartbeat.go).
 	return t.promoteBlockedBy(ctx, run.ID)
 }
@@ -529,7 +520,7 @@ func (t *wtx) callerRun(ctx context.Context, runID string) (store.RunState, erro
 	return r, nil
 }
 
-// SweepExpiredRuns is sweeper pass 1 (SPEC section 5): running runs whose
+// SweepExpiredRuns is sweeper pass 1 (statement SweepExpiredRuns): running runs whose
 // lease expired become failed with errorCode lease_expired, in batches of
 // sweepBatch per transaction, one run.lost row each (actor system). It
 // returns how many runs it failed. Safe to run concurrently.
@@ -546,17 +537,8 @@ func (s *Store) SweepExpiredRuns(ctx context.Context) (int, error) {
 				id, companyID, agentID string
 				lease                  int64
 			}
-			var runs []lost
-			for rows.Next() {
-				var r lost
-				if err := rows.Scan(&r.id, &r.companyID, &r.agentID, &r.lease); err != nil {
-					_ = rows.Close() // the scan error is the one returned
-					return fmt.Errorf("sweep expired runs: %w", err)
-				}
-				runs = append(runs, r)
-			}
-			_ = rows.Close() // read-only rows: a close error leaves nothing behind; rows.Err is checked next
-			if err := rows.Err(); err != nil {
+			runs, err := scanRows(rows, func(r *lost) []any { return []any{&r.id, &r.companyID, &r.agentID, &r.lease} })
+			if err != nil {
 				return fmt.Errorf("sweep expired runs: %w", err)
 			}
 			for _, r := range runs {
@@ -586,7 +568,7 @@ type staleLock struct {
 	checkoutState, executionState sql.NullString
 }
 
-// SweepStaleLocks is sweeper pass 2 (SPEC section 5): the locks of issues
+// SweepStaleLocks is sweeper pass 2 (StaleLockCandidates, then ClearStaleLocks per issue): the locks of issues
 // whose referenced runs are all dead (terminal, lost or missing) are
 // cleared, each by a compare-and-set on the old lock values that re-checks
 // deadness, with one issue.stale_lock_cleared {clearedCheckoutRunId,
@@ -640,16 +622,10 @@ func (s *Store) staleLockCandidates(ctx context.Context) ([]staleLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find stale locks: %w", err)
 	}
-	defer rows.Close()
-	var out []staleLock
-	for rows.Next() {
-		var c staleLock
-		if err := rows.Scan(&c.id, &c.companyID, &c.checkout, &c.execution, &c.checkoutState, &c.executionState); err != nil {
-			return nil, fmt.Errorf("find stale locks: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanRows(rows, func(c *staleLock) []any {
+		return []any{&c.id, &c.companyID, &c.checkout, &c.execution, &c.checkoutState, &c.executionState}
+	})
+	if err != nil {
 		return nil, fmt.Errorf("find stale locks: %w", err)
 	}
 	return out, nil
@@ -658,7 +634,7 @@ func (s *Store) staleLockCandidates(ctx context.Context) ([]staleLock, error) {
 // systemActor is the sweeper's actor in activity rows.
 var systemActor = store.Actor{Type: clasp.ActorSystem}
 
-// Details of the lock activity rows (SPEC section 4).
+// Details of the lock activity rows (the same shapes PostgreSQL builds in sql/lock.sql).
 type (
 	checkedOutDetails struct {
 		AgentID       string `json:"agentId"`

@@ -13,7 +13,7 @@ import (
 // through database/sql, each step in its own BEGIN IMMEDIATE ... COMMIT on
 // the store's writer connection: no group commit, no HTTP, none of the
 // store's Go logic around the statements. It is the raw limit `clasp
-// bench` compares the server with (issue 5), on a store of its own. For
+// bench` compares the server with, on a store of its own. For
 // benchmarks only: it skips the lock rules' refusal paths and must not
 // share a database with a server.
 type Raw struct{ s *Store }

@@ -174,6 +174,22 @@ func scanAll[T any](rows *sql.Rows, scan func(scanner) (*T, error)) ([]*T, error
 	return out, rows.Err()
 }
 
+// scanRows reads every row into a T (dest gives the fields to scan into),
+// then closes rows; all rows are read before the transaction runs its next
+// statement.
+func scanRows[T any](rows *sql.Rows, dest func(*T) []any) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var v T
+		if err := rows.Scan(dest(&v)...); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // micros is t as unix microseconds (the storage format of every time column).
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
