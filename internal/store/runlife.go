@@ -296,3 +296,29 @@ func (run TxRunner) AgentCancelQueuedRuns(ctx context.Context, agentID string, a
 	})
 	return n, err
 }
+
+// Scanner is one row of a database/sql or pgx result.
+type Scanner interface{ Scan(dest ...any) error }
+
+// WithExtra is row sc whose trailing columns scan into extra, after the
+// destinations the reader of its leading columns passes.
+func WithExtra(sc Scanner, extra ...any) Scanner { return withExtra{sc, extra} }
+
+type withExtra struct {
+	sc    Scanner
+	extra []any
+}
+
+func (e withExtra) Scan(dest ...any) error { return e.sc.Scan(append(dest, e.extra...)...) }
+
+// ScanManaged reads a ManagedRun from row sc: the run's columns (read by
+// scanRun), then proc_start.
+func ScanManaged(sc Scanner, scanRun func(Scanner) (*clasp.Run, error)) (*ManagedRun, error) {
+	var m ManagedRun
+	r, err := scanRun(WithExtra(sc, &m.ProcStart))
+	if err != nil {
+		return nil, err
+	}
+	m.Run, m.WakeReason = r, r.InvocationSource
+	return &m, nil
+}

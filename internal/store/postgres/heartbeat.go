@@ -29,23 +29,9 @@ func lockAgent(ctx context.Context, tx pgx.Tx, agentID string) error {
 	return wrap(err, "lock agent %s", agentID)
 }
 
-// extraScan scans a row's leading columns with the wrapped scan function's
-// destinations and its trailing ones into extra.
-type extraScan struct {
-	sc    scanner
-	extra []any
-}
-
-func (e extraScan) Scan(dest ...any) error { return e.sc.Scan(append(dest, e.extra...)...) }
-
+// scanManaged reads a ManagedRun (store.ScanManaged).
 func scanManaged(sc scanner) (*store.ManagedRun, error) {
-	var m store.ManagedRun
-	r, err := scanRun(extraScan{sc, []any{&m.ProcStart}})
-	if err != nil {
-		return nil, err
-	}
-	m.Run, m.WakeReason = r, r.InvocationSource
-	return &m, nil
+	return store.ScanManaged(sc, func(sc store.Scanner) (*clasp.Run, error) { return scanRun(sc) })
 }
 
 // noRow is (nil, nil) for pgx.ErrNoRows, else (v, err).
@@ -96,7 +82,7 @@ func (h hbtx) IssueID(ctx context.Context, companyID, ref string) (string, error
 
 func (h hbtx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent, *clasp.AdapterConfig, error) {
 	var raw *string
-	a, err := scanAgent(extraScan{h.tx.QueryRow(ctx, q("AgentWithAdapter"), namedArgs{"agent": agentID}), []any{&raw}})
+	a, err := scanAgent(store.WithExtra(h.tx.QueryRow(ctx, q("AgentWithAdapter"), namedArgs{"agent": agentID}), &raw))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, notFound("agent", agentID)
 	}
@@ -279,7 +265,7 @@ func (s *Store) AgentAdapterList(ctx context.Context) ([]*store.AgentAdapter, er
 	}
 	out, err := scanAll(rows, func(sc scanner) (*store.AgentAdapter, error) {
 		var raw *string
-		a, err := scanAgent(extraScan{sc, []any{&raw}})
+		a, err := scanAgent(store.WithExtra(sc, &raw))
 		if err != nil {
 			return nil, err
 		}

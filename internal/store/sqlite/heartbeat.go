@@ -20,23 +20,9 @@ import (
 
 var _ store.HeartbeatStore = (*Store)(nil)
 
-// extraScan scans a row's leading columns with the wrapped scan function's
-// destinations and its trailing ones into extra.
-type extraScan struct {
-	sc    scanner
-	extra []any
-}
-
-func (e extraScan) Scan(dest ...any) error { return e.sc.Scan(append(dest, e.extra...)...) }
-
+// scanManaged reads a ManagedRun (store.ScanManaged).
 func scanManaged(sc scanner) (*store.ManagedRun, error) {
-	var m store.ManagedRun
-	r, err := scanRun(extraScan{sc, []any{&m.ProcStart}})
-	if err != nil {
-		return nil, err
-	}
-	m.Run, m.WakeReason = r, r.InvocationSource
-	return &m, nil
+	return store.ScanManaged(sc, func(sc store.Scanner) (*clasp.Run, error) { return scanRun(sc) })
 }
 
 // noRow is (nil, nil) for sql.ErrNoRows, else (v, err).
@@ -99,7 +85,7 @@ func (h hbtx) IssueID(ctx context.Context, companyID, ref string) (string, error
 
 func (h hbtx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent, *clasp.AdapterConfig, error) {
 	var raw *string
-	a, err := scanAgent(extraScan{h.t.queryRow(ctx, "AgentWithAdapter", sql.Named("agent", agentID)), []any{&raw}})
+	a, err := scanAgent(store.WithExtra(h.t.queryRow(ctx, "AgentWithAdapter", sql.Named("agent", agentID)), &raw))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, notFound("agent", agentID)
 	}
@@ -321,7 +307,7 @@ func (s *Store) AgentAdapterList(ctx context.Context) ([]*store.AgentAdapter, er
 	}
 	out, err := scanAll(rows, func(sc scanner) (*store.AgentAdapter, error) {
 		var raw *string
-		a, err := scanAgent(extraScan{sc, []any{&raw}})
+		a, err := scanAgent(store.WithExtra(sc, &raw))
 		if err != nil {
 			return nil, err
 		}
