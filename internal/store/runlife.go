@@ -322,3 +322,18 @@ func ScanManaged(sc Scanner, scanRun func(Scanner) (*clasp.Run, error)) (*Manage
 	m.Run, m.WakeReason = r, r.InvocationSource
 	return &m, nil
 }
+
+// ScanAgentAdapter reads an AgentAdapter from row sc: the agent's columns
+// (read by scanAgent), then adapter_config (NULL: no adapter).
+func ScanAgentAdapter(sc Scanner, scanAgent func(Scanner) (*clasp.Agent, error)) (*AgentAdapter, error) {
+	var raw *string
+	a, err := scanAgent(WithExtra(sc, &raw))
+	if err != nil {
+		return nil, err
+	}
+	c, err := ParseAdapter(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &AgentAdapter{Agent: a, Config: c}, nil
+}

@@ -25,6 +25,11 @@ func scanManaged(sc scanner) (*store.ManagedRun, error) {
 	return store.ScanManaged(sc, func(sc store.Scanner) (*clasp.Run, error) { return scanRun(sc) })
 }
 
+// scanAgentAdapter reads an agent and its adapter config (store.ScanAgentAdapter).
+func scanAgentAdapter(sc scanner) (*store.AgentAdapter, error) {
+	return store.ScanAgentAdapter(sc, func(sc store.Scanner) (*clasp.Agent, error) { return scanAgent(sc) })
+}
+
 // noRow is (nil, nil) for sql.ErrNoRows, else (v, err).
 func noRow[T any](v *T, err error) (*T, error) {
 	if errors.Is(err, sql.ErrNoRows) {
@@ -84,16 +89,14 @@ func (h hbtx) IssueID(ctx context.Context, companyID, ref string) (string, error
 }
 
 func (h hbtx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent, *clasp.AdapterConfig, error) {
-	var raw *string
-	a, err := scanAgent(store.WithExtra(h.t.queryRow(ctx, "AgentWithAdapter", sql.Named("agent", agentID)), &raw))
+	aa, err := scanAgentAdapter(h.t.queryRow(ctx, "AgentWithAdapter", sql.Named("agent", agentID)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, notFound("agent", agentID)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("get agent %s: %w", agentID, err)
 	}
-	c, err := store.ParseAdapter(raw)
-	return a, c, err
+	return aa.Agent, aa.Config, nil
 }
 
 func (h hbtx) IssueLocks(ctx context.Context, issueID string) (*store.IssueLockState, error) {
@@ -305,15 +308,7 @@ func (s *Store) AgentAdapterList(ctx context.Context) ([]*store.AgentAdapter, er
 	if err != nil {
 		return nil, translate(fmt.Errorf("list adapters: %w", err))
 	}
-	out, err := scanAll(rows, func(sc scanner) (*store.AgentAdapter, error) {
-		var raw *string
-		a, err := scanAgent(store.WithExtra(sc, &raw))
-		if err != nil {
-			return nil, err
-		}
-		c, err := store.ParseAdapter(raw)
-		return &store.AgentAdapter{Agent: a, Config: c}, err
-	})
+	out, err := scanAll(rows, scanAgentAdapter)
 	return out, translate(wrap(err, "list adapters"))
 }
 
