@@ -24,7 +24,8 @@ type File struct {
 
 // ListFiles walks dir and returns its regular files sorted by relative path,
 // skipping directories named .git or node_modules (installed packages, not
-// the tree's own files) and the directories in skip (absolute
+// the tree's own files), clasp data directories (isDataDir: a live
+// database changes under the swarm's feet) and the directories in skip (absolute
 // paths, e.g. the swarm's own data directory), symlinks and other special
 // files. max > 0 keeps only the first max files. It hashes every file it
 // keeps, a few at a time.
@@ -48,7 +49,7 @@ func ListFiles(ctx context.Context, dir string, skip []string, max int) ([]File,
 			return err
 		}
 		if d.IsDir() {
-			if path != root && (d.Name() == ".git" || d.Name() == "node_modules" || skipSet[path]) {
+			if path != root && (d.Name() == ".git" || d.Name() == "node_modules" || skipSet[path] || isDataDir(path)) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -160,4 +161,15 @@ func HashFile(ctx context.Context, path string, slow time.Duration) (string, err
 		return "", fmt.Errorf("hash %s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// isDataDir reports whether dir is a clasp data directory: it holds a
+// clasp.db or a board-token file, as `clasp serve --data-dir` makes.
+func isDataDir(dir string) bool {
+	for _, name := range []string{"clasp.db", "board-token"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
 }

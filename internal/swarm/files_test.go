@@ -2,6 +2,8 @@ package swarm_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/clasp-dev/clasp/internal/swarm"
@@ -13,12 +15,23 @@ import (
 func TestListFilesSkipsGitAndPackages(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, 12)
+	// A clasp data directory in the tree (a server started in it): its
+	// live database is not work.
+	for _, f := range []string{".clasp/clasp.db", ".clasp/clasp.db-wal", "d0/srv/board-token", "d0/srv/run-logs/r.log"} {
+		p := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("state"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	files, err := swarm.ListFiles(context.Background(), dir, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(files) != 12 {
-		t.Fatalf("%d files, want the 12 written (none from .git, node_modules or the symlink)", len(files))
+		t.Fatalf("%d files, want the 12 written (none from .git, node_modules, data directories or the symlink)", len(files))
 	}
 	for _, f := range files {
 		if len(f.SHA256) != 64 {

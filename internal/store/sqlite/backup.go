@@ -39,7 +39,7 @@ func LatestSchemaVersion() int64 {
 // file dst with VACUUM INTO, while other processes (a running clasp serve)
 // go on reading and writing src: the copy is the state of one read
 // transaction, every write committed before it began and none after, in a
-// compacted file. dst must not exist. src is opened without migrating it
+// compacted file, mode 0600. dst must not exist. src is opened without migrating it
 // (a database of an older schema is copied as it is) and only read. The
 // copy is in rollback-journal mode (no -wal file beside it) and synced to
 // disk. It returns the schema version of the copy; errors: src missing or
@@ -51,8 +51,19 @@ func Snapshot(ctx context.Context, src, dst string) (int64, error) {
 	if _, err := os.Stat(src); err != nil {
 		return 0, fmt.Errorf("snapshot: database %s: %w", src, err)
 	}
-	if _, err := os.Lstat(dst); err == nil {
+	// The copy holds every issue, comment and key hash: it is created
+	// empty with mode 0600 (as private as the database) before VACUUM INTO
+	// fills it, which it does to an empty file, so it is never readable by
+	// others, whatever the umask.
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) // #nosec G304 -- the backup file the user names
+	if errors.Is(err, fs.ErrExist) {
 		return 0, fmt.Errorf("snapshot: %s already exists", dst)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("snapshot: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return 0, fmt.Errorf("snapshot: %w", err)
 	}
 	db, err := sql.Open("sqlite", src+"?_pragma=busy_timeout(10000)")
 	if err != nil {

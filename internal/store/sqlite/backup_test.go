@@ -67,6 +67,9 @@ func TestSnapshotDuringWrites(t *testing.T) {
 	if v != LatestSchemaVersion() {
 		t.Errorf("snapshot schema version %d, want %d", v, LatestSchemaVersion())
 	}
+	if st, err := os.Stat(dst); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("snapshot file mode: %v (%v), want 0600: it holds every issue and key hash", st.Mode().Perm(), err)
+	}
 	if _, err := os.Stat(dst + "-wal"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a -wal file is beside the snapshot (%v): it is not self-contained", err)
 	}
