@@ -206,10 +206,29 @@ func (s *Server) logDenied(r *http.Request, ep *endpoint, c *call, err error) {
 		"code", body.Code, "request_id", RequestIDFrom(r.Context()), "client", s.clientAddr(r))
 }
 
+// singleHeaders are the request headers a call may carry once: which of
+// two credentials, runs, idempotency keys or body types would be meant is
+// a guess, and guessing the first could act as the wrong caller.
+var singleHeaders = []string{"Authorization", RunIDHeader, PaperclipRunIDHdr, "Idempotency-Key", "Content-Type"}
+
+// checkSingleHeaders answers 400 invalid_request (details.field the
+// header) when one of singleHeaders is given more than once.
+func checkSingleHeaders(r *http.Request) error {
+	for _, h := range singleHeaders {
+		if n := len(r.Header.Values(h)); n > 1 {
+			return clasp.InvalidField(h, "Header %s is given %d times; send it once.", h, n)
+		}
+	}
+	return nil
+}
+
 // prepare authenticates and checks everything that needs no body. It
 // returns the call as far as it got (nil before authentication succeeded)
 // with any error, for the refusal's log.
 func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep *endpoint) (*call, error) {
+	if err := checkSingleHeaders(r); err != nil {
+		return nil, err
+	}
 	who, err := s.authenticate(r, ep)
 	if err != nil {
 		return nil, err
