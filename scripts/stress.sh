@@ -30,7 +30,7 @@ reps=${STRESS_REPS:-20}
 swarm_reps=${STRESS_SWARM_REPS:-25}
 burners=${STRESS_BURNERS:-$(nproc)}
 max_time=${STRESS_MAX_TIME:-8h}
-packages=${STRESS_PACKAGES:-"./internal/recovery ./internal/heartbeat ./internal/httpapi ./internal/store/sqlite ./internal/store/postgres ./internal/cli ./internal/crashtest ./internal/mcp ./internal/verify ./internal/swarm ./client"}
+packages=${STRESS_PACKAGES:-"./internal/recovery ./internal/heartbeat ./internal/httpapi ./internal/store/sqlite ./internal/store/postgres ./internal/cli ./internal/crashtest ./internal/server ./internal/securitytest ./internal/bench ./internal/mcp ./internal/verify ./internal/swarm ./client"}
 run_tests=1 run_swarm=1 keep=0
 
 usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
