@@ -114,11 +114,11 @@ func (b *backendCPU) since(start map[int32]time.Duration) (time.Duration, bool) 
 // it is a postgres process.
 func procCPU(pid int32) (time.Duration, bool) {
 	p := "/proc/" + strconv.Itoa(int(pid))
-	comm, err := os.ReadFile(p + "/comm")
+	comm, err := os.ReadFile(p + "/comm") // #nosec G304 -- /proc/<pid>/comm, pid an integer
 	if err != nil || !bytes.HasPrefix(comm, []byte("postgres")) {
 		return 0, false
 	}
-	stat, err := os.ReadFile(p + "/stat")
+	stat, err := os.ReadFile(p + "/stat") // #nosec G304 -- /proc/<pid>/stat, pid an integer
 	if err != nil {
 		return 0, false
 	}

@@ -1038,15 +1038,6 @@ func (r *runner) send(ctx context.Context, url, token, run, method, path string,
 	return out
 }
 
-// readIssue reads an issue's lock as the board.
-func (r *runner) readIssue(ctx context.Context, id string) (*Lock, error) {
-	out := r.send(ctx, r.url, r.board, "", "GET", "/api/issues/"+id, nil)
-	if !out.OK || out.Issue == nil {
-		return nil, fmt.Errorf("GET issue: %+v", out)
-	}
-	return out.Issue, nil
-}
-
 // setup creates the company, agents (one key each) and todo issues.
 func (r *runner) setup(ctx context.Context) (agents, keys, issues []string, err error) {
 	post := func(path string, body any, into any) error {
