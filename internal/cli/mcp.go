@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"time"
@@ -48,6 +49,9 @@ and the sweeper release them.`,
 			if idle <= 0 {
 				idle = -1 // never
 			}
+			if cmd.Flags().Changed("key") {
+				fmt.Fprint(a.stderr, mcpKeyArgWarning)
+			}
 			cfg := mcp.LoadConfig(url, key, keyFile, runID, idle, a.getenv)
 			if setting, _ := cfg.Missing(); setting != "" {
 				log.Warn("not configured: every tool will answer an error naming the setting", "missing", setting)
@@ -65,6 +69,10 @@ and the sweeper release them.`,
 	f.StringVar(&logLevel, "log-level", "info", "stderr log level: debug, info, warn or error")
 	return cmd
 }
+
+// mcpKeyArgWarning is printed on stderr when clasp mcp gets its key as
+// --key VALUE (the MCP client's stdout is the protocol, stderr its log).
+const mcpKeyArgWarning = "clasp: warning: --key puts the secret on this process's command line, which every local user can read (ps, /proc/PID/cmdline); use $" + mcp.EnvAPIKey + " or --key-file FILE in the MCP client's configuration\n"
 
 // readCloser and writeCloser adapt the app's streams to the transport.
 func readCloser(r io.Reader) io.ReadCloser {

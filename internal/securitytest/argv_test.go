@@ -75,6 +75,31 @@ func TestCLITokenOutOfArgv(t *testing.T) {
 	}
 }
 
+// TestMCPKeyArgWarns: clasp mcp --key VALUE warns on stderr that argv is
+// readable by every local user; the key from $CLASP_API_KEY does not. Both
+// exit 0 at the end of stdin (no tool call, no network call).
+func TestMCPKeyArgWarns(t *testing.T) {
+	t.Parallel()
+	const warning = "warning: --key puts the secret on this process's command line"
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		warn bool
+	}{
+		{"env", []string{"CLASP_URL=http://127.0.0.1:1", "CLASP_API_KEY=clasp_ak_x"}, nil, false},
+		{"key-arg", []string{"CLASP_URL=http://127.0.0.1:1"}, []string{"--key", "clasp_ak_x"}, true},
+	} {
+		code, _, errOut := runClasp(t, c.env, "", append([]string{"mcp"}, c.args...)...)
+		if code != 0 {
+			t.Errorf("%s: exit %d; stderr %q", c.name, code, errOut)
+		}
+		if warned := strings.Contains(errOut, warning); warned != c.warn {
+			t.Errorf("%s: warned %v, want %v; stderr %q", c.name, warned, c.warn, errOut)
+		}
+	}
+}
+
 // TestBenchJSONRecordsNoSecret: clasp bench --json records its command
 // line with the --token value redacted. On the old code the command field
 // held the board token.
