@@ -134,6 +134,21 @@ func TestServeWaitsForDatabase(t *testing.T) {
 	if st, body, err := get("/api/companies"); err != nil || st != http.StatusServiceUnavailable || body["code"] != "unavailable" {
 		t.Fatalf("/api/companies while waiting: %d %v %v, want 503 unavailable", st, body, err)
 	}
+	// The caller's request id comes back, in the header and the body.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+listen+"/api/companies", nil)
+	req.Header.Set("X-Request-Id", "wait-probe-1")
+	if res, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		var body struct {
+			Details map[string]any `json:"details"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&body)
+		res.Body.Close()
+		if res.Header.Get("X-Request-Id") != "wait-probe-1" || body.Details["requestId"] != "wait-probe-1" {
+			t.Errorf("while waiting: X-Request-Id %q, details %v; want the caller's id in both", res.Header.Get("X-Request-Id"), body.Details)
+		}
+	}
 	for !strings.Contains(logs.String(), "database unreachable; retrying") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no retry logged; log:\n%s", logs.String())

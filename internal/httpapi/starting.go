@@ -10,11 +10,15 @@ import (
 // serve (its database is not reachable yet): GET /healthz 200
 // {"status":"starting","version","commit"} (the process is alive), every
 // other request 503 {"error": message, "code": "unavailable", "details":
-// {}} with Retry-After: 1, /readyz included, so load balancers and agents
-// wait. Nothing is read from or written to any store.
+// {"requestId"}} with Retry-After: 1, /readyz included, so load balancers
+// and agents wait. Every answer carries X-Request-Id (the caller's valid
+// one, else a new one), as the running server's do. Nothing is read from or written to any store.
 func StartingHandler(message string) http.Handler {
 	body := errorBody{Error: message, Code: clasp.CodeUnavailable, Details: map[string]any{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rid := requestIDOf(r)
+		w.Header().Set(RequestIDHeader, rid)
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if r.URL.Path == "/healthz" && r.Method == http.MethodGet {
 			b := clasp.Build()
 			writeJSON(w, http.StatusOK, map[string]string{"status": "starting", "version": b.Version, "commit": b.Commit})
@@ -22,6 +26,6 @@ func StartingHandler(message string) http.Handler {
 		}
 		closeIfBodyUnread(w, r, nil)
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, body)
+		writeJSON(w, http.StatusServiceUnavailable, withRequestID(body, rid))
 	})
 }
