@@ -27,6 +27,7 @@ const credCacheMax = 1 << 16
 // freshAt). Refusals are never cached. It is safe for concurrent use.
 type credCache struct {
 	ttl time.Duration
+	now func() time.Time // the server's clock (Config.Now)
 	mu  sync.Mutex
 	m   map[credKey]credEntry
 	// gen counts the forgets: an answer the store gave while one ran may
@@ -37,18 +38,18 @@ type credCache struct {
 type credKey struct{ hash, run string }
 
 type credEntry struct {
-	at    time.Time // when the store verified it (monotonic)
+	at    time.Time // when the store verified it, on the server's clock
 	agent clasp.Agent
 	run   *clasp.Run // nil: not found fresh
 }
 
-// newCredCache returns a cache keeping entries for ttl; nil (no caching)
-// when ttl is not positive.
-func newCredCache(ttl time.Duration) *credCache {
+// newCredCache returns a cache keeping entries for ttl as now measures it
+// (the server's clock); nil (no caching) when ttl is not positive.
+func newCredCache(ttl time.Duration, now func() time.Time) *credCache {
 	if ttl <= 0 {
 		return nil
 	}
-	return &credCache{ttl: ttl, m: map[credKey]credEntry{}}
+	return &credCache{ttl: ttl, now: now, m: map[credKey]credEntry{}}
 }
 
 // get returns a copy of the agent (and of the run, nil when the store did
@@ -61,7 +62,7 @@ func (c *credCache) get(hash, run string) (*clasp.Agent, *clasp.Run, bool) {
 	c.mu.Lock()
 	e, ok := c.m[credKey{hash, run}]
 	c.mu.Unlock()
-	if !ok || time.Since(e.at) >= c.ttl {
+	if !ok || c.now().Sub(e.at) >= c.ttl {
 		return nil, nil, false
 	}
 	a := e.agent
@@ -82,7 +83,7 @@ func (c *credCache) begin() (time.Time, uint64) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return time.Now(), c.gen
+	return c.now(), c.gen
 }
 
 // put records what the store verified for key hash and named run, read
@@ -103,7 +104,7 @@ func (c *credCache) put(at time.Time, gen uint64, hash, run string, a *clasp.Age
 	}
 	if len(c.m) >= credCacheMax {
 		for k, v := range c.m {
-			if time.Since(v.at) >= c.ttl {
+			if c.now().Sub(v.at) >= c.ttl {
 				delete(c.m, k)
 			}
 		}

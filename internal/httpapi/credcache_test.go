@@ -59,24 +59,27 @@ func TestCredentialCacheSavesReads(t *testing.T) {
 // cached) an agent key. The key is revoked through server a: a refuses it
 // at once (its handler forgets the key), and server b, which was told
 // nothing, refuses it once the revocation bound has passed: 1 s, more than
-// the cache's DefaultCredentialCacheTTL, so every entry b made before the
-// revocation committed has expired however slow the machine (the wait is
-// a lower bound, never a deadline). b must have served the key from its
-// cache before, or the test would not test the cache.
+// the cache's DefaultCredentialCacheTTL. The servers run on a test clock
+// (the cache measures its entries' age on the server's clock), so b serves
+// from its cache until the clock is moved on, however slow the machine,
+// and the entries it made before the revocation expire exactly when the
+// clock passes the bound. b must have served the key from its cache
+// before, or the test would not test the cache.
 func TestCredentialRevocationAcrossReplicas(t *testing.T) {
 	eachStore(t, func(t *testing.T, pg bool) {
 		var a, b *bundle
 		var cnt *countingAuth
+		clk := &testClock{t: time.Now()}
 		if pg {
 			st, replica := openPostgresSchema(t)
 			t.Cleanup(func() { _ = st.Close() })
-			a = setup(t, func(o *setupOpts) { o.store = st })
+			a = setup(t, func(o *setupOpts) { o.store = st; o.now = clk.Now })
 			cnt = &countingAuth{Store: replica()}
 		} else {
-			a = setup(t)
+			a = setup(t, func(o *setupOpts) { o.now = clk.Now })
 			cnt = &countingAuth{Store: a.st}
 		}
-		b = setup(t, func(o *setupOpts) { o.store = cnt })
+		b = setup(t, func(o *setupOpts) { o.store = cnt; o.now = clk.Now })
 		b.board = a.board
 		w := a.world("RX")
 		var k clasp.APIKey
@@ -89,9 +92,8 @@ func TestCredentialRevocationAcrossReplicas(t *testing.T) {
 			t.Fatalf("replica b: %d key reads for 3 requests, want 1 (served from its cache)", n)
 		}
 		a.must(http.StatusOK, "DELETE", "/api/agents/"+w.a.ID+"/keys/"+k.ID, req{}, nil)
-		revoked := time.Now()
 		wantErr(t, a.do("GET", "/api/agents/me", req{token: k.Token}), http.StatusUnauthorized, clasp.CodeUnauthenticated, "")
-		time.Sleep(time.Until(revoked.Add(time.Second)))
+		clk.Advance(time.Second)
 		wantErr(t, b.do("GET", "/api/agents/me", req{token: k.Token}), http.StatusUnauthorized, clasp.CodeUnauthenticated, "")
 		// The agent's other key is untouched on both.
 		a.must(http.StatusOK, "GET", "/api/agents/me", req{token: w.ka}, nil)
@@ -100,9 +102,8 @@ func TestCredentialRevocationAcrossReplicas(t *testing.T) {
 		// and the run it held on b's cache with it.
 		b.must(http.StatusOK, "GET", "/api/agents/me", req{token: w.ka, run: w.ra1.ID}, nil)
 		a.must(http.StatusOK, "PATCH", "/api/agents/"+w.a.ID, req{body: map[string]any{"status": "terminated"}}, nil)
-		ended := time.Now()
 		wantErr(t, a.do("GET", "/api/agents/me", req{token: w.ka}), http.StatusUnauthorized, clasp.CodeUnauthenticated, "")
-		time.Sleep(time.Until(ended.Add(time.Second)))
+		clk.Advance(time.Second)
 		wantErr(t, b.do("GET", "/api/agents/me", req{token: w.ka, run: w.ra1.ID}), http.StatusUnauthorized, clasp.CodeUnauthenticated, "")
 	})
 }

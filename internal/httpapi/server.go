@@ -175,7 +175,7 @@ func New(cfg Config) *Server {
 	if cfg.CredentialCacheTTL == 0 {
 		cfg.CredentialCacheTTL = DefaultCredentialCacheTTL
 	}
-	s.creds = newCredCache(cfg.CredentialCacheTTL)
+	s.creds = newCredCache(cfg.CredentialCacheTTL, cfg.Now)
 	s.limits = cfg.Limits.withDefaults()
 	s.byAddr = newBuckets(s.limits.AddressRate, s.limits.AddressBurst)
 	s.byCred = newBuckets(s.limits.CredentialRate, s.limits.CredentialBurst)
