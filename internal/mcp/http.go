@@ -1,9 +1,12 @@
 package mcp
 
 import (
+	"bytes"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,7 +20,10 @@ import (
 // API handler of the same server, in process. The SDK's DNS-rebinding
 // protection (a loopback connection must name a loopback Host) and
 // cross-origin protection (browser requests from another origin are
-// refused) stay on.
+// refused) stay on. Request bodies are capped at 1 MiB, as on the API (413
+// above it), and every transport-level refusal (403, 405, 413, 415, a 400
+// before the JSON-RPC layer) answers the API's JSON error body
+// {"error", "code", "details"} instead of plain text.
 func NewHTTPHandler(api http.Handler, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -30,8 +36,86 @@ func NewHTTPHandler(api http.Handler, log *slog.Logger) http.Handler {
 			cfg.RunID = r.Header.Get("X-Paperclip-Run-Id")
 		}
 		return NewServer(NewSession(cfg, Options{HTTPClient: hc, Logger: log, Stateless: true, UserAgent: "clasp-mcp-http"}))
-	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: log})
-	return http.NewCrossOriginProtection().Handler(h)
+	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: log, MaxRequestBodyBytes: maxBody})
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "Cross-origin request refused: a browser page of another origin may not call /mcp.", http.StatusForbidden)
+	}))
+	inner := cop.Handler(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		jw := &jsonErrors{ResponseWriter: w}
+		inner.ServeHTTP(jw, r)
+		jw.flush()
+	})
+}
+
+// maxBody caps an /mcp request body: 1 MiB, the API's own cap.
+const maxBody = 1 << 20
+
+// transportCodes names the error code of each transport-level status of
+// /mcp, in the API's vocabulary.
+var transportCodes = map[int]string{
+	http.StatusBadRequest:            "invalid_request",
+	http.StatusForbidden:             "forbidden",
+	http.StatusNotFound:              "not_found",
+	http.StatusMethodNotAllowed:      "method_not_allowed",
+	http.StatusNotAcceptable:         "not_acceptable",
+	http.StatusConflict:              "conflict",
+	http.StatusRequestEntityTooLarge: "body_too_large",
+	http.StatusUnsupportedMediaType:  "unsupported_media_type",
+	http.StatusInternalServerError:   "internal",
+}
+
+// jsonErrors is a ResponseWriter that turns a plain-text error answer (the
+// SDK's http.Error) into the API's JSON error body, with the text as its
+// sentence; every other answer passes through unchanged.
+type jsonErrors struct {
+	http.ResponseWriter
+	status int          // the held error status; 0 while passing through
+	buf    bytes.Buffer // the held error text
+}
+
+func (j *jsonErrors) WriteHeader(status int) {
+	if status >= 400 && strings.HasPrefix(j.Header().Get("Content-Type"), "text/plain") {
+		j.status = status
+		return
+	}
+	j.ResponseWriter.WriteHeader(status)
+}
+
+func (j *jsonErrors) Write(p []byte) (int, error) {
+	if j.status != 0 {
+		return j.buf.Write(p)
+	}
+	return j.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer (the
+// SDK flushes streamed answers through it).
+func (j *jsonErrors) Unwrap() http.ResponseWriter { return j.ResponseWriter }
+
+// flush writes the held error, if any, as {"error", "code", "details"}.
+func (j *jsonErrors) flush() {
+	if j.status == 0 {
+		return
+	}
+	code, ok := transportCodes[j.status]
+	if !ok {
+		code = strings.ReplaceAll(strings.ToLower(http.StatusText(j.status)), " ", "_")
+	}
+	msg := strings.TrimSpace(j.buf.String())
+	if j.status == http.StatusInternalServerError {
+		msg = "internal error"
+	}
+	if msg != "" && !strings.HasSuffix(msg, ".") {
+		msg += "."
+	}
+	body, _ := json.Marshal(map[string]any{"error": msg, "code": code, "details": map[string]any{}})
+	h := j.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	j.ResponseWriter.WriteHeader(j.status)
+	_, _ = j.ResponseWriter.Write(body)
 }
 
 // inProcess is an http.RoundTripper that serves requests with a handler of

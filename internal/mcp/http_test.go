@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -114,4 +115,60 @@ func TestHTTPEndpoint(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHTTPTransportErrors: refusals of /mcp before the JSON-RPC layer answer
+// the API's JSON error body with the status's code, and bodies are capped
+// at the API's 1 MiB.
+func TestHTTPTransportErrors(t *testing.T) {
+	w := newWorld(t, "", 30*time.Second, 1)
+	ok := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
+	big := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"` + strings.Repeat("x", 1<<20) + `"}}`
+	for _, c := range []struct {
+		name, method, body, ctype, origin string
+		status                            int
+		code                              string
+	}{
+		{"text body", http.MethodPost, ok, "text/plain", "", http.StatusUnsupportedMediaType, "unsupported_media_type"},
+		{"body over 1 MiB", http.MethodPost, big, "application/json", "", http.StatusRequestEntityTooLarge, "body_too_large"},
+		{"PUT", http.MethodPut, ok, "application/json", "", http.StatusMethodNotAllowed, "method_not_allowed"},
+		{"foreign Origin", http.MethodPost, ok, "application/json", "http://evil.example", http.StatusForbidden, "forbidden"},
+	} {
+		req, _ := http.NewRequest(c.method, w.url+"/mcp", strings.NewReader(c.body))
+		req.Header.Set("Content-Type", c.ctype)
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+w.keys[0])
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+			req.Header.Set("Sec-Fetch-Site", "cross-site")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error   string         `json:"error"`
+			Code    string         `json:"code"`
+			Details map[string]any `json:"details"`
+		}
+		derr := json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || derr != nil || body.Code != c.code || body.Error == "" || body.Details == nil ||
+			resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s: status %d %q, body %+v (%v); want %d with code %s", c.name, resp.StatusCode, resp.Header.Get("Content-Type"), body, derr, c.status, c.code)
+		}
+	}
+	// A request within the cap still works through the wrapper.
+	req, _ := http.NewRequest(http.MethodPost, w.url+"/mcp", strings.NewReader(ok))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+w.keys[0])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("tools/list within the cap: status %d", resp.StatusCode)
+	}
 }

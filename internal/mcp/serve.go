@@ -1,30 +1,188 @@
 package mcp
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clasp-dev/clasp"
 )
 
+// maxLine caps one line of the stdio stream (one JSON-RPC message or
+// batch): 4 MiB. A longer line is answered -32700 and skipped.
+const maxLine = 4 << 20
+
 // Serve runs an MCP server for sess over the newline-delimited JSON-RPC
 // stream in/out (stdin and stdout of `clasp mcp`) until in ends or ctx
 // ends, then closes the session: its own run is finished succeeded when in
-// ended, cancelled when ctx ended (SIGTERM, SIGINT). It returns nil in both
-// cases, and the transport's error otherwise.
+// ended, cancelled when ctx ended (SIGTERM, SIGINT), failed when the
+// transport broke (out could not be written). A line that is not a
+// JSON-RPC message is answered on out with a JSON-RPC error (-32700 parse
+// error for text that is not JSON or is longer than 4 MiB, -32600 invalid
+// request for JSON that is not a message, with the line's id when it has
+// one) and skipped: one bad line never ends the session. It returns nil
+// when in or ctx ended, and the transport's error otherwise.
 func Serve(ctx context.Context, sess *Session, in io.ReadCloser, out io.WriteCloser) error {
 	srv := NewServer(sess)
-	err := srv.Run(ctx, &sdk.IOTransport{Reader: in, Writer: out})
+	w := &lockedWriter{w: out}
+	pr, pw := io.Pipe()
+	go func() { _ = pw.CloseWithError(filterLines(in, pw, w)) }()
+	err := srv.Run(ctx, &sdk.IOTransport{Reader: readCloser{pr, in}, Writer: w})
 	status := clasp.RunSucceeded
-	if ctx.Err() != nil {
+	broken := err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled)
+	switch {
+	case ctx.Err() != nil:
 		status = clasp.RunCancelled
+	case broken:
+		status = clasp.RunFailed
 	}
 	cerr := sess.Close(status)
-	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
+	if broken {
 		return err
 	}
 	return cerr
+}
+
+// filterLines copies the JSON-RPC messages of in, one per line, to pw, and
+// answers every other non-blank line on out with a JSON-RPC error. It
+// returns nil at the end of in, or the first error reading in or writing.
+func filterLines(in io.Reader, pw io.Writer, out io.Writer) error {
+	br := bufio.NewReaderSize(in, 64<<10)
+	for {
+		line, tooLong, err := readLine(br)
+		if len(bytes.TrimSpace(line)) > 0 || tooLong {
+			if reply := lineError(line, tooLong); reply != nil {
+				if _, werr := out.Write(reply); werr != nil {
+					return werr
+				}
+			} else if _, werr := pw.Write(append(line, '\n')); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// readLine returns the next line of br without its newline; tooLong when
+// it ran past maxLine (the rest of it is read and dropped). err is io.EOF
+// after the last line.
+func readLine(br *bufio.Reader) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			line = append(line, chunk...)
+			if len(line) > maxLine {
+				tooLong, line = true, nil
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), tooLong, err
+	}
+}
+
+// lineError returns the JSON-RPC error reply (with its newline) for a line
+// that is not a message, or nil for a message or a batch (the SDK judges
+// batches itself).
+func lineError(line []byte, tooLong bool) []byte {
+	line = bytes.TrimSpace(line)
+	var code int64
+	var msg string
+	switch {
+	case tooLong:
+		code, msg = jsonrpc.CodeParseError, fmt.Sprintf("Parse error: a message is at most %d bytes on one line.", maxLine)
+	case !json.Valid(line):
+		code, msg = jsonrpc.CodeParseError, "Parse error: the line is not JSON; send one JSON-RPC message per line."
+	case line[0] == '[':
+		return nil
+	default:
+		if isMessage(line) {
+			return nil
+		}
+		code, msg = jsonrpc.CodeInvalidRequest, `Invalid request: a JSON-RPC 2.0 message has "jsonrpc":"2.0" and a "method" (request, notification) or a "result" or "error" (response).`
+	}
+	var probe struct {
+		ID json.RawMessage `json:"id"`
+	}
+	id := json.RawMessage("null")
+	if code == jsonrpc.CodeInvalidRequest && json.Unmarshal(line, &probe) == nil && validID(probe.ID) {
+		id = probe.ID
+	}
+	reply, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+	return append(reply, '\n')
+}
+
+// isMessage reports whether line is one JSON-RPC 2.0 message: an object
+// with "jsonrpc":"2.0" and a "method" (a request or notification), or an
+// "id" and a "result" or "error" (a response), that the SDK decodes.
+func isMessage(line []byte) bool {
+	var m struct {
+		JSONRPC string          `json:"jsonrpc"`
+		Method  *string         `json:"method"`
+		ID      json.RawMessage `json:"id"`
+		Result  json.RawMessage `json:"result"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(line, &m) != nil || m.JSONRPC != "2.0" {
+		return false
+	}
+	if m.Method == nil && (len(m.ID) == 0 || (len(m.Result) == 0 && len(m.Error) == 0)) {
+		return false
+	}
+	_, err := jsonrpc.DecodeMessage(line)
+	return err == nil
+}
+
+// validID reports whether raw is a JSON-RPC id: a string or a number.
+func validID(raw json.RawMessage) bool {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	switch v.(type) {
+	case string, float64:
+		return true
+	}
+	return false
+}
+
+// lockedWriter serializes whole writes to w: the SDK writes each message
+// in one Write, and filterLines writes its error replies the same way.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.WriteCloser
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) Close() error { return l.w.Close() }
+
+// readCloser reads the filtered stream; closing it (the transport does at
+// its end) closes the stream and the real input, which ends filterLines.
+type readCloser struct {
+	*io.PipeReader
+	in io.Closer
+}
+
+func (r readCloser) Close() error {
+	_ = r.PipeReader.Close() // never fails
+	return r.in.Close()
 }
