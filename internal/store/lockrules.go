@@ -196,8 +196,8 @@ func CheckoutConflict(l *LockState, agentID, runID string, expected []string) er
 		return fmt.Errorf("check out issue %s: refused for no known reason", l.IssueID)
 	}
 	return clasp.Errorf(clasp.CodeCheckoutConflict, "Issue %s cannot be checked out: %s.", l.IssueID, strings.ReplaceAll(reason, "_", " ")).
-		WithDetails("issueId", l.IssueID, "status", l.Status, "assigneeAgentId", orNil(l.Assignee),
-			"checkoutRunId", orNil(l.Checkout), "executionRunId", orNil(l.Execution), "reason", reason)
+		WithDetails("issueId", l.IssueID, "status", l.Status, "assigneeAgentId", OrNil(l.Assignee),
+			"checkoutRunId", OrNil(l.Checkout), "executionRunId", OrNil(l.Execution), "reason", reason)
 }
 
 // OwnershipConflict is the 409 ownership_conflict of rules L4/L5 for the
@@ -205,8 +205,8 @@ func CheckoutConflict(l *LockState, agentID, runID string, expected []string) er
 // checkoutRunId, executionRunId}; why ends the message.
 func OwnershipConflict(l *LockState, why string) error {
 	return clasp.Errorf(clasp.CodeOwnershipConflict, "Issue %s cannot be changed by this run: %s.", l.IssueID, why).
-		WithDetails("issueId", l.IssueID, "status", l.Status, "assigneeAgentId", orNil(l.Assignee),
-			"checkoutRunId", orNil(l.Checkout), "executionRunId", orNil(l.Execution))
+		WithDetails("issueId", l.IssueID, "status", l.Status, "assigneeAgentId", OrNil(l.Assignee),
+			"checkoutRunId", OrNil(l.Checkout), "executionRunId", OrNil(l.Execution))
 }
 
 // ValidateRelease is the actor check of a release (L4): 403 forbidden for
@@ -318,11 +318,30 @@ func deref(p *string) string {
 }
 
 // orNil is *p, or nil (JSON null) when p is nil.
-func orNil(p *string) any {
+func OrNil(p *string) any {
 	if p == nil {
 		return nil
 	}
 	return *p
+}
+
+// SweepBatch bounds the rows one sweeper transaction changes.
+const SweepBatch = 500
+
+// Sweep runs a sweeper pass as batches of at most SweepBatch rows, each
+// one transaction: batch returns how many candidates it found and how many
+// of them it changed. It stops after an error, a batch that found fewer
+// than SweepBatch or one that changed nothing, and returns how many rows
+// all batches changed.
+func Sweep(batch func() (found, changed int, err error)) (int, error) {
+	total := 0
+	for {
+		found, changed, err := batch()
+		total += changed
+		if err != nil || found < SweepBatch || changed == 0 {
+			return total, err
+		}
+	}
 }
 
 // ValidateClaim checks a claim-next (L1) before its statement runs and

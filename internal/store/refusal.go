@@ -3,7 +3,11 @@ package store
 // Error builders shared by both dialects and the HTTP layer: one builder
 // per error shape, so that a code always comes with the same details keys.
 
-import "github.com/clasp-dev/clasp"
+import (
+	"fmt"
+
+	"github.com/clasp-dev/clasp"
+)
 
 // ErrNotFound is 404 not_found naming the kind of resource and the
 // reference asked for (details none: a caller learns nothing of resources
@@ -50,22 +54,21 @@ func ErrRunNotLive(runID, state string) *clasp.Error {
 }
 
 // RunRefusal explains why a finish of run runID by actor a matched
-// nothing, from the run as read next: found says it exists, owner and
-// company are its agent and company, state is "live" or the word for why
-// it is not (a terminal status, or "lost"). For an agent: 404 not_found
+// nothing, from the run as read next (r; its State is "live" or the word
+// for why it is not: RunLost or RunTerminal). For an agent: 404 not_found
 // when the run is missing or of another company, 403 run_not_owned when it
 // is another agent's, 409 run_not_live when it is not live. For the board:
-// 404 when missing, else 409 run_not_live. nil only when nothing explains
-// the refusal (the caller reports an internal error).
-func RunRefusal(a Actor, runID string, found bool, owner, company, state string) error {
+// 404 when missing, else 409 run_not_live. An internal error when nothing
+// explains the refusal.
+func RunRefusal(a Actor, runID string, r RunState) error {
 	agent := a.Type == clasp.ActorAgent
 	switch {
-	case !found, agent && company != a.CompanyID:
+	case !r.Found, agent && r.CompanyID != a.CompanyID:
 		return ErrNotFound("run", runID)
-	case agent && owner != a.AgentID:
+	case agent && r.AgentID != a.AgentID:
 		return ErrRunNotOwned(runID, false)
-	case state != "live" || !agent:
-		return clasp.Errorf(clasp.CodeRunNotLive, "Run %s is %s: it has ended already.", runID, state).WithDetails("runId", runID)
+	case r.State != "live" || !agent:
+		return clasp.Errorf(clasp.CodeRunNotLive, "Run %s is %s: it has ended already.", runID, r.State).WithDetails("runId", runID)
 	}
-	return nil
+	return fmt.Errorf("finish run %s: refused for no known reason", runID)
 }

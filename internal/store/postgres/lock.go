@@ -19,9 +19,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// sweepBatch bounds the rows one sweeper transaction changes.
-const sweepBatch = 500
-
 // lockAnswer is what a lock rule's statement answers: whether it changed
 // the issue, the issue after the statement (as it stands when !changed),
 // the lock state before it, and its decision (column ok: it decided to
@@ -266,10 +263,7 @@ func (s *Store) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 			if err != nil {
 				return err
 			}
-			if err := store.RunRefusal(p.Actor, p.RunID, r.Found, r.AgentID, r.CompanyID, r.State); err != nil {
-				return err
-			}
-			return fmt.Errorf("finish run %s: refused for no known reason", p.RunID)
+			return store.RunRefusal(p.Actor, p.RunID, r)
 		}
 		if err != nil {
 			return fmt.Errorf("finish run %s: %w", p.RunID, err)
@@ -305,16 +299,13 @@ func releaseRunLocks(ctx context.Context, tx pgx.Tx, a store.Actor, status clasp
 	type finished struct {
 		ID        string         `json:"id"`
 		CompanyID string         `json:"company_id"`
-		Details   map[string]any `json:"details"`
+		Details   any    `json:"details"`
 	}
 	ids := make([]string, len(runs))
 	fin := make([]finished, len(runs))
 	for i, r := range runs {
 		ids[i] = r.ID
-		fin[i] = finished{r.ID, r.CompanyID, map[string]any{"status": r.Status, "exitCode": r.ExitCode, "error": r.Error}}
-		if r.ErrorCode != nil {
-			fin[i].Details["errorCode"] = *r.ErrorCode
-		}
+		fin[i] = finished{r.ID, r.CompanyID, store.RunFinishedActivity(r).Details}
 	}
 	finJSON, err := jsonArg(fin)
 	if err != nil {
@@ -330,39 +321,33 @@ func releaseRunLocks(ctx context.Context, tx pgx.Tx, a store.Actor, status clasp
 
 // SweepExpiredRuns is sweeper pass 1 (statement SweepExpiredRuns): running
 // runs whose lease expired (by the database clock) become failed with
-// errorCode lease_expired, sweepBatch per statement, one run.lost row each
-// (actor system). It returns how many runs it failed. Safe to run
+// errorCode lease_expired, store.SweepBatch per statement, one run.lost
+// row each (actor system). It returns how many runs it failed. Safe to run
 // concurrently on any number of replicas: each run is failed once.
 func (s *Store) SweepExpiredRuns(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		var n int64
-		err := s.retry(ctx, func() error {
-			return wrap(s.pool.QueryRow(ctx, q("SweepExpiredRuns"), namedArgs{"limit": sweepBatch}).Scan(&n), "sweep expired runs")
+	return store.Sweep(func() (n, changed int, err error) {
+		err = s.retry(ctx, func() error {
+			return wrap(s.pool.QueryRow(ctx, q("SweepExpiredRuns"), namedArgs{"limit": store.SweepBatch}).Scan(&n), "sweep expired runs")
 		})
-		total += int(n)
-		if err != nil || n < sweepBatch {
-			return total, err
-		}
-	}
+		return n, n, err
+	})
 }
 
 // SweepStaleLocks is sweeper pass 2: the locks of issues whose referenced
 // runs are all dead (terminal, lost or missing) are cleared, with one
 // issue.stale_lock_cleared {clearedCheckoutRunId, clearedExecutionRunId,
-// why} each (actor system), at most sweepBatch issues per transaction.
-// Each transaction locks its candidates FOR UPDATE in id order (statement
-// StaleLockCandidates, waiting for a concurrent sweeper's batch), then
-// re-checks and clears them with a snapshot taken after the lock
-// (ClearStaleLocks), so concurrent sweepers (on any number of replicas)
-// clear each issue once and never an issue a checkout has just taken over.
-// It returns how many issues it cleared; a second pass clears nothing.
+// why} each (actor system), at most store.SweepBatch issues per
+// transaction. Each transaction locks its candidates FOR UPDATE in id
+// order (statement StaleLockCandidates, waiting for a concurrent sweeper's
+// batch), then re-checks and clears them with a snapshot taken after the
+// lock (ClearStaleLocks), so concurrent sweepers (on any number of
+// replicas) clear each issue once and never an issue a checkout has just
+// taken over. It returns how many issues it cleared; a second pass clears
+// nothing.
 func (s *Store) SweepStaleLocks(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		var locked, cleared int
-		err := s.tx(ctx, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, q("StaleLockCandidates"), namedArgs{"limit": sweepBatch})
+	return store.Sweep(func() (locked, cleared int, err error) {
+		err = s.tx(ctx, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, q("StaleLockCandidates"), namedArgs{"limit": store.SweepBatch})
 			if err != nil {
 				return fmt.Errorf("find stale locks: %w", err)
 			}
@@ -374,14 +359,9 @@ func (s *Store) SweepStaleLocks(ctx context.Context) (int, error) {
 			if len(ids) == 0 {
 				return nil
 			}
-			var n int64
-			err = tx.QueryRow(ctx, q("ClearStaleLocks"), namedArgs{"ids": ids}).Scan(&n)
-			cleared = int(n)
+			err = tx.QueryRow(ctx, q("ClearStaleLocks"), namedArgs{"ids": ids}).Scan(&cleared)
 			return wrap(err, "clear stale locks")
 		})
-		total += cleared
-		if err != nil || locked < sweepBatch || cleared == 0 {
-			return total, err
-		}
-	}
+		return locked, cleared, err
+	})
 }

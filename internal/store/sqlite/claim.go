@@ -70,12 +70,8 @@ func (t *wtx) claim(ctx context.Context, ca *claimArgs, a store.Actor, res *stor
 	iss, err := scanIssue(t.queryRow(ctx, "Claim", args...))
 	switch {
 	case err == nil:
-		if err := t.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueCheckedOut, "issue", iss.ID, checkedOutDetails{
-			AgentID: a.AgentID, RunID: a.RunID, CheckoutEpoch: iss.CheckoutEpoch,
-		}); err != nil {
-			return nil, err
-		}
-		return iss, nil
+		rows, _ := store.CheckoutActivity(&store.LockState{}, iss, a.AgentID, a.RunID) // unlocked: nothing displaced
+		return iss, t.logAll(ctx, a, rows...)
 	case !errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("claim an issue: %w", err)
 	}

@@ -19,9 +19,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// sweepBatch bounds the rows one sweeper transaction changes.
-const sweepBatch = 500
-
 // lockQuery names what LockRead asks besides the issue: the caller's run
 // and agent, and the new assignee of a PATCH (setAssignee, assignee).
 type lockQuery struct {
@@ -53,6 +50,16 @@ func (t *wtx) lockRead(ctx context.Context, ref, company string, lq lockQuery) (
 // heldByCaller is the lock state a fast path assumes: both locks are run's.
 func heldByCaller(run string) *store.LockState {
 	return &store.LockState{Checkout: &run, Execution: &run}
+}
+
+// logAll writes rows, in order, as actor a's.
+func (t *wtx) logAll(ctx context.Context, a store.Actor, rows ...store.Activity) error {
+	for _, r := range rows {
+		if err := t.logActivity(ctx, r.CompanyID, a, r.Action, r.EntityType, r.EntityID, r.Details); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // expectedArg renders expected statuses as ",s1,s2," for instr(:expected, ...).
@@ -116,22 +123,11 @@ func (t *wtx) checkout(ctx context.Context, ref, agentID string, expected []stri
 	if err != nil {
 		return nil, fmt.Errorf("check out issue %s: %w", ref, err)
 	}
-	if why, ok := old.Displaced(a.RunID); ok { // L3
-		if res != nil {
-			res.AdoptedWhy = why
-		}
-		if err := t.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueLockAdopted, "issue", iss.ID, lockAdoptedDetails{
-			PreviousCheckoutRunID: ptrOrNil(old.Checkout), PreviousExecutionRunID: ptrOrNil(old.Execution), Why: why,
-		}); err != nil {
-			return nil, err
-		}
+	rows, why := store.CheckoutActivity(old, iss, agentID, a.RunID)
+	if why != "" && res != nil { // L3
+		res.AdoptedWhy = why
 	}
-	if err := t.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueCheckedOut, "issue", iss.ID, checkedOutDetails{
-		AgentID: agentID, RunID: a.RunID, CheckoutEpoch: iss.CheckoutEpoch,
-	}); err != nil {
-		return nil, err
-	}
-	return iss, nil
+	return iss, t.logAll(ctx, a, rows...)
 }
 
 // boardCheckout is S12: the board assigns issue ref to agentID and sets it
@@ -152,17 +148,7 @@ func (t *wtx) boardCheckout(ctx context.Context, ref, agentID string, expected [
 	if err != nil {
 		return nil, fmt.Errorf("board checkout of issue %s: %w", old.IssueID, err)
 	}
-	changes := map[string]any{}
-	if old.Status != string(clasp.IssueInProgress) {
-		changes["status"] = map[string]any{"from": old.Status, "to": clasp.IssueInProgress}
-	}
-	if old.Assignee == nil || *old.Assignee != agentID {
-		changes["assigneeAgentId"] = map[string]any{"from": ptrOrNil(old.Assignee), "to": agentID}
-	}
-	err = t.logActivity(ctx, old.CompanyID, a, clasp.ActionIssueUpdated, "issue", old.IssueID, map[string]any{
-		"changes": changes, "boardCheckout": true,
-	})
-	return iss, err
+	return iss, t.logAll(ctx, a, store.BoardCheckoutActivity(old, iss, agentID))
 }
 
 // agentInCompany answers 422 precondition_failed (naming field) unless
@@ -221,9 +207,7 @@ func (s *Store) IssueRelease(ctx context.Context, p *store.IssueReleaseParams) (
 		if err != nil {
 			return fmt.Errorf("release issue %s: %w", p.Ref, err)
 		}
-		return tx.logActivity(ctx, out.CompanyID, a, clasp.ActionIssueReleased, "issue", out.ID, releasedDetails{
-			PreviousCheckoutRunID: ptrOrNil(old.Checkout), PreviousExecutionRunID: ptrOrNil(old.Execution), Unassigned: p.Unassign,
-		})
+		return tx.logAll(ctx, a, store.ReleaseActivity(old, out, p.Unassign))
 	})
 	if err != nil {
 		return nil, err
@@ -250,10 +234,7 @@ func (s *Store) IssueForceRelease(ctx context.Context, p *store.IssueForceReleas
 			sql.Named("clear_assignee", p.ClearAssignee), sql.Named("now", tx.now))); err != nil {
 			return fmt.Errorf("force-release issue %s: %w", old.IssueID, err)
 		}
-		return tx.logActivity(ctx, old.CompanyID, p.Actor, clasp.ActionIssueForceRelease, "issue", old.IssueID, forceReleaseDetails{
-			PreviousCheckoutRunID: ptrOrNil(old.Checkout), PreviousExecutionRunID: ptrOrNil(old.Execution),
-			Reason: p.Reason, ClearAssignee: p.ClearAssignee,
-		})
+		return tx.logAll(ctx, p.Actor, store.ForceReleaseActivity(old, out, p.Reason, p.ClearAssignee))
 	})
 	if err != nil {
 		return nil, err
@@ -344,35 +325,7 @@ func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*cla
 		return nil, fmt.Errorf("update issue %s: %w", p.Ref, err)
 	}
 
-	// Lock activity: one row per lock change (L7).
-	switch {
-	case old.Locked() && iss.CheckoutRunID == nil && iss.ExecutionRunID == nil: // L6
-		err = t.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueReleased, "issue", iss.ID, releasedDetails{
-			PreviousCheckoutRunID: ptrOrNil(old.Checkout), PreviousExecutionRunID: ptrOrNil(old.Execution),
-			Unassigned: p.AssigneeAgentID != nil && *p.AssigneeAgentID == "", Cause: "update",
-		})
-	case a.RunID != "" && old.Locked() && !old.HeldBy(a.RunID) && iss.CheckoutRunID != nil && *iss.CheckoutRunID == a.RunID: // L5 adoption
-		if why, ok := old.Displaced(a.RunID); ok {
-			err = t.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueLockAdopted, "issue", iss.ID, lockAdoptedDetails{
-				PreviousCheckoutRunID: ptrOrNil(old.Checkout), PreviousExecutionRunID: ptrOrNil(old.Execution), Why: why,
-			})
-		}
-		if err == nil {
-			err = t.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueCheckedOut, "issue", iss.ID, checkedOutDetails{
-				AgentID: a.AgentID, RunID: a.RunID, CheckoutEpoch: iss.CheckoutEpoch,
-			})
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	details := map[string]any{"changes": before.changes(iss)}
-	if old.Locked() && iss.CheckoutRunID == nil && iss.ExecutionRunID == nil {
-		details["locksCleared"] = true
-		details["previousCheckoutRunId"] = ptrOrNil(old.Checkout)
-		details["previousExecutionRunId"] = ptrOrNil(old.Execution)
-	}
-	if err := t.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueUpdated, "issue", iss.ID, details); err != nil {
+	if err := t.logAll(ctx, a, store.PatchActivity(before, old, iss, p)...); err != nil {
 		return nil, err
 	}
 	if p.Comment != nil {
@@ -383,52 +336,18 @@ func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*cla
 	return iss, nil
 }
 
-// auditFields are the fields of an issue that issue.updated reports as
-// {changes: {field: {from, to}}} (the same shape on both stores).
-type auditFields struct {
-	title, description, status, priority string
-	assignee                             sql.NullString
-}
-
 // auditFields reads the audited fields of issue ref (scoped to company when
 // not empty) inside the write transaction (statement IssueAudit); a missing
 // issue gives zero fields (the statement that follows answers not_found).
-func (t *wtx) auditFields(ctx context.Context, ref, company string) (*auditFields, error) {
+func (t *wtx) auditFields(ctx context.Context, ref, company string) (*store.AuditFields, error) {
 	rid, rident := splitRef(ref)
-	f := &auditFields{}
+	f := &store.AuditFields{}
 	err := t.queryRow(ctx, "IssueAudit", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company)).
-		Scan(&f.title, &f.description, &f.status, &f.priority, &f.assignee)
+		Scan(&f.Title, &f.Description, &f.Status, &f.Priority, &f.Assignee)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("read issue %s for audit: %w", ref, err)
 	}
 	return f, nil
-}
-
-// changes returns {field: {from, to}} for each audited field that differs
-// in iss; descriptions are cut to 200 characters.
-func (f *auditFields) changes(iss *clasp.Issue) map[string]any {
-	m := map[string]any{}
-	add := func(name string, from, to any, differ bool) {
-		if differ {
-			m[name] = map[string]any{"from": from, "to": to}
-		}
-	}
-	cut := func(s string) string {
-		if r := []rune(s); len(r) > 200 {
-			return string(r[:200])
-		}
-		return s
-	}
-	add("title", f.title, iss.Title, f.title != iss.Title)
-	add("description", cut(f.description), cut(iss.Description), f.description != iss.Description)
-	add("status", f.status, iss.Status, f.status != string(iss.Status))
-	add("priority", f.priority, iss.Priority, f.priority != string(iss.Priority))
-	newAssignee := ""
-	if iss.AssigneeAgentID != nil {
-		newAssignee = *iss.AssigneeAgentID
-	}
-	add("assigneeAgentId", orNil(f.assignee), iss.AssigneeAgentID, f.assignee.String != newAssignee)
-	return m
 }
 
 // RunFinish ends run RunID with terminal Status and, in the same
@@ -450,7 +369,11 @@ func (s *Store) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 			sql.Named("board", a.Type != clasp.ActorAgent), sql.Named("agent", a.AgentID), sql.Named("company", a.CompanyID),
 			sql.Named("now", tx.now)))
 		if errors.Is(err, sql.ErrNoRows) {
-			return tx.runFinishRefused(ctx, p)
+			r, err := tx.callerRun(ctx, p.RunID)
+			if err != nil {
+				return err
+			}
+			return store.RunRefusal(a, p.RunID, r)
 		}
 		if err != nil {
 			return fmt.Errorf("finish run %s: %w", p.RunID, err)
@@ -459,9 +382,7 @@ func (s *Store) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 		if err := tx.releaseRunLocks(ctx, run, a); err != nil {
 			return err
 		}
-		return tx.logActivity(ctx, run.CompanyID, a, clasp.ActionRunFinished, "run", run.ID, map[string]any{
-			"status": run.Status, "exitCode": run.ExitCode, "error": run.Error,
-		})
+		return tx.logAll(ctx, a, store.RunFinishedActivity(run))
 	})
 	if err != nil {
 		return nil, err
@@ -482,28 +403,13 @@ func (t *wtx) releaseRunLocks(ctx context.Context, run *clasp.Run, a store.Actor
 		return fmt.Errorf("release locks of run %s: %w", run.ID, err)
 	}
 	for _, r := range issues {
-		if err := t.logActivity(ctx, r.companyID, a, clasp.ActionIssueLockReleased, "issue", r.id, lockReleasedDetails{
-			RunID: run.ID, RunStatus: run.Status,
-		}); err != nil {
+		if err := t.logAll(ctx, a, store.LockReleasedActivity(r.id, r.companyID, run)); err != nil {
 			return err
 		}
 	}
 	// The wakes deferred behind this run are promoted in the same
 	// transaction (heartbeat.go).
 	return t.promoteBlockedBy(ctx, run.ID)
-}
-
-// runFinishRefused explains a finish whose UPDATE matched no row
-// (store.RunRefusal).
-func (t *wtx) runFinishRefused(ctx context.Context, p *store.RunFinishParams) error {
-	r, err := t.callerRun(ctx, p.RunID)
-	if err != nil {
-		return err
-	}
-	if err := store.RunRefusal(p.Actor, p.RunID, r.Found, r.AgentID, r.CompanyID, r.State); err != nil {
-		return err
-	}
-	return fmt.Errorf("finish run %s: refused for no known reason", p.RunID)
 }
 
 // callerRun reads run runID's agent, company and state (statement
@@ -520,16 +426,15 @@ func (t *wtx) callerRun(ctx context.Context, runID string) (store.RunState, erro
 	return r, nil
 }
 
-// SweepExpiredRuns is sweeper pass 1 (statement SweepExpiredRuns): running runs whose
-// lease expired become failed with errorCode lease_expired, in batches of
-// sweepBatch per transaction, one run.lost row each (actor system). It
-// returns how many runs it failed. Safe to run concurrently.
+// SweepExpiredRuns is sweeper pass 1 (statement SweepExpiredRuns):
+// running runs whose lease expired become failed with errorCode
+// lease_expired, in batches of store.SweepBatch per transaction, one
+// run.lost row each (actor system). It returns how many runs it failed.
+// Safe to run concurrently.
 func (s *Store) SweepExpiredRuns(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		n := 0
-		err := s.write(ctx, func(tx *wtx) error {
-			rows, err := tx.query(ctx, "SweepExpiredRuns", sql.Named("now", tx.now), sql.Named("limit", sweepBatch))
+	return store.Sweep(func() (n, changed int, err error) {
+		err = s.write(ctx, func(tx *wtx) error {
+			rows, err := tx.query(ctx, "SweepExpiredRuns", sql.Named("now", tx.now), sql.Named("limit", store.SweepBatch))
 			if err != nil {
 				return fmt.Errorf("sweep expired runs: %w", err)
 			}
@@ -542,7 +447,7 @@ func (s *Store) SweepExpiredRuns(ctx context.Context) (int, error) {
 				return fmt.Errorf("sweep expired runs: %w", err)
 			}
 			for _, r := range runs {
-				if err := tx.logActivity(ctx, r.companyID, systemActor, clasp.ActionRunLost, "run", r.id, map[string]any{
+				if err := tx.logActivity(ctx, r.companyID, store.SystemActor, clasp.ActionRunLost, "run", r.id, map[string]any{
 					"agentId": r.agentID, "errorCode": clasp.RunErrorLeaseExpired, "leaseExpiresAt": fromMicros(r.lease),
 				}); err != nil {
 					return err
@@ -551,128 +456,48 @@ func (s *Store) SweepExpiredRuns(ctx context.Context) (int, error) {
 			n = len(runs)
 			return nil
 		})
-		total += n
-		if err != nil {
-			return total, err
-		}
-		if n < sweepBatch {
-			return total, nil
-		}
-	}
+		return n, n, err
+	})
 }
 
-// staleLock is a candidate of sweeper pass 2.
-type staleLock struct {
-	id, companyID                 string
-	checkout, execution           sql.NullString
-	checkoutState, executionState sql.NullString
-}
-
-// SweepStaleLocks is sweeper pass 2 (StaleLockCandidates, then ClearStaleLocks per issue): the locks of issues
-// whose referenced runs are all dead (terminal, lost or missing) are
-// cleared, each by a compare-and-set on the old lock values that re-checks
-// deadness, with one issue.stale_lock_cleared {clearedCheckoutRunId,
-// clearedExecutionRunId, why} each (actor system); at most sweepBatch
-// issues per transaction. It returns how many issues it cleared; a second
-// pass clears nothing, and concurrent sweepers clear each issue once.
+// SweepStaleLocks is sweeper pass 2: the locks of issues whose referenced
+// runs are all dead (terminal, lost or missing; statement
+// StaleLockCandidates, on a reader) are cleared, each by a compare-and-set
+// on the old lock values that re-checks deadness (ClearStaleLocks), with
+// one issue.stale_lock_cleared each (store.StaleLock.Activity, actor
+// system); at most store.SweepBatch issues per transaction. It returns how
+// many issues it cleared; a second pass clears nothing, and concurrent
+// sweepers clear each issue once.
 func (s *Store) SweepStaleLocks(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		cands, err := s.staleLockCandidates(ctx)
-		if err != nil || len(cands) == 0 {
-			return total, err
+	return store.Sweep(func() (found, cleared int, err error) {
+		rows, err := s.read(ctx, "StaleLockCandidates", sql.Named("now", s.nowMicros()), sql.Named("limit", store.SweepBatch))
+		if err != nil {
+			return 0, 0, fmt.Errorf("find stale locks: %w", err)
 		}
-		n := 0
+		cands, err := scanRows(rows, func(c *store.StaleLock) []any {
+			return []any{&c.IssueID, &c.CompanyID, &c.Checkout, &c.Execution, &c.CheckoutState, &c.ExecutionState}
+		})
+		if err != nil || len(cands) == 0 {
+			return 0, 0, wrap(err, "find stale locks")
+		}
 		err = s.write(ctx, func(tx *wtx) error {
-			n = 0
+			cleared = 0
 			for _, c := range cands {
-				res, err := tx.exec(ctx, "ClearStaleLocks", sql.Named("id", c.id), sql.Named("old_checkout", orNil(c.checkout)),
-					sql.Named("old_execution", orNil(c.execution)), sql.Named("now", tx.now))
+				res, err := tx.exec(ctx, "ClearStaleLocks", sql.Named("id", c.IssueID), sql.Named("old_checkout", store.OrNil(c.Checkout)),
+					sql.Named("old_execution", store.OrNil(c.Execution)), sql.Named("now", tx.now))
 				if err != nil {
-					return fmt.Errorf("clear stale lock of issue %s: %w", c.id, err)
+					return fmt.Errorf("clear stale lock of issue %s: %w", c.IssueID, err)
 				}
 				if k, _ := res.RowsAffected(); k == 0 {
 					continue // changed since it was read: a checkout or another sweeper came first
 				}
-				why := c.checkoutState.String
-				if !c.checkout.Valid {
-					why = c.executionState.String
-				}
-				if err := tx.logActivity(ctx, c.companyID, systemActor, clasp.ActionIssueStaleLockCleared, "issue", c.id, staleLockDetails{
-					ClearedCheckoutRunID: orNil(c.checkout), ClearedExecutionRunID: orNil(c.execution), Why: why,
-				}); err != nil {
+				if err := tx.logAll(ctx, store.SystemActor, c.Activity()); err != nil {
 					return err
 				}
-				n++
+				cleared++
 			}
 			return nil
 		})
-		total += n
-		if err != nil {
-			return total, err
-		}
-		if len(cands) < sweepBatch || n == 0 {
-			return total, nil
-		}
-	}
-}
-
-func (s *Store) staleLockCandidates(ctx context.Context) ([]staleLock, error) {
-	rows, err := s.read(ctx, "StaleLockCandidates", sql.Named("now", s.nowMicros()), sql.Named("limit", sweepBatch))
-	if err != nil {
-		return nil, fmt.Errorf("find stale locks: %w", err)
-	}
-	out, err := scanRows(rows, func(c *staleLock) []any {
-		return []any{&c.id, &c.companyID, &c.checkout, &c.execution, &c.checkoutState, &c.executionState}
+		return len(cands), cleared, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("find stale locks: %w", err)
-	}
-	return out, nil
-}
-
-// systemActor is the sweeper's actor in activity rows.
-var systemActor = store.Actor{Type: clasp.ActorSystem}
-
-// Details of the lock activity rows (the same shapes PostgreSQL builds in sql/lock.sql).
-type (
-	checkedOutDetails struct {
-		AgentID       string `json:"agentId"`
-		RunID         string `json:"runId"`
-		CheckoutEpoch int64  `json:"checkoutEpoch"`
-	}
-	lockAdoptedDetails struct {
-		PreviousCheckoutRunID  any    `json:"previousCheckoutRunId"`
-		PreviousExecutionRunID any    `json:"previousExecutionRunId"`
-		Why                    string `json:"why"`
-	}
-	releasedDetails struct {
-		PreviousCheckoutRunID  any    `json:"previousCheckoutRunId"`
-		PreviousExecutionRunID any    `json:"previousExecutionRunId"`
-		Unassigned             bool   `json:"unassigned"`
-		Cause                  string `json:"cause,omitempty"` // "update" when a PATCH released it (L6)
-	}
-	lockReleasedDetails struct {
-		RunID     string          `json:"runId"`
-		RunStatus clasp.RunStatus `json:"runStatus"`
-	}
-	staleLockDetails struct {
-		ClearedCheckoutRunID  any    `json:"clearedCheckoutRunId"`
-		ClearedExecutionRunID any    `json:"clearedExecutionRunId"`
-		Why                   string `json:"why"`
-	}
-	forceReleaseDetails struct {
-		PreviousCheckoutRunID  any    `json:"previousCheckoutRunId"`
-		PreviousExecutionRunID any    `json:"previousExecutionRunId"`
-		Reason                 string `json:"reason"`
-		ClearAssignee          bool   `json:"clearAssignee"`
-	}
-)
-
-// ptrOrNil is *p, or nil (JSON null) when p is nil.
-func ptrOrNil(p *string) any {
-	if p == nil {
-		return nil
-	}
-	return *p
 }

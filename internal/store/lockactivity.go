@@ -1,0 +1,214 @@
+package store
+
+// The activity rows of the lock rules and the sweeper (RULES.md L3, L4,
+// L6, L7, sweeper pass 2), for a dialect that writes them next to the
+// rule's statement in the same transaction (SQLite has no writing CTEs).
+// PostgreSQL's statements build the same shapes in SQL (sql/lock.sql);
+// the contract suite checks both. Each builder takes the lock state the
+// rule's statement saw before it (LockState) and the issue after it.
+
+import (
+	"unicode/utf8"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// Activity is one activity row: the company it belongs to, its action,
+// the entity it is about and its details (marshalled as JSON).
+type Activity struct {
+	CompanyID, Action, EntityType, EntityID string
+	Details                                 any
+}
+
+// Details of the lock activity rows.
+type (
+	checkedOutDetails struct {
+		AgentID       string `json:"agentId"`
+		RunID         string `json:"runId"`
+		CheckoutEpoch int64  `json:"checkoutEpoch"`
+	}
+	lockAdoptedDetails struct {
+		PreviousCheckoutRunID  any    `json:"previousCheckoutRunId"`
+		PreviousExecutionRunID any    `json:"previousExecutionRunId"`
+		Why                    string `json:"why"`
+	}
+	releasedDetails struct {
+		PreviousCheckoutRunID  any    `json:"previousCheckoutRunId"`
+		PreviousExecutionRunID any    `json:"previousExecutionRunId"`
+		Unassigned             bool   `json:"unassigned"`
+		Cause                  string `json:"cause,omitempty"` // "update" when a PATCH released it (L6)
+	}
+	forceReleaseDetails struct {
+		PreviousCheckoutRunID  any    `json:"previousCheckoutRunId"`
+		PreviousExecutionRunID any    `json:"previousExecutionRunId"`
+		Reason                 string `json:"reason"`
+		ClearAssignee          bool   `json:"clearAssignee"`
+	}
+	lockReleasedDetails struct {
+		RunID     string          `json:"runId"`
+		RunStatus clasp.RunStatus `json:"runStatus"`
+	}
+	staleLockDetails struct {
+		ClearedCheckoutRunID  any    `json:"clearedCheckoutRunId"`
+		ClearedExecutionRunID any    `json:"clearedExecutionRunId"`
+		Why                   string `json:"why"`
+	}
+)
+
+func issueRow(iss *clasp.Issue, action string, details any) Activity {
+	return Activity{CompanyID: iss.CompanyID, Action: action, EntityType: "issue", EntityID: iss.ID, Details: details}
+}
+
+// CheckoutActivity is what a checkout or claim by agentID's run runID that
+// changed iss writes (L1-L3): issue.checkout_lock_adopted
+// {previousCheckoutRunId, previousExecutionRunId, why} when it displaced a
+// dead holder of old (adoptedWhy is then that holder's state, else ""),
+// then issue.checked_out {agentId, runId, checkoutEpoch}.
+func CheckoutActivity(old *LockState, iss *clasp.Issue, agentID, runID string) (rows []Activity, adoptedWhy string) {
+	if why, ok := old.Displaced(runID); ok { // L3
+		adoptedWhy = why
+		rows = append(rows, issueRow(iss, clasp.ActionIssueLockAdopted, lockAdoptedDetails{
+			PreviousCheckoutRunID: OrNil(old.Checkout), PreviousExecutionRunID: OrNil(old.Execution), Why: why,
+		}))
+	}
+	rows = append(rows, issueRow(iss, clasp.ActionIssueCheckedOut, checkedOutDetails{
+		AgentID: agentID, RunID: runID, CheckoutEpoch: iss.CheckoutEpoch,
+	}))
+	return rows, adoptedWhy
+}
+
+// BoardCheckoutActivity is what a board checkout (S12) of the issue in
+// state old for agentID writes: issue.updated {changes: {status,
+// assigneeAgentId: {from, to}} (the fields it changed), boardCheckout: true}.
+func BoardCheckoutActivity(old *LockState, iss *clasp.Issue, agentID string) Activity {
+	changes := map[string]any{}
+	if old.Status != string(clasp.IssueInProgress) {
+		changes["status"] = map[string]any{"from": old.Status, "to": clasp.IssueInProgress}
+	}
+	if deref(old.Assignee) != agentID {
+		changes["assigneeAgentId"] = map[string]any{"from": OrNil(old.Assignee), "to": agentID}
+	}
+	return issueRow(iss, clasp.ActionIssueUpdated, map[string]any{"changes": changes, "boardCheckout": true})
+}
+
+// ReleaseActivity is what a release (L4) of the issue whose locks were old
+// writes: issue.released {previousCheckoutRunId, previousExecutionRunId,
+// unassigned}.
+func ReleaseActivity(old *LockState, iss *clasp.Issue, unassigned bool) Activity {
+	return issueRow(iss, clasp.ActionIssueReleased, releasedDetails{
+		PreviousCheckoutRunID: OrNil(old.Checkout), PreviousExecutionRunID: OrNil(old.Execution), Unassigned: unassigned,
+	})
+}
+
+// ForceReleaseActivity is what the board's force-release of the issue
+// whose locks were old writes: issue.admin_force_release
+// {previousCheckoutRunId, previousExecutionRunId, reason, clearAssignee}.
+func ForceReleaseActivity(old *LockState, iss *clasp.Issue, reason string, clearAssignee bool) Activity {
+	return issueRow(iss, clasp.ActionIssueForceRelease, forceReleaseDetails{
+		PreviousCheckoutRunID: OrNil(old.Checkout), PreviousExecutionRunID: OrNil(old.Execution),
+		Reason: reason, ClearAssignee: clearAssignee,
+	})
+}
+
+// LockReleasedActivity is the row of L6 for issueID of companyID whose
+// locks named run, which has just ended: issue.lock_released {runId,
+// runStatus}.
+func LockReleasedActivity(issueID, companyID string, run *clasp.Run) Activity {
+	return Activity{CompanyID: companyID, Action: clasp.ActionIssueLockReleased, EntityType: "issue", EntityID: issueID,
+		Details: lockReleasedDetails{RunID: run.ID, RunStatus: run.Status}}
+}
+
+// RunFinishedActivity is run.finished {status, exitCode, error, and
+// errorCode when set} for run r, which has just ended.
+func RunFinishedActivity(r *clasp.Run) Activity {
+	d := map[string]any{"status": r.Status, "exitCode": r.ExitCode, "error": r.Error}
+	if r.ErrorCode != nil {
+		d["errorCode"] = *r.ErrorCode
+	}
+	return Activity{CompanyID: r.CompanyID, Action: clasp.ActionRunFinished, EntityType: "run", EntityID: r.ID, Details: d}
+}
+
+// AuditFields are the fields of an issue that issue.updated reports as
+// {changes: {field: {from, to}}}, as they were before a PATCH (statement
+// IssueAudit).
+type AuditFields struct {
+	Title, Description, Status, Priority string
+	Assignee                             *string
+}
+
+// Changes returns {field: {from, to}} for each audited field that differs
+// in iss; descriptions are cut to 200 characters.
+func (f *AuditFields) Changes(iss *clasp.Issue) map[string]any {
+	m := map[string]any{}
+	add := func(name string, from, to any, differ bool) {
+		if differ {
+			m[name] = map[string]any{"from": from, "to": to}
+		}
+	}
+	add("title", f.Title, iss.Title, f.Title != iss.Title)
+	add("description", cut200(f.Description), cut200(iss.Description), f.Description != iss.Description)
+	add("status", f.Status, iss.Status, f.Status != string(iss.Status))
+	add("priority", f.Priority, iss.Priority, f.Priority != string(iss.Priority))
+	add("assigneeAgentId", OrNil(f.Assignee), iss.AssigneeAgentID, deref(f.Assignee) != deref(iss.AssigneeAgentID))
+	return m
+}
+
+// cut200 is s cut to its first 200 characters.
+func cut200(s string) string {
+	if utf8.RuneCountInString(s) > 200 {
+		return string([]rune(s)[:200])
+	}
+	return s
+}
+
+// PatchActivity is what a PATCH p (L5/L6) that changed iss writes, old
+// being the lock state before it and before the audited fields before it:
+// one row per lock change (L7), issue.released {..., cause: "update"} when
+// it cleared the locks (L6), or, when the caller's run took them over from
+// a dead holder, the rows of CheckoutActivity; then issue.updated
+// {changes, and locksCleared, previousCheckoutRunId,
+// previousExecutionRunId when it cleared the locks}.
+func PatchActivity(before *AuditFields, old *LockState, iss *clasp.Issue, p *IssueUpdateParams) []Activity {
+	a := p.Actor
+	var rows []Activity
+	cleared := old.Locked() && iss.CheckoutRunID == nil && iss.ExecutionRunID == nil
+	switch {
+	case cleared: // L6
+		rel := ReleaseActivity(old, iss, p.AssigneeAgentID != nil && *p.AssigneeAgentID == "")
+		d := rel.Details.(releasedDetails)
+		d.Cause = "update"
+		rel.Details = d
+		rows = append(rows, rel)
+	case a.RunID != "" && old.Locked() && !old.HeldBy(a.RunID) && deref(iss.CheckoutRunID) == a.RunID: // L5 adoption
+		rows, _ = CheckoutActivity(old, iss, a.AgentID, a.RunID)
+	}
+	details := map[string]any{"changes": before.Changes(iss)}
+	if cleared {
+		details["locksCleared"] = true
+		details["previousCheckoutRunId"] = OrNil(old.Checkout)
+		details["previousExecutionRunId"] = OrNil(old.Execution)
+	}
+	return append(rows, issueRow(iss, clasp.ActionIssueUpdated, details))
+}
+
+// StaleLock is a candidate of sweeper pass 2: an issue, its lock columns
+// and the states of the runs they name (RunLost, RunTerminal or
+// RunMissing).
+type StaleLock struct {
+	IssueID, CompanyID            string
+	Checkout, Execution           *string
+	CheckoutState, ExecutionState *string
+}
+
+// Activity is the row of clearing c: issue.stale_lock_cleared
+// {clearedCheckoutRunId, clearedExecutionRunId, why}, why the state of the
+// checkout lock's run (of the execution lock's when there is no checkout
+// lock), actor system.
+func (c *StaleLock) Activity() Activity {
+	why := c.CheckoutState
+	if c.Checkout == nil {
+		why = c.ExecutionState
+	}
+	return Activity{CompanyID: c.CompanyID, Action: clasp.ActionIssueStaleLockCleared, EntityType: "issue", EntityID: c.IssueID,
+		Details: staleLockDetails{ClearedCheckoutRunID: OrNil(c.Checkout), ClearedExecutionRunID: OrNil(c.Execution), Why: deref(why)}}
+}
