@@ -243,15 +243,6 @@ func intArg(p *int) any {
 	return int64(*p)
 }
 
-// orNil is the string held by a nullable column value, nil when NULL: the
-// form activity details and conflict details carry (JSON null).
-func orNil(v sql.NullString) any {
-	if !v.Valid {
-		return nil
-	}
-	return v.String
-}
-
 // The shared helpers live in package store (keys.go); these names keep
 // the statements' call sites short.
 
