@@ -63,7 +63,38 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 	return err
 }
 
-// groupAlive reports whether any process of group pgid remains.
+// groupAlive reports whether any process of group pgid is still running: a
+// member that has exited but is not yet reaped (a zombie) does not count,
+// so a group whose processes have all exited is not waited for. It reads
+// the state and process group (fields 3 and 5) of every /proc/<pid>/stat.
 func groupAlive(pgid int) bool {
-	return pgid > 0 && syscall.Kill(-pgid, 0) == nil
+	if pgid <= 0 || syscall.Kill(-pgid, 0) != nil {
+		return false // no member at all, zombies included
+	}
+	dir, err := os.ReadDir("/proc")
+	if err != nil {
+		return true // no /proc to tell zombies apart: the signal check stands
+	}
+	for _, e := range dir {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // exited since the listing
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := bytes.Fields(b[i+1:]) // f[0] is field 3 (state), f[2] field 5 (pgrp)
+		if len(f) < 3 || string(f[0]) == "Z" || string(f[0]) == "X" {
+			continue
+		}
+		if g, err := strconv.Atoi(string(f[2])); err == nil && g == pgid {
+			return true
+		}
+	}
+	return false
 }
