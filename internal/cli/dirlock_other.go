@@ -13,3 +13,11 @@ var errDirLocked = errors.New("data directory locked")
 // lockDataDir takes no lock where flock is missing: `clasp restore` cannot
 // tell a running server there, beyond SQLite's own busy answer.
 func lockDataDir(dir string, exclusive bool) (unlock func(), err error) { return func() {}, nil }
+
+// ServeLockFileName is the serve lock's file on unix; elsewhere no lock is
+// taken.
+const ServeLockFileName = "clasp.serve.lock"
+
+// lockServeDir takes no lock where flock is missing: a second serve on the
+// same data directory is not refused there.
+func lockServeDir(dir string) (unlock func(), err error) { return func() {}, nil }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -27,10 +28,50 @@ var errDirLocked = errors.New("data directory locked")
 // error wrapping errDirLocked when another process holds a conflicting
 // lock.
 func lockDataDir(dir string, exclusive bool) (unlock func(), err error) {
-	path := filepath.Join(dir, LockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) // #nosec G304 -- the lock file of the data directory
+	unlock, _, err = lockFile(filepath.Join(dir, LockFileName), exclusive)
+	return unlock, err
+}
+
+// ServeLockFileName is the file under the data directory that `clasp
+// serve` holds an exclusive lock on (flock) for as long as it serves the
+// SQLite database there, with its pid written in it: a second serve on the
+// same directory is refused, since two servers on one SQLite file would not
+// see each other's event streams, caches or managed runs.
+const ServeLockFileName = "clasp.serve.lock"
+
+// lockServeDir takes the data directory's serve lock (ServeLockFileName)
+// without waiting and writes this process's pid into it. It returns the
+// release, or, when another serve holds it, an error wrapping errDirLocked
+// that names that process's pid.
+func lockServeDir(dir string) (unlock func(), err error) {
+	path := filepath.Join(dir, ServeLockFileName)
+	unlock, f, err := lockFile(path, true)
+	if errors.Is(err, errDirLocked) {
+		holder := "another clasp serve"
+		if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 { // #nosec G304 -- the lock file of the data directory
+			holder += " (" + strings.TrimSpace(string(b)) + ")"
+		}
+		return nil, fmt.Errorf("%w: %s is serving the database in %s (it holds %s); stop it first, or give this server another --data-dir: "+
+			"two servers on one SQLite file would not see each other's events, caches or managed runs (use PostgreSQL, --database-url, for replicas)",
+			errDirLocked, holder, dir, ServeLockFileName)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open the data directory's lock file: %w", err)
+		return nil, err
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d\n", os.Getpid())), 0) // only names the holder in another serve's error
+	}
+	return unlock, nil
+}
+
+// lockFile opens path (created mode 0600 if missing) and takes its flock
+// without waiting: shared, or exclusive. It returns the release (closing
+// the file drops the lock) and the open file, or an error wrapping
+// errDirLocked when another process holds a conflicting lock.
+func lockFile(path string, exclusive bool) (unlock func(), f *os.File, err error) {
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) // #nosec G304 -- a lock file of the data directory
+	if err != nil {
+		return nil, nil, fmt.Errorf("open the data directory's lock file: %w", err)
 	}
 	how := syscall.LOCK_SH
 	if exclusive {
@@ -45,9 +86,9 @@ func lockDataDir(dir string, exclusive bool) (unlock func(), err error) {
 	if err != nil {
 		_ = f.Close() // the lock error is the one returned
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", errDirLocked, path)
+			return nil, nil, fmt.Errorf("%w: %s", errDirLocked, path)
 		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return nil, nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	return func() { _ = f.Close() }, nil // closing the file drops the lock
+	return func() { _ = f.Close() }, f, nil
 }

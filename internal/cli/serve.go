@@ -230,6 +230,14 @@ func (m *serveMain) setup(ctx context.Context) error {
 		if m.unlockDir, err = useDataDir(cfg.DataDir); err != nil {
 			return err
 		}
+		unlockServe, err := lockServeDir(cfg.DataDir)
+		if err != nil {
+			m.unlockDir()
+			m.unlockDir = nil
+			return err
+		}
+		unlockShared := m.unlockDir
+		m.unlockDir = func() { unlockServe(); unlockShared() }
 	}
 	if m.st, err = m.openStoreWaiting(ctx); err != nil {
 		return err

@@ -271,3 +271,19 @@ func TestClientCommands(t *testing.T) {
 		t.Errorf("issue list table: exit %d\n%s", r.code, r.stdout)
 	}
 }
+
+// TestServeRefusesSecondServerOnDataDir: a second serve on a data directory
+// whose SQLite database another serve is serving is refused with an error
+// naming the holder's pid and --data-dir; once the first has stopped, a
+// serve on the directory starts again.
+func TestServeRefusesSecondServerOnDataDir(t *testing.T) {
+	dir := t.TempDir()
+	_, _, stop := startServer(t, dir)
+	r := runCLI(t, nil, "", "serve", "--listen", "127.0.0.1:0", "--data-dir", dir)
+	if r.code != ExitError || !strings.Contains(r.stderr, "another clasp serve (pid ") || !strings.Contains(r.stderr, "--data-dir") ||
+		!strings.Contains(r.stderr, ServeLockFileName) {
+		t.Fatalf("second serve: exit %d, stderr %q; want exit 1 naming the first serve's pid, %s and --data-dir", r.code, r.stderr, ServeLockFileName)
+	}
+	stop()
+	startServer(t, dir) // the lock went with the first server
+}

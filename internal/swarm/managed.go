@@ -57,6 +57,7 @@ func (s *supervisor) runManaged(ctx context.Context, board *client.Client, compa
 		}
 	}()
 	lastProgress := time.Now()
+	wakeRound := 0
 	for ctx.Err() == nil {
 		page, err := board.RunList(ctx, companyID, client.RunListParams{Statuses: []clasp.RunStatus{clasp.RunRunning}, Limit: 1000})
 		if err == nil {
@@ -109,8 +110,13 @@ func (s *supervisor) runManaged(ctx context.Context, board *client.Client, compa
 		if err == nil && len(open.Items) == 0 {
 			break
 		}
+		wakeRound++
 		for _, id := range agents {
-			if _, err := board.AgentWake(ctx, id, client.WakeRequest{Reason: clasp.InvocationOnDemand}); err != nil && ctx.Err() == nil {
+			// A wake whose answer is lost with a killed replica is sent again
+			// (to the next replica) under the same key: the repeat answers the
+			// first wake instead of queueing a second run, or failing the swarm.
+			wctx := client.WithIdempotencyKey(ctx, fmt.Sprintf("swarm-wake-%s-%d", id, wakeRound))
+			if _, err := board.AgentWake(wctx, id, client.WakeRequest{Reason: clasp.InvocationOnDemand}); err != nil && ctx.Err() == nil {
 				s.fail(fmt.Sprintf("wake agent %s: %v", id, err))
 			}
 		}
