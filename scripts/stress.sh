@@ -157,6 +157,7 @@ if [ "$run_tests" = 1 ]; then
       to=$(( t - 30 < 1800 ? t - 30 : 1800 ))
       logf="$work/test.log"
       status=0
+      t0=$(date +%s)
       run_child "$logf" go test -race -cpu 1,2 -count 1 -timeout "${to}s" "$pkg" || status=$?
       if [ "$status" != 0 ] && [ "$to" -lt 1800 ] && grep -q '^panic: test timed out' "$logf"; then
         # Stopped by what was left of the budget, not by its own deadline.
@@ -165,7 +166,7 @@ if [ "$run_tests" = 1 ]; then
         rm -f "$logf"
         continue
       fi
-      log "rep $rep/$reps $pkg: $( [ "$status" = 0 ] && echo ok || echo FAIL )"
+      log "rep $rep/$reps $pkg: $( [ "$status" = 0 ] && echo ok || echo FAIL ) ($(( $(date +%s) - t0 ))s, load $(cut -d' ' -f1 /proc/loadavg))"
       record test "$pkg" "$rep" "$logf" "$status"
     done
   done
@@ -191,10 +192,11 @@ if [ "$run_swarm" = 1 ] && [ "$swarm_reps" -gt 0 ]; then
       logf="$work/swarm.log"
       mkdir -p "$work/run"
       status=0
+      t0=$(date +%s)
       # The swarm stops itself after --timeout; the outer timeout is a
       # backstop (SIGTERM lets it stop its server and agents).
       run_child "$logf" timeout -k 30s 300s "$work/bin/clasp" swarm "${args[@]}" --data-dir "$work/run/data" || status=$?
-      log "swarm $mode rep $rep/$swarm_reps: $( [ "$status" = 0 ] && echo ok || echo FAIL ) ($(grep -m1 -E '^  issues ' "$logf" | sed 's/^ *//'))"
+      log "swarm $mode rep $rep/$swarm_reps: $( [ "$status" = 0 ] && echo ok || echo FAIL ) ($(grep -m1 -E '^  issues ' "$logf" | sed 's/^ *//'); $(( $(date +%s) - t0 ))s)"
       record swarm "$mode" "$rep" "$logf" "$status"
       if [ "$status" != 0 ] && [ -d "$work/run/data" ]; then
         mv "$work/run/data" "$failed_dir/swarm-$mode-rep$rep-data" # the database and the agents' logs
