@@ -36,7 +36,7 @@ func jsonArg(v any) (string, error) {
 // entity and an action when those are set. The cursor is the last row's id;
 // nextCursor is "" on the last page. 400 invalid_request for a bad cursor.
 func (s *Store) ActivityList(ctx context.Context, p *store.ActivityListParams) ([]*clasp.Activity, string, error) {
-	q, args, limit, err := store.ActivityQuery(activityCols, p)
+	q, args, limit, err := store.ActivityQuery(store.ActivityCols, p)
 	if err != nil {
 		return nil, "", err
 	}
@@ -44,7 +44,7 @@ func (s *Store) ActivityList(ctx context.Context, p *store.ActivityListParams) (
 	if err != nil {
 		return nil, "", translate(fmt.Errorf("list activity: %w", err))
 	}
-	list, err := scanAll(rows, scanActivity)
+	list, err := store.ScanAll(rows, store.ScanActivity)
 	if err != nil {
 		return nil, "", translate(fmt.Errorf("list activity: %w", err))
 	}

@@ -24,7 +24,7 @@ func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*c
 		"company": p.CompanyID}, p.Actor)
 	var out *clasp.Agent
 	err = s.retry(ctx, func() error {
-		a, err := scanAgent(s.pool.QueryRow(ctx, q("AgentCreate"), args))
+		a, err := store.ScanAgent(s.pool.QueryRow(ctx, q("AgentCreate"), args))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return notFound("company", p.CompanyID)
@@ -42,7 +42,7 @@ func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*c
 
 // AgentGet returns an agent; 404 not_found.
 func (s *Store) AgentGet(ctx context.Context, id string) (*clasp.Agent, error) {
-	a, err := scanAgent(s.pool.QueryRow(ctx, q("AgentGet"), namedArgs{"id": id}))
+	a, err := store.ScanAgent(s.pool.QueryRow(ctx, q("AgentGet"), namedArgs{"id": id}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("agent", id)
 	}
@@ -54,7 +54,7 @@ func (s *Store) AgentGet(ctx context.Context, id string) (*clasp.Agent, error) {
 
 // AgentList returns the agents of a company, oldest first.
 func (s *Store) AgentList(ctx context.Context, companyID string, page store.Page) ([]*clasp.Agent, string, error) {
-	return listPage(ctx, s, "agents", agentCols, []string{"company_id = ?"}, []any{companyID}, page, true, scanAgent,
+	return listPage(ctx, s, "agents", store.AgentCols, []string{"company_id = ?"}, []any{companyID}, page, true, store.ScanAgent,
 		func(a *clasp.Agent) string { return encodeCursor(a.CreatedAt, a.ID) })
 }
 
@@ -86,7 +86,7 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 			if err != nil {
 				return fmt.Errorf("end runs of agent %s: %w", p.AgentID, err)
 			}
-			runs, err := scanAll(rows, scanRun)
+			runs, err := store.ScanAll(rows, store.ScanRun)
 			if err != nil {
 				return fmt.Errorf("end runs of agent %s: %w", p.AgentID, err)
 			}
@@ -96,10 +96,10 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 				}
 			}
 		}
-		a, err := scanAgent(tx.QueryRow(ctx, q("AgentUpdate"), args))
+		a, err := store.ScanAgent(tx.QueryRow(ctx, q("AgentUpdate"), args))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			cur, err := noRow(scanAgent(tx.QueryRow(ctx, q("AgentGet"), namedArgs{"id": p.AgentID})))
+			cur, err := noRow(store.ScanAgent(tx.QueryRow(ctx, q("AgentGet"), namedArgs{"id": p.AgentID})))
 			if err != nil {
 				return fmt.Errorf("get agent %s: %w", p.AgentID, err)
 			}
@@ -125,7 +125,7 @@ func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParam
 	args := actorArgs(namedArgs{"id": s.newID(), "agent": p.AgentID, "prefix": p.Prefix, "hash": p.TokenHash, "name": store.KeyName(p.Name)}, p.Actor)
 	var out *clasp.APIKey
 	err := s.retry(ctx, func() error {
-		k, err := scanKey(s.pool.QueryRow(ctx, q("KeyCreate"), args))
+		k, err := store.ScanKey(s.pool.QueryRow(ctx, q("KeyCreate"), args))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notFound("agent", p.AgentID)
 		}
@@ -145,9 +145,9 @@ func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor
 	args := actorArgs(namedArgs{"id": keyID, "agent": agentID}, actor)
 	var out *clasp.APIKey
 	err := s.retry(ctx, func() error {
-		k, err := scanKey(s.pool.QueryRow(ctx, q("KeyRevoke"), args))
+		k, err := store.ScanKey(s.pool.QueryRow(ctx, q("KeyRevoke"), args))
 		if errors.Is(err, pgx.ErrNoRows) {
-			k, err = scanKey(s.pool.QueryRow(ctx, q("KeyGet"), namedArgs{"id": keyID, "agent": agentID}))
+			k, err = store.ScanKey(s.pool.QueryRow(ctx, q("KeyGet"), namedArgs{"id": keyID, "agent": agentID}))
 			if errors.Is(err, pgx.ErrNoRows) {
 				return notFound("key", keyID)
 			}
@@ -167,7 +167,7 @@ func (s *Store) AgentKeyList(ctx context.Context, agentID string) ([]*clasp.APIK
 	if err != nil {
 		return nil, translate(fmt.Errorf("list keys of agent %s: %w", agentID, err))
 	}
-	keys, err := scanAll(rows, scanKey)
+	keys, err := store.ScanAll(rows, store.ScanKey)
 	if err != nil {
 		return nil, translate(fmt.Errorf("list keys of agent %s: %w", agentID, err))
 	}
@@ -182,7 +182,7 @@ func (s *Store) AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp
 	var a *clasp.Agent
 	err := s.retryQuiet(ctx, func() error {
 		var err error
-		a, err = scanAgent(s.pool.QueryRow(ctx, q("KeyAuth"), namedArgs{"hash": tokenHash}))
+		a, err = store.ScanAgent(s.pool.QueryRow(ctx, q("KeyAuth"), namedArgs{"hash": tokenHash}))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) || clasp.ErrorCode(err) == clasp.CodeNotFound || err == nil && a.Status == clasp.AgentTerminated {
@@ -205,9 +205,9 @@ func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID strin
 		keyID         string
 		useDue, found bool
 	)
-	dest := append([]any{&keyID, &useDue}, agentDest(&a)...)
+	dest := append([]any{&keyID, &useDue}, store.AgentDest(&a)...)
 	dest = append(dest, &found)
-	dest = append(dest, runDest(&r)...)
+	dest = append(dest, store.RunDest(&r)...)
 	err := s.pool.QueryRow(ctx, q("KeyAuthRun"), namedArgs{"hash": tokenHash, "run": runID, "min_us": minRenew.Microseconds()}).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) || err == nil && a.Status == clasp.AgentTerminated {
 		return nil, nil, store.ErrUnauthenticated()
@@ -224,10 +224,8 @@ func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID strin
 			return nil, nil, wrap(err, "record use of key %s", keyID)
 		}
 	}
-	fixAgent(&a)
 	if !found {
 		return &a, nil, nil
 	}
-	fixRun(&r)
 	return &a, &r, nil
 }

@@ -30,7 +30,7 @@ func (s *Store) IssueClaim(ctx context.Context, p *store.IssueClaimParams) (*cla
 		taken bool
 	)
 	err = s.retry(ctx, func() error {
-		err := s.pool.QueryRow(ctx, q("Claim"), args).Scan(append(issueDest(&iss), &why)...)
+		err := s.pool.QueryRow(ctx, q("Claim"), args).Scan(append(store.IssueDest(&iss), &why)...)
 		taken = err == nil
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // nothing taken: not an error to retry or translate
@@ -41,7 +41,6 @@ func (s *Store) IssueClaim(ctx context.Context, p *store.IssueClaimParams) (*cla
 		return nil, wrap(err, "claim an issue")
 	}
 	if taken {
-		fixIssue(&iss)
 		if why != "" && p.Result != nil {
 			p.Result.AdoptedWhy = why
 		}

@@ -31,7 +31,7 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 		"author": author, "board": a.IsBoard()}, a)
 	idemArgs(args, p.Idempotency, idemComment)
 	replay := func(id string) (*clasp.Comment, error) {
-		c, err := scanComment(s.pool.QueryRow(ctx, q("CommentGet"), namedArgs{"id": id}))
+		c, err := store.ScanComment(s.pool.QueryRow(ctx, q("CommentGet"), namedArgs{"id": id}))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, notFound("comment", id)
 		}
@@ -40,7 +40,7 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 	return idempotent(ctx, s, p.Idempotency, idemComment, replay, func() (*clasp.Comment, error) {
 		var out *clasp.Comment
 		err := s.retry(ctx, func() error {
-			c, err := scanComment(s.pool.QueryRow(ctx, q("CommentInsert"), args))
+			c, err := store.ScanComment(s.pool.QueryRow(ctx, q("CommentInsert"), args))
 			if errors.Is(err, pgx.ErrNoRows) {
 				return notFound("issue", p.Ref)
 			}
@@ -85,7 +85,7 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 	if err != nil {
 		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
 	}
-	cs, err := scanAll(rows, scanComment)
+	cs, err := store.ScanAll(rows, store.ScanComment)
 	if err != nil {
 		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
 	}
@@ -115,7 +115,7 @@ func (s *Store) CommentGet(ctx context.Context, companyID, ref, commentID string
 	if err != nil {
 		return nil, err
 	}
-	c, err := scanComment(s.pool.QueryRow(ctx, q("CommentOfIssue"), namedArgs{"id": commentID, "issue": issueID}))
+	c, err := store.ScanComment(s.pool.QueryRow(ctx, q("CommentOfIssue"), namedArgs{"id": commentID, "issue": issueID}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("comment", commentID)
 	}

@@ -52,7 +52,7 @@ func (s *Store) CompanyCreate(ctx context.Context, p *store.CompanyCreateParams)
 	args := actorArgs(namedArgs{"id": s.newID(), "name": name, "prefix": p.IssuePrefix}, p.Actor)
 	var out *clasp.Company
 	err := s.retry(ctx, func() error {
-		c, err := scanCompany(s.pool.QueryRow(ctx, q("CompanyInsert"), args))
+		c, err := store.ScanCompany(s.pool.QueryRow(ctx, q("CompanyInsert"), args))
 		if isUnique(err) {
 			return clasp.Errorf(clasp.CodeAlreadyExists, "Issue prefix %s is taken by another company.", p.IssuePrefix).
 				WithDetails("field", "issuePrefix")
@@ -68,7 +68,7 @@ func (s *Store) CompanyCreate(ctx context.Context, p *store.CompanyCreateParams)
 
 // CompanyGet returns a company; 404 not_found.
 func (s *Store) CompanyGet(ctx context.Context, id string) (*clasp.Company, error) {
-	c, err := scanCompany(s.pool.QueryRow(ctx, q("CompanyGet"), namedArgs{"id": id}))
+	c, err := store.ScanCompany(s.pool.QueryRow(ctx, q("CompanyGet"), namedArgs{"id": id}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("company", id)
 	}
@@ -80,7 +80,7 @@ func (s *Store) CompanyGet(ctx context.Context, id string) (*clasp.Company, erro
 
 // CompanyList returns companies, oldest first, one keyset page at a time.
 func (s *Store) CompanyList(ctx context.Context, page store.Page) ([]*clasp.Company, string, error) {
-	return listPage(ctx, s, "companies", companyCols, nil, nil, page, true, scanCompany,
+	return listPage(ctx, s, "companies", store.CompanyCols, nil, nil, page, true, store.ScanCompany,
 		func(c *clasp.Company) string { return encodeCursor(c.CreatedAt, c.ID) })
 }
 
@@ -89,7 +89,7 @@ func (s *Store) CompanyList(ctx context.Context, page store.Page) ([]*clasp.Comp
 // placeholders) and args narrow it. It fetches one row more than the limit
 // to know whether a next page exists.
 func listPage[T any](ctx context.Context, s *Store, table, cols string, where []string, args []any, page store.Page,
-	asc bool, scan func(scanner) (*T, error), cursorOf func(*T) string) ([]*T, string, error) {
+	asc bool, scan func(store.Row) (*T, error), cursorOf func(*T) string) ([]*T, string, error) {
 	q, args, limit, err := store.KeysetQuery(table, cols, where, args, page, asc, func(t time.Time) any { return t })
 	if err != nil {
 		return nil, "", err
@@ -98,7 +98,7 @@ func listPage[T any](ctx context.Context, s *Store, table, cols string, where []
 	if err != nil {
 		return nil, "", translate(fmt.Errorf("list %s: %w", table, err))
 	}
-	list, err := scanAll(rows, scan)
+	list, err := store.ScanAll(rows, scan)
 	if err != nil {
 		return nil, "", translate(fmt.Errorf("list %s: %w", table, err))
 	}

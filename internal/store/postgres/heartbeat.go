@@ -30,13 +30,13 @@ func lockAgent(ctx context.Context, tx pgx.Tx, agentID string) error {
 }
 
 // scanManaged reads a ManagedRun (store.ScanManaged).
-func scanManaged(sc scanner) (*store.ManagedRun, error) {
-	return store.ScanManaged(sc, func(sc store.Scanner) (*clasp.Run, error) { return scanRun(sc) })
+func scanManaged(sc store.Row) (*store.ManagedRun, error) {
+	return store.ScanManaged(sc, func(sc store.Scanner) (*clasp.Run, error) { return store.ScanRun(sc) })
 }
 
 // scanAgentAdapter reads an agent and its adapter config (store.ScanAgentAdapter).
-func scanAgentAdapter(sc scanner) (*store.AgentAdapter, error) {
-	return store.ScanAgentAdapter(sc, func(sc store.Scanner) (*clasp.Agent, error) { return scanAgent(sc) })
+func scanAgentAdapter(sc store.Row) (*store.AgentAdapter, error) {
+	return store.ScanAgentAdapter(sc, func(sc store.Scanner) (*clasp.Agent, error) { return store.ScanAgent(sc) })
 }
 
 // noRow is (nil, nil) for pgx.ErrNoRows, else (v, err).
@@ -108,7 +108,7 @@ func (h hbtx) IssueLocks(ctx context.Context, issueID string) (*store.IssueLockS
 }
 
 func (h hbtx) QueuedRunFor(ctx context.Context, agentID, issueID string) (*clasp.Run, error) {
-	return noRow(scanRun(h.tx.QueryRow(ctx, q("WakeQueuedRun"), namedArgs{"agent": agentID, "issue": nullable(issueID)})))
+	return noRow(store.ScanRun(h.tx.QueryRow(ctx, q("WakeQueuedRun"), namedArgs{"agent": agentID, "issue": nullable(issueID)})))
 }
 
 func (h hbtx) TakeExecution(ctx context.Context, runID, agentID, issueID string) (bool, error) {
@@ -117,12 +117,12 @@ func (h hbtx) TakeExecution(ctx context.Context, runID, agentID, issueID string)
 }
 
 func (h hbtx) InsertQueuedRun(ctx context.Context, r *store.QueuedRun) (*clasp.Run, error) {
-	return noRow(scanRun(h.tx.QueryRow(ctx, q("RunInsertQueued"), namedArgs{"id": r.ID, "company": r.CompanyID, "agent": r.AgentID,
+	return noRow(store.ScanRun(h.tx.QueryRow(ctx, q("RunInsertQueued"), namedArgs{"id": r.ID, "company": r.CompanyID, "agent": r.AgentID,
 		"source": r.Reason, "issue": nullable(r.IssueID), "retry_of": nullable(r.RetryOfRunID), "attempt": r.Attempt})))
 }
 
 func (h hbtx) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
-	r, err := scanRun(h.tx.QueryRow(ctx, q("RunGet"), namedArgs{"id": id}))
+	r, err := store.ScanRun(h.tx.QueryRow(ctx, q("RunGet"), namedArgs{"id": id}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("run", id)
 	}
@@ -141,7 +141,7 @@ func (h hbtx) DeferredWakes(ctx context.Context, runIDs []string) ([]*store.Defe
 	if err != nil {
 		return nil, err
 	}
-	return scanAll(rows, func(sc scanner) (*store.DeferredWake, error) {
+	return store.ScanAll(rows, func(sc store.Row) (*store.DeferredWake, error) {
 		var w store.DeferredWake
 		return &w, sc.Scan(&w.ID, &w.CompanyID, &w.AgentID, &w.IssueID, &w.Reason, &w.EndedRunID)
 	})
@@ -162,7 +162,7 @@ func (h hbtx) SetAdapter(ctx context.Context, agentID string, cfg *string) (stri
 }
 
 func (h hbtx) StartRun(ctx context.Context, p *store.RunStartParams, ttl time.Duration) (*clasp.Run, error) {
-	return noRow(scanRun(h.tx.QueryRow(ctx, q("RunStart"), namedArgs{"run": p.RunID, "host": p.HostID, "hash": nullable(p.TokenHash),
+	return noRow(store.ScanRun(h.tx.QueryRow(ctx, q("RunStart"), namedArgs{"run": p.RunID, "host": p.HostID, "hash": nullable(p.TokenHash),
 		"ttl_us": ttl.Microseconds(), "max": max(p.MaxRunning, 1)})))
 }
 
@@ -213,7 +213,7 @@ func (h hbtx) CancelQueuedRuns(ctx context.Context, agentID string) ([]*clasp.Ru
 	if err != nil {
 		return nil, err
 	}
-	return scanAll(rows, scanRun)
+	return store.ScanAll(rows, store.ScanRun)
 }
 
 func (h hbtx) SkipDeferredWakes(ctx context.Context, agentID string) error {
@@ -266,7 +266,7 @@ func (s *Store) AgentAdapterList(ctx context.Context) ([]*store.AgentAdapter, er
 	if err != nil {
 		return nil, translate(fmt.Errorf("list adapters: %w", err))
 	}
-	out, err := scanAll(rows, scanAgentAdapter)
+	out, err := store.ScanAll(rows, scanAgentAdapter)
 	return out, translate(wrap(err, "list adapters"))
 }
 
@@ -295,7 +295,7 @@ func (s *Store) RunQueuedManaged(ctx context.Context, limit int) ([]*store.Manag
 	if err != nil {
 		return nil, translate(fmt.Errorf("list queued runs: %w", err))
 	}
-	return scanAll(rows, scanManaged)
+	return store.ScanAll(rows, scanManaged)
 }
 
 // RunRunningOnHost lists the running managed runs of hostID.
@@ -304,7 +304,7 @@ func (s *Store) RunRunningOnHost(ctx context.Context, hostID string) ([]*store.M
 	if err != nil {
 		return nil, translate(fmt.Errorf("list running runs of host %s: %w", hostID, err))
 	}
-	return scanAll(rows, scanManaged)
+	return store.ScanAll(rows, scanManaged)
 }
 
 // RunStart starts a queued run (store.TxRunner.RunStart).
@@ -371,7 +371,6 @@ func (j *jsonRun) run() *clasp.Run {
 		PID: j.PID, HostID: j.HostID, LeaseExpiresAt: j.LeaseExpiresAt, LastSignOfLifeAt: j.LastSignOfLifeAt,
 		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, ExitCode: j.ExitCode, ErrorCode: j.ErrorCode, Error: j.Error,
 		CreatedAt: j.CreatedAt}
-	fixRun(r)
 	return r
 }
 

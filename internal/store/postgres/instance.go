@@ -46,7 +46,7 @@ func (s *Store) InstanceList(ctx context.Context, host string) ([]*store.Instanc
 	if err != nil {
 		return nil, translate(fmt.Errorf("list instances of %s: %w", host, err))
 	}
-	out, err := scanAll(rows, func(sc scanner) (*store.Instance, error) {
+	out, err := store.ScanAll(rows, func(sc store.Row) (*store.Instance, error) {
 		var in store.Instance
 		return &in, sc.Scan(&in.ID, &in.Host, &in.PID, &in.ProcStart, &in.StartedAt, &in.LeaseExpiresAt, &in.Expired)
 	})
@@ -72,7 +72,7 @@ func (s *Store) InstanceTakeOver(ctx context.Context, dead *store.Instance, by s
 		if err != nil {
 			return fmt.Errorf("list runs of instance %s: %w", dead.ID, err)
 		}
-		if runs, err = scanAll(rows, scanManaged); err != nil {
+		if runs, err = store.ScanAll(rows, scanManaged); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, q("InstanceMoveRuns"), namedArgs{"by": by, "dead": dead.ID})

@@ -38,7 +38,7 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 	return idempotent(ctx, s, p.Idempotency, idemIssue, replay, func() (*clasp.Issue, error) {
 		var out *clasp.Issue
 		err := s.retry(ctx, func() error {
-			iss, err := scanIssue(s.pool.QueryRow(ctx, q("IssueInsert"), args))
+			iss, err := store.ScanIssue(s.pool.QueryRow(ctx, q("IssueInsert"), args))
 			if errors.Is(err, pgx.ErrNoRows) {
 				if _, err := s.CompanyGet(ctx, p.CompanyID); err != nil {
 					return err
@@ -60,7 +60,7 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 // ref; companyID, when not empty, scopes the lookup. 404 not_found.
 func (s *Store) IssueGet(ctx context.Context, companyID, ref string) (*clasp.Issue, error) {
 	rid, rident := splitRef(ref)
-	iss, err := scanIssue(s.pool.QueryRow(ctx, q("IssueGet"), namedArgs{"rid": rid, "rident": rident, "company": companyID}))
+	iss, err := store.ScanIssue(s.pool.QueryRow(ctx, q("IssueGet"), namedArgs{"rid": rid, "rident": rident, "company": companyID}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("issue", ref)
 	}
@@ -99,7 +99,7 @@ func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*cla
 		where = append(where, `(title ILIKE ? OR identifier ILIKE ?)`)
 		args = append(args, like, like)
 	}
-	return listPage(ctx, s, "issues", issueCols, where, args, p.Page, false, scanIssue,
+	return listPage(ctx, s, "issues", store.IssueCols, where, args, p.Page, false, store.ScanIssue,
 		func(i *clasp.Issue) string { return encodeCursor(i.CreatedAt, i.ID) })
 }
 

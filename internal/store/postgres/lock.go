@@ -70,13 +70,12 @@ func scanLockAnswer(row pgx.Row) (*lockAnswer, error) {
 		iss                            clasp.Issue
 		owned, active, assigneeCompany *bool
 	)
-	dest := append([]any{&l.changed}, issueDest(&iss)...)
+	dest := append([]any{&l.changed}, store.IssueDest(&iss)...)
 	dest = append(dest, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
 		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &owned, &active, &assigneeCompany, &l.ok)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
-	fixIssue(&iss)
 	l.issue, l.IssueID, l.CompanyID = &iss, iss.ID, iss.CompanyID
 	l.OwnedByCaller, l.AgentActive, l.AssigneeInCompany = owned != nil && *owned, active != nil && *active,
 		assigneeCompany != nil && *assigneeCompany
@@ -257,7 +256,7 @@ func (s *Store) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 		"board": a.Type != clasp.ActorAgent, "agent": a.AgentID, "company": a.CompanyID}, a)
 	var out *clasp.Run
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		run, err := scanRun(tx.QueryRow(ctx, q("RunFinish"), args))
+		run, err := store.ScanRun(tx.QueryRow(ctx, q("RunFinish"), args))
 		if errors.Is(err, pgx.ErrNoRows) {
 			r, err := callerRun(ctx, tx, p.RunID)
 			if err != nil {

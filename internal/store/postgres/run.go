@@ -37,7 +37,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 		var out *clasp.Run
 		err := s.retry(ctx, func() error {
 			var err error
-			out, err = scanRun(s.pool.QueryRow(ctx, q("RunReplayOpen"), namedArgs{"id": id, "token_hash": nullable(p.TokenHashOf(id)),
+			out, err = store.ScanRun(s.pool.QueryRow(ctx, q("RunReplayOpen"), namedArgs{"id": id, "token_hash": nullable(p.TokenHashOf(id)),
 				"ttl_us": ttl.Microseconds()}))
 			return err
 		})
@@ -54,7 +54,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 	return idempotent(ctx, s, p.Idempotency, idemRun, replay, func() (*clasp.Run, error) {
 		var out *clasp.Run
 		err := s.retry(ctx, func() error {
-			r, err := scanRun(s.pool.QueryRow(ctx, q("RunOpen"), args))
+			r, err := store.ScanRun(s.pool.QueryRow(ctx, q("RunOpen"), args))
 			if errors.Is(err, pgx.ErrNoRows) {
 				return s.runOpenRefused(ctx, p)
 			}
@@ -82,7 +82,7 @@ func (s *Store) runOpenRefused(ctx context.Context, p *store.RunOpenParams) erro
 
 // RunGet returns a run; 404 not_found.
 func (s *Store) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
-	r, err := scanRun(s.pool.QueryRow(ctx, q("RunGet"), namedArgs{"id": id}))
+	r, err := store.ScanRun(s.pool.QueryRow(ctx, q("RunGet"), namedArgs{"id": id}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("run", id)
 	}
@@ -106,7 +106,7 @@ func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.R
 	if p.AgentID != "" {
 		where, args = append(where, "agent_id = ?"), append(args, p.AgentID)
 	}
-	return listPage(ctx, s, "runs", runCols, where, args, p.Page, false, scanRun,
+	return listPage(ctx, s, "runs", store.RunCols, where, args, p.Page, false, store.ScanRun,
 		func(r *clasp.Run) string { return encodeCursor(r.CreatedAt, r.ID) })
 }
 
@@ -124,7 +124,7 @@ func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.R
 		state   string
 	)
 	err := s.retryQuiet(ctx, func() error { // a lease renewal writes no activity
-		return s.pool.QueryRow(ctx, q("RunTouch"), args).Scan(append(runDest(&r), &renewed, &state)...)
+		return s.pool.QueryRow(ctx, q("RunTouch"), args).Scan(append(store.RunDest(&r), &renewed, &state)...)
 	})
 	found := !isNotFound(err)
 	if err != nil && found {
@@ -135,7 +135,6 @@ func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.R
 			return nil, err
 		}
 	}
-	fixRun(&r)
 	return &r, nil
 }
 
@@ -151,8 +150,8 @@ func (s *Store) RunAuthenticate(ctx context.Context, tokenHash string) (*clasp.A
 		a    clasp.Agent
 		live bool
 	)
-	dest := append(runDest(&r), &live)
-	err := s.pool.QueryRow(ctx, q("RunAuth"), namedArgs{"hash": tokenHash}).Scan(append(dest, agentDest(&a)...)...)
+	dest := append(store.RunDest(&r), &live)
+	err := s.pool.QueryRow(ctx, q("RunAuth"), namedArgs{"hash": tokenHash}).Scan(append(dest, store.AgentDest(&a)...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, store.ErrUnauthenticated()
 	}
@@ -162,7 +161,5 @@ func (s *Store) RunAuthenticate(ctx context.Context, tokenHash string) (*clasp.A
 	if !live || a.Status == clasp.AgentTerminated {
 		return nil, nil, store.ErrUnauthenticated()
 	}
-	fixRun(&r)
-	fixAgent(&a)
 	return &a, &r, nil
 }

@@ -165,7 +165,7 @@ func (s *Store) ActivityAfter(ctx context.Context, companyID string, afterID int
 	var out []*clasp.Activity
 	for rows.Next() {
 		var settled, quiet bool
-		a, err := scanActivityExtra(rows, &settled, &quiet)
+		a, err := store.ScanActivityExtra(rows, &settled, &quiet)
 		if err != nil {
 			return nil, afterID, translate(fmt.Errorf("read activity after %d: %w", afterID, err))
 		}

@@ -41,7 +41,7 @@ func activityArgs(companyID, actorType, actorID string, actorRun any, action, en
 // entity and an action when those are set. The cursor is the last row's id;
 // nextCursor is "" on the last page. 400 invalid_request for a bad cursor.
 func (s *Store) ActivityList(ctx context.Context, p *store.ActivityListParams) ([]*clasp.Activity, string, error) {
-	q, args, limit, err := store.ActivityQuery(activityCols, p)
+	q, args, limit, err := store.ActivityQuery(store.ActivityCols, p)
 	if err != nil {
 		return nil, "", err
 	}
@@ -49,7 +49,7 @@ func (s *Store) ActivityList(ctx context.Context, p *store.ActivityListParams) (
 	if err != nil {
 		return nil, "", translate(fmt.Errorf("list activity: %w", err))
 	}
-	list, err := scanAll(rows, scanActivity)
+	list, err := scanAll(rows, store.ScanActivity)
 	if err != nil {
 		return nil, "", translate(fmt.Errorf("list activity: %w", err))
 	}

@@ -21,7 +21,7 @@ func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*c
 	}
 	var out *clasp.Agent
 	err = s.write(ctx, func(tx *wtx) error {
-		a, err := scanAgent(tx.queryRow(ctx, "AgentCreate", sql.Named("id", tx.s.newID()), sql.Named("name", name),
+		a, err := store.ScanAgent(tx.queryRow(ctx, "AgentCreate", sql.Named("id", tx.s.newID()), sql.Named("name", name),
 			sql.Named("name_key", clasp.NameKey(name)), sql.Named("role", p.Role), sql.Named("now", tx.now), sql.Named("company", p.CompanyID)))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -44,7 +44,7 @@ func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*c
 
 // AgentGet returns an agent; 404 not_found.
 func (s *Store) AgentGet(ctx context.Context, id string) (*clasp.Agent, error) {
-	a, err := scanAgent(s.readRow(ctx, "AgentGet", sql.Named("id", id)))
+	a, err := store.ScanAgent(s.readRow(ctx, "AgentGet", sql.Named("id", id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("agent", id)
 	}
@@ -56,7 +56,7 @@ func (s *Store) AgentGet(ctx context.Context, id string) (*clasp.Agent, error) {
 
 // AgentList returns the agents of a company, oldest first.
 func (s *Store) AgentList(ctx context.Context, companyID string, page store.Page) ([]*clasp.Agent, string, error) {
-	return listPage(ctx, s, "agents", agentCols, []string{"company_id = ?"}, []any{companyID}, page, true, scanAgent,
+	return listPage(ctx, s, "agents", store.AgentCols, []string{"company_id = ?"}, []any{companyID}, page, true, store.ScanAgent,
 		func(a *clasp.Agent) string { return encodeCursor(a.CreatedAt, a.ID) })
 }
 
@@ -76,11 +76,11 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 	}
 	var out *clasp.Agent
 	err = s.write(ctx, func(tx *wtx) error {
-		a, err := scanAgent(tx.queryRow(ctx, "AgentUpdate", sql.Named("id", p.AgentID), sql.Named("status", c.Status),
+		a, err := store.ScanAgent(tx.queryRow(ctx, "AgentUpdate", sql.Named("id", p.AgentID), sql.Named("status", c.Status),
 			sql.Named("name", c.Name), sql.Named("name_key", c.NameKey), sql.Named("role", c.Role)))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			cur, err := noRow(scanAgent(tx.queryRow(ctx, "AgentGet", sql.Named("id", p.AgentID))))
+			cur, err := noRow(store.ScanAgent(tx.queryRow(ctx, "AgentGet", sql.Named("id", p.AgentID))))
 			if err != nil {
 				return fmt.Errorf("get agent %s: %w", p.AgentID, err)
 			}
@@ -120,7 +120,7 @@ func (t *wtx) agentTerminate(ctx context.Context, a *clasp.Agent, actor store.Ac
 	if err != nil {
 		return fmt.Errorf("end runs of agent %s: %w", a.ID, err)
 	}
-	runs, err := scanAll(rows, scanRun)
+	runs, err := scanAll(rows, store.ScanRun)
 	if err != nil {
 		return fmt.Errorf("end runs of agent %s: %w", a.ID, err)
 	}
@@ -146,7 +146,7 @@ func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParam
 		if err != nil {
 			return err
 		}
-		k, err := scanKey(tx.queryRow(ctx, "KeyCreate", sql.Named("id", tx.s.newID()), sql.Named("agent", a.ID),
+		k, err := store.ScanKey(tx.queryRow(ctx, "KeyCreate", sql.Named("id", tx.s.newID()), sql.Named("agent", a.ID),
 			sql.Named("prefix", p.Prefix), sql.Named("hash", p.TokenHash), sql.Named("now", tx.now), sql.Named("name", store.KeyName(p.Name))))
 		if err != nil {
 			return fmt.Errorf("create key of agent %s: %w", a.ID, err)
@@ -168,9 +168,9 @@ func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParam
 func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor store.Actor) (*clasp.APIKey, error) {
 	var out *clasp.APIKey
 	err := s.write(ctx, func(tx *wtx) error {
-		k, err := scanKey(tx.queryRow(ctx, "KeyRevoke", sql.Named("id", keyID), sql.Named("agent", agentID), sql.Named("now", tx.now)))
+		k, err := store.ScanKey(tx.queryRow(ctx, "KeyRevoke", sql.Named("id", keyID), sql.Named("agent", agentID), sql.Named("now", tx.now)))
 		if errors.Is(err, sql.ErrNoRows) {
-			out, err = scanKey(tx.queryRow(ctx, "KeyGet", sql.Named("id", keyID), sql.Named("agent", agentID)))
+			out, err = store.ScanKey(tx.queryRow(ctx, "KeyGet", sql.Named("id", keyID), sql.Named("agent", agentID)))
 			if errors.Is(err, sql.ErrNoRows) {
 				return notFound("key", keyID)
 			}
@@ -200,7 +200,7 @@ func (s *Store) AgentKeyList(ctx context.Context, agentID string) ([]*clasp.APIK
 	if err != nil {
 		return nil, translate(fmt.Errorf("list keys of agent %s: %w", agentID, err))
 	}
-	keys, err := scanAll(rows, scanKey)
+	keys, err := scanAll(rows, store.ScanKey)
 	if err != nil {
 		return nil, translate(fmt.Errorf("list keys of agent %s: %w", agentID, err))
 	}
@@ -216,7 +216,7 @@ func (s *Store) AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp
 		lastUsed int64
 	)
 	row := s.readRow(ctx, "KeyAuth", sql.Named("hash", tokenHash))
-	a, err := scanAgent(scanFunc(func(dest ...any) error { return row.Scan(append([]any{&keyID, &lastUsed}, dest...)...) }))
+	a, err := store.ScanAgent(scanFunc(func(dest ...any) error { return row.Scan(append([]any{&keyID, &lastUsed}, dest...)...) }))
 	if errors.Is(err, sql.ErrNoRows) || err == nil && a.Status == clasp.AgentTerminated {
 		return nil, store.ErrUnauthenticated()
 	}
@@ -247,9 +247,9 @@ func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID strin
 		a        *clasp.Agent
 	)
 	row := s.readRow(ctx, "KeyAuthRun", sql.Named("run", runID), sql.Named("hash", tokenHash))
-	r, err := scanRun(scanFunc(func(runDest ...any) error {
+	r, err := store.ScanRun(scanFunc(func(runDest ...any) error {
 		var err error
-		a, err = scanAgent(scanFunc(func(agentDest ...any) error {
+		a, err = store.ScanAgent(scanFunc(func(agentDest ...any) error {
 			dest := append([]any{&keyID, &lastUsed}, agentDest...)
 			dest = append(dest, &found)
 			return row.Scan(append(dest, runDest...)...)
@@ -279,14 +279,14 @@ func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID strin
 	return a, r, nil
 }
 
-// scanFunc adapts a function to the scanner interface.
+// scanFunc adapts a function to the store.Row interface.
 type scanFunc func(dest ...any) error
 
 func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
 
 // agent reads an agent in the write transaction; 404 not_found.
 func (t *wtx) agent(ctx context.Context, id string) (*clasp.Agent, error) {
-	a, err := scanAgent(t.queryRow(ctx, "AgentGet", sql.Named("id", id)))
+	a, err := store.ScanAgent(t.queryRow(ctx, "AgentGet", sql.Named("id", id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("agent", id)
 	}

@@ -67,7 +67,7 @@ func (s *Store) IssueClaim(ctx context.Context, p *store.IssueClaimParams) (*cla
 func (t *wtx) claim(ctx context.Context, ca *claimArgs, a store.Actor, res *store.CheckoutResult) (*clasp.Issue, error) {
 	args := []any{sql.Named("company", ca.company), sql.Named("unassigned", ca.unassigned), sql.Named("mine", ca.mine),
 		sql.Named("agent", a.AgentID), sql.Named("run", a.RunID), sql.Named("now", t.now)}
-	iss, err := scanIssue(t.queryRow(ctx, "Claim", args...))
+	iss, err := store.ScanIssue(t.queryRow(ctx, "Claim", args...))
 	switch {
 	case err == nil:
 		rows, _ := store.CheckoutActivity(&store.LockState{}, iss, a.AgentID, a.RunID) // unlocked: nothing displaced

@@ -27,7 +27,7 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 			if err != nil {
 				return err
 			}
-			out, err = scanComment(tx.queryRow(ctx, "CommentGet", sql.Named("id", id)))
+			out, err = store.ScanComment(tx.queryRow(ctx, "CommentGet", sql.Named("id", id)))
 			if err != nil {
 				return fmt.Errorf("get comment %s: %w", id, err)
 			}
@@ -62,7 +62,7 @@ func (t *wtx) commentInsert(ctx context.Context, issueID, companyID, body string
 	if a.Type == clasp.ActorAgent {
 		author = a.AgentID
 	}
-	c, err := scanComment(t.queryRow(ctx, "CommentInsert", sql.Named("id", t.s.newID()), sql.Named("company", companyID),
+	c, err := store.ScanComment(t.queryRow(ctx, "CommentInsert", sql.Named("id", t.s.newID()), sql.Named("company", companyID),
 		sql.Named("issue", issueID), sql.Named("body", body), sql.Named("author", author), sql.Named("board", a.IsBoard()),
 		sql.Named("run", nullable(a.RunID)), sql.Named("now", t.now)))
 	if err != nil {
@@ -114,7 +114,7 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 	if err != nil {
 		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
 	}
-	cs, err := scanAll(rows, scanComment)
+	cs, err := scanAll(rows, store.ScanComment)
 	if err != nil {
 		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
 	}
@@ -145,7 +145,7 @@ func (s *Store) CommentGet(ctx context.Context, companyID, ref, commentID string
 	if err != nil {
 		return nil, err
 	}
-	c, err := scanComment(s.readRow(ctx, "CommentOfIssue", sql.Named("id", commentID), sql.Named("issue", issueID)))
+	c, err := store.ScanComment(s.readRow(ctx, "CommentOfIssue", sql.Named("id", commentID), sql.Named("issue", issueID)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("comment", commentID)
 	}

@@ -51,7 +51,7 @@ func (s *Store) CompanyCreate(ctx context.Context, p *store.CompanyCreateParams)
 	}
 	var out *clasp.Company
 	err := s.write(ctx, func(tx *wtx) error {
-		c, err := scanCompany(tx.queryRow(ctx, "CompanyInsert", sql.Named("id", tx.s.newID()), sql.Named("name", name),
+		c, err := store.ScanCompany(tx.queryRow(ctx, "CompanyInsert", sql.Named("id", tx.s.newID()), sql.Named("name", name),
 			sql.Named("prefix", p.IssuePrefix), sql.Named("now", tx.now)))
 		if isUnique(err) {
 			return clasp.Errorf(clasp.CodeAlreadyExists, "Issue prefix %s is taken by another company.", p.IssuePrefix).
@@ -73,7 +73,7 @@ func (s *Store) CompanyCreate(ctx context.Context, p *store.CompanyCreateParams)
 
 // CompanyGet returns a company; 404 not_found.
 func (s *Store) CompanyGet(ctx context.Context, id string) (*clasp.Company, error) {
-	c, err := scanCompany(s.readRow(ctx, "CompanyGet", sql.Named("id", id)))
+	c, err := store.ScanCompany(s.readRow(ctx, "CompanyGet", sql.Named("id", id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("company", id)
 	}
@@ -85,7 +85,7 @@ func (s *Store) CompanyGet(ctx context.Context, id string) (*clasp.Company, erro
 
 // CompanyList returns companies, oldest first, one keyset page at a time.
 func (s *Store) CompanyList(ctx context.Context, page store.Page) ([]*clasp.Company, string, error) {
-	return listPage(ctx, s, "companies", companyCols, nil, nil, page, true, scanCompany,
+	return listPage(ctx, s, "companies", store.CompanyCols, nil, nil, page, true, store.ScanCompany,
 		func(c *clasp.Company) string { return encodeCursor(c.CreatedAt, c.ID) })
 }
 
@@ -93,7 +93,7 @@ func (s *Store) CompanyList(ctx context.Context, page store.Page) ([]*clasp.Comp
 // oldest first when asc, else newest first. where and args narrow it.
 // It fetches one row more than the limit to know whether a next page exists.
 func listPage[T any](ctx context.Context, s *Store, table, cols string, where []string, args []any, page store.Page,
-	asc bool, scan func(scanner) (*T, error), cursorOf func(*T) string) ([]*T, string, error) {
+	asc bool, scan func(store.Row) (*T, error), cursorOf func(*T) string) ([]*T, string, error) {
 	q, args, limit, err := store.KeysetQuery(table, cols, where, args, page, asc, func(t time.Time) any { return micros(t) })
 	if err != nil {
 		return nil, "", err

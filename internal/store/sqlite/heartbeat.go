@@ -21,13 +21,13 @@ import (
 var _ store.HeartbeatStore = (*Store)(nil)
 
 // scanManaged reads a ManagedRun (store.ScanManaged).
-func scanManaged(sc scanner) (*store.ManagedRun, error) {
-	return store.ScanManaged(sc, func(sc store.Scanner) (*clasp.Run, error) { return scanRun(sc) })
+func scanManaged(sc store.Row) (*store.ManagedRun, error) {
+	return store.ScanManaged(sc, func(sc store.Scanner) (*clasp.Run, error) { return store.ScanRun(sc) })
 }
 
 // scanAgentAdapter reads an agent and its adapter config (store.ScanAgentAdapter).
-func scanAgentAdapter(sc scanner) (*store.AgentAdapter, error) {
-	return store.ScanAgentAdapter(sc, func(sc store.Scanner) (*clasp.Agent, error) { return scanAgent(sc) })
+func scanAgentAdapter(sc store.Row) (*store.AgentAdapter, error) {
+	return store.ScanAgentAdapter(sc, func(sc store.Scanner) (*clasp.Agent, error) { return store.ScanAgent(sc) })
 }
 
 // noRow is (nil, nil) for sql.ErrNoRows, else (v, err).
@@ -110,7 +110,7 @@ func (h hbtx) IssueLocks(ctx context.Context, issueID string) (*store.IssueLockS
 }
 
 func (h hbtx) QueuedRunFor(ctx context.Context, agentID, issueID string) (*clasp.Run, error) {
-	return noRow(scanRun(h.t.queryRow(ctx, "WakeQueuedRun", sql.Named("agent", agentID), sql.Named("issue", nullable(issueID)))))
+	return noRow(store.ScanRun(h.t.queryRow(ctx, "WakeQueuedRun", sql.Named("agent", agentID), sql.Named("issue", nullable(issueID)))))
 }
 
 func (h hbtx) TakeExecution(ctx context.Context, runID, agentID, issueID string) (bool, error) {
@@ -124,13 +124,13 @@ func (h hbtx) TakeExecution(ctx context.Context, runID, agentID, issueID string)
 }
 
 func (h hbtx) InsertQueuedRun(ctx context.Context, r *store.QueuedRun) (*clasp.Run, error) {
-	return noRow(scanRun(h.t.queryRow(ctx, "RunInsertQueued", sql.Named("id", r.ID), sql.Named("company", r.CompanyID),
+	return noRow(store.ScanRun(h.t.queryRow(ctx, "RunInsertQueued", sql.Named("id", r.ID), sql.Named("company", r.CompanyID),
 		sql.Named("agent", r.AgentID), sql.Named("source", r.Reason), sql.Named("issue", nullable(r.IssueID)),
 		sql.Named("retry_of", nullable(r.RetryOfRunID)), sql.Named("attempt", r.Attempt), sql.Named("now", h.t.now))))
 }
 
 func (h hbtx) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
-	r, err := scanRun(h.t.queryRow(ctx, "RunGet", sql.Named("id", id)))
+	r, err := store.ScanRun(h.t.queryRow(ctx, "RunGet", sql.Named("id", id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("run", id)
 	}
@@ -154,7 +154,7 @@ func (h hbtx) DeferredWakes(ctx context.Context, runIDs []string) ([]*store.Defe
 	if err != nil {
 		return nil, err
 	}
-	return scanAll(rows, func(sc scanner) (*store.DeferredWake, error) {
+	return scanAll(rows, func(sc store.Row) (*store.DeferredWake, error) {
 		var w store.DeferredWake
 		return &w, sc.Scan(&w.ID, &w.CompanyID, &w.AgentID, &w.IssueID, &w.Reason, &w.EndedRunID)
 	})
@@ -176,7 +176,7 @@ func (h hbtx) SetAdapter(ctx context.Context, agentID string, cfg *string) (stri
 }
 
 func (h hbtx) StartRun(ctx context.Context, p *store.RunStartParams, ttl time.Duration) (*clasp.Run, error) {
-	return noRow(scanRun(h.t.queryRow(ctx, "RunStart", sql.Named("run", p.RunID), sql.Named("host", p.HostID),
+	return noRow(store.ScanRun(h.t.queryRow(ctx, "RunStart", sql.Named("run", p.RunID), sql.Named("host", p.HostID),
 		sql.Named("hash", nullable(p.TokenHash)), sql.Named("ttl", ttl.Microseconds()),
 		sql.Named("max", max(p.MaxRunning, 1)), sql.Named("now", h.t.now))))
 }
@@ -194,7 +194,7 @@ func (h hbtx) AgentHeartbeat(ctx context.Context, agentID string) error {
 func (h hbtx) ProcessLost(ctx context.Context, p *store.RunProcessLostParams, msg, retryID string) (*store.ProcessLoss, error) {
 	t := h.t
 	var loss store.ProcessLoss
-	run, err := noRow(scanRun(t.queryRow(ctx, "RunProcessLost", sql.Named("run", p.RunID), sql.Named("host", p.HostID),
+	run, err := noRow(store.ScanRun(t.queryRow(ctx, "RunProcessLost", sql.Named("run", p.RunID), sql.Named("host", p.HostID),
 		sql.Named("error", msg), sql.Named("now", t.now))))
 	if err != nil || run == nil {
 		return &loss, err
@@ -222,7 +222,7 @@ func (h hbtx) ProcessLost(ctx context.Context, p *store.RunProcessLostParams, ms
 	if err != nil {
 		return nil, fmt.Errorf("move locks of run %s: %w", run.ID, err)
 	}
-	moved, err := scanAll(rows, func(sc scanner) (*store.IssueInCompany, error) {
+	moved, err := scanAll(rows, func(sc store.Row) (*store.IssueInCompany, error) {
 		var m store.IssueInCompany
 		return &m, sc.Scan(&m.ID, &m.CompanyID)
 	})
@@ -241,7 +241,7 @@ func (h hbtx) CancelQueuedRuns(ctx context.Context, agentID string) ([]*clasp.Ru
 	if err != nil {
 		return nil, err
 	}
-	return scanAll(rows, scanRun)
+	return scanAll(rows, store.ScanRun)
 }
 
 func (h hbtx) SkipDeferredWakes(ctx context.Context, agentID string) error {

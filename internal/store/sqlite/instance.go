@@ -51,7 +51,7 @@ func (s *Store) InstanceList(ctx context.Context, host string) ([]*store.Instanc
 	if err != nil {
 		return nil, translate(fmt.Errorf("list instances of %s: %w", host, err))
 	}
-	out, err := scanAll(rows, func(sc scanner) (*store.Instance, error) {
+	out, err := scanAll(rows, func(sc store.Row) (*store.Instance, error) {
 		var in store.Instance
 		var started, expires int64
 		if err := sc.Scan(&in.ID, &in.Host, &in.PID, &in.ProcStart, &started, &expires, &in.Expired); err != nil {

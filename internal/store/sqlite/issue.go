@@ -66,7 +66,7 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 			cancelled = tx.now
 		}
 		ident := prefix + "-" + strconv.FormatInt(n, 10)
-		iss, err := scanIssue(tx.queryRow(ctx, "IssueInsert", sql.Named("id", tx.s.newID()), sql.Named("company", p.CompanyID),
+		iss, err := store.ScanIssue(tx.queryRow(ctx, "IssueInsert", sql.Named("id", tx.s.newID()), sql.Named("company", p.CompanyID),
 			sql.Named("identifier", ident), sql.Named("title", title), sql.Named("description", p.Description),
 			sql.Named("status", string(status)), sql.Named("priority", string(priority)), sql.Named("priority_rank", priority.Rank()),
 			sql.Named("assignee", nullable(p.AssigneeAgentID)), sql.Named("started", started), sql.Named("completed", completed),
@@ -93,7 +93,7 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 // ref; companyID, when not empty, scopes the lookup. 404 not_found.
 func (s *Store) IssueGet(ctx context.Context, companyID, ref string) (*clasp.Issue, error) {
 	rid, rident := splitRef(ref)
-	iss, err := scanIssue(s.readRow(ctx, "IssueGet", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", companyID)))
+	iss, err := store.ScanIssue(s.readRow(ctx, "IssueGet", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", companyID)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("issue", ref)
 	}
@@ -105,7 +105,7 @@ func (s *Store) IssueGet(ctx context.Context, companyID, ref string) (*clasp.Iss
 
 // issueByID reads an issue by id in the write transaction.
 func (t *wtx) issueByID(ctx context.Context, id string) (*clasp.Issue, error) {
-	iss, err := scanIssue(t.queryRow(ctx, "IssueByID", sql.Named("id", id)))
+	iss, err := store.ScanIssue(t.queryRow(ctx, "IssueByID", sql.Named("id", id)))
 	if err != nil {
 		return nil, fmt.Errorf("get issue %s: %w", id, err)
 	}
@@ -134,7 +134,7 @@ func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*cla
 		where = append(where, `(title LIKE ? ESCAPE '\' OR identifier LIKE ? ESCAPE '\')`)
 		args = append(args, like, like)
 	}
-	return listPage(ctx, s, "issues", issueCols, where, args, p.Page, false, scanIssue,
+	return listPage(ctx, s, "issues", store.IssueCols, where, args, p.Page, false, store.ScanIssue,
 		func(i *clasp.Issue) string { return encodeCursor(i.CreatedAt, i.ID) })
 }
 

@@ -96,7 +96,7 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 // checkout is L1-L3 for agent agentID's run a.RunID on issue ref.
 func (t *wtx) checkout(ctx context.Context, ref, agentID string, expected []string, a store.Actor, res *store.CheckoutResult) (*clasp.Issue, error) {
 	checkout := func(rid, rident, company string, unlockedOnly bool) (*clasp.Issue, error) {
-		return scanIssue(t.queryRow(ctx, "Checkout", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
+		return store.ScanIssue(t.queryRow(ctx, "Checkout", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
 			sql.Named("unlocked_only", unlockedOnly), sql.Named("agent", agentID), sql.Named("run", a.RunID),
 			sql.Named("expected", expectedArg(expected)), sql.Named("now", t.now)))
 	}
@@ -137,7 +137,7 @@ func (t *wtx) boardCheckout(ctx context.Context, ref, agentID string, expected [
 	if err != nil {
 		return nil, err
 	}
-	iss, err := scanIssue(t.queryRow(ctx, "BoardCheckout", sql.Named("id", old.IssueID), sql.Named("agent", agentID),
+	iss, err := store.ScanIssue(t.queryRow(ctx, "BoardCheckout", sql.Named("id", old.IssueID), sql.Named("agent", agentID),
 		sql.Named("expected", expectedArg(expected)), sql.Named("now", t.now)))
 	if errors.Is(err, sql.ErrNoRows) {
 		if noop, err := store.BoardCheckoutRefused(old, agentID, expected); !noop {
@@ -181,7 +181,7 @@ func (s *Store) IssueRelease(ctx context.Context, p *store.IssueReleaseParams) (
 	var out *clasp.Issue
 	err := s.write(ctx, func(tx *wtx) error {
 		release := func(rid, rident, company string, heldOnly bool) (*clasp.Issue, error) {
-			return scanIssue(tx.queryRow(ctx, "Release", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
+			return store.ScanIssue(tx.queryRow(ctx, "Release", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
 				sql.Named("held_only", heldOnly), sql.Named("unassign", p.Unassign), sql.Named("board", a.IsBoard()),
 				sql.Named("run", a.RunID), sql.Named("agent", a.AgentID), sql.Named("now", tx.now)))
 		}
@@ -230,7 +230,7 @@ func (s *Store) IssueForceRelease(ctx context.Context, p *store.IssueForceReleas
 		if err != nil {
 			return err
 		}
-		if out, err = scanIssue(tx.queryRow(ctx, "ForceRelease", sql.Named("id", old.IssueID),
+		if out, err = store.ScanIssue(tx.queryRow(ctx, "ForceRelease", sql.Named("id", old.IssueID),
 			sql.Named("clear_assignee", p.ClearAssignee), sql.Named("now", tx.now))); err != nil {
 			return fmt.Errorf("force-release issue %s: %w", old.IssueID, err)
 		}
@@ -292,7 +292,7 @@ func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*cla
 		assignee = nullable(*p.AssigneeAgentID)
 	}
 	patch := func(rid, rident, company string, heldOnly bool) (*clasp.Issue, error) {
-		return scanIssue(t.queryRow(ctx, "Patch", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
+		return store.ScanIssue(t.queryRow(ctx, "Patch", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
 			sql.Named("held_only", heldOnly), sql.Named("title", nullString(p.Title)), sql.Named("description", nullString(p.Description)),
 			sql.Named("priority", priority), sql.Named("priority_rank", rank), sql.Named("status", status),
 			sql.Named("set_assignee", p.AssigneeAgentID != nil), sql.Named("assignee", assignee),
@@ -363,7 +363,7 @@ func (s *Store) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 	a := p.Actor
 	var out *clasp.Run
 	err := s.write(ctx, func(tx *wtx) error {
-		run, err := scanRun(tx.queryRow(ctx, "RunFinish", sql.Named("run", p.RunID), sql.Named("status", string(p.Status)),
+		run, err := store.ScanRun(tx.queryRow(ctx, "RunFinish", sql.Named("run", p.RunID), sql.Named("status", string(p.Status)),
 			sql.Named("exit_code", intArg(p.ExitCode)), sql.Named("error", nullString(p.Error)),
 			sql.Named("error_code", nullString(p.ErrorCode)),
 			sql.Named("board", a.Type != clasp.ActorAgent), sql.Named("agent", a.AgentID), sql.Named("company", a.CompanyID),

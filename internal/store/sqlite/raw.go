@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/clasp-dev/clasp/internal/store"
 )
 
 // Raw runs the statements of an uncontended checkout and release straight
@@ -89,12 +91,12 @@ func (r *Raw) step(ctx context.Context, q string, p RawStep, action string, extr
 	return nil
 }
 
-// numIssueCols is how many columns issueCols lists; issueColEpoch is the
+// numIssueCols is how many columns store.IssueCols lists; issueColEpoch is the
 // position of checkout_epoch among them.
 var numIssueCols, issueColEpoch = issueColumn("checkout_epoch")
 
 func issueColumn(name string) (n, at int) {
-	cols := strings.Split(issueCols, ",")
+	cols := strings.Split(store.IssueCols, ",")
 	at = -1
 	for i, c := range cols {
 		if strings.TrimSpace(c) == name {

@@ -67,7 +67,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 			issueID = id
 		}
 		id := tx.s.newID()
-		run, err := scanRun(tx.queryRow(ctx, "RunOpen", sql.Named("id", id), sql.Named("company", a.CompanyID),
+		run, err := store.ScanRun(tx.queryRow(ctx, "RunOpen", sql.Named("id", id), sql.Named("company", a.CompanyID),
 			sql.Named("agent", a.ID), sql.Named("source", source), sql.Named("issue", issueID), sql.Named("now", tx.now),
 			sql.Named("ttl", ttl.Microseconds()), sql.Named("hash", nullable(p.TokenHashOf(id)))))
 		if err != nil {
@@ -96,7 +96,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 // it is terminal or lost; 422 idempotency_key_reused while live with
 // another token hash; 404 not_found if it is gone.
 func (t *wtx) runReplayOpen(ctx context.Context, runID, agentID, tokenHash string, ttl time.Duration) (*clasp.Run, error) {
-	r, err := scanRun(t.queryRow(ctx, "RunReplayOpen", sql.Named("run", runID), sql.Named("agent", agentID),
+	r, err := store.ScanRun(t.queryRow(ctx, "RunReplayOpen", sql.Named("run", runID), sql.Named("agent", agentID),
 		sql.Named("hash", nullable(tokenHash)), sql.Named("ttl", ttl.Microseconds()), sql.Named("now", t.now)))
 	if errors.Is(err, sql.ErrNoRows) {
 		found, owner, state, err := t.runState(ctx, runID)
@@ -131,7 +131,7 @@ func (t *wtx) runState(ctx context.Context, runID string) (found bool, owner, st
 
 // RunGet returns a run; 404 not_found.
 func (s *Store) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
-	r, err := scanRun(s.readRow(ctx, "RunGet", sql.Named("id", id)))
+	r, err := store.ScanRun(s.readRow(ctx, "RunGet", sql.Named("id", id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("run", id)
 	}
@@ -154,7 +154,7 @@ func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.R
 	if p.AgentID != "" {
 		where, args = append(where, "agent_id = ?"), append(args, p.AgentID)
 	}
-	return listPage(ctx, s, "runs", runCols, where, args, p.Page, false, scanRun,
+	return listPage(ctx, s, "runs", store.RunCols, where, args, p.Page, false, store.ScanRun,
 		func(r *clasp.Run) string { return encodeCursor(r.CreatedAt, r.ID) })
 }
 
@@ -166,7 +166,7 @@ func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.R
 func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.Run, error) {
 	if !p.Force && p.MinRenewInterval > 0 {
 		now := s.now()
-		r, err := scanRun(s.readRow(ctx, "RunGet", sql.Named("id", p.RunID)))
+		r, err := store.ScanRun(s.readRow(ctx, "RunGet", sql.Named("id", p.RunID)))
 		if err == nil && r.AgentID == p.AgentID && r.Live(now) && r.LastSignOfLifeAt != nil &&
 			now.Sub(*r.LastSignOfLifeAt) < p.MinRenewInterval {
 			return r, nil
@@ -174,7 +174,7 @@ func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.R
 	}
 	var out *clasp.Run
 	err := s.write(ctx, func(tx *wtx) error {
-		r, err := scanRun(tx.queryRow(ctx, "RunTouch", sql.Named("run", p.RunID), sql.Named("agent", p.AgentID),
+		r, err := store.ScanRun(tx.queryRow(ctx, "RunTouch", sql.Named("run", p.RunID), sql.Named("agent", p.AgentID),
 			sql.Named("ttl", p.TTL().Microseconds()), sql.Named("now", tx.now)))
 		if errors.Is(err, sql.ErrNoRows) {
 			found, owner, state, err := tx.runState(ctx, p.RunID)
@@ -206,7 +206,7 @@ func (s *Store) RunAuthenticate(ctx context.Context, tokenHash string) (*clasp.A
 	if tokenHash == "" {
 		return nil, nil, store.ErrUnauthenticated()
 	}
-	r, err := scanRun(s.readRow(ctx, "RunAuth", sql.Named("hash", tokenHash)))
+	r, err := store.ScanRun(s.readRow(ctx, "RunAuth", sql.Named("hash", tokenHash)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, store.ErrUnauthenticated()
 	}

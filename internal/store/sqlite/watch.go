@@ -26,7 +26,7 @@ func (s *Store) ActivityAfter(ctx context.Context, companyID string, afterID int
 	if err != nil {
 		return nil, afterID, translate(fmt.Errorf("read activity after %d: %w", afterID, err))
 	}
-	list, err := scanAll(rows, scanActivity)
+	list, err := scanAll(rows, store.ScanActivity)
 	if err != nil {
 		return nil, afterID, translate(fmt.Errorf("read activity after %d: %w", afterID, err))
 	}

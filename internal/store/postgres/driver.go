@@ -1,0 +1,53 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// driver is the store.Driver of a Store: every statement on the pool, its
+// own implicit transaction (one round trip); writes retried on a deadlock
+// or serialization failure (Store.retry).
+type driver struct{ s *Store }
+
+var _ store.Driver = driver{}
+
+// Read returns the pool's Querier.
+func (d driver) Read() store.Querier { return pooled{d.s.pool} }
+
+// Write runs fn with the pool's Querier under Store.retry (fn may run more
+// than once; a success wakes the activity streams).
+func (d driver) Write(ctx context.Context, fn func(store.Querier) error) error {
+	return d.s.retry(ctx, func() error { return fn(pooled{d.s.pool}) })
+}
+
+// Select runs query, its ? placeholders numbered $1, $2, ..., on the pool.
+func (d driver) Select(ctx context.Context, query string, args ...any) (store.Rows, error) {
+	return d.s.pool.Query(ctx, numbered(query), args...)
+}
+
+func (driver) NoRows(err error) bool     { return errors.Is(err, pgx.ErrNoRows) }
+func (driver) Unique(err error) bool     { return isUnique(err) }
+func (driver) Translate(err error) error { return translate(err) }
+func (d driver) NewID() string           { return d.s.newID() }
+
+// pooled runs named statements on the pool, their @names bound from Args.
+type pooled struct{ pool *pgxpool.Pool }
+
+func (p pooled) QueryRow(ctx context.Context, name string, args store.Args) store.Row {
+	return p.pool.QueryRow(ctx, q(name), namedArgs(args))
+}
+
+func (p pooled) Query(ctx context.Context, name string, args store.Args) (store.Rows, error) {
+	return p.pool.Query(ctx, q(name), namedArgs(args))
+}
+
+func (p pooled) Exec(ctx context.Context, name string, args store.Args) (int64, error) {
+	tag, err := p.pool.Exec(ctx, q(name), namedArgs(args))
+	return tag.RowsAffected(), err
+}

@@ -1,0 +1,12 @@
+package postgres
+
+import (
+	"testing"
+
+	"github.com/clasp-dev/clasp/internal/store/storetest"
+)
+
+func TestDriverScan(t *testing.T) {
+	s := openTest(t, Options{})
+	storetest.DriverScan(t, driver{s}, `SELECT NULL::text, 'x'::text, NULL::bigint, 7::bigint, ?::timestamptz, NULL::timestamptz, 'x'::text`)
+}

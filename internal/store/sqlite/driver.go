@@ -1,0 +1,121 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// driver is the store.Driver of a Store: reads on the reader pool, writes
+// in the group-commit writer's transactions (groupcommit.go).
+type driver struct{ s *Store }
+
+var _ store.Driver = driver{}
+
+// Read returns the Querier of the reader pool; :now is the store clock.
+func (d driver) Read() store.Querier { return reader{d.s} }
+
+// Write runs fn in a write transaction (Store.write); :now is the
+// transaction's time.
+func (d driver) Write(ctx context.Context, fn func(store.Querier) error) error {
+	return d.s.write(ctx, func(tx *wtx) error { return fn(writer{tx}) })
+}
+
+// Select runs query, with ? placeholders, on the reader pool.
+func (d driver) Select(ctx context.Context, query string, args ...any) (store.Rows, error) {
+	for i, v := range args {
+		args[i] = argValue(v)
+	}
+	rows, err := d.s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+func (driver) NoRows(err error) bool     { return errors.Is(err, sql.ErrNoRows) }
+func (driver) Unique(err error) bool     { return isUnique(err) }
+func (driver) Translate(err error) error { return translate(err) }
+func (d driver) NewID() string           { return d.s.newID() }
+
+// reader runs named SELECTs on the reader pool.
+type reader struct{ s *Store }
+
+func (r reader) QueryRow(ctx context.Context, name string, args store.Args) store.Row {
+	return r.s.readRow(ctx, name, named(args, r.s.nowMicros())...)
+}
+
+func (r reader) Query(ctx context.Context, name string, args store.Args) (store.Rows, error) {
+	rows, err := r.s.read(ctx, name, named(args, r.s.nowMicros())...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+// Exec fails: the reader connections are query_only.
+func (reader) Exec(_ context.Context, name string, _ store.Args) (int64, error) {
+	return 0, fmt.Errorf("statement %s: a write outside Write", name)
+}
+
+// writer runs named statements in one caller's write transaction.
+type writer struct{ t *wtx }
+
+func (w writer) QueryRow(ctx context.Context, name string, args store.Args) store.Row {
+	return w.t.queryRow(ctx, name, named(args, w.t.now)...)
+}
+
+func (w writer) Query(ctx context.Context, name string, args store.Args) (store.Rows, error) {
+	rows, err := w.t.query(ctx, name, named(args, w.t.now)...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+func (w writer) Exec(ctx context.Context, name string, args store.Args) (int64, error) {
+	res, err := w.t.exec(ctx, name, named(args, w.t.now)...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// sqlRows adapts *sql.Rows to store.Rows (whose Close returns nothing:
+// a failure to close surfaces in Err).
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+// named maps args to sql.Named arguments, times as unix microseconds, and
+// binds :now to now (the store clock, or the write transaction's time)
+// unless args name it.
+func named(args store.Args, now int64) []any {
+	out := make([]any, 0, len(args)+1)
+	for k, v := range args {
+		out = append(out, sql.Named(k, argValue(v)))
+	}
+	if _, ok := args["now"]; !ok {
+		out = append(out, sql.Named("now", now))
+	}
+	return out
+}
+
+// argValue is v as SQLite stores it: a time (or a non-nil *time.Time)
+// as unix microseconds, a nil *time.Time as NULL, anything else as it is.
+func argValue(v any) any {
+	switch x := v.(type) {
+	case time.Time:
+		return micros(x)
+	case *time.Time:
+		if x == nil {
+			return nil
+		}
+		return micros(*x)
+	}
+	return v
+}
