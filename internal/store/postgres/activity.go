@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
@@ -30,24 +29,4 @@ func logActivity(ctx context.Context, tx pgx.Tx, companyID string, actor store.A
 func jsonArg(v any) (string, error) {
 	b, err := json.Marshal(v)
 	return string(b), err
-}
-
-// ActivityList lists activity rows, newest first, narrowed to a company, an
-// entity and an action when those are set. The cursor is the last row's id;
-// nextCursor is "" on the last page. 400 invalid_request for a bad cursor.
-func (s *Store) ActivityList(ctx context.Context, p *store.ActivityListParams) ([]*clasp.Activity, string, error) {
-	q, args, limit, err := store.ActivityQuery(store.ActivityCols, p)
-	if err != nil {
-		return nil, "", err
-	}
-	rows, err := s.pool.Query(ctx, numbered(q), args...)
-	if err != nil {
-		return nil, "", translate(fmt.Errorf("list activity: %w", err))
-	}
-	list, err := store.ScanAll(rows, store.ScanActivity)
-	if err != nil {
-		return nil, "", translate(fmt.Errorf("list activity: %w", err))
-	}
-	list, next := store.TrimPage(list, limit, func(a *clasp.Activity) string { return encodeIDCursor(a.ID) })
-	return list, next, nil
 }

@@ -12,52 +12,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// AgentCreate creates an active agent of a company. 400 invalid_request
-// for an empty name, 404 not_found if the company is missing, 409
-// already_exists if the name key is taken in the company.
-func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*clasp.Agent, error) {
-	name, err := p.Validate()
-	if err != nil {
-		return nil, err
-	}
-	args := actorArgs(namedArgs{"id": s.newID(), "name": name, "name_key": clasp.NameKey(name), "role": p.Role,
-		"company": p.CompanyID}, p.Actor)
-	var out *clasp.Agent
-	err = s.retry(ctx, func() error {
-		a, err := store.ScanAgent(s.pool.QueryRow(ctx, q("AgentCreate"), args))
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return notFound("company", p.CompanyID)
-		case isUnique(err):
-			return store.ErrAgentNameTaken(name)
-		}
-		out = a
-		return wrap(err, "create agent")
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// AgentGet returns an agent; 404 not_found.
-func (s *Store) AgentGet(ctx context.Context, id string) (*clasp.Agent, error) {
-	a, err := store.ScanAgent(s.pool.QueryRow(ctx, q("AgentGet"), namedArgs{"id": id}))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("agent", id)
-	}
-	if err != nil {
-		return nil, translate(fmt.Errorf("get agent %s: %w", id, err))
-	}
-	return a, nil
-}
-
-// AgentList returns the agents of a company, oldest first.
-func (s *Store) AgentList(ctx context.Context, companyID string, page store.Page) ([]*clasp.Agent, string, error) {
-	return listPage(ctx, s, "agents", store.AgentCols, []string{"company_id = ?"}, []any{companyID}, page, true, store.ScanAgent,
-		func(a *clasp.Agent) string { return encodeCursor(a.CreatedAt, a.ID) })
-}
-
 // AgentUpdate changes an agent's status, name or role. Terminating it, in
 // the same transaction, ends its queued and running runs as cancelled
 // (errorCode agent_terminated, one run.finished each), clears every lock
@@ -159,19 +113,6 @@ func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor
 		return nil, err
 	}
 	return out, nil
-}
-
-// AgentKeyList lists an agent's keys, oldest first (never the secrets).
-func (s *Store) AgentKeyList(ctx context.Context, agentID string) ([]*clasp.APIKey, error) {
-	rows, err := s.pool.Query(ctx, q("KeyList"), namedArgs{"agent": agentID})
-	if err != nil {
-		return nil, translate(fmt.Errorf("list keys of agent %s: %w", agentID, err))
-	}
-	keys, err := store.ScanAll(rows, store.ScanKey)
-	if err != nil {
-		return nil, translate(fmt.Errorf("list keys of agent %s: %w", agentID, err))
-	}
-	return keys, nil
 }
 
 // AgentAuthenticate finds the agent owning the unrevoked key whose hash is

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -50,4 +52,19 @@ func (p pooled) Query(ctx context.Context, name string, args store.Args) (store.
 func (p pooled) Exec(ctx context.Context, name string, args store.Args) (int64, error) {
 	tag, err := p.pool.Exec(ctx, q(name), namedArgs(args))
 	return tag.RowsAffected(), err
+}
+
+// numbered replaces each ? of q by $1, $2, ... in order (q holds no other ?).
+func numbered(q string) string {
+	var b strings.Builder
+	n := 0
+	for _, part := range strings.SplitAfter(q, "?") {
+		if strings.HasSuffix(part, "?") {
+			n++
+			b.WriteString(part[:len(part)-1] + "$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteString(part)
+	}
+	return b.String()
 }

@@ -3,18 +3,13 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
-
-// inboxLimit caps IssueInbox.
-const inboxLimit = 1000
 
 // IssueCreate creates an issue with the next identifier PREFIX-N of its
 // company. Status defaults to backlog, priority to medium. With
@@ -56,20 +51,6 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 	})
 }
 
-// IssueGet returns the issue whose UUID or identifier (case-insensitive) is
-// ref; companyID, when not empty, scopes the lookup. 404 not_found.
-func (s *Store) IssueGet(ctx context.Context, companyID, ref string) (*clasp.Issue, error) {
-	rid, rident := splitRef(ref)
-	iss, err := store.ScanIssue(s.pool.QueryRow(ctx, q("IssueGet"), namedArgs{"rid": rid, "rident": rident, "company": companyID}))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("issue", ref)
-	}
-	if err != nil {
-		return nil, translate(fmt.Errorf("get issue %s: %w", ref, err))
-	}
-	return iss, nil
-}
-
 // IssueList lists issues of a company, newest first, narrowed to statuses,
 // an assignee (or unassigned ones) and a case-insensitive substring of the
 // title or identifier when set.
@@ -99,38 +80,6 @@ func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*cla
 		where = append(where, `(title ILIKE ? OR identifier ILIKE ?)`)
 		args = append(args, like, like)
 	}
-	return listPage(ctx, s, "issues", store.IssueCols, where, args, p.Page, false, store.ScanIssue,
+	return store.ListPage(ctx, driver{s}, "issues", store.IssueCols, where, args, p.Page, false, store.ScanIssue,
 		func(i *clasp.Issue) string { return encodeCursor(i.CreatedAt, i.ID) })
-}
-
-// IssueInbox lists the issues assigned to agentID with status todo,
-// in_progress or blocked, most urgent first (then oldest first), at most
-// 1000, each with the live run (database clock) holding its execution
-// lock, if any.
-func (s *Store) IssueInbox(ctx context.Context, agentID string) ([]*clasp.InboxItem, error) {
-	rows, err := s.pool.Query(ctx, q("Inbox"), namedArgs{"agent": agentID, "limit": inboxLimit})
-	if err != nil {
-		return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
-	}
-	defer rows.Close()
-	var out []*clasp.InboxItem
-	for rows.Next() {
-		var (
-			it               clasp.InboxItem
-			updated          time.Time
-			runID, runStatus *string
-		)
-		if err := rows.Scan(&it.ID, &it.Identifier, &it.Title, &it.Status, &it.Priority, &updated, &runID, &runStatus); err != nil {
-			return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
-		}
-		it.UpdatedAt = updated.UTC()
-		if runID != nil {
-			it.ActiveRun = &clasp.ActiveRun{ID: *runID, Status: clasp.RunStatus(deref(runStatus))}
-		}
-		out = append(out, &it)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
-	}
-	return out, nil
 }

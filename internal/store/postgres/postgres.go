@@ -83,6 +83,8 @@ const DefaultMaxConns = 20
 // Store is the PostgreSQL store. It is safe for concurrent use; Close it
 // when done.
 type Store struct {
+	store.CRUD // the methods shared with the other dialects, on driver{s}
+
 	pool   *pgxpool.Pool
 	schema string
 	log    *slog.Logger
@@ -115,6 +117,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
 	}
 	s := &Store{schema: opts.Schema, log: opts.Logger, newID: newUUIDv7}
+	s.CRUD = store.NewCRUD(driver{s})
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -106,7 +106,7 @@ func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.R
 	if p.AgentID != "" {
 		where, args = append(where, "agent_id = ?"), append(args, p.AgentID)
 	}
-	return listPage(ctx, s, "runs", store.RunCols, where, args, p.Page, false, store.ScanRun,
+	return store.ListPage(ctx, driver{s}, "runs", store.RunCols, where, args, p.Page, false, store.ScanRun,
 		func(r *clasp.Run) string { return encodeCursor(r.CreatedAt, r.ID) })
 }
 

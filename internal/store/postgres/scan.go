@@ -3,7 +3,6 @@ package postgres
 import (
 	"time"
 
-	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
@@ -22,7 +21,7 @@ func deref(p *string) string {
 	return *p
 }
 
-// The shared helpers live in package store (keys.go); these names keep
+// The shared helpers live in package store (ref.go, cursor.go, scope.go); these names keep
 // the statements' call sites short.
 
 func splitRef(ref string) (id, ident string)             { return store.SplitRef(ref) }
@@ -31,17 +30,8 @@ func encodeIDCursor(id int64) string                     { return store.EncodeID
 func scope(a store.Actor) string                         { return store.Scope(a) }
 func encodeCursor(createdAt time.Time, id string) string { return store.EncodeCursor(createdAt, id) }
 
-// actorArgs are the named arguments of an activity row's actor:
-// @actor_type (agent, board or system), @actor_id and @actor_run (NULL
-// when the actor acts in no run).
+// actorArgs adds store.ActorArgs, the named arguments of an activity
+// row's actor, to args.
 func actorArgs(args namedArgs, a store.Actor) namedArgs {
-	t := a.Type
-	if t != clasp.ActorAgent && t != clasp.ActorBoard {
-		t = clasp.ActorSystem
-	}
-	args["actor_type"] = string(t)
-	args["actor_id"] = a.ID()
-	args["actor_run"] = nullable(a.RunID)
-	args["actor_request"] = nullable(a.RequestID)
-	return args
+	return namedArgs(store.ActorArgs(store.Args(args), a))
 }

@@ -32,5 +32,6 @@ func TestSQLGolden(t *testing.T) {
 		stmts[name] = b.String() + c.sql
 	}
 	sqlfiletest.Golden(t, "testdata/sql", stmts)
-	sqlfiletest.Names(t, ".", statements.Names(), map[string]int{"q": 0, "lockRule": 1, "step": 2})
+	sqlfiletest.Names(t, statements.Names(), sqlfiletest.Source{Dir: ".", Runners: map[string]int{"q": 0, "lockRule": 1, "step": 2}},
+		sqlfiletest.Source{Dir: "..", Runners: sqlfiletest.SharedRunners})
 }

@@ -36,23 +36,3 @@ func activityArgs(companyID, actorType, actorID string, actorRun any, action, en
 		sql.Named("actor_run", actorRun), sql.Named("action", action), sql.Named("entity_type", entityType),
 		sql.Named("entity_id", entityID), sql.Named("details", details), sql.Named("now", now), sql.Named("actor_request", request)}
 }
-
-// ActivityList lists activity rows, newest first, narrowed to a company, an
-// entity and an action when those are set. The cursor is the last row's id;
-// nextCursor is "" on the last page. 400 invalid_request for a bad cursor.
-func (s *Store) ActivityList(ctx context.Context, p *store.ActivityListParams) ([]*clasp.Activity, string, error) {
-	q, args, limit, err := store.ActivityQuery(store.ActivityCols, p)
-	if err != nil {
-		return nil, "", err
-	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, "", translate(fmt.Errorf("list activity: %w", err))
-	}
-	list, err := scanAll(rows, store.ScanActivity)
-	if err != nil {
-		return nil, "", translate(fmt.Errorf("list activity: %w", err))
-	}
-	list, next := store.TrimPage(list, limit, func(a *clasp.Activity) string { return encodeIDCursor(a.ID) })
-	return list, next, nil
-}

@@ -11,55 +11,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// AgentCreate creates an active agent of a company. 400 invalid_request
-// for an empty name, 404 not_found if the company is missing, 409
-// already_exists if the name key is taken in the company.
-func (s *Store) AgentCreate(ctx context.Context, p *store.AgentCreateParams) (*clasp.Agent, error) {
-	name, err := p.Validate()
-	if err != nil {
-		return nil, err
-	}
-	var out *clasp.Agent
-	err = s.write(ctx, func(tx *wtx) error {
-		a, err := store.ScanAgent(tx.queryRow(ctx, "AgentCreate", sql.Named("id", tx.s.newID()), sql.Named("name", name),
-			sql.Named("name_key", clasp.NameKey(name)), sql.Named("role", p.Role), sql.Named("now", tx.now), sql.Named("company", p.CompanyID)))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return notFound("company", p.CompanyID)
-		case isUnique(err):
-			return store.ErrAgentNameTaken(name)
-		case err != nil:
-			return fmt.Errorf("create agent: %w", err)
-		}
-		out = a
-		return tx.logActivity(ctx, a.CompanyID, p.Actor, clasp.ActionAgentCreated, "agent", a.ID, map[string]any{
-			"name": a.Name, "role": a.Role,
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// AgentGet returns an agent; 404 not_found.
-func (s *Store) AgentGet(ctx context.Context, id string) (*clasp.Agent, error) {
-	a, err := store.ScanAgent(s.readRow(ctx, "AgentGet", sql.Named("id", id)))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("agent", id)
-	}
-	if err != nil {
-		return nil, translate(fmt.Errorf("get agent %s: %w", id, err))
-	}
-	return a, nil
-}
-
-// AgentList returns the agents of a company, oldest first.
-func (s *Store) AgentList(ctx context.Context, companyID string, page store.Page) ([]*clasp.Agent, string, error) {
-	return listPage(ctx, s, "agents", store.AgentCols, []string{"company_id = ?"}, []any{companyID}, page, true, store.ScanAgent,
-		func(a *clasp.Agent) string { return encodeCursor(a.CreatedAt, a.ID) })
-}
-
 // AgentUpdate changes an agent's status, name or role. Setting status
 // terminated, in the same transaction: revokes its keys, ends its queued
 // and running runs as cancelled with errorCode agent_terminated (one
@@ -192,19 +143,6 @@ func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor
 		return nil, err
 	}
 	return out, nil
-}
-
-// AgentKeyList lists an agent's keys, oldest first (never the secrets).
-func (s *Store) AgentKeyList(ctx context.Context, agentID string) ([]*clasp.APIKey, error) {
-	rows, err := s.read(ctx, "KeyList", sql.Named("agent", agentID))
-	if err != nil {
-		return nil, translate(fmt.Errorf("list keys of agent %s: %w", agentID, err))
-	}
-	keys, err := scanAll(rows, store.ScanKey)
-	if err != nil {
-		return nil, translate(fmt.Errorf("list keys of agent %s: %w", agentID, err))
-	}
-	return keys, nil
 }
 
 // AgentAuthenticate finds the agent owning the unrevoked key whose hash is

@@ -85,6 +85,12 @@ func (w writer) Exec(ctx context.Context, name string, args store.Args) (int64, 
 	return res.RowsAffected()
 }
 
+// Activity records the audit row of the change just made (logActivity):
+// SQLite's statements write one table each.
+func (w writer) Activity(ctx context.Context, companyID string, actor store.Actor, action, entityType, entityID string, details any) error {
+	return w.t.logActivity(ctx, companyID, actor, action, entityType, entityID, details)
+}
+
 // sqlRows adapts *sql.Rows to store.Rows (whose Close returns nothing:
 // a failure to close surfaces in Err).
 type sqlRows struct{ *sql.Rows }

@@ -12,9 +12,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// inboxLimit caps IssueInbox.
-const inboxLimit = 1000
-
 // IssueCreate creates an issue with the next identifier PREFIX-N of its
 // company. Status defaults to backlog, priority to medium. With
 // p.Idempotency, a repeat of an earlier creation creates nothing and
@@ -89,20 +86,6 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 	return out, nil
 }
 
-// IssueGet returns the issue whose UUID or identifier (case-insensitive) is
-// ref; companyID, when not empty, scopes the lookup. 404 not_found.
-func (s *Store) IssueGet(ctx context.Context, companyID, ref string) (*clasp.Issue, error) {
-	rid, rident := splitRef(ref)
-	iss, err := store.ScanIssue(s.readRow(ctx, "IssueGet", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", companyID)))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("issue", ref)
-	}
-	if err != nil {
-		return nil, translate(fmt.Errorf("get issue %s: %w", ref, err))
-	}
-	return iss, nil
-}
-
 // issueByID reads an issue by id in the write transaction.
 func (t *wtx) issueByID(ctx context.Context, id string) (*clasp.Issue, error) {
 	iss, err := store.ScanIssue(t.queryRow(ctx, "IssueByID", sql.Named("id", id)))
@@ -134,38 +117,6 @@ func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*cla
 		where = append(where, `(title LIKE ? ESCAPE '\' OR identifier LIKE ? ESCAPE '\')`)
 		args = append(args, like, like)
 	}
-	return listPage(ctx, s, "issues", store.IssueCols, where, args, p.Page, false, store.ScanIssue,
+	return store.ListPage(ctx, driver{s}, "issues", store.IssueCols, where, args, p.Page, false, store.ScanIssue,
 		func(i *clasp.Issue) string { return encodeCursor(i.CreatedAt, i.ID) })
-}
-
-// IssueInbox lists the issues assigned to agentID with status todo,
-// in_progress or blocked, most urgent first (then oldest first), at most
-// 1000, each with the live run holding its execution lock, if any.
-func (s *Store) IssueInbox(ctx context.Context, agentID string) ([]*clasp.InboxItem, error) {
-	rows, err := s.read(ctx, "Inbox", sql.Named("agent", agentID), sql.Named("now", s.nowMicros()), sql.Named("limit", inboxLimit))
-	if err != nil {
-		return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
-	}
-	defer rows.Close()
-	var out []*clasp.InboxItem
-	for rows.Next() {
-		var (
-			it               clasp.InboxItem
-			status, priority string
-			updated          int64
-			runID, runStatus sql.NullString
-		)
-		if err := rows.Scan(&it.ID, &it.Identifier, &it.Title, &status, &priority, &updated, &runID, &runStatus); err != nil {
-			return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
-		}
-		it.Status, it.Priority, it.UpdatedAt = clasp.IssueStatus(status), clasp.Priority(priority), fromMicros(updated)
-		if runID.Valid {
-			it.ActiveRun = &clasp.ActiveRun{ID: runID.String, Status: clasp.RunStatus(runStatus.String)}
-		}
-		out = append(out, &it)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, translate(fmt.Errorf("inbox of agent %s: %w", agentID, err))
-	}
-	return out, nil
 }

@@ -58,7 +58,7 @@ func intArg(p *int) any {
 	return int64(*p)
 }
 
-// The shared helpers live in package store (keys.go); these names keep
+// The shared helpers live in package store (ref.go, cursor.go, scope.go); these names keep
 // the statements' call sites short.
 
 func splitRef(ref string) (id, ident string)             { return store.SplitRef(ref) }

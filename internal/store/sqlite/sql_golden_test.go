@@ -19,6 +19,7 @@ func TestSQLGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	sqlfiletest.Golden(t, "testdata/sql", stmts)
-	sqlfiletest.Names(t, ".", slices.Collect(maps.Keys(stmts)),
-		map[string]int{"exec": 1, "queryRow": 1, "query": 1, "readRow": 1, "read": 1, "step": 1})
+	sqlfiletest.Names(t, slices.Collect(maps.Keys(stmts)),
+		sqlfiletest.Source{Dir: ".", Runners: map[string]int{"exec": 1, "queryRow": 1, "query": 1, "readRow": 1, "read": 1, "step": 1}},
+		sqlfiletest.Source{Dir: "..", Runners: sqlfiletest.SharedRunners})
 }

@@ -63,6 +63,8 @@ type Options struct {
 
 // Store is the SQLite store. It is safe for concurrent use; Close it when done.
 type Store struct {
+	store.CRUD // the methods shared with the other dialects, on driver{s}
+
 	w *sql.DB // the writer: exactly one connection, BEGIN IMMEDIATE
 	r *sql.DB // readers: several query_only connections
 
@@ -102,6 +104,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store: create directory: %w", err)
 	}
 	s := &Store{now: opts.Now, newID: opts.NewID, log: opts.Logger, path: path}
+	s.CRUD = store.NewCRUD(driver{s})
 	if s.now == nil {
 		s.now = time.Now
 	}

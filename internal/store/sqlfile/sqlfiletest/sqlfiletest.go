@@ -78,19 +78,46 @@ func firstDifference(golden, got string) string {
 	return "(only in line endings)"
 }
 
-// Names checks the non-test Go files of the package in dir against the
-// statement names: every call of a function in runners (its name -> the
-// position of the statement name among its arguments) that passes a
-// string literal must name a statement, and every statement must be named
-// by some string literal of the package (a call or a constant).
-func Names(t *testing.T, dir string, names []string, runners map[string]int) {
+// Source is a directory of Go code that runs named statements: the
+// functions of Runners (a name -> the position of the statement name among
+// its arguments).
+type Source struct {
+	Dir     string
+	Runners map[string]int
+}
+
+// SharedRunners are the runners of package store's shared code (the
+// store.Querier methods and the helpers that take a statement name), for
+// a dialect's Source of "..".
+var SharedRunners = map[string]int{"QueryRow": 1, "Query": 1, "Exec": 1, "queryAll": 2}
+
+// Names checks the non-test Go files of the packages in sources against
+// the statement names: every call of a function in a source's runners
+// that passes a string literal must name a statement, and every
+// statement must be named by some string literal of the sources (a call
+// or a constant).
+func Names(t *testing.T, names []string, sources ...Source) {
+	t.Helper()
+	literals := map[string]bool{}
+	for _, src := range sources {
+		namesIn(t, src.Dir, names, src.Runners, literals)
+	}
+	for _, name := range names {
+		if !literals[name] {
+			t.Errorf("statement %s is defined but the package never names it", name)
+		}
+	}
+}
+
+// namesIn checks the calls of runners in the Go files of dir (see Names)
+// and adds the string literals of those files to literals.
+func namesIn(t *testing.T, dir string, names []string, runners map[string]int, literals map[string]bool) {
 	t.Helper()
 	fset := token.NewFileSet()
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	literals := map[string]bool{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -125,10 +152,5 @@ func Names(t *testing.T, dir string, names []string, runners map[string]int) {
 			}
 			return true
 		})
-	}
-	for _, name := range names {
-		if !literals[name] {
-			t.Errorf("statement %s is defined but the package never names it", name)
-		}
 	}
 }

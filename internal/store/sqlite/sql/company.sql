@@ -5,8 +5,10 @@
 SELECT value FROM settings WHERE key = :key
 
 -- name: SettingInsert
--- The first value of a key wins; a later one changes nothing.
-INSERT INTO settings (key, value) VALUES (:key, :value) ON CONFLICT (key) DO NOTHING
+-- The first value of a key wins; a later one changes nothing. Answers the
+-- stored value either way.
+INSERT INTO settings (key, value) VALUES (:key, :value) ON CONFLICT (key) DO UPDATE SET value = settings.value
+RETURNING value
 
 -- name: CompanyInsert
 INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (:id, :name, :prefix, :now)

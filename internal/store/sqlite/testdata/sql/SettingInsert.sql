@@ -1,1 +1,2 @@
-INSERT INTO settings (key, value) VALUES (:key, :value) ON CONFLICT (key) DO NOTHING
+INSERT INTO settings (key, value) VALUES (:key, :value) ON CONFLICT (key) DO UPDATE SET value = settings.value
+RETURNING value
