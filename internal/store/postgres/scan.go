@@ -26,7 +26,6 @@ func deref(p *string) string {
 
 func splitRef(ref string) (id, ident string)             { return store.SplitRef(ref) }
 func pageLimit(n int) int                                { return store.PageLimit(n) }
-func encodeIDCursor(id int64) string                     { return store.EncodeIDCursor(id) }
 func scope(a store.Actor) string                         { return store.Scope(a) }
 func encodeCursor(createdAt time.Time, id string) string { return store.EncodeCursor(createdAt, id) }
 

@@ -17,7 +17,7 @@ type driver struct{ s *Store }
 var _ store.Driver = driver{}
 
 // Read returns the Querier of the reader pool; :now is the store clock.
-func (d driver) Read() store.Querier { return reader{d.s} }
+func (d driver) Read() store.Querier { return reader(d) }
 
 // Write runs fn in a write transaction (Store.write); :now is the
 // transaction's time.
