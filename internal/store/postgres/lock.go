@@ -12,8 +12,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -36,9 +38,9 @@ const casAttempts = 50
 
 // lockRule runs the named lock rule statement, again (with a fresh
 // snapshot) while it decided to write but found the row changed since its
-// snapshot, and on deadlock. It returns the answer of the last try; a 404
-// not_found naming ref when the issue does not exist in scope; what names
-// the rule in other errors.
+// snapshot or its run ended under it (checkoutRunEnded), and on deadlock.
+// It returns the answer of the last try; a 404 not_found naming ref when
+// the issue does not exist in scope; what names the rule in other errors.
 func (s *Store) lockRule(ctx context.Context, name, what, ref string, args namedArgs) (*lockAnswer, error) {
 	for range casAttempts {
 		var l *lockAnswer
@@ -50,6 +52,8 @@ func (s *Store) lockRule(ctx context.Context, name, what, ref string, args named
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) || clasp.ErrorCode(err) == clasp.CodeNotFound:
 			return nil, notFound("issue", ref)
+		case checkoutRunEnded(err):
+			continue // nothing was written; the next try sees the run ended and refuses
 		case err != nil:
 			return nil, wrap(err, "%s %s", what, ref)
 		case l.changed || !l.ok:
@@ -57,6 +61,16 @@ func (s *Store) lockRule(ctx context.Context, name, what, ref string, args named
 		}
 	}
 	return nil, fmt.Errorf("%s %s: the issue kept changing under %d tries", what, ref, casAttempts)
+}
+
+// checkoutRunEnded reports whether err is Checkout's own failure when the
+// caller's run ended between the statement's issue write and its lock of
+// the run (sql/lock.sql, Checkout: a cast of "<run> ended during its
+// checkout of <issue>" to int, SQLSTATE 22P02): the statement wrote
+// nothing and is run again.
+func checkoutRunEnded(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "22P02" && strings.Contains(pe.Message, " ended during its checkout of ")
 }
 
 // scanLockAnswer reads the answer columns every lock rule statement has

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -354,4 +355,54 @@ func testS24AdoptLostHolderBeforeSweep(t *testing.T, open opener) {
 	}
 	wantLock(t, "after sweep", getIssue(t, e.st, i1.ID), held(e.a.ID, r2.ID, 2))
 	e.wantLockActivity(t, "end", i1.ID, map[string]int{clasp.ActionIssueCheckedOut: 2, clasp.ActionIssueLockAdopted: 1})
+}
+
+// L6_RunFinishDuringCheckout: a run's checkout and its own finish race,
+// round after round, on a fresh todo issue and on one whose execution lock
+// the run already holds alone; whatever the interleaving, no lock names the
+// run once both are done (a lock never outlives its run: the checkout
+// either comes first and the finish clears its lock, or comes second and
+// is refused with run_not_live), the checkout's other outcome is success,
+// and L7 holds.
+func testL6RunFinishDuringCheckout(t *testing.T, open opener) {
+	e := newEnv(t, open)
+	ctx := t.Context()
+	rounds := scale(60, 16)
+	outcomes := map[string]int{}
+	for round := range rounds {
+		a := newAgent(t, e.st, e.co.ID, "racer-"+strconv.Itoa(round))
+		r := openRun(t, e.st, a)
+		iss := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+		if round%2 == 1 {
+			if err := e.h.ForceIssueLocks(ctx, iss.ID, clasp.IssueInProgress, &a.ID, nil, &r.ID); err != nil {
+				t.Fatalf("round %d: setup: execution lock of the run on %s: %v", round, iss.Identifier, err)
+			}
+		}
+		var coErr, finErr error
+		race(2, func(i int) {
+			if i == 0 {
+				_, coErr = checkout(ctx, e.st, r, iss.ID, clasp.IssueTodo)
+			} else {
+				_, finErr = finish(ctx, e.st, r, clasp.RunSucceeded)
+			}
+		})
+		if finErr != nil {
+			t.Fatalf("round %d: finish: %v", round, finErr)
+		}
+		switch code := clasp.ErrorCode(coErr); {
+		case coErr == nil:
+			outcomes["checkout first"]++
+		case code == clasp.CodeRunNotLive:
+			outcomes["finish first"]++
+		default:
+			t.Fatalf("round %d: checkout: got %v, want success or 409 run_not_live", round, coErr)
+		}
+		got := getIssue(t, e.st, iss.ID)
+		if deref(got.CheckoutRunID) == r.ID || deref(got.ExecutionRunID) == r.ID {
+			t.Errorf("round %d (%s): %s still locked by the finished run: %+v (checkout error %v)", round,
+				map[bool]string{false: "unlocked issue", true: "execution lock held"}[round%2 == 1], got.Identifier, lockOf(got), coErr)
+		}
+		checkL7(t, "after the race", got)
+	}
+	t.Logf("outcomes over %d rounds: %v", rounds, outcomes)
 }

@@ -16,7 +16,8 @@
 --     statement (and clears the new lock, L6) or makes it write nothing, so
 --     a lock never outlives its run. lk is the only lock taken before the
 --     issue's, always in that order (RunFinish locks the run, then its
---     issues): no deadlock.
+--     issues): no deadlock. Checkout takes that lock after the issue's
+--     when the issue names no lock of the caller's run (see there).
 --   - CTE upd writes the issue only if d.ok and the row is still the version
 --     old read (compare-and-set on xmin); otherwise the store runs the
 --     statement again on a fresh snapshot. So the decision and the audit
@@ -41,6 +42,21 @@
 -- holder is displaced, then issue.checked_out). L2: when @run already
 -- holds both locks, d.ok is false (no write, no activity, epoch unchanged)
 -- and the answer is the row as it stands.
+--
+-- Unlike the other rules, the compare-and-set comes before the run's lock
+-- when the issue names no lock of @run (d.mine false, the common case): a
+-- checkout that lost the issue to a concurrent one waits in upd for that
+-- writer, finds the row changed and writes nothing, so it never locks its
+-- run, and its next try refuses read-only. The winner then locks its run
+-- (lk_after, FOR SHARE, re-checked live on its latest row); a finish of the
+-- run that committed in between makes lk_after empty, and the statement
+-- fails as a whole (the cast in act, "<run> ended during its checkout of
+-- <issue>", SQLSTATE 22P02) so that the store runs it again and refuses.
+-- Waiting for the run after holding the issue cannot deadlock: the
+-- statements that end a run and then clear its locks (RunFinish,
+-- ReleaseRunLocks, the sweeper) touch only issues whose committed row
+-- names the run, and this issue's does not. When it does (d.mine), lk locks
+-- the run first, as the other rules do.
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
@@ -71,12 +87,13 @@ d AS MATERIALIZED (
 		AND (o.execution_run_id IS NULL OR o.execution_run_id = @run::text OR o.e_state <> 'live')
 		-- L2: the same run again changes nothing
 		AND NOT (o.checkout_run_id IS NOT DISTINCT FROM @run::text AND o.execution_run_id IS NOT DISTINCT FROM @run::text),
-		false) AS ok
+		false) AS ok,
+		coalesce(o.checkout_run_id = @run::text OR o.execution_run_id = @run::text, false) AS mine
 	FROM old o
 ),
 lk AS MATERIALIZED (
 	SELECT r.id FROM runs r, d
-	WHERE d.ok AND r.id = @run::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	WHERE d.ok AND d.mine AND r.id = @run::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 	FOR SHARE OF r
 ),
 upd AS (
@@ -91,15 +108,20 @@ upd AS (
 		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: L2 is excluded by d
 		updated_at = now()
 	FROM old o JOIN d ON d.id = o.id
-	WHERE i.id = o.id AND i.xmin = o.ver AND d.ok AND EXISTS (SELECT 1 FROM lk)
+	WHERE i.id = o.id AND i.xmin = o.ver AND d.ok AND (NOT d.mine OR EXISTS (SELECT 1 FROM lk))
 	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
 ),
+lk_after AS MATERIALIZED (
+	SELECT r.id FROM runs r, upd u, d
+	WHERE NOT d.mine AND r.id = @run::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	FOR SHARE OF r
+),
 act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
 	SELECT u.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, a.action, 'issue', u.id, a.details
-	FROM upd u, old o, LATERAL (VALUES
+	FROM upd u, old o, d, LATERAL (VALUES
 		-- L3: a dead holder displaced; why is its checkout lock's reason first
 		(1, 'issue.checkout_lock_adopted',
 			(o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> @run::text) OR (o.execution_run_id IS NOT NULL AND o.execution_run_id <> @run::text),
@@ -107,7 +129,10 @@ act AS (
 				'why', CASE WHEN o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> @run::text THEN o.c_state ELSE o.e_state END)),
 		(2, 'issue.checked_out', true, jsonb_build_object('agentId', @agent::text, 'runId', @run::text, 'checkoutEpoch', u.checkout_epoch))
 	) AS a(ord, action, keep, details)
-	WHERE a.keep ORDER BY a.ord
+	-- the run ended before lk_after could lock it: the cast fails with
+	-- checkoutRunEnded's text, which undoes the whole statement
+	WHERE a.keep AND (d.mine OR EXISTS (SELECT 1 FROM lk_after) OR (@run::text || ' ended during its checkout of ' || u.id)::int = 0)
+	ORDER BY a.ord
 )
 SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,

@@ -38,12 +38,13 @@ d AS MATERIALIZED (
 		AND (o.execution_run_id IS NULL OR o.execution_run_id = $1::text OR o.e_state <> 'live')
 		-- L2: the same run again changes nothing
 		AND NOT (o.checkout_run_id IS NOT DISTINCT FROM $1::text AND o.execution_run_id IS NOT DISTINCT FROM $1::text),
-		false) AS ok
+		false) AS ok,
+		coalesce(o.checkout_run_id = $1::text OR o.execution_run_id = $1::text, false) AS mine
 	FROM old o
 ),
 lk AS MATERIALIZED (
 	SELECT r.id FROM runs r, d
-	WHERE d.ok AND r.id = $1::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	WHERE d.ok AND d.mine AND r.id = $1::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 	FOR SHARE OF r
 ),
 upd AS (
@@ -58,15 +59,20 @@ upd AS (
 		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: L2 is excluded by d
 		updated_at = now()
 	FROM old o JOIN d ON d.id = o.id
-	WHERE i.id = o.id AND i.xmin = o.ver AND d.ok AND EXISTS (SELECT 1 FROM lk)
+	WHERE i.id = o.id AND i.xmin = o.ver AND d.ok AND (NOT d.mine OR EXISTS (SELECT 1 FROM lk))
 	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
 ),
+lk_after AS MATERIALIZED (
+	SELECT r.id FROM runs r, upd u, d
+	WHERE NOT d.mine AND r.id = $1::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	FOR SHARE OF r
+),
 act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
 	SELECT u.company_id, $7::text, $8::text, $9::text, $10::text, a.action, 'issue', u.id, a.details
-	FROM upd u, old o, LATERAL (VALUES
+	FROM upd u, old o, d, LATERAL (VALUES
 		-- L3: a dead holder displaced; why is its checkout lock's reason first
 		(1, 'issue.checkout_lock_adopted',
 			(o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> $1::text) OR (o.execution_run_id IS NOT NULL AND o.execution_run_id <> $1::text),
@@ -74,7 +80,10 @@ act AS (
 				'why', CASE WHEN o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> $1::text THEN o.c_state ELSE o.e_state END)),
 		(2, 'issue.checked_out', true, jsonb_build_object('agentId', $5::text, 'runId', $1::text, 'checkoutEpoch', u.checkout_epoch))
 	) AS a(ord, action, keep, details)
-	WHERE a.keep ORDER BY a.ord
+	-- the run ended before lk_after could lock it: the cast fails with
+	-- checkoutRunEnded's text, which undoes the whole statement
+	WHERE a.keep AND (d.mine OR EXISTS (SELECT 1 FROM lk_after) OR ($1::text || ' ended during its checkout of ' || u.id)::int = 0)
+	ORDER BY a.ord
 )
 SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
