@@ -109,7 +109,9 @@ func lockArgs(ref string, a store.Actor) namedArgs {
 // Actor.RunID takes both locks of issue Ref (statement Checkout); for the
 // board (S12) the issue is assigned to AgentID and set in_progress with no
 // lock (statement BoardCheckout). It answers the issue after the write
-// (or, L2, as it stands). Errors: those of store.ValidateCheckout, 404
+// (or, L2, as it stands). An agent's checkout waits for one of the same
+// issue (same reference) already running in this process (store.Inflight),
+// so that it decides on the row that one leaves. Errors: those of store.ValidateCheckout, 404
 // not_found, and the refusals of store.CheckoutRefused and
 // store.BoardCheckoutRefused.
 func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams) (*clasp.Issue, error) {
@@ -130,7 +132,12 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 		}
 		return l.issue, nil
 	}
+	done, _, err := s.checkouts.Enter(ctx, a.CompanyID+"\x00"+p.Ref)
+	if err != nil {
+		return nil, err
+	}
 	l, err := s.lockRule(ctx, "Checkout", "check out issue", p.Ref, args)
+	done()
 	if err != nil {
 		return nil, err
 	}

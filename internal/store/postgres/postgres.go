@@ -93,6 +93,8 @@ type Store struct {
 	idemPurgedAt atomic.Int64 // unix ns (Go clock: scheduling only) of this process's last purge of expired idempotency records
 
 	w watch // live events: WatchActivity channels, notifier, listener (watch.go)
+
+	checkouts store.Inflight // this process's checkouts of one issue, queued behind the one running (IssueCheckout)
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value

@@ -31,13 +31,24 @@ type lockQuery struct {
 // in company ("" for any), statement LockRead; 404 not_found if there is
 // none.
 func (t *wtx) lockRead(ctx context.Context, ref, company string, lq lockQuery) (*store.LockState, error) {
+	return scanLockState(t.queryRow(ctx, "LockRead", lockReadArgs(ref, company, lq, t.now)...), ref)
+}
+
+// lockReadArgs are LockRead's arguments for issue ref in company, at now
+// (unix µs).
+func lockReadArgs(ref, company string, lq lockQuery, now int64) []any {
 	rid, rident := splitRef(ref)
-	var l store.LockState
-	err := t.queryRow(ctx, "LockRead", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
+	return []any{sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
 		sql.Named("run", lq.run), sql.Named("agent", lq.agent), sql.Named("set_assignee", lq.setAssignee),
-		sql.Named("assignee", lq.assignee), sql.Named("now", t.now)).
-		Scan(&l.IssueID, &l.CompanyID, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
-			&l.CallerAgent, &l.CallerCompany, &l.CallerState, &l.OwnedByCaller, &l.AgentActive, &l.AssigneeInCompany)
+		sql.Named("assignee", lq.assignee), sql.Named("now", now)}
+}
+
+// scanLockState reads LockRead's row for issue ref; 404 not_found when
+// there is none.
+func scanLockState(row *sql.Row, ref string) (*store.LockState, error) {
+	var l store.LockState
+	err := row.Scan(&l.IssueID, &l.CompanyID, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
+		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &l.OwnedByCaller, &l.AgentActive, &l.AssigneeInCompany)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("issue", ref)
 	}
@@ -69,7 +80,10 @@ func expectedArg(expected []string) string { return "," + strings.Join(expected,
 // Actor.RunID takes both locks of issue Ref (statement Checkout); for the
 // board (S12) the issue is assigned to AgentID and set in_progress with no
 // lock (BoardCheckout). It answers the issue after the write (or, L2, as
-// it stands). Errors: those of store.ValidateCheckout, 404 not_found, and
+// it stands). An agent's checkout waits for one of the same issue (same
+// reference) already running in this process (store.Inflight); then, on
+// the state that one left, a refusal is decided on a reader
+// (checkoutRefusedNow) without entering the writer. Errors: those of store.ValidateCheckout, 404 not_found, and
 // the refusals of store.CheckoutRefused and store.BoardCheckoutRefused.
 func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams) (*clasp.Issue, error) {
 	expected, err := store.ValidateCheckout(p)
@@ -77,6 +91,18 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 		return nil, err
 	}
 	a := p.Actor
+	if !a.IsBoard() {
+		done, waited, err := s.checkouts.Enter(ctx, a.CompanyID+"\x00"+p.Ref)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		if waited {
+			if err := s.checkoutRefusedNow(ctx, p.Ref, p.AgentID, expected, a); err != nil {
+				return nil, err
+			}
+		}
+	}
 	var out *clasp.Issue
 	err = s.write(ctx, func(tx *wtx) error {
 		var err error
@@ -91,6 +117,26 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 		return nil, err
 	}
 	return out, nil
+}
+
+// checkoutRefusedNow decides, on a reader connection and the latest
+// committed state, whether the lock rule would refuse run a.RunID's
+// checkout of ref now, and returns that refusal (the error of
+// store.CheckoutRefused, or 404 not_found): a refusal writes nothing, so
+// deciding it outside the writer gives the answer the writer would give at
+// this moment, without queueing behind its commits. nil means the rule may
+// write (or L2 answers the row as it stands): the caller goes to the writer,
+// where the rule decides again.
+func (s *Store) checkoutRefusedNow(ctx context.Context, ref, agentID string, expected []string, a store.Actor) error {
+	l, err := scanLockState(s.readRow(ctx, "LockRead", lockReadArgs(ref, scope(a), lockQuery{run: a.RunID, agent: agentID}, s.nowMicros())...), ref)
+	if err != nil {
+		return err
+	}
+	sameRun, err := store.CheckoutRefused(l, agentID, a.RunID, expected)
+	if sameRun || clasp.AsError(err) == nil {
+		return nil // L2, or no refusal explains this state: the rule would write
+	}
+	return err
 }
 
 // checkout is L1-L3 for agent agentID's run a.RunID on issue ref.

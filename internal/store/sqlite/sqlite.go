@@ -80,8 +80,9 @@ type Store struct {
 
 	idemSweptAt atomic.Int64 // unix µs of the last purge of expired idempotency records
 
-	watch store.Broadcast // WatchActivity channels, woken after commits that wrote activity
-	gc    committer       // the writer's queue: group commit (groupcommit.go)
+	watch     store.Broadcast // WatchActivity channels, woken after commits that wrote activity
+	gc        committer       // the writer's queue: group commit (groupcommit.go)
+	checkouts store.Inflight  // this process's checkouts of one issue, queued behind the one running (IssueCheckout)
 
 	path     string      // the database file
 	diskFull diskFullLog // logs when writes start and stop meeting a full disk (errors.go)
