@@ -110,35 +110,34 @@ func ErrAgentTerminated(agentID string) *clasp.Error {
 }
 
 // RunReplayRefusal explains a replayed RunOpen (Idempotency-Key) whose
-// renewal matched nothing, from the recorded run as read next: found, its
-// agent owner and state ("live", a terminal status, "lost"). 404 not_found
+// renewal matched nothing, from the recorded run as read next (r: whether
+// it exists, its agent and state, "live" or why not). 404 not_found
 // when it is missing or not agentID's; 422 idempotency_key_reused while it
 // is live with another token hash (ErrRunReplayOtherToken); else 409
 // run_not_live: its token cannot be issued again.
-func RunReplayRefusal(runID, agentID string, found bool, owner, state string) error {
+func RunReplayRefusal(runID, agentID string, r RunState) error {
 	switch {
-	case !found, owner != agentID:
+	case !r.Found, r.AgentID != agentID:
 		return ErrNotFound("run", runID)
-	case state == "live":
+	case r.State == "live":
 		return ErrRunReplayOtherToken(runID)
 	}
 	return clasp.Errorf(clasp.CodeRunNotLive,
 		"Run %s, opened earlier with this Idempotency-Key, is %s: its run token cannot be issued again; open a new run with a new Idempotency-Key.",
-		runID, state).WithDetails("runId", runID)
+		runID, r.State).WithDetails("runId", runID)
 }
 
 // RunTouchRefusal explains a sign of life of run runID by agentID that
-// renewed nothing, from the run as read next (found, its agent owner and
-// state): 422 run_not_found, 403 run_not_owned, 409 run_not_live. nil when
+// renewed nothing, from the run as read next (r): 422 run_not_found, 403 run_not_owned, 409 run_not_live. nil when
 // the run is agentID's and live (nothing explains the refusal).
-func RunTouchRefusal(runID, agentID string, found bool, owner, state string) error {
+func RunTouchRefusal(runID, agentID string, r RunState) error {
 	switch {
-	case !found:
+	case !r.Found:
 		return ErrRunNotFound(runID)
-	case owner != agentID:
+	case r.AgentID != agentID:
 		return ErrRunNotOwned(runID, false)
-	case state != "live":
-		return ErrRunNotLive(runID, state)
+	case r.State != "live":
+		return ErrRunNotLive(runID, r.State)
 	}
 	return nil
 }

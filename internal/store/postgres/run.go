@@ -42,12 +42,11 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 			return err
 		})
 		if isNotFound(err) {
-			var owner, company, state string
-			err := s.pool.QueryRow(ctx, q("CallerRunRead"), namedArgs{"run": id}).Scan(&owner, &company, &state)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return nil, translate(fmt.Errorf("read run %s: %w", id, err))
+			r, err := callerRun(ctx, s.pool, id)
+			if err != nil {
+				return nil, translate(err)
 			}
-			return nil, store.RunReplayRefusal(id, p.AgentID, err == nil, owner, state)
+			return nil, store.RunReplayRefusal(id, p.AgentID, r)
 		}
 		return out, wrap(err, "reopen run %s", id)
 	}
@@ -131,7 +130,7 @@ func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.R
 		return nil, wrap(err, "renew lease of run %s", p.RunID)
 	}
 	if !renewed {
-		if err := store.RunTouchRefusal(p.RunID, p.AgentID, found, r.AgentID, state); err != nil {
+		if err := store.RunTouchRefusal(p.RunID, p.AgentID, store.RunState{Found: found, AgentID: r.AgentID, State: state}); err != nil {
 			return nil, err
 		}
 	}

@@ -99,11 +99,11 @@ func (t *wtx) runReplayOpen(ctx context.Context, runID, agentID, tokenHash strin
 	r, err := store.ScanRun(t.queryRow(ctx, "RunReplayOpen", sql.Named("run", runID), sql.Named("agent", agentID),
 		sql.Named("hash", nullable(tokenHash)), sql.Named("ttl", ttl.Microseconds()), sql.Named("now", t.now)))
 	if errors.Is(err, sql.ErrNoRows) {
-		found, owner, state, err := t.runState(ctx, runID)
+		r, err := t.callerRun(ctx, runID)
 		if err != nil {
 			return nil, err
 		}
-		return nil, store.RunReplayRefusal(runID, agentID, found, owner, state)
+		return nil, store.RunReplayRefusal(runID, agentID, r)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("replay open of run %s: %w", runID, err)
@@ -112,21 +112,6 @@ func (t *wtx) runReplayOpen(ctx context.Context, runID, agentID, tokenHash strin
 		return nil, fmt.Errorf("heartbeat of agent %s: %w", agentID, err)
 	}
 	return r, nil
-}
-
-// runState reads run runID's agent and state ("live", its terminal status,
-// or "lost") after a statement about it matched nothing; found is false
-// when it is missing.
-func (t *wtx) runState(ctx context.Context, runID string) (found bool, owner, state string, err error) {
-	var company string
-	err = t.queryRow(ctx, qCallerRunRead, sql.Named("run", runID), sql.Named("now", t.now)).Scan(&owner, &company, &state)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, "", "", nil
-	}
-	if err != nil {
-		return false, "", "", fmt.Errorf("read run %s: %w", runID, err)
-	}
-	return true, owner, state, nil
 }
 
 // RunGet returns a run; 404 not_found.
@@ -177,11 +162,11 @@ func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.R
 		r, err := store.ScanRun(tx.queryRow(ctx, "RunTouch", sql.Named("run", p.RunID), sql.Named("agent", p.AgentID),
 			sql.Named("ttl", p.TTL().Microseconds()), sql.Named("now", tx.now)))
 		if errors.Is(err, sql.ErrNoRows) {
-			found, owner, state, err := tx.runState(ctx, p.RunID)
+			r, err := tx.callerRun(ctx, p.RunID)
 			if err != nil {
 				return err
 			}
-			if err := store.RunTouchRefusal(p.RunID, p.AgentID, found, owner, state); err != nil {
+			if err := store.RunTouchRefusal(p.RunID, p.AgentID, r); err != nil {
 				return err
 			}
 			return fmt.Errorf("renew lease of run %s: refused for no known reason", p.RunID)
