@@ -21,9 +21,12 @@ import (
 const DefaultLeaseTTL = 60 * time.Second
 
 // HeartbeatTx is WakeTx plus the statements of the managed runs' life
-// cycle and of adapter configs.
+// cycle and of adapter configs, and the transaction's Querier for the
+// algorithms that run named statements of their own (InstanceTakeOver).
+// QueryTx implements the statements that are the same in every dialect.
 type HeartbeatTx interface {
 	WakeTx
+	Querier
 	// SetAdapter runs statement AgentAdapterSet: agentID's adapter config
 	// becomes cfg (JSON; nil removes it) unless the agent is terminated.
 	// ok is false (nothing written) when no row matched; company is the
@@ -146,10 +149,10 @@ func ParseAdapter(raw *string) (*clasp.AdapterConfig, error) {
 	return &c, nil
 }
 
-// WakePromoteDeferred promotes the deferred wakes blocked by runs blocking
+// promoteDeferred promotes the deferred wakes blocked by runs blocking
 // (read before the transaction) that are still dead inside it (see
 // PromoteBlockedBy). Returns how many wakes left deferred.
-func (run TxRunner) WakePromoteDeferred(ctx context.Context, blocking []string) (int, error) {
+func (run TxRunner) promoteDeferred(ctx context.Context, blocking []string) (int, error) {
 	if len(blocking) == 0 {
 		return 0, nil
 	}
@@ -297,43 +300,28 @@ func (run TxRunner) AgentCancelQueuedRuns(ctx context.Context, agentID string, a
 	return n, err
 }
 
-// Scanner is one row of a database/sql or pgx result.
-type Scanner interface{ Scan(dest ...any) error }
-
-// WithExtra is row sc whose trailing columns scan into extra, after the
-// destinations the reader of its leading columns passes.
-func WithExtra(sc Scanner, extra ...any) Scanner { return withExtra{sc, extra} }
-
-type withExtra struct {
-	sc    Scanner
-	extra []any
-}
-
-func (e withExtra) Scan(dest ...any) error { return e.sc.Scan(append(dest, e.extra...)...) }
-
-// ScanManaged reads a ManagedRun from row sc: the run's columns (read by
-// scanRun), then proc_start.
-func ScanManaged(sc Scanner, scanRun func(Scanner) (*clasp.Run, error)) (*ManagedRun, error) {
+// scanManaged reads a ManagedRun: a RunCols row, then proc_start.
+func scanManaged(sc Row) (*ManagedRun, error) {
 	var m ManagedRun
-	r, err := scanRun(WithExtra(sc, &m.ProcStart))
-	if err != nil {
+	var r clasp.Run
+	if err := sc.Scan(append(RunDest(&r), &m.ProcStart)...); err != nil {
 		return nil, err
 	}
-	m.Run, m.WakeReason = r, r.InvocationSource
+	m.Run, m.WakeReason = &r, r.InvocationSource
 	return &m, nil
 }
 
-// ScanAgentAdapter reads an AgentAdapter from row sc: the agent's columns
-// (read by scanAgent), then adapter_config (NULL: no adapter).
-func ScanAgentAdapter(sc Scanner, scanAgent func(Scanner) (*clasp.Agent, error)) (*AgentAdapter, error) {
+// scanAgentAdapter reads an AgentAdapter: an AgentCols row, then
+// adapter_config (NULL: no adapter).
+func scanAgentAdapter(sc Row) (*AgentAdapter, error) {
+	var a clasp.Agent
 	var raw *string
-	a, err := scanAgent(WithExtra(sc, &raw))
-	if err != nil {
+	if err := sc.Scan(append(AgentDest(&a), &raw)...); err != nil {
 		return nil, err
 	}
 	c, err := ParseAdapter(raw)
 	if err != nil {
 		return nil, err
 	}
-	return &AgentAdapter{Agent: a, Config: c}, nil
+	return &AgentAdapter{Agent: &a, Config: c}, nil
 }

@@ -45,7 +45,7 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 				return fmt.Errorf("end runs of agent %s: %w", p.AgentID, err)
 			}
 			if len(runs) > 0 {
-				if err := releaseRunLocks(ctx, tx, p.Actor, clasp.RunCancelled, runs); err != nil {
+				if err := s.releaseRunLocks(ctx, tx, p.Actor, clasp.RunCancelled, runs); err != nil {
 					return err
 				}
 			}

@@ -289,7 +289,7 @@ func (s *Store) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 			return fmt.Errorf("finish run %s: %w", p.RunID, err)
 		}
 		out = run
-		return releaseRunLocks(ctx, tx, a, p.Status, []*clasp.Run{run})
+		return s.releaseRunLocks(ctx, tx, a, p.Status, []*clasp.Run{run})
 	})
 	if err != nil {
 		return nil, err
@@ -315,7 +315,7 @@ func callerRun(ctx context.Context, db interface {
 // one issue.lock_released per issue, then one run.finished {status,
 // exitCode, error, and errorCode when set} per run; then the wakes
 // deferred behind those runs are promoted (heartbeat.go).
-func releaseRunLocks(ctx context.Context, tx pgx.Tx, a store.Actor, status clasp.RunStatus, runs []*clasp.Run) error {
+func (s *Store) releaseRunLocks(ctx context.Context, tx pgx.Tx, a store.Actor, status clasp.RunStatus, runs []*clasp.Run) error {
 	type finished struct {
 		ID        string         `json:"id"`
 		CompanyID string         `json:"company_id"`
@@ -336,7 +336,10 @@ func releaseRunLocks(ctx context.Context, tx pgx.Tx, a store.Actor, status clasp
 	if err := tx.QueryRow(ctx, q("ReleaseRunLocks"), args).Scan(&n); err != nil {
 		return wrap(err, "release locks of runs %v", ids)
 	}
-	return promoteBlockedBy(ctx, tx, ids)
+	// The wakes deferred behind those runs are promoted in the same
+	// transaction (store.PromoteBlockedBy).
+	_, err = store.PromoteBlockedBy(ctx, s.hbTx(tx), ids)
+	return err
 }
 
 // SweepExpiredRuns is sweeper pass 1 (statement SweepExpiredRuns): running

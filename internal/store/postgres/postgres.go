@@ -83,7 +83,8 @@ const DefaultMaxConns = 20
 // Store is the PostgreSQL store. It is safe for concurrent use; Close it
 // when done.
 type Store struct {
-	store.CRUD // the methods shared with the other dialects, on driver{s}
+	store.CRUD      // the methods shared with the other dialects, on driver{s}
+	store.Heartbeat // the shared HeartbeatStore methods, on driver{s} and s.hb()
 
 	pool   *pgxpool.Pool
 	schema string
@@ -120,6 +121,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := &Store{schema: opts.Schema, log: opts.Logger, newID: newUUIDv7}
 	s.CRUD = store.NewCRUD(driver{s})
+	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

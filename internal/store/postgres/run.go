@@ -79,18 +79,6 @@ func (s *Store) runOpenRefused(ctx context.Context, p *store.RunOpenParams) erro
 	return notFound("issue", p.IssueID)
 }
 
-// RunGet returns a run; 404 not_found.
-func (s *Store) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
-	r, err := store.ScanRun(s.pool.QueryRow(ctx, q("RunGet"), namedArgs{"id": id}))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("run", id)
-	}
-	if err != nil {
-		return nil, translate(fmt.Errorf("get run %s: %w", id, err))
-	}
-	return r, nil
-}
-
 // RunList lists runs of a company, newest first, narrowed to statuses and
 // an agent when set.
 func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.Run, string, error) {

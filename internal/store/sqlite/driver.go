@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -112,9 +113,13 @@ func named(args store.Args, now int64) []any {
 }
 
 // argValue is v as SQLite stores it: a time (or a non-nil *time.Time)
-// as unix microseconds, a nil *time.Time as NULL, anything else as it is.
+// as unix microseconds, a nil *time.Time as NULL, a []string as a JSON
+// array (read with json_each), anything else as it is.
 func argValue(v any) any {
 	switch x := v.(type) {
+	case []string:
+		b, _ := json.Marshal(x) // a []string always marshals
+		return string(b)
 	case time.Time:
 		return micros(x)
 	case *time.Time:

@@ -114,18 +114,6 @@ func (t *wtx) runReplayOpen(ctx context.Context, runID, agentID, tokenHash strin
 	return r, nil
 }
 
-// RunGet returns a run; 404 not_found.
-func (s *Store) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
-	r, err := store.ScanRun(s.readRow(ctx, "RunGet", sql.Named("id", id)))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("run", id)
-	}
-	if err != nil {
-		return nil, translate(fmt.Errorf("get run %s: %w", id, err))
-	}
-	return r, nil
-}
-
 // RunList lists runs of a company, newest first, narrowed to statuses and
 // an agent when set.
 func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.Run, string, error) {

@@ -63,7 +63,8 @@ type Options struct {
 
 // Store is the SQLite store. It is safe for concurrent use; Close it when done.
 type Store struct {
-	store.CRUD // the methods shared with the other dialects, on driver{s}
+	store.CRUD      // the methods shared with the other dialects, on driver{s}
+	store.Heartbeat // the shared HeartbeatStore methods, on driver{s} and s.hb()
 
 	w *sql.DB // the writer: exactly one connection, BEGIN IMMEDIATE
 	r *sql.DB // readers: several query_only connections
@@ -106,6 +107,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s := &Store{now: opts.Now, newID: opts.NewID, log: opts.Logger, path: path}
 	s.CRUD = store.NewCRUD(driver{s})
+	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
 	if s.now == nil {
 		s.now = time.Now
 	}

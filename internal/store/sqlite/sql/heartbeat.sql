@@ -2,7 +2,7 @@
 -- cycle of the runs the heartbeat scheduler starts (store.HeartbeatTx).
 -- They run in the store's write transaction, which holds SQLite's write
 -- lock from its first statement; each rule is one conditional statement.
--- Times are unix microseconds (:now is the write transaction's time, :ttl
+-- Times are unix microseconds (:now is the write transaction's time, :ttl_us
 -- a lease in microseconds). A run is live when it is queued, or running
 -- with a lease that has not expired.
 
@@ -125,7 +125,7 @@ FROM runs WHERE status = 'running' AND managed = 1 AND host_id = :host ORDER BY 
 -- than :max running runs with a live lease.
 UPDATE runs SET
 	status = 'running', host_id = :host, token_hash = :hash, started_at = :now,
-	lease_expires_at = :now + :ttl, last_sign_of_life_at = :now
+	lease_expires_at = :now + :ttl_us, last_sign_of_life_at = :now
 WHERE id = :run AND status = 'queued'
 	AND EXISTS (SELECT 1 FROM agents a WHERE a.id = runs.agent_id AND a.status = 'active')
 	AND (SELECT count(*) FROM runs r2 WHERE r2.agent_id = runs.agent_id AND r2.status = 'running'
@@ -139,7 +139,7 @@ UPDATE runs SET pid = :pid, proc_start = :proc_start WHERE id = :run AND host_id
 -- name: RunRenew
 -- A live running run of :host gets a new lease (a sign of life the server
 -- gives while the process lives).
-UPDATE runs SET lease_expires_at = :now + :ttl, last_sign_of_life_at = :now
+UPDATE runs SET lease_expires_at = :now + :ttl_us, last_sign_of_life_at = :now
 WHERE id = :run AND host_id = :host AND status = 'running' AND lease_expires_at > :now
 
 -- name: RunProcessLost

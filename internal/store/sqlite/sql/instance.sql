@@ -1,18 +1,18 @@
 -- Server instances: each `clasp serve` process that runs managed agents
 -- holds a row with a lease; runs.host_id names the instance that owns a
 -- run's process. Times are unix microseconds (:now is the write
--- transaction's time, :ttl a lease in microseconds).
+-- transaction's time, :ttl_us a lease in microseconds).
 
 -- name: InstanceRegister
 -- Records instance :id, replacing a row of the same id.
 INSERT INTO instances (id, host, pid, proc_start, started_at, lease_expires_at)
-VALUES (:id, :host, :pid, :proc_start, :now, :now + :ttl)
+VALUES (:id, :host, :pid, :proc_start, :now, :now + :ttl_us)
 ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, proc_start = excluded.proc_start,
 	started_at = excluded.started_at, lease_expires_at = excluded.lease_expires_at
 
 -- name: InstanceRenew
 -- No row: the instance is gone (another one took it over).
-UPDATE instances SET lease_expires_at = :now + :ttl WHERE id = :id
+UPDATE instances SET lease_expires_at = :now + :ttl_us WHERE id = :id
 
 -- name: InstanceRelease
 -- Ends the lease now (never extends it).

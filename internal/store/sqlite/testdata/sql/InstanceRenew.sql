@@ -1,1 +1,1 @@
-UPDATE instances SET lease_expires_at = :now + :ttl WHERE id = :id
+UPDATE instances SET lease_expires_at = :now + :ttl_us WHERE id = :id

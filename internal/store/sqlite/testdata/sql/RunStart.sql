@@ -1,6 +1,6 @@
 UPDATE runs SET
 	status = 'running', host_id = :host, token_hash = :hash, started_at = :now,
-	lease_expires_at = :now + :ttl, last_sign_of_life_at = :now
+	lease_expires_at = :now + :ttl_us, last_sign_of_life_at = :now
 WHERE id = :run AND status = 'queued'
 	AND EXISTS (SELECT 1 FROM agents a WHERE a.id = runs.agent_id AND a.status = 'active')
 	AND (SELECT count(*) FROM runs r2 WHERE r2.agent_id = runs.agent_id AND r2.status = 'running'
