@@ -11,17 +11,10 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// RunOpen opens a running run of agent AgentID with a lease of LeaseTTL
-// (default 60 s) from now (database clock), and records the run token's
-// hash, p.TokenHashOf(the new run's id). IssueID, when set, is a UUID or
-// identifier of an issue of the agent's company. With Idempotency, a repeat
-// opens nothing and keeps the recorded run's token hash: while the run is
-// live and its hash is p.TokenHashOf(its id), its lease is renewed and it
-// is returned; with another hash, 422 idempotency_key_reused
-// (store.ErrRunReplayOtherToken); once it is terminal or lost, 409
-// run_not_live. Errors: 403 forbidden (the actor is another agent, or the
-// agent is terminated), 404 not_found (agent, or issue of its company), 422
-// idempotency_key_reused.
+// RunOpen is store.Store.RunOpen, by the database clock: statement
+// RunOpen resolves the issue, inserts the run, records the agent's
+// heartbeat, run.started and the idempotency record in one statement; a
+// replay renews the recorded run with statement RunReplayOpen.
 func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run, error) {
 	ttl, source, err := p.Check()
 	if err != nil {

@@ -12,24 +12,10 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// RunOpen opens a running run of agent AgentID with a lease of LeaseTTL
-// (default 60 s) from now, and records the run token's hash. IssueID, when
-// set, is a UUID or identifier of an issue of the agent's company.
-//
-// The token hash is p.TokenHashOf(the new run's id).
-//
-// With p.Idempotency (store.IdempotencyParams), a repeat of an earlier open
-// opens nothing and leaves the run's token hash as it is: while the run
-// opened first is live and its hash is p.TokenHashOf(its id), its lease is
-// renewed to now + LeaseTTL and that run is returned with Replayed set
-// (the caller derives the same token again: none is stored in clear). The
-// record of a new open is written in the same transaction.
-//
-// Errors: 403 forbidden (the actor is another agent, or the agent is
-// terminated), 404 not_found (agent, or issue of its company), 409
-// run_not_live (a replay whose run is terminal or lost), 422
-// idempotency_key_reused (another request with the key, or a replay with
-// another token hash: store.ErrRunReplayOtherToken).
+// RunOpen is store.Store.RunOpen, in one write transaction: the
+// idempotency lookup (a replay renews the recorded run with
+// runReplayOpen), the agent and issue reads, statement RunOpen, the
+// agent's heartbeat, run.started and the idempotency record.
 func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run, error) {
 	ttl, source, err := p.Check()
 	if err != nil {
