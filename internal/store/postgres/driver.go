@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/clasp-dev/clasp/internal/store"
 )
@@ -38,19 +38,27 @@ func (driver) Unique(err error) bool     { return isUnique(err) }
 func (driver) Translate(err error) error { return translate(err) }
 func (d driver) NewID() string           { return d.s.newID() }
 
-// pooled runs named statements on the pool, their @names bound from Args.
-type pooled struct{ pool *pgxpool.Pool }
+// pooled runs named statements on db (the pool, or a transaction), their
+// @names bound from Args.
+type pooled struct{ db pgxQuerier }
+
+// pgxQuerier is what *pgxpool.Pool and pgx.Tx share.
+type pgxQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
 
 func (p pooled) QueryRow(ctx context.Context, name string, args store.Args) store.Row {
-	return p.pool.QueryRow(ctx, q(name), namedArgs(args))
+	return p.db.QueryRow(ctx, q(name), namedArgs(args))
 }
 
 func (p pooled) Query(ctx context.Context, name string, args store.Args) (store.Rows, error) {
-	return p.pool.Query(ctx, q(name), namedArgs(args))
+	return p.db.Query(ctx, q(name), namedArgs(args))
 }
 
 func (p pooled) Exec(ctx context.Context, name string, args store.Args) (int64, error) {
-	tag, err := p.pool.Exec(ctx, q(name), namedArgs(args))
+	tag, err := p.db.Exec(ctx, q(name), namedArgs(args))
 	return tag.RowsAffected(), err
 }
 

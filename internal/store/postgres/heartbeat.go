@@ -32,23 +32,6 @@ func noRow[T any](v *T, err error) (*T, error) {
 	return v, err
 }
 
-// txQuerier runs named statements in transaction tx, their @names bound
-// from Args.
-type txQuerier struct{ tx pgx.Tx }
-
-func (t txQuerier) QueryRow(ctx context.Context, name string, args store.Args) store.Row {
-	return t.tx.QueryRow(ctx, q(name), namedArgs(args))
-}
-
-func (t txQuerier) Query(ctx context.Context, name string, args store.Args) (store.Rows, error) {
-	return t.tx.Query(ctx, q(name), namedArgs(args))
-}
-
-func (t txQuerier) Exec(ctx context.Context, name string, args store.Args) (int64, error) {
-	tag, err := t.tx.Exec(ctx, q(name), namedArgs(args))
-	return tag.RowsAffected(), err
-}
-
 // hbtx is a transaction as store.HeartbeatTx.
 type hbtx struct {
 	store.QueryTx
@@ -56,7 +39,7 @@ type hbtx struct {
 	s  *Store
 }
 
-func (s *Store) hbTx(tx pgx.Tx) hbtx { return hbtx{store.QueryTx{Querier: txQuerier{tx}, D: driver{s}}, tx, s} }
+func (s *Store) hbTx(tx pgx.Tx) hbtx { return hbtx{store.QueryTx{Querier: pooled{tx}, D: driver{s}}, tx, s} }
 
 // hb is a store transaction (s.tx) as a store.TxRunner.
 func (s *Store) hb() store.TxRunner {
