@@ -81,7 +81,7 @@ func (c CRUD) SettingPutIfAbsent(ctx context.Context, key, value string) (string
 	var stored string
 	err := c.d.Write(ctx, func(q Querier) error {
 		err := q.QueryRow(ctx, "SettingInsert", Args{"key": key, "value": value}).Scan(&stored)
-		return wrap(err, "put setting %s", key)
+		return Wrap(err, "put setting %s", key)
 	})
 	return stored, err
 }
@@ -107,7 +107,7 @@ func (c CRUD) CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp
 				WithDetails("field", "issuePrefix")
 		}
 		if err != nil {
-			return wrap(err, "create company")
+			return Wrap(err, "create company")
 		}
 		out = co
 		return activity(ctx, q, co.ID, p.Actor, clasp.ActionCompanyCreated, "company", co.ID, map[string]any{
@@ -204,7 +204,7 @@ func (c CRUD) AgentCreate(ctx context.Context, p *AgentCreateParams) (*clasp.Age
 		case c.d.Unique(err):
 			return ErrAgentNameTaken(name)
 		case err != nil:
-			return wrap(err, "create agent")
+			return Wrap(err, "create agent")
 		}
 		out = a
 		return activity(ctx, q, a.CompanyID, p.Actor, clasp.ActionAgentCreated, "agent", a.ID, map[string]any{
@@ -297,9 +297,9 @@ func (c CRUD) IssueInbox(ctx context.Context, agentID string) ([]*clasp.InboxIte
 	return items, nil
 }
 
-// wrap adds context to an unexpected database error (%w last); a
-// *clasp.Error passes unchanged.
-func wrap(err error, format string, args ...any) error {
+// Wrap adds context to an unexpected database error (%w last); a
+// *clasp.Error passes unchanged, nil is nil.
+func Wrap(err error, format string, args ...any) error {
 	if err == nil {
 		return nil
 	}

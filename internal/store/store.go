@@ -297,6 +297,15 @@ type CommentCreateParams struct {
 	Idempotency *IdempotencyParams // optional: the request's Idempotency-Key
 }
 
+// Validate checks p before any write: 400 invalid_request (field body)
+// for a body that is empty or only white space.
+func (p *CommentCreateParams) Validate() error {
+	if strings.TrimSpace(p.Body) == "" {
+		return clasp.InvalidField("body", "body is required.")
+	}
+	return nil
+}
+
 // CommentListParams lists comments of an issue, oldest first (newest
 // first with Desc). After (a comment id, exclusive) keeps only the
 // comments written after it, in either order (Paperclip's after); Cursor

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,8 +17,8 @@ import (
 // answers the recorded comment. 400 invalid_request for an empty body; 404
 // not_found; 422 idempotency_key_reused.
 func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams) (*clasp.Comment, error) {
-	if strings.TrimSpace(p.Body) == "" {
-		return nil, clasp.InvalidField("body", "body is required.")
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	a := p.Actor
 	rid, rident := splitRef(p.Ref)
@@ -29,7 +28,7 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 	}
 	args := actorArgs(namedArgs{"id": s.newID(), "rid": rid, "rident": rident, "company": scope(a), "body": p.Body,
 		"author": author, "board": a.IsBoard()}, a)
-	idemArgs(args, p.Idempotency, idemComment)
+	idemArgs(args, p.Idempotency, store.IdemComment)
 	replay := func(id string) (*clasp.Comment, error) {
 		c, err := store.ScanComment(s.pool.QueryRow(ctx, q("CommentGet"), namedArgs{"id": id}))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -37,7 +36,7 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 		}
 		return c, translate(wrap(err, "get comment %s", id))
 	}
-	return idempotent(ctx, s, p.Idempotency, idemComment, replay, func() (*clasp.Comment, error) {
+	return idempotent(ctx, s, p.Idempotency, store.IdemComment, replay, func() (*clasp.Comment, error) {
 		var out *clasp.Comment
 		err := s.retry(ctx, func() error {
 			c, err := store.ScanComment(s.pool.QueryRow(ctx, q("CommentInsert"), args))

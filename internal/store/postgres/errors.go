@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"syscall"
@@ -136,18 +135,15 @@ func isUnique(err error) bool {
 // notFound is store.ErrNotFound.
 func notFound(kind, ref string) *clasp.Error { return store.ErrNotFound(kind, ref) }
 
-// wrap adds context to an unexpected database error (%w last).
+// wrap is store.Wrap, except that a database that went away under the
+// statement is 503 unavailable (unavailable), not a 500.
 func wrap(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
+	if clasp.AsError(err) == nil {
+		if u := unavailable(err); u != nil {
+			return u
+		}
 	}
-	if e := clasp.AsError(err); e != nil {
-		return e
-	}
-	if u := unavailable(err); u != nil {
-		return u // 503, not a 500: the database went away under the statement
-	}
-	return fmt.Errorf(format+": %w", append(args, err)...)
+	return store.Wrap(err, format, args...)
 }
 
 // isNotFound reports whether err is a 404 not_found clasp error.

@@ -8,20 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
-)
-
-// idempotencyPurgeEvery spaces this process's deletions of expired records.
-const idempotencyPurgeEvery = time.Hour
-
-// Kinds of resource an idempotency record names (column resource_type).
-const (
-	idemIssue   = "issue"
-	idemComment = "comment"
-	idemRun     = "run"
-	// idemIssueUpdate names an issue a PATCH updated (IssueUpdate).
-	idemIssueUpdate = "issue_update"
 )
 
 // idemArgs adds the arguments of a statement's CTE rec (the record of
@@ -43,15 +30,11 @@ func idemArgs(args namedArgs, p *store.IdempotencyParams, kind string) namedArgs
 // another request (hash) or another kind of resource; 400 invalid_request
 // for an empty actor or key. p == nil returns "".
 func (s *Store) idempotencyLookup(ctx context.Context, p *store.IdempotencyParams, kind string) (string, error) {
-	if p == nil {
-		return "", nil
-	}
-	p.Replayed = false
-	if p.ActorID == "" || p.Key == "" {
-		return "", clasp.InvalidField("Idempotency-Key", "An Idempotency-Key needs a key and an actor.")
+	if ok, err := p.Start(); !ok {
+		return "", err
 	}
 	window := store.IdempotencyWindow.Microseconds()
-	if last := s.idemPurgedAt.Load(); time.Since(time.Unix(0, last)) >= idempotencyPurgeEvery &&
+	if last := s.idemPurgedAt.Load(); time.Since(time.Unix(0, last)) >= store.IdempotencyPurgeEvery &&
 		s.idemPurgedAt.CompareAndSwap(last, time.Now().UnixNano()) {
 		if _, err := s.pool.Exec(ctx, q("IdempotencyPurge"), namedArgs{"window": window}); err != nil {
 			return "", translate(fmt.Errorf("purge idempotency records: %w", err))
@@ -66,10 +49,9 @@ func (s *Store) idempotencyLookup(ctx context.Context, p *store.IdempotencyParam
 		return "", nil
 	case err != nil:
 		return "", wrap(err, "read idempotency record")
-	case hash != p.RequestHash || gotKind != kind:
-		return "", clasp.Errorf(clasp.CodeIdempotencyKeyReused,
-			"This Idempotency-Key was used for a different request in the last 24 hours; use a new key.").
-			WithDetails("field", "Idempotency-Key")
+	}
+	if err := p.Match(hash, gotKind, kind); err != nil {
+		return "", err
 	}
 	return id, nil
 }

@@ -28,9 +28,9 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 	args := actorArgs(namedArgs{"id": s.newID(), "company": p.CompanyID, "title": title, "description": p.Description,
 		"status": string(status), "priority": string(priority), "priority_rank": priority.Rank(),
 		"assignee": nullable(p.AssigneeAgentID)}, a)
-	idemArgs(args, p.Idempotency, idemIssue)
+	idemArgs(args, p.Idempotency, store.IdemIssue)
 	replay := func(id string) (*clasp.Issue, error) { return s.IssueGet(ctx, "", id) }
-	return idempotent(ctx, s, p.Idempotency, idemIssue, replay, func() (*clasp.Issue, error) {
+	return idempotent(ctx, s, p.Idempotency, store.IdemIssue, replay, func() (*clasp.Issue, error) {
 		var out *clasp.Issue
 		err := s.retry(ctx, func() error {
 			iss, err := store.ScanIssue(s.pool.QueryRow(ctx, q("IssueInsert"), args))

@@ -231,7 +231,7 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 	if p.AssigneeAgentID != nil {
 		args["assignee"] = nullable(*p.AssigneeAgentID)
 	}
-	idemArgs(args, p.Idempotency, idemIssueUpdate)
+	idemArgs(args, p.Idempotency, store.IdemIssueUpdate)
 	replay := func(id string) (*clasp.Issue, error) { return s.IssueGet(ctx, "", id) }
 	update := func() (*clasp.Issue, error) {
 		l, err := s.lockRule(ctx, "Patch", "update issue", p.Ref, args)
@@ -240,14 +240,14 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 		}
 		return nil, store.PatchRefused(&l.LockState, p)
 	}
-	out, err := idempotent(ctx, s, p.Idempotency, idemIssueUpdate, replay, update)
+	out, err := idempotent(ctx, s, p.Idempotency, store.IdemIssueUpdate, replay, update)
 	if err != nil && p.Idempotency != nil && !isIdempotencyConflict(err) &&
 		clasp.ErrorCode(err) != clasp.CodeIdempotencyKeyReused {
 		// Unlike a creation, a PATCH can be refused because of what a
 		// concurrent duplicate of it did (e.g. it released the lock): a
 		// refusal whose snapshot saw that duplicate committed also sees its
 		// record now, and answers the replay instead.
-		if id, lerr := s.idempotencyLookup(ctx, p.Idempotency, idemIssueUpdate); lerr == nil && id != "" {
+		if id, lerr := s.idempotencyLookup(ctx, p.Idempotency, store.IdemIssueUpdate); lerr == nil && id != "" {
 			if iss, rerr := replay(id); rerr == nil {
 				p.Idempotency.Replayed = true
 				return iss, nil
@@ -317,8 +317,8 @@ func callerRun(ctx context.Context, db interface {
 // deferred behind those runs are promoted (heartbeat.go).
 func (s *Store) releaseRunLocks(ctx context.Context, tx pgx.Tx, a store.Actor, status clasp.RunStatus, runs []*clasp.Run) error {
 	type finished struct {
-		ID        string         `json:"id"`
-		CompanyID string         `json:"company_id"`
+		ID        string `json:"id"`
+		CompanyID string `json:"company_id"`
 		Details   any    `json:"details"`
 	}
 	ids := make([]string, len(runs))

@@ -25,7 +25,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 	args := actorArgs(namedArgs{"id": newID, "agent": p.AgentID, "issue_ref": p.IssueID, "rid": rid, "rident": rident,
 		"source": source, "ttl_us": ttl.Microseconds(),
 		"token_hash": nullable(p.TokenHashOf(newID))}, p.Actor)
-	idemArgs(args, p.Idempotency, idemRun)
+	idemArgs(args, p.Idempotency, store.IdemRun)
 	replay := func(id string) (*clasp.Run, error) {
 		var out *clasp.Run
 		err := s.retry(ctx, func() error {
@@ -43,7 +43,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 		}
 		return out, wrap(err, "reopen run %s", id)
 	}
-	return idempotent(ctx, s, p.Idempotency, idemRun, replay, func() (*clasp.Run, error) {
+	return idempotent(ctx, s, p.Idempotency, store.IdemRun, replay, func() (*clasp.Run, error) {
 		var out *clasp.Run
 		err := s.retry(ctx, func() error {
 			r, err := store.ScanRun(s.pool.QueryRow(ctx, q("RunOpen"), args))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -18,12 +17,12 @@ import (
 // (store.IdempotencyParams). 400 invalid_request for an empty body; 404
 // not_found; 422 idempotency_key_reused.
 func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams) (*clasp.Comment, error) {
-	if strings.TrimSpace(p.Body) == "" {
-		return nil, clasp.InvalidField("body", "body is required.")
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	var out *clasp.Comment
 	err := s.write(ctx, func(tx *wtx) error {
-		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, idemComment); err != nil || id != "" {
+		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, store.IdemComment); err != nil || id != "" {
 			if err != nil {
 				return err
 			}
@@ -48,7 +47,7 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 		if err != nil {
 			return err
 		}
-		return tx.idempotencyRecord(ctx, p.Idempotency, idemComment, out.ID)
+		return tx.idempotencyRecord(ctx, p.Idempotency, store.IdemComment, out.ID)
 	})
 	if err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"database/sql"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -78,16 +77,8 @@ func isUnique(err error) bool {
 // notFound is store.ErrNotFound.
 func notFound(kind, ref string) *clasp.Error { return store.ErrNotFound(kind, ref) }
 
-// wrap adds context to an unexpected database error (%w last).
-func wrap(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	if e := clasp.AsError(err); e != nil {
-		return e
-	}
-	return fmt.Errorf(format+": %w", append(args, err)...)
-}
+// wrap is store.Wrap.
+func wrap(err error, format string, args ...any) error { return store.Wrap(err, format, args...) }
 
 // diskFullLog is the state behind noteDiskFull.
 type diskFullLog struct {

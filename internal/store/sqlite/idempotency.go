@@ -5,22 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
-)
-
-// idempotencyPurgeEvery spaces the deletions of expired idempotency records.
-const idempotencyPurgeEvery = time.Hour
-
-// Kinds of resource an idempotency record names (column resource_type).
-const (
-	idemIssue   = "issue"
-	idemComment = "comment"
-	idemRun     = "run"
-	// idemIssueUpdate names an issue a PATCH updated (IssueUpdate).
-	idemIssueUpdate = "issue_update"
 )
 
 // idempotencyLookup is the first step of a creating call with an
@@ -31,15 +17,11 @@ const (
 // another request (hash) or another kind of resource; 400 invalid_request
 // for an empty actor or key. p == nil returns "".
 func (t *wtx) idempotencyLookup(ctx context.Context, p *store.IdempotencyParams, kind string) (string, error) {
-	if p == nil {
-		return "", nil
-	}
-	p.Replayed = false
-	if p.ActorID == "" || p.Key == "" {
-		return "", clasp.InvalidField("Idempotency-Key", "An Idempotency-Key needs a key and an actor.")
+	if ok, err := p.Start(); !ok {
+		return "", err
 	}
 	window := store.IdempotencyWindow.Microseconds()
-	if last := t.s.idemSweptAt.Load(); t.now-last >= idempotencyPurgeEvery.Microseconds() && t.s.idemSweptAt.CompareAndSwap(last, t.now) {
+	if last := t.s.idemSweptAt.Load(); t.now-last >= store.IdempotencyPurgeEvery.Microseconds() && t.s.idemSweptAt.CompareAndSwap(last, t.now) {
 		if _, err := t.exec(ctx, "IdempotencyPurge", sql.Named("before", t.now-window)); err != nil {
 			return "", fmt.Errorf("purge idempotency records: %w", err)
 		}
@@ -52,10 +34,9 @@ func (t *wtx) idempotencyLookup(ctx context.Context, p *store.IdempotencyParams,
 		return "", nil
 	case err != nil:
 		return "", fmt.Errorf("read idempotency record: %w", err)
-	case hash != p.RequestHash || gotKind != kind:
-		return "", clasp.Errorf(clasp.CodeIdempotencyKeyReused,
-			"This Idempotency-Key was used for a different request in the last 24 hours; use a new key.").
-			WithDetails("field", "Idempotency-Key")
+	}
+	if err := p.Match(hash, gotKind, kind); err != nil {
+		return "", err
 	}
 	return id, nil
 }

@@ -29,7 +29,7 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 	title, status, priority, a := p.Title, p.Status, p.Priority, p.Actor
 	var out *clasp.Issue
 	err := s.write(ctx, func(tx *wtx) error {
-		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, idemIssue); err != nil || id != "" {
+		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, store.IdemIssue); err != nil || id != "" {
 			if err != nil {
 				return err
 			}
@@ -78,7 +78,7 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 		}); err != nil {
 			return err
 		}
-		return tx.idempotencyRecord(ctx, p.Idempotency, idemIssue, iss.ID)
+		return tx.idempotencyRecord(ctx, p.Idempotency, store.IdemIssue, iss.ID)
 	})
 	if err != nil {
 		return nil, err

@@ -304,7 +304,7 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 	}
 	var out *clasp.Issue
 	err := s.write(ctx, func(tx *wtx) error {
-		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, idemIssueUpdate); err != nil || id != "" {
+		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, store.IdemIssueUpdate); err != nil || id != "" {
 			if err != nil {
 				return err
 			}
@@ -316,7 +316,7 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 		if out, err = tx.issueUpdate(ctx, p); err != nil {
 			return err
 		}
-		return tx.idempotencyRecord(ctx, p.Idempotency, idemIssueUpdate, out.ID)
+		return tx.idempotencyRecord(ctx, p.Idempotency, store.IdemIssueUpdate, out.ID)
 	})
 	if err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 	}
 	var out *clasp.Run
 	err = s.write(ctx, func(tx *wtx) error {
-		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, idemRun); err != nil || id != "" {
+		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, store.IdemRun); err != nil || id != "" {
 			if err != nil {
 				return err
 			}
@@ -68,7 +68,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 		}); err != nil {
 			return err
 		}
-		return tx.idempotencyRecord(ctx, p.Idempotency, idemRun, run.ID)
+		return tx.idempotencyRecord(ctx, p.Idempotency, store.IdemRun, run.ID)
 	})
 	if err != nil {
 		return nil, err
