@@ -102,7 +102,7 @@ func runGet(ctx context.Context, q Querier, d Driver, id string) (*clasp.Run, er
 	if d.NoRows(err) {
 		return nil, ErrNotFound("run", id)
 	}
-	return r, wrap(err, "get run %s", id)
+	return r, Wrap(err, "get run %s", id)
 }
 
 // InsertWake runs statement WakeInsert (WakeTx.InsertWake).
@@ -214,7 +214,7 @@ func (h Heartbeat) AgentAdapterGet(ctx context.Context, agentID string) (*clasp.
 // config (statement AgentAdapterList).
 func (h Heartbeat) AgentAdapterList(ctx context.Context) ([]*AgentAdapter, error) {
 	out, err := queryAll(ctx, h.d.Read(), "AgentAdapterList", Args{}, scanAgentAdapter)
-	return out, h.d.Translate(wrap(err, "list adapters"))
+	return out, h.d.Translate(Wrap(err, "list adapters"))
 }
 
 // WakePromoteDeferred promotes the deferred wakes whose blocking run is
@@ -239,14 +239,14 @@ func (h Heartbeat) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
 // adapter, oldest first, at most limit (statement RunQueuedManaged).
 func (h Heartbeat) RunQueuedManaged(ctx context.Context, limit int) ([]*ManagedRun, error) {
 	out, err := queryAll(ctx, h.d.Read(), "RunQueuedManaged", Args{"limit": PageLimit(limit)}, scanManaged)
-	return out, h.d.Translate(wrap(err, "list queued runs"))
+	return out, h.d.Translate(Wrap(err, "list queued runs"))
 }
 
 // RunRunningOnHost lists the running managed runs of hostID (statement
 // RunRunningOnHost).
 func (h Heartbeat) RunRunningOnHost(ctx context.Context, hostID string) ([]*ManagedRun, error) {
 	out, err := queryAll(ctx, h.d.Read(), "RunRunningOnHost", Args{"host": hostID}, scanManaged)
-	return out, h.d.Translate(wrap(err, "list running runs of host %s", hostID))
+	return out, h.d.Translate(Wrap(err, "list running runs of host %s", hostID))
 }
 
 // RunSetProcess records the pid and process start time of a running run
@@ -309,7 +309,7 @@ func (h Heartbeat) InstanceList(ctx context.Context, host string) ([]*Instance, 
 		var in Instance
 		return &in, sc.Scan(&in.ID, &in.Host, &in.PID, &in.ProcStart, Time(&in.StartedAt), Time(&in.LeaseExpiresAt), &in.Expired)
 	})
-	return out, h.d.Translate(wrap(err, "list instances of %s", host))
+	return out, h.d.Translate(Wrap(err, "list instances of %s", host))
 }
 
 // InstanceTakeOver takes instance dead over for by (see
@@ -326,14 +326,14 @@ func (h Heartbeat) InstanceTakeOver(ctx context.Context, dead *Instance, by stri
 		runs, ok = nil, false
 		n, err := tx.Exec(ctx, "InstanceTakeOver", Args{"id": dead.ID, "lease": dead.LeaseExpiresAt})
 		if err != nil || n == 0 {
-			return wrap(err, "take over instance %s", dead.ID)
+			return Wrap(err, "take over instance %s", dead.ID)
 		}
 		ok = true
 		if runs, err = queryAll(ctx, tx, "InstanceRunsWithProcess", Args{"host": dead.ID}, scanManaged); err != nil {
 			return fmt.Errorf("list runs of instance %s: %w", dead.ID, err)
 		}
 		_, err = tx.Exec(ctx, "InstanceMoveRuns", Args{"by": by, "dead": dead.ID})
-		return wrap(err, "move runs of instance %s", dead.ID)
+		return Wrap(err, "move runs of instance %s", dead.ID)
 	})
 	if err != nil {
 		return nil, false, h.d.Translate(err)
