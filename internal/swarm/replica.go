@@ -109,6 +109,11 @@ func (rs *replicaSet) killLoop(ctx context.Context, every time.Duration, logf fu
 			return
 		case <-t.C:
 		}
+		// select picks at random when both are ready: a tick after the end
+		// must not kill (nor count a kill) that no restart will follow.
+		if ctx.Err() != nil {
+			return
+		}
 		for i, s := range rs.servers {
 			if !s.Running() {
 				rs.restart(ctx, i, logf)
@@ -116,6 +121,9 @@ func (rs *replicaSet) killLoop(ctx context.Context, every time.Duration, logf fu
 		}
 		i := rand.IntN(len(rs.servers)) // #nosec G404 -- fault injection (which replica to kill), not a secret
 		s := rs.servers[i]
+		if ctx.Err() != nil || !s.Running() {
+			continue // its restart above was cut short by the end: nothing to kill
+		}
 		pid := s.PID()
 		s.Kill()
 		rs.mu.Lock()
