@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
@@ -15,7 +17,8 @@ import (
 // agent's own through issues_assignee_status, in index order (no Sort of
 // issues, no scan of the table), with LockRows (FOR UPDATE SKIP LOCKED)
 // under each range's Limit, so a claim costs the same with 1,000 or
-// 1,000,000 issues.
+// 1,000,000 issues. The statement gets one generic plan per connection
+// (claimPlannedOnce).
 func TestClaimPlanUsesIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -41,6 +44,7 @@ func TestClaimPlanUsesIndexes(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, `ANALYZE issues`); err != nil {
 		t.Fatal(err)
 	}
+	claimPlannedOnce(t, s, co.ID, ag.ID)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -76,4 +80,46 @@ func TestClaimPlanUsesIndexes(t *testing.T) {
 		t.Errorf("claim plan scans the issues table:\n%s", text)
 	}
 	t.Logf("claim plan:\n%s", text)
+}
+
+// claimPlannedOnce checks that the claim statement, run again and again
+// on one connection (prepared, as the store runs it) over the issues of
+// company co, gets PostgreSQL's generic plan, planned once per connection,
+// for a claim of unassigned issues (an empty @mine) and for one of both
+// scopes: a plan per call cost more than the statement's execution.
+func claimPlannedOnce(t *testing.T, s *Store, co, agent string) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name             string
+		unassigned, mine []string
+	}{
+		{"unassigned", []string{"todo"}, []string{}},
+		{"any", []string{"todo", "backlog"}, []string{"todo", "backlog", "in_progress"}},
+	} {
+		conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy()) // a session of its own: plan counts from zero
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := actorArgs(namedArgs{"run": "no-such-run", "agent": agent, "unassigned": tc.unassigned, "mine": tc.mine},
+			store.Actor{Type: clasp.ActorAgent, AgentID: agent, CompanyID: co, RunID: "no-such-run"})
+		for range 12 {
+			rows, err := conn.Query(ctx, q("Claim"), args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var generic, custom int64
+		if err := conn.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0) FROM pg_prepared_statements
+			WHERE statement LIKE '%FOR UPDATE OF i SKIP LOCKED%'`).Scan(&generic, &custom); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close(ctx)
+		if generic == 0 {
+			t.Errorf("%s: 12 claims on one connection got %d generic and %d custom plans, want the generic plan", tc.name, generic, custom)
+		}
+	}
 }

@@ -15,7 +15,7 @@ WITH lk AS MATERIALIZED (
 ),
 cand AS MATERIALIZED (
 	SELECT x.* FROM (
-		SELECT p.* FROM lk CROSS JOIN unnest($3::text[]) AS s(st) CROSS JOIN LATERAL (
+		SELECT p.* FROM lk CROSS JOIN unnest('{backlog,todo,in_progress,in_review,blocked}'::text[]) AS s(st) CROSS JOIN LATERAL (
 			SELECT i.id, i.priority_rank, i.created_at, i.checkout_run_id, i.execution_run_id,
 				CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
 					WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
@@ -41,8 +41,9 @@ cand AS MATERIALIZED (
 			LIMIT 1
 			FOR UPDATE OF i SKIP LOCKED
 		) p
+		WHERE array_position($3::text[], s.st) IS NOT NULL
 		UNION ALL
-		SELECT p.* FROM lk CROSS JOIN unnest($4::text[]) AS s(st) CROSS JOIN LATERAL (
+		SELECT p.* FROM lk CROSS JOIN unnest('{backlog,todo,in_progress,in_review,blocked}'::text[]) AS s(st) CROSS JOIN LATERAL (
 			SELECT i.id, i.priority_rank, i.created_at, i.checkout_run_id, i.execution_run_id,
 				CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
 					WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
@@ -66,6 +67,7 @@ cand AS MATERIALIZED (
 			LIMIT 1
 			FOR UPDATE OF i SKIP LOCKED
 		) p
+		WHERE array_position($4::text[], s.st) IS NOT NULL
 	) x
 	ORDER BY x.priority_rank, x.created_at, x.id
 	LIMIT 1
