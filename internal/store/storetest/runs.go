@@ -64,6 +64,36 @@ func testS19FinishReleasesLocks(t *testing.T, open opener) {
 	}
 }
 
+// L6: run.finished carries the finish as given: {status, exitCode, error},
+// and errorCode when the finish names one (both stores write the same
+// shape).
+func testL6RunFinishedDetails(t *testing.T, open opener) {
+	e := newEnv(t, open)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name      string
+		errorCode *string
+	}{{"with_error_code", ptr(clasp.RunErrorSpawnFailed)}, {"without_error_code", nil}} {
+		r, err := e.st.RunOpen(ctx, runOpenParams(e.a, leaseTTL))
+		if err != nil {
+			t.Fatalf("%s: open run: %v", tc.name, err)
+		}
+		if _, err := e.st.RunFinish(ctx, &store.RunFinishParams{RunID: r.ID, Status: clasp.RunFailed, ExitCode: ptr(7),
+			Error: ptr("boom"), ErrorCode: tc.errorCode, Actor: runActor(r)}); err != nil {
+			t.Fatalf("%s: finish run: %v", tc.name, err)
+		}
+		fin := allActivity(t, e.st, store.ActivityListParams{CompanyID: e.co.ID, EntityID: r.ID, Action: clasp.ActionRunFinished})
+		if len(fin) != 1 {
+			t.Fatalf("%s: got %d run.finished rows, want 1", tc.name, len(fin))
+		}
+		wantDetails(t, tc.name, fin[0], map[string]string{"status": string(clasp.RunFailed), "exitCode": "7", "error": "boom",
+			"errorCode": deref(tc.errorCode)})
+		if _, has := details(t, fin[0])["errorCode"]; has != (tc.errorCode != nil) {
+			t.Errorf("%s: run.finished details %s: errorCode present %v, want %v", tc.name, fin[0].Details, has, tc.errorCode != nil)
+		}
+	}
+}
+
 // S20: R1 holds I1 and its lease expires: sweeper pass 1 fails R1
 // (lease_expired, one run.lost), pass 2 clears I1's locks with one
 // issue.stale_lock_cleared {clearedCheckoutRunId, clearedExecutionRunId,

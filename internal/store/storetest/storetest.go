@@ -85,6 +85,7 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"L6_HolderPatchLeavesInProgress", testL6HolderPatchLeavesInProgress},
 		// Runs, leases, sweeper (S19-S24, RULES.md, Leases and The sweeper).
 		{"S19_FinishReleasesLocks", testS19FinishReleasesLocks},
+		{"L6_RunFinishedDetails", testL6RunFinishedDetails},
 		{"L6_RunFinishDuringCheckout", testL6RunFinishDuringCheckout},
 		{"S20_SweepExpiredLease", testS20SweepExpiredLease},
 		{"S22_SweepLeavesLiveHolders", testS22SweepLeavesLiveHolders},
