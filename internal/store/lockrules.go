@@ -325,6 +325,35 @@ func OrNil(p *string) any {
 	return *p
 }
 
+// LockArgs are the arguments every lock rule statement takes, by the same
+// names in both dialects (sql/lock.sql): the issue reference ref (rid,
+// rident: SplitRef) within actor a's scope (company: Scope), a's run and
+// agent, and whether a is the board.
+func LockArgs(ref string, a Actor) Args {
+	rid, rident := SplitRef(ref)
+	return Args{"rid": rid, "rident": rident, "company": Scope(a), "run": a.RunID, "agent": a.AgentID, "board": a.IsBoard()}
+}
+
+// PatchArgs adds to args the arguments statement Patch takes for PATCH p
+// (L5/L6) and returns args: title and description (nil: unchanged),
+// status, priority and priority_rank (nil: unchanged), set_assignee and
+// assignee (nil: unassign).
+func PatchArgs(args Args, p *IssueUpdateParams) Args {
+	args["title"], args["description"] = p.Title, p.Description
+	args["status"], args["priority"], args["priority_rank"] = nil, nil, nil
+	if p.Status != nil {
+		args["status"] = string(*p.Status)
+	}
+	if p.Priority != nil {
+		args["priority"], args["priority_rank"] = string(*p.Priority), p.Priority.Rank()
+	}
+	args["set_assignee"], args["assignee"] = p.AssigneeAgentID != nil, nil
+	if p.AssigneeAgentID != nil {
+		args["assignee"] = nullable(*p.AssigneeAgentID)
+	}
+	return args
+}
+
 // SweepBatch bounds the rows one sweeper transaction changes.
 const SweepBatch = 500
 

@@ -100,9 +100,7 @@ func scanLockAnswer(row pgx.Row) (*lockAnswer, error) {
 // reference within the actor's scope, the actor's run and agent, and the
 // actor columns of its activity rows.
 func lockArgs(ref string, a store.Actor) namedArgs {
-	rid, rident := splitRef(ref)
-	return actorArgs(namedArgs{"rid": rid, "rident": rident, "company": scope(a), "run": a.RunID, "agent": a.AgentID,
-		"board": a.IsBoard()}, a)
+	return actorArgs(namedArgs(store.LockArgs(ref, a)), a)
 }
 
 // IssueCheckout applies rules L1-L3: for an agent actor, its run
@@ -217,20 +215,8 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	args := lockArgs(p.Ref, p.Actor)
-	args["title"], args["description"], args["comment"] = p.Title, p.Description, p.Comment
-	args["comment_id"] = s.newID()
-	args["status"], args["priority"], args["priority_rank"] = nil, nil, nil
-	if p.Status != nil {
-		args["status"] = string(*p.Status)
-	}
-	if p.Priority != nil {
-		args["priority"], args["priority_rank"] = string(*p.Priority), p.Priority.Rank()
-	}
-	args["set_assignee"], args["assignee"] = p.AssigneeAgentID != nil, nil
-	if p.AssigneeAgentID != nil {
-		args["assignee"] = nullable(*p.AssigneeAgentID)
-	}
+	args := namedArgs(store.PatchArgs(store.Args(lockArgs(p.Ref, p.Actor)), p))
+	args["comment"], args["comment_id"] = p.Comment, s.newID()
 	idemArgs(args, p.Idempotency, store.IdemIssueUpdate)
 	replay := func(id string) (*clasp.Issue, error) { return s.IssueGet(ctx, "", id) }
 	update := func() (*clasp.Issue, error) {

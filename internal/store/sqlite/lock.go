@@ -141,20 +141,18 @@ func (s *Store) checkoutRefusedNow(ctx context.Context, ref, agentID string, exp
 
 // checkout is L1-L3 for agent agentID's run a.RunID on issue ref.
 func (t *wtx) checkout(ctx context.Context, ref, agentID string, expected []string, a store.Actor, res *store.CheckoutResult) (*clasp.Issue, error) {
-	checkout := func(rid, rident, company string, unlockedOnly bool) (*clasp.Issue, error) {
-		return store.ScanIssue(t.queryRow(ctx, "Checkout", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
-			sql.Named("unlocked_only", unlockedOnly), sql.Named("agent", agentID), sql.Named("run", a.RunID),
-			sql.Named("expected", expectedArg(expected)), sql.Named("now", t.now)))
-	}
+	args := store.LockArgs(ref, a)
+	args["agent"], args["expected"] = agentID, expectedArg(expected)
 	// Fast path: an unlocked issue; nothing is displaced, nothing to read.
-	rid, rident := splitRef(ref)
-	iss, err := checkout(rid, rident, scope(a), true)
+	args["unlocked_only"] = true
+	iss, err := store.ScanIssue(writer{t}.QueryRow(ctx, "Checkout", args))
 	old := &store.LockState{}
 	if errors.Is(err, sql.ErrNoRows) {
 		if old, err = t.lockRead(ctx, ref, scope(a), lockQuery{run: a.RunID, agent: agentID}); err != nil {
 			return nil, err
 		}
-		iss, err = checkout(old.IssueID, "", "", false)
+		args["rid"], args["rident"], args["company"], args["unlocked_only"] = old.IssueID, "", "", false
+		iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, "Checkout", args))
 		if errors.Is(err, sql.ErrNoRows) {
 			sameRun, err := store.CheckoutRefused(old, agentID, a.RunID, expected)
 			if !sameRun {
@@ -223,25 +221,23 @@ func (s *Store) IssueRelease(ctx context.Context, p *store.IssueReleaseParams) (
 	if err := store.ValidateRelease(a); err != nil {
 		return nil, err
 	}
-	rid, rident := splitRef(p.Ref)
 	var out *clasp.Issue
 	err := s.write(ctx, func(tx *wtx) error {
-		release := func(rid, rident, company string, heldOnly bool) (*clasp.Issue, error) {
-			return store.ScanIssue(tx.queryRow(ctx, "Release", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
-				sql.Named("held_only", heldOnly), sql.Named("unassign", p.Unassign), sql.Named("board", a.IsBoard()),
-				sql.Named("run", a.RunID), sql.Named("agent", a.AgentID), sql.Named("now", tx.now)))
-		}
+		args := store.LockArgs(p.Ref, a)
+		args["unassign"] = p.Unassign
 		// Fast path: the caller's run holds both locks, so they are the previous holders.
 		old := heldByCaller(a.RunID)
 		err := sql.ErrNoRows
 		if a.RunID != "" {
-			out, err = release(rid, rident, scope(a), true)
+			args["held_only"] = true
+			out, err = store.ScanIssue(writer{tx}.QueryRow(ctx, "Release", args))
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			if old, err = tx.lockRead(ctx, p.Ref, scope(a), lockQuery{run: a.RunID, agent: a.AgentID}); err != nil {
 				return err
 			}
-			out, err = release(old.IssueID, "", "", false)
+			args["rid"], args["rident"], args["company"], args["held_only"] = old.IssueID, "", "", false
+			out, err = store.ScanIssue(writer{tx}.QueryRow(ctx, "Release", args))
 			if errors.Is(err, sql.ErrNoRows) {
 				noop, err := store.ReleaseRefused(old, a)
 				if noop {
@@ -326,24 +322,7 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 
 func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*clasp.Issue, error) {
 	a := p.Actor
-	var status, priority, rank any
-	if p.Status != nil {
-		status = string(*p.Status)
-	}
-	if p.Priority != nil {
-		priority, rank = string(*p.Priority), p.Priority.Rank()
-	}
-	var assignee any
-	if p.AssigneeAgentID != nil {
-		assignee = nullable(*p.AssigneeAgentID)
-	}
-	patch := func(rid, rident, company string, heldOnly bool) (*clasp.Issue, error) {
-		return store.ScanIssue(t.queryRow(ctx, "Patch", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
-			sql.Named("held_only", heldOnly), sql.Named("title", nullString(p.Title)), sql.Named("description", nullString(p.Description)),
-			sql.Named("priority", priority), sql.Named("priority_rank", rank), sql.Named("status", status),
-			sql.Named("set_assignee", p.AssigneeAgentID != nil), sql.Named("assignee", assignee),
-			sql.Named("board", a.IsBoard()), sql.Named("run", a.RunID), sql.Named("agent", a.AgentID), sql.Named("now", t.now)))
-	}
+	args := store.PatchArgs(store.LockArgs(p.Ref, a), p)
 	// The fields as they were, for the audit row (issue.updated {changes}).
 	before, err := t.auditFields(ctx, p.Ref, scope(a))
 	if err != nil {
@@ -354,15 +333,16 @@ func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*cla
 	var iss *clasp.Issue
 	err = sql.ErrNoRows
 	if a.Type == clasp.ActorAgent && a.RunID != "" {
-		rid, rident := splitRef(p.Ref)
-		iss, err = patch(rid, rident, scope(a), true)
+		args["held_only"] = true
+		iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, "Patch", args))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		lq := lockQuery{run: a.RunID, agent: a.AgentID, setAssignee: p.AssigneeAgentID != nil, assignee: assignee}
+		lq := lockQuery{run: a.RunID, agent: a.AgentID, setAssignee: p.AssigneeAgentID != nil, assignee: args["assignee"]}
 		if old, err = t.lockRead(ctx, p.Ref, scope(a), lq); err != nil {
 			return nil, err
 		}
-		iss, err = patch(old.IssueID, "", "", false)
+		args["rid"], args["rident"], args["company"], args["held_only"] = old.IssueID, "", "", false
+		iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, "Patch", args))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, store.PatchRefused(old, p)
 		}
