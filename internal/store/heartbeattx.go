@@ -268,11 +268,23 @@ func (h Heartbeat) RunRenew(ctx context.Context, runID, hostID string, ttl time.
 		"renew run "+runID, clasp.Errorf(clasp.CodeRunNotLive, "Run %s is not live on this host.", runID).WithDetails("runId", runID))
 }
 
-// write runs the named statement as one write (Driver.Write): what names
+// quietWriter is a Driver whose Write also wakes the activity watchers
+// (PostgreSQL, across replicas): WriteQuiet is Write without that, for
+// statements that never write an activity row.
+type quietWriter interface {
+	WriteQuiet(ctx context.Context, fn func(Querier) error) error
+}
+
+// write runs the named statement, which writes no activity row, as one
+// write (Driver.Write, or WriteQuiet when the driver has it): what names
 // it in an unexpected error, none (nil: no error) is the error when it
 // changed no row.
 func (h Heartbeat) write(ctx context.Context, name string, args Args, what string, none error) error {
-	return h.d.Write(ctx, func(q Querier) error {
+	write := h.d.Write
+	if qw, ok := h.d.(quietWriter); ok {
+		write = qw.WriteQuiet
+	}
+	return write(ctx, func(q Querier) error {
 		n, err := q.Exec(ctx, name, args)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)

@@ -28,6 +28,12 @@ func (d driver) Write(ctx context.Context, fn func(store.Querier) error) error {
 	return d.s.retry(ctx, func() error { return fn(pooled{d.s.pool}) })
 }
 
+// WriteQuiet is Write for statements that write no activity row: a
+// success does not wake the activity streams (Store.retryQuiet).
+func (d driver) WriteQuiet(ctx context.Context, fn func(store.Querier) error) error {
+	return d.s.retryQuiet(ctx, func() error { return fn(pooled{d.s.pool}) })
+}
+
 // Select runs query, its ? placeholders numbered $1, $2, ..., on the pool.
 func (d driver) Select(ctx context.Context, query string, args ...any) (store.Rows, error) {
 	return d.s.pool.Query(ctx, numbered(query), args...)
