@@ -3,9 +3,12 @@ package mcp_test
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -181,4 +184,63 @@ func TestBinaryNotConfigured(t *testing.T) {
 	if err := p.cs.Close(); err != nil || p.cmd.ProcessState.ExitCode() != 0 {
 		t.Fatalf("close: %v, exit %d\n%s", err, p.cmd.ProcessState.ExitCode(), p.stderr)
 	}
+}
+
+// TestBinarySIGTERMDuringClaimWait: SIGTERM while claim_next_issue waits
+// for work ends the wait at once: the process exits and finishes its run
+// cancelled well before the wait would have ended.
+func TestBinarySIGTERMDuringClaimWait(t *testing.T) {
+	w := newWorld(t, "", 30*time.Second, 1)
+	env := []string{"CLASP_URL=" + w.url, "CLASP_API_KEY=" + w.keys[0], "CLASP_RUN_ID=", "CLASP_RUN_TOKEN=", "CLASP_API_KEY_FILE="}
+	ctx := context.Background()
+	p := startMCP(t, env...)
+	c := call(t, p.cs, "claim_next_issue", nil) // the only issue: nothing is left to claim
+	if c.IsError || c.str("outcome") != "claimed" {
+		t.Fatalf("claim: %+v", c.S)
+	}
+	runID := c.str("runId")
+	before := claimRequests(t, w.url)
+	go func() {
+		_, _ = p.cs.CallTool(ctx, &sdk.CallToolParams{Name: "claim_next_issue", Arguments: map[string]any{"waitSeconds": 60}})
+	}()
+	// The wait is under way once the server has seen two more claims (the
+	// call's first try and one retry a second later).
+	eventually(t, "the waiting claim retries", func() bool { return claimRequests(t, w.url) >= before+2 })
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = p.cs.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(40 * time.Second): // the wait alone would last about 58 s more
+		t.Fatalf("clasp mcp still running 40 s after SIGTERM during a 60 s claim wait\n%s", p.stderr)
+	}
+	t.Logf("clasp mcp exited %v after SIGTERM during a claim wait", time.Since(start).Round(time.Millisecond))
+	r, err := w.board.RunGet(ctx, runID)
+	if err != nil || r.Status != clasp.RunCancelled {
+		t.Fatalf("run after SIGTERM: %+v %v; want cancelled", r, err)
+	}
+}
+
+// claimRequests returns how many claim requests the server at url has
+// answered, from its /metrics.
+func claimRequests(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "clasp_http_request_duration_seconds_count{") && strings.Contains(line, `method="POST"`) && strings.Contains(line, `route="/api/agents/me/claim"`) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			n += int(v)
+		}
+	}
+	return n
 }

@@ -3,9 +3,12 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -17,14 +20,19 @@ import (
 // the request's bearer credential (an agent API key, or a run token, which
 // names its run) and, with an API key, the run named in X-Clasp-Run-Id; it
 // never opens, heartbeats or finishes runs. The tools call api, the clasp
-// API handler of the same server, in process. The SDK's DNS-rebinding
-// protection (a loopback connection must name a loopback Host) and
-// cross-origin protection (browser requests from another origin are
-// refused) stay on. Request bodies are capped at 1 MiB, as on the API (413
+// API handler of the same server, in process. The SDK's cross-origin
+// protection (browser requests from another origin are refused) stays on.
+// Request bodies are capped at 1 MiB, as on the API (413
 // above it), and every transport-level refusal (403, 405, 413, 415, a 400
 // before the JSON-RPC layer) answers the API's JSON error body
 // {"error", "code", "details"} instead of plain text.
-func NewHTTPHandler(api http.Handler, log *slog.Logger) http.Handler {
+//
+// Requests from a loopback address must name a loopback Host (DNS-rebinding
+// protection), except those from one of trustedProxies (a reverse proxy on
+// the same host forwards the public Host). A credential header given twice
+// (Authorization, X-Clasp-Run-Id, X-Paperclip-Run-Id) answers 400, as on
+// the API.
+func NewHTTPHandler(api http.Handler, log *slog.Logger, trustedProxies []netip.Prefix) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -36,7 +44,8 @@ func NewHTTPHandler(api http.Handler, log *slog.Logger) http.Handler {
 			cfg.RunID = r.Header.Get("X-Paperclip-Run-Id")
 		}
 		return NewServer(NewSession(cfg, Options{HTTPClient: hc, Logger: log, Stateless: true, UserAgent: "clasp-mcp-http"}))
-	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: log, MaxRequestBodyBytes: maxBody})
+	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: log, MaxRequestBodyBytes: maxBody,
+		DisableLocalhostProtection: true}) // checked below, with the trusted proxies
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "Cross-origin request refused: a browser page of another origin may not call /mcp.", http.StatusForbidden)
@@ -44,9 +53,52 @@ func NewHTTPHandler(api http.Handler, log *slog.Logger) http.Handler {
 	inner := cop.Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		jw := &jsonErrors{ResponseWriter: w}
+		defer jw.flush()
+		for _, h := range []string{"Authorization", "X-Clasp-Run-Id", "X-Paperclip-Run-Id"} {
+			if n := len(r.Header.Values(h)); n > 1 {
+				http.Error(jw, fmt.Sprintf("Header %s is given %d times; send it once", h, n), http.StatusBadRequest)
+				return
+			}
+		}
+		if rebinding(r, trustedProxies) {
+			http.Error(jw, fmt.Sprintf("Forbidden: a request over loopback must name a loopback Host, not %q (a reverse proxy on this host: start clasp serve with --trusted-proxy)", r.Host), http.StatusForbidden)
+			return
+		}
 		inner.ServeHTTP(jw, r)
-		jw.flush()
 	})
+}
+
+// rebinding reports whether r is a DNS-rebinding attempt: it reached a
+// loopback address of this server but names a Host that is not loopback,
+// and it does not come from one of the trusted proxies.
+func rebinding(r *http.Request, trustedProxies []netip.Prefix) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil || !loopback(local.String()) || loopback(r.Host) {
+		return false
+	}
+	if peer, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		for _, p := range trustedProxies {
+			if p.Contains(peer.Addr().Unmap()) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// loopback reports whether hostport (a host with or without a port) is
+// localhost or a loopback IP address.
+func loopback(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // maxBody caps an /mcp request body: 1 MiB, the API's own cap.

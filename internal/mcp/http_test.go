@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clasp-dev/clasp/client"
+	"github.com/clasp-dev/clasp/internal/mcp"
 )
 
 // headerTransport adds fixed headers to every request.
@@ -170,5 +173,54 @@ func TestHTTPTransportErrors(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("tools/list within the cap: status %d", resp.StatusCode)
+	}
+}
+
+// TestHTTPHostCheckAndProxies: a loopback request naming a public Host is
+// refused (DNS rebinding) unless it comes from a trusted proxy, which
+// forwards the public Host; a credential header given twice answers 400.
+func TestHTTPHostCheckAndProxies(t *testing.T) {
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
+	post := func(url, host string, hdr map[string][]string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(list))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, vs := range hdr {
+			for _, v := range vs {
+				req.Header.Add(k, v)
+			}
+		}
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Code string `json:"code"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body.Code
+	}
+	plain := httptest.NewServer(mcp.NewHTTPHandler(http.NotFoundHandler(), nil, nil))
+	defer plain.Close()
+	proxied := httptest.NewServer(mcp.NewHTTPHandler(http.NotFoundHandler(), nil, []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}))
+	defer proxied.Close()
+
+	if st, code := post(plain.URL, "clasp.example.com", nil); st != http.StatusForbidden || code != "forbidden" {
+		t.Errorf("public Host over loopback, no trusted proxy: %d %s; want 403 forbidden", st, code)
+	}
+	if st, _ := post(plain.URL, "", nil); st != http.StatusOK {
+		t.Errorf("loopback Host: %d; want 200", st)
+	}
+	if st, _ := post(proxied.URL, "clasp.example.com", nil); st != http.StatusOK {
+		t.Errorf("public Host from a trusted proxy: %d; want 200", st)
+	}
+	for _, h := range []string{"Authorization", "X-Clasp-Run-Id", "X-Paperclip-Run-Id"} {
+		if st, code := post(plain.URL, "", map[string][]string{h: {"Bearer a", "Bearer b"}}); st != http.StatusBadRequest || code != "invalid_request" {
+			t.Errorf("%s twice: %d %s; want 400 invalid_request", h, st, code)
+		}
 	}
 }

@@ -27,11 +27,12 @@ const maxLine = 4 << 20
 // transport broke (out could not be written). A line that is not a
 // JSON-RPC message is answered on out with a JSON-RPC error (-32700 parse
 // error for text that is not JSON or is longer than 4 MiB, -32600 invalid
-// request for JSON that is not a message, with the line's id when it has
-// one) and skipped: one bad line never ends the session. It returns nil
+// request for JSON that is not one message, a batch included, with the
+// line's id when it has one) and skipped: one bad line never ends the session. It returns nil
 // when in or ctx ended, and the transport's error otherwise.
 func Serve(ctx context.Context, sess *Session, in io.ReadCloser, out io.WriteCloser) error {
 	srv := NewServer(sess)
+	defer context.AfterFunc(ctx, sess.endCalls)() // a signal ends the tool calls in progress too
 	w := &lockedWriter{w: out}
 	pr, pw := io.Pipe()
 	go func() { _ = pw.CloseWithError(filterLines(in, pw, w)) }()
@@ -96,8 +97,7 @@ func readLine(br *bufio.Reader) (line []byte, tooLong bool, err error) {
 }
 
 // lineError returns the JSON-RPC error reply (with its newline) for a line
-// that is not a message, or nil for a message or a batch (the SDK judges
-// batches itself).
+// that is not one message (a batch included), or nil for a message.
 func lineError(line []byte, tooLong bool) []byte {
 	line = bytes.TrimSpace(line)
 	var code int64
@@ -108,7 +108,9 @@ func lineError(line []byte, tooLong bool) []byte {
 	case !json.Valid(line):
 		code, msg = jsonrpc.CodeParseError, "Parse error: the line is not JSON; send one JSON-RPC message per line."
 	case line[0] == '[':
-		return nil
+		// MCP since 2025-06-18 has no JSON-RPC batches, and the SDK ends
+		// the whole session on one: answer it instead.
+		code, msg = jsonrpc.CodeInvalidRequest, "Invalid request: JSON-RPC batches are not supported (MCP 2025-06-18 removed them); send one message per line."
 	default:
 		if isMessage(line) {
 			return nil

@@ -66,6 +66,12 @@ func TestStdioBadLines(t *testing.T) {
 	if code, _ := errCode(next()); code != -32700 {
 		t.Fatalf("a 5 MiB line: code %v, want -32700", code)
 	}
+	for _, batch := range []string{`[]`, `[1,2]`, `[{"jsonrpc":"2.0","id":8,"method":"ping"}]`} {
+		send(batch)
+		if code, id := errCode(next()); code != -32600 || id != nil {
+			t.Fatalf("batch %s: code %v id %v, want -32600 and id null", batch, code, id)
+		}
+	}
 	send("   ") // blank lines are skipped without a reply
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	init := next()

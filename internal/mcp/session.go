@@ -55,6 +55,12 @@ type Session struct {
 	hbStop   context.CancelFunc
 	idle     bool // the heartbeat stopped for lack of tool calls
 	closed   bool
+
+	// calls ends with endCalls (Serve's context ending: SIGTERM, SIGINT):
+	// a tool call in progress, such as a claim waiting for work, stops at
+	// once instead of holding the exit until it would have answered.
+	calls    context.Context
+	endCalls context.CancelFunc
 }
 
 // NewSession returns a session for cfg. It makes no network call.
@@ -72,6 +78,7 @@ func NewSession(cfg Config, opts Options) *Session {
 		cfg.IdleRelease = DefaultIdleRelease
 	}
 	s := &Session{cfg: cfg, opts: opts, log: opts.Logger, id: client.NewIdempotencyKey(), start: time.Now(), held: map[string]string{}, lastCall: time.Now()}
+	s.calls, s.endCalls = context.WithCancel(context.Background())
 	if setting, _ := cfg.Missing(); setting == "" {
 		s.base = client.New(cfg.URL, client.WithToken(cfg.Token), client.WithRunID(cfg.RunID),
 			client.WithHTTPClient(opts.HTTPClient), client.WithUserAgent(opts.UserAgent))

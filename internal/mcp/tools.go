@@ -61,6 +61,9 @@ type outPtr[T any] interface {
 // whose structured content is out with its Envelope filled.
 func addTool[In any, T any, P outPtr[T]](srv *sdk.Server, sess *Session, t *sdk.Tool, ref func(In) string, h func(ctx context.Context, in In, out P) error) {
 	sdk.AddTool(srv, t, func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, P, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(sess.calls, cancel)()
 		sess.touch()
 		out := P(new(T))
 		err := h(ctx, in, out)

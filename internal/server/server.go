@@ -163,7 +163,7 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 		_ = ln.Close() // the board's error is the one returned
 		return nil, err
 	}
-	mcpH, webH := mcp.NewHTTPHandler(s.api.Handler(), log), web.Handler()
+	mcpH, webH := mcp.NewHTTPHandler(s.api.Handler(), log, cfg.Limits.TrustedProxies), web.Handler()
 
 	s.sweeper = recovery.NewSweeper(cfg.Store, recovery.Config{Interval: cfg.SweepInterval, Logger: log, Metrics: m})
 	if err := s.sweeper.Start(ctx); err != nil {
