@@ -20,4 +20,4 @@ const ServeLockFileName = "clasp.serve.lock"
 
 // lockServeDir takes no lock where flock is missing: a second serve on the
 // same data directory is not refused there.
-func lockServeDir(dir string) (unlock func(), err error) { return func() {}, nil }
+func lockServeDir(dir string, sqlite bool) (unlock func(), err error) { return func() {}, nil }

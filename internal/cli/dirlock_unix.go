@@ -33,33 +33,39 @@ func lockDataDir(dir string, exclusive bool) (unlock func(), err error) {
 }
 
 // ServeLockFileName is the file under the data directory that `clasp
-// serve` holds an exclusive lock on (flock) for as long as it serves the
-// SQLite database there, with its pid written in it: a second serve on the
-// same directory is refused, since two servers on one SQLite file would not
-// see each other's event streams, caches or managed runs.
+// serve` holds a lock on (flock) for as long as it runs, with its pid and
+// store written in it: exclusive for a server of the SQLite database there
+// (a second serve on the directory is refused: two servers on one SQLite
+// file would not see each other's event streams, caches or managed runs),
+// shared for PostgreSQL replicas (they may share a directory, but not with
+// a SQLite server, whose board token file they would overwrite).
 const ServeLockFileName = "clasp.serve.lock"
 
 // lockServeDir takes the data directory's serve lock (ServeLockFileName)
-// without waiting and writes this process's pid into it. It returns the
-// release, or, when another serve holds it, an error wrapping errDirLocked
-// that names that process's pid.
-func lockServeDir(dir string) (unlock func(), err error) {
+// without waiting, exclusive when sqlite, and writes this process's pid
+// and store into it. It returns the release, or, when a conflicting serve
+// holds it, an error wrapping errDirLocked that names that process.
+func lockServeDir(dir string, sqlite bool) (unlock func(), err error) {
 	path := filepath.Join(dir, ServeLockFileName)
-	unlock, f, err := lockFile(path, true)
+	unlock, f, err := lockFile(path, sqlite)
 	if errors.Is(err, errDirLocked) {
 		holder := "another clasp serve"
 		if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 { // #nosec G304 -- the lock file of the data directory
 			holder += " (" + strings.TrimSpace(string(b)) + ")"
 		}
-		return nil, fmt.Errorf("%w: %s is serving the database in %s (it holds %s); stop it first, or give this server another --data-dir: "+
-			"two servers on one SQLite file would not see each other's events, caches or managed runs (use PostgreSQL, --database-url, for replicas)",
+		return nil, fmt.Errorf("%w: %s is using the data directory %s (it holds %s); stop it first, or give this server another --data-dir: "+
+			"a data directory belongs to the one server of its SQLite database, or to the replicas of one PostgreSQL database (use --database-url for replicas)",
 			errDirLocked, holder, dir, ServeLockFileName)
 	}
 	if err != nil {
 		return nil, err
 	}
+	store := "PostgreSQL"
+	if sqlite {
+		store = "SQLite"
+	}
 	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d\n", os.Getpid())), 0) // only names the holder in another serve's error
+		_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d, %s\n", os.Getpid(), store)), 0) // only names the holder in another serve's error
 	}
 	return unlock, nil
 }

@@ -157,7 +157,7 @@ type serveMain struct {
 	ln        net.Listener
 	stopPprof func()
 	st        migratedStore
-	unlockDir func() // releases the data directory's lock (SQLite only)
+	unlockDir func() // releases the data directory's locks (the serve lock; with SQLite also the database's)
 	srv       *server.Server
 	info      ServeInfo
 }
@@ -230,7 +230,7 @@ func (m *serveMain) setup(ctx context.Context) error {
 		if m.unlockDir, err = useDataDir(cfg.DataDir); err != nil {
 			return err
 		}
-		unlockServe, err := lockServeDir(cfg.DataDir)
+		unlockServe, err := lockServeDir(cfg.DataDir, true)
 		if err != nil {
 			m.unlockDir()
 			m.unlockDir = nil
@@ -238,6 +238,8 @@ func (m *serveMain) setup(ctx context.Context) error {
 		}
 		unlockShared := m.unlockDir
 		m.unlockDir = func() { unlockServe(); unlockShared() }
+	} else if m.unlockDir, err = lockServeDir(cfg.DataDir, false); err != nil {
+		return err
 	}
 	if m.st, err = m.openStoreWaiting(ctx); err != nil {
 		return err

@@ -287,3 +287,49 @@ func TestServeRefusesSecondServerOnDataDir(t *testing.T) {
 	stop()
 	startServer(t, dir) // the lock went with the first server
 }
+
+// TestServeDataDirAcrossStores: PostgreSQL replicas may share a data
+// directory, but a SQLite serve and a PostgreSQL serve may not (the second
+// would overwrite the first's board token file); each refusal names the
+// holder and --data-dir.
+func TestServeDataDirAcrossStores(t *testing.T) {
+	u := testDatabase(t)
+	pgServe := func(dir string) (stop func(), err error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan ServeInfo, 1)
+		done := make(chan error, 1)
+		go func() { done <- Serve(ctx, ServeConfig{DataDir: dir, DatabaseURL: u.String(), Listen: "127.0.0.1:0"}, ready) }()
+		select {
+		case <-ready:
+			return func() { cancel(); <-done }, nil
+		case err := <-done:
+			cancel()
+			return nil, err
+		}
+	}
+	// Two PostgreSQL replicas on one directory, then a SQLite serve on it.
+	pgDir := t.TempDir()
+	stop1, err := pgServe(pgDir)
+	if err != nil {
+		t.Fatalf("first PostgreSQL serve: %v", err)
+	}
+	defer stop1()
+	stop2, err := pgServe(pgDir)
+	if err != nil {
+		t.Fatalf("a second PostgreSQL replica on the same directory: %v", err)
+	}
+	defer stop2()
+	r := runCLI(t, nil, "", "serve", "--listen", "127.0.0.1:0", "--data-dir", pgDir)
+	if r.code != ExitError || !strings.Contains(r.stderr, "PostgreSQL") || !strings.Contains(r.stderr, "--data-dir") {
+		t.Errorf("SQLite serve on the replicas' directory: exit %d, stderr %q; want a refusal naming the PostgreSQL holder and --data-dir", r.code, r.stderr)
+	}
+	// A PostgreSQL serve on a SQLite server's directory.
+	sqDir := t.TempDir()
+	startServer(t, sqDir)
+	if stop, err := pgServe(sqDir); err == nil {
+		stop()
+		t.Errorf("PostgreSQL serve on a SQLite server's directory started")
+	} else if !strings.Contains(err.Error(), "SQLite") || !strings.Contains(err.Error(), "--data-dir") {
+		t.Errorf("PostgreSQL serve on a SQLite server's directory: %v; want the refusal naming the SQLite holder and --data-dir", err)
+	}
+}
