@@ -27,7 +27,7 @@ trap 'rm -rf "$work"' EXIT
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "build the pinned scanners (tools/go.mod)"
+step "build the pinned scanners (tools/go.mod; about a minute idle, several on a busy machine, silent meanwhile)"
 # tools/go.sum must be what go mod tidy writes, like the main module's.
 (cd tools && go mod tidy -diff) || { echo "scan: tools/go.mod or tools/go.sum is not tidy: run (cd tools && go mod tidy)" >&2; exit 1; }
 (cd tools && go build -o "$work/bin/" \
@@ -42,7 +42,7 @@ step "index the vulnerability database offline"
 "$work/bin/indexdb" -vulns "$vulndb_src/data/osv" -out "$work/vulndb"
 echo "$(ls "$work/vulndb/ID" | wc -l) entries"
 
-step "govulncheck (every package and test, against the offline database)"
+step "govulncheck (every package and test, against the offline database; a few minutes, silent meanwhile)"
 "$work/bin/govulncheck" -db "file://$work/vulndb" -test ./...
 
 step "staticcheck"
