@@ -78,7 +78,7 @@ func NewSession(cfg Config, opts Options) *Session {
 		cfg.IdleRelease = DefaultIdleRelease
 	}
 	s := &Session{cfg: cfg, opts: opts, log: opts.Logger, id: client.NewIdempotencyKey(), start: time.Now(), held: map[string]string{}, lastCall: time.Now()}
-	s.calls, s.endCalls = context.WithCancel(context.Background())
+	s.calls, s.endCalls = context.WithCancel(context.Background()) // #nosec G118 -- endCalls is called by Serve when its context ends, and by Close
 	if setting, _ := cfg.Missing(); setting == "" {
 		s.base = client.New(cfg.URL, client.WithToken(cfg.Token), client.WithRunID(cfg.RunID),
 			client.WithHTTPClient(opts.HTTPClient), client.WithUserAgent(opts.UserAgent))
@@ -389,6 +389,7 @@ func (s *Session) Close(status clasp.RunStatus) error {
 		return nil
 	}
 	s.closed = true
+	s.endCalls()
 	if s.hbStop != nil {
 		s.hbStop()
 		s.hbStop = nil
