@@ -12,6 +12,10 @@ step() { printf '\n== %s\n' "$*"; }
 step "go mod tidy -diff (go.mod lists exactly what the code imports)"
 go mod tidy -diff
 
+step "gofmt (the pinned toolchain's; lists files it would change)"
+unformatted=$("$(go env GOROOT)/bin/gofmt" -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then echo "$unformatted"; echo "gofmt would change the files above: run gofmt -w on them" >&2; exit 1; fi
+
 step "go vet"
 go vet ./...
 

@@ -298,7 +298,9 @@ func TestServeDataDirAcrossStores(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		ready := make(chan ServeInfo, 1)
 		done := make(chan error, 1)
-		go func() { done <- Serve(ctx, ServeConfig{DataDir: dir, DatabaseURL: u.String(), Listen: "127.0.0.1:0"}, ready) }()
+		go func() {
+			done <- Serve(ctx, ServeConfig{DataDir: dir, DatabaseURL: u.String(), Listen: "127.0.0.1:0"}, ready)
+		}()
 		select {
 		case <-ready:
 			return func() { cancel(); <-done }, nil

@@ -39,7 +39,9 @@ type hbtx struct {
 	s  *Store
 }
 
-func (s *Store) hbTx(tx pgx.Tx) hbtx { return hbtx{store.QueryTx{Querier: pooled{tx}, D: driver{s}}, tx, s} }
+func (s *Store) hbTx(tx pgx.Tx) hbtx {
+	return hbtx{store.QueryTx{Querier: pooled{tx}, D: driver{s}}, tx, s}
+}
 
 // hb is a store transaction (s.tx) as a store.TxRunner.
 func (s *Store) hb() store.TxRunner {
