@@ -107,6 +107,9 @@ type Scheduler struct {
 	log *slog.Logger
 
 	nudge chan struct{}
+	// afterPass, when set before Start, is called after each pass of the
+	// loop (tests wait for the first one before driving passes themselves).
+	afterPass func()
 
 	mu       sync.Mutex
 	procs    map[string]*proc     // runs whose process this scheduler watches
@@ -302,6 +305,9 @@ func (s *Scheduler) loop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		s.RunOnce(ctx)
+		if s.afterPass != nil {
+			s.afterPass()
+		}
 		select {
 		case <-ctx.Done():
 			return

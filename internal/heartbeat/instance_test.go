@@ -3,6 +3,7 @@ package heartbeat
 import (
 	"fmt"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,15 +14,20 @@ import (
 
 // idleScheduler is a started scheduler (default instance id: a fresh one)
 // whose loop waits an hour between passes, so the test drives its passes
-// with RunOnce.
+// with RunOnce. It returns once the loop's first pass (which runs at Start)
+// is over, so that pass cannot start a run the test queues afterwards.
 func idleScheduler(t *testing.T, st store.HeartbeatStore) *Scheduler {
 	s := New(st, Config{APIURL: "http://127.0.0.1:1", Interval: time.Hour, LeaseTTL: time.Minute,
 		LogDir: filepath.Join(t.TempDir(), "logs"), KillGrace: 300 * time.Millisecond,
 		NewRunToken: func() (string, string) { return "clasp_rt_test", fmt.Sprint(time.Now().UnixNano()) }})
+	first := make(chan struct{})
+	var once sync.Once
+	s.afterPass = func() { once.Do(func() { close(first) }) }
 	if err := s.Start(t.Context()); err != nil {
 		t.Fatalf("start scheduler: %v", err)
 	}
 	t.Cleanup(s.Stop)
+	<-first
 	return s
 }
 
