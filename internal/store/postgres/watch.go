@@ -107,15 +107,38 @@ func (s *Store) notifier(ctx context.Context) {
 	}
 }
 
-// listener keeps a LISTEN connection open (reconnecting with backoff) and
-// wakes the local watchers on every notification from any replica.
+// The listener's reconnect backoff: the first retry after a lost LISTEN
+// connection waits listenRetryFirst, each failed attempt doubles the wait
+// up to listenRetryMax.
+const (
+	listenRetryFirst = 100 * time.Millisecond
+	listenRetryMax   = 5 * time.Second
+)
+
+// nextListenWait returns the wait before the next connection attempt of
+// the listener, given the wait before the attempt that just ended and
+// whether that attempt got as far as LISTEN: a connection that listened
+// starts the backoff again from listenRetryFirst (a replica that lost its
+// connection after hours of service reconnects as fast as after its
+// first loss); one that did not doubles the wait, at most listenRetryMax.
+func nextListenWait(prev time.Duration, listened bool) time.Duration {
+	if listened || prev <= 0 {
+		return listenRetryFirst
+	}
+	return min(2*prev, listenRetryMax)
+}
+
+// listener keeps a LISTEN connection open (reconnecting with the backoff
+// of nextListenWait) and wakes the local watchers on every notification
+// from any replica.
 func (s *Store) listener(ctx context.Context, cfg *pgx.ConnConfig) {
-	wait := 100 * time.Millisecond
+	var wait time.Duration
 	for ctx.Err() == nil {
-		err := s.listenOnce(ctx, cfg)
+		listened, err := s.listenOnce(ctx, cfg)
 		if ctx.Err() != nil {
 			return
 		}
+		wait = nextListenWait(wait, listened)
 		s.log.Warn("activity listener lost its connection; reconnecting", "err", err, "in", wait)
 		s.w.Notify() // a notification may have been missed: readers look again
 		select {
@@ -123,23 +146,25 @@ func (s *Store) listener(ctx context.Context, cfg *pgx.ConnConfig) {
 			return
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
 
-func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) error {
+// listenOnce connects, LISTENs on the store's channel and wakes the local
+// watchers on each notification until the connection fails or ctx ends.
+// It returns whether LISTEN succeeded, and the error that ended it.
+func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return false, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.w.channel}.Sanitize()); err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return false, fmt.Errorf("listen: %w", err)
 	}
 	s.w.Notify() // rows may have been written while not listening
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return fmt.Errorf("wait for notification: %w", err)
+			return true, fmt.Errorf("wait for notification: %w", err)
 		}
 		s.w.Notify()
 	}
