@@ -36,8 +36,9 @@ tool call that needs a run opens one (invocationSource "mcp"), heartbeated every
 third of the lease TTL while tool calls keep coming; after --idle-release
 without a call the heartbeat stops, the lease runs out and the sweeper releases
 what the run held. The run is finished succeeded when stdin closes and
-cancelled on SIGTERM or SIGINT (releasing its issues); after SIGKILL the lease
-and the sweeper release them.`,
+cancelled on SIGTERM or SIGINT; either way the finish clears the checkout and
+execution locks the run held (its issues keep their status and assignee).
+After SIGKILL the lease runs out and the sweeper clears them.`,
 		Example: `  CLASP_URL=http://127.0.0.1:3100 CLASP_API_KEY=clasp_ak_... clasp mcp
   claude mcp add clasp --env CLASP_URL=http://127.0.0.1:3100 --env CLASP_API_KEY=clasp_ak_... -- clasp mcp`,
 		Args: cobra.NoArgs,
