@@ -219,7 +219,11 @@ func restore(ctx context.Context, w io.Writer, dataDir, from string) error {
 	}
 	unlock, err := lockDataDir(dataDir, true)
 	if errors.Is(err, errDirLocked) {
-		return fmt.Errorf("refusing to restore: a clasp process (serve, migrate or backup) is using %s (it holds %s); stop the server first", dataDir, LockFileName)
+		holder := "a clasp process (serve, migrate or backup)"
+		if h := serveHolder(dataDir); h != "" {
+			holder = "clasp serve (" + h + ")"
+		}
+		return fmt.Errorf("refusing to restore: %s is using %s (it holds %s); stop the server first", holder, dataDir, LockFileName)
 	}
 	if err != nil {
 		return err

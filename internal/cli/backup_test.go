@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -124,10 +126,21 @@ func TestRestoreCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runCLI(t, nil, "", "restore", "--data-dir", dir, "--from", backupFile)
-	unlock()
 	if r.code != ExitError || !strings.Contains(r.stderr, "stop the server first") {
 		t.Errorf("restore while the directory is in use: exit %d, stderr %q", r.code, r.stderr)
 	}
+	if runtime.GOOS != "windows" {
+		unlockServe, err := lockServeDir(dir, true) // and its serve lock, naming it
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = runCLI(t, nil, "", "restore", "--data-dir", dir, "--from", backupFile)
+		unlockServe()
+		if want := fmt.Sprintf("clasp serve (pid %d, SQLite) is using", os.Getpid()); r.code != ExitError || !strings.Contains(r.stderr, want) {
+			t.Errorf("restore while a serve runs: exit %d, stderr %q; want it to contain %q", r.code, r.stderr, want)
+		}
+	}
+	unlock()
 
 	damaged := filepath.Join(t.TempDir(), "damaged.db")
 	b, err := os.ReadFile(backupFile)

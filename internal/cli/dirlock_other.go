@@ -21,3 +21,6 @@ const ServeLockFileName = "clasp.serve.lock"
 // lockServeDir takes no lock where flock is missing: a second serve on the
 // same data directory is not refused there.
 func lockServeDir(dir string, sqlite bool) (unlock func(), err error) { return func() {}, nil }
+
+// serveHolder names no process where flock is missing.
+func serveHolder(dir string) string { return "" }

@@ -70,6 +70,30 @@ func lockServeDir(dir string, sqlite bool) (unlock func(), err error) {
 	return unlock, nil
 }
 
+// serveHolder returns what a running `clasp serve` wrote into the data
+// directory's serve lock ("pid 1234, SQLite"), or "" when no serve holds
+// that lock (or the file cannot be read). It only names a process for an
+// error message: it takes the lock for a moment when it is free.
+func serveHolder(dir string) string {
+	path := filepath.Join(dir, ServeLockFileName)
+	if _, err := os.Stat(path); err != nil {
+		return "" // no serve ever ran here: create nothing
+	}
+	unlock, _, err := lockFile(path, true)
+	if err == nil {
+		unlock()
+		return ""
+	}
+	if !errors.Is(err, errDirLocked) {
+		return ""
+	}
+	b, err := os.ReadFile(path) // #nosec G304 -- the serve lock file of the data directory
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // lockFile opens path (created mode 0600 if missing) and takes its flock
 // without waiting: shared, or exclusive. It returns the release (closing
 // the file drops the lock) and the open file, or an error wrapping
