@@ -234,7 +234,11 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep *endpoint) (
 		return nil, err
 	}
 	c := &call{s: s, ep: ep, w: w, r: r, who: who}
-	if st := s.byCred.take(credentialKey(r), time.Now()); !st.ok {
+	ck := who.hash // an agent key's hash, which credentialKey would compute again
+	if ck == "" {
+		ck = credentialKey(r)
+	}
+	if st := s.byCred.take(ck, time.Now()); !st.ok {
 		st.setHeaders(w.Header())
 		return c, rateLimited("credential", st)
 	}
@@ -244,10 +248,12 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep *endpoint) (
 	case ep.access == agentOnly && who.board:
 		return c, clasp.Errorf(clasp.CodeForbidden, "Only an agent may call %s; the board has no agent identity.", routeLabel(ep.pattern))
 	}
-	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
-		// r.URL.Query() drops a malformed pair silently: a bad cursor
-		// would answer the first page again.
-		return c, clasp.InvalidField("query", "The query string is malformed (%v); escape %% as %%25.", err)
+	if r.URL.RawQuery != "" { // an empty query parses to an empty map
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			// r.URL.Query() drops a malformed pair silently: a bad cursor
+			// would answer the first page again.
+			return c, clasp.InvalidField("query", "The query string is malformed (%v); escape %% as %%25.", err)
+		}
 	}
 	c2, err := s.prepareCall(c)
 	if c2 == nil {

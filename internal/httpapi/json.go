@@ -11,6 +11,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -183,6 +184,130 @@ type readOnlyFielder interface {
 // by white space, with no duplicate (or case-folded duplicate) keys in any
 // object, at most maxJSONDepth deep. It returns the top-level keys in order.
 func checkJSONStructure(data []byte) ([]string, error) {
+	if top, ok := plainObjectKeys(data); ok {
+		return top, nil
+	}
+	return checkJSONTokens(data)
+}
+
+// plainObjectKeys is checkJSONStructure's fast path for the bodies clients
+// send: it returns data's top-level keys and true when data is one valid
+// JSON object, at most maxJSONDepth deep, whose keys (at every depth) are
+// ASCII without escapes and distinct within each object regardless of
+// case. For anything else it returns false, and checkJSONTokens decides
+// and words the error, so both paths answer alike.
+func plainObjectKeys(data []byte) ([]string, bool) {
+	if !json.Valid(data) {
+		return nil, false
+	}
+	type frame struct {
+		object    bool
+		expectKey bool
+		keys      int // index in keys where this object's keys start
+	}
+	var (
+		stackBuf [maxJSONDepth]frame
+		stack    = stackBuf[:0]
+		keysBuf  [16]string
+		keys     = keysBuf[:0]
+		top      []string
+	)
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return nil, false
+	}
+	for i < len(data) {
+		switch c := data[i]; c {
+		case '{', '[':
+			if len(stack) >= maxJSONDepth {
+				return nil, false
+			}
+			stack = append(stack, frame{object: c == '{', expectKey: c == '{', keys: len(keys)})
+			i++
+		case '}', ']':
+			f := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if f.object {
+				keys = keys[:f.keys]
+			}
+			i++
+			if len(stack) == 0 {
+				// json.Valid allows only white space after the object.
+				return top, true
+			}
+		case ',':
+			if f := &stack[len(stack)-1]; f.object {
+				f.expectKey = true
+			}
+			i++
+		case ':', ' ', '\t', '\n', '\r':
+			i++
+		case '"':
+			end := stringEnd(data, i)
+			if f := &stack[len(stack)-1]; f.object && f.expectKey {
+				key := data[i+1 : end-1]
+				for _, b := range key {
+					if b == '\\' || b >= utf8.RuneSelf {
+						return nil, false
+					}
+				}
+				for _, k := range keys[f.keys:] {
+					if strings.EqualFold(k, string(key)) {
+						return nil, false
+					}
+				}
+				ks := string(key)
+				keys = append(keys, ks)
+				if len(stack) == 1 {
+					top = append(top, ks)
+				}
+				f.expectKey = false
+			}
+			i = end
+		default: // a number, true, false or null
+			for i < len(data) && !endsScalar(data[i]) {
+				i++
+			}
+		}
+	}
+	return nil, false // unreachable for valid JSON
+}
+
+// skipSpace returns the index of the first byte of data at or after i that
+// is not JSON white space.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// endsScalar reports whether b ends a JSON number or literal.
+func endsScalar(b byte) bool {
+	switch b {
+	case ',', ']', '}', ' ', '\t', '\n', '\r':
+		return true
+	}
+	return false
+}
+
+// stringEnd returns the index just past the closing quote of the JSON
+// string that opens at data[i] (data is valid JSON).
+func stringEnd(data []byte, i int) int {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(data)
+}
+
+// checkJSONTokens is checkJSONStructure through encoding/json's tokens: it
+// decides every body, and words every error.
+func checkJSONTokens(data []byte) ([]string, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // numbers such as 1e999 are syntax, not a float64 to parse
 	syntaxErr := func(err error) error {
@@ -291,10 +416,25 @@ func foldKey(s string) string {
 	return b.String()
 }
 
+// fieldNames caches jsonFieldNames per type: request types are fixed at
+// build time, so the cache holds one entry per request type and never
+// changes an entry.
+var fieldNames sync.Map // reflect.Type → map[string]struct{}
+
 // jsonFieldNames returns the json names of the exported fields of the struct
-// t points to (request types embed no structs). It is recomputed per call:
-// request types have a handful of fields, and a cache would be package state.
+// t points to (request types embed no structs), computed once per type.
+// The map is shared: callers only read it.
 func jsonFieldNames(t reflect.Type) map[string]struct{} {
+	if m, ok := fieldNames.Load(t); ok {
+		return m.(map[string]struct{})
+	}
+	m := fieldNamesOf(t)
+	fieldNames.Store(t, m)
+	return m
+}
+
+// fieldNamesOf is jsonFieldNames without the cache.
+func fieldNamesOf(t reflect.Type) map[string]struct{} {
 	m := map[string]struct{}{}
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -350,23 +490,46 @@ func trimJSONErr(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-// writeJSON writes v as the JSON body of a response with the given status.
+// answerBuffers are the buffers writeJSON encodes answers into, reused
+// across requests (a buffer is back in the pool only after the answer was
+// written, and buffers that grew past maxPooledAnswer are dropped).
+var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledAnswer is the largest buffer answerBuffers keeps (64 KiB), so
+// that one long list answer does not pin its memory for good.
+const maxPooledAnswer = 64 << 10
+
+// writeJSON writes v as the JSON body of a response with the given status:
+// the bytes json.Marshal gives, then a newline, in one Write. It panics if
+// v does not marshal (only the package's own types are answered).
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
+	buf := answerBuffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	// Encode writes what Marshal returns (HTML-escaped alike) and a newline.
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		// Only our own types are marshalled; this is a bug.
 		panic(fmt.Sprintf("httpapi: marshal %T: %v", v, err))
 	}
-	writeRawJSON(w, status, body)
+	setJSONHeaders(w, status)
+	_, _ = w.Write(buf.Bytes())
+	if buf.Cap() <= maxPooledAnswer {
+		answerBuffers.Put(buf)
+	}
 }
 
-// writeRawJSON writes an already encoded JSON body.
+// writeRawJSON writes an already encoded JSON body and a newline.
 func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
+	setJSONHeaders(w, status)
+	_, _ = w.Write(body)
+	_, _ = w.Write([]byte{'\n'})
+}
+
+// setJSONHeaders sets the headers of every JSON answer and writes the
+// status line.
+func setJSONHeaders(w http.ResponseWriter, status int) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store") // answers may carry secrets (keys, run tokens)
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
-	_, _ = w.Write([]byte{'\n'})
 }

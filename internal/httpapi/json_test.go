@@ -3,10 +3,13 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clasp-dev/clasp"
 )
@@ -144,3 +147,117 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 	})
 }
+
+// structureCases are bodies for the two paths of checkJSONStructure, with
+// whether the fast path (plainObjectKeys) takes them.
+var structureCases = []struct {
+	body string
+	fast bool
+}{
+	{`{"agentId":"8c7f8e8a-3c1e-4a44-9d3c-6b1f0f0c2a11","expectedStatuses":["todo","backlog"]}`, true},
+	{`{}`, true},
+	{" \t\n{ \"a\" : 1 , \"b\":[true,false,null,-1.5e3,{\"c\":{}}]}\r\n", true},
+	{`{"raw":{"x":[1,2,{"y":null}]},"s":"a,b]}\"c\\"}`, true},
+	{`{"a":{"a":1},"b":{"a":2}}`, true}, // the same key in two objects is no duplicate
+	{`{"a":1,"A":2}`, false},            // duplicate regardless of case
+	{`{"a":{"x":1,"X":2}}`, false},      // nested duplicate
+	{`{"\u0061":1}`, false},             // escaped key
+	{`{"ä":1}`, false},                  // non-ASCII key
+	{`{} x`, false},
+	{`{"a":1}{"b":2}`, false},
+	{`[1,2]`, false},
+	{`"x"`, false},
+	{``, false},
+	{`{"a":`, false},
+	{`{"a":1,}`, false},
+	{strings.Repeat(`{"a":`, 31) + "1" + strings.Repeat("}", 31), true},
+	{strings.Repeat(`{"a":`, 32) + "1" + strings.Repeat("}", 32), true},
+	{strings.Repeat(`{"a":`, 33) + "1" + strings.Repeat("}", 33), false}, // deeper than maxJSONDepth
+	{`{"a":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`, false},
+}
+
+// TestCheckJSONStructureFastPath checks that the fast path takes the plain
+// bodies, and that whatever it answers is what the token path answers.
+func TestCheckJSONStructureFastPath(t *testing.T) {
+	for _, tc := range structureCases {
+		keys, ok := plainObjectKeys([]byte(tc.body))
+		if ok != tc.fast {
+			t.Errorf("plainObjectKeys(%q) took it %v, want %v", tc.body, ok, tc.fast)
+			continue
+		}
+		want, werr := checkJSONTokens([]byte(tc.body))
+		if ok {
+			if werr != nil || !slices.Equal(keys, want) {
+				t.Errorf("plainObjectKeys(%q) = %q; the token path says %q, %v", tc.body, keys, want, werr)
+			}
+			continue
+		}
+		got, gerr := checkJSONStructure([]byte(tc.body))
+		if !slices.Equal(got, want) || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+			t.Errorf("checkJSONStructure(%q) = %q, %v; want %q, %v", tc.body, got, gerr, want, werr)
+		}
+	}
+}
+
+// FuzzCheckJSONStructure checks on any input that checkJSONStructure's
+// fast path answers exactly what the token path does whenever it answers.
+//
+//	go test ./internal/httpapi -run '^$' -fuzz FuzzCheckJSONStructure -fuzztime 30s
+func FuzzCheckJSONStructure(f *testing.F) {
+	for _, tc := range structureCases {
+		f.Add([]byte(tc.body))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		keys, ok := plainObjectKeys(data)
+		if !ok {
+			return
+		}
+		want, err := checkJSONTokens(data)
+		if err != nil || !slices.Equal(keys, want) {
+			t.Fatalf("plainObjectKeys(%q) = %q; the token path says %q, %v", data, keys, want, err)
+		}
+	})
+}
+
+// BenchmarkDecodeJSONCheckout decodes a checkout body as every checkout
+// request does.
+//
+//	go test ./internal/httpapi -run '^$' -bench DecodeJSONCheckout -benchmem
+func BenchmarkDecodeJSONCheckout(b *testing.B) {
+	body := []byte(`{"agentId":"8c7f8e8a-3c1e-4a44-9d3c-6b1f0f0c2a11","expectedStatuses":["todo","backlog"]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var in struct {
+			AgentID          *string             `json:"agentId"`
+			ExpectedStatuses []clasp.IssueStatus `json:"expectedStatuses"`
+		}
+		if err := decodeJSONBytes(body, &in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWriteJSONIssue encodes an issue answer as every lock rule's
+// answer is.
+//
+//	go test ./internal/httpapi -run '^$' -bench WriteJSONIssue -benchmem
+func BenchmarkWriteJSONIssue(b *testing.B) {
+	now := time.Date(2026, 12, 1, 18, 0, 0, 123456000, time.UTC)
+	run := "0b5d1c3e-8f7a-4c2b-9e6d-1a2b3c4d5e6f"
+	iss := &clasp.Issue{ID: "8c7f8e8a-3c1e-4a44-9d3c-6b1f0f0c2a11", CompanyID: "1c7f8e8a-3c1e-4a44-9d3c-6b1f0f0c2a11",
+		Identifier: "BN-12", Title: "Bench issue", Status: clasp.IssueInProgress, CheckoutRunID: &run, ExecutionRunID: &run,
+		CreatedAt: now, UpdatedAt: now}
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		writeJSON(w, http.StatusOK, iss)
+	}
+}
+
+// discardWriter is an http.ResponseWriter that keeps headers and drops the body.
+type discardWriter struct{ h http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discardWriter) WriteHeader(int)             {}

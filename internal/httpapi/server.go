@@ -341,8 +341,10 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			route := routeLabel(r.Pattern)
 			d := time.Since(start)
 			s.m.HTTPRequestDuration.WithLabelValues(r.Method, route, strconv.Itoa(status)).Observe(d.Seconds())
-			s.log.Debug("request", "method", r.Method, "route", route, "status", status, "duration", d,
-				"request_id", rid, "client", addr)
+			if s.log.Enabled(r.Context(), slog.LevelDebug) { // spares building the attributes when off
+				s.log.Debug("request", "method", r.Method, "route", route, "status", status, "duration", d,
+					"request_id", rid, "client", addr)
+			}
 		}()
 		if headerBytes(r) > MaxHeaderBytes {
 			w.Header().Set("Connection", "close")
