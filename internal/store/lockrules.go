@@ -331,8 +331,18 @@ func OrNil(p *string) any {
 // agent, and whether a is the board.
 func LockArgs(ref string, a Actor) Args {
 	rid, rident := SplitRef(ref)
-	return Args{"rid": rid, "rident": rident, "company": Scope(a), "run": a.RunID, "agent": a.AgentID, "board": a.IsBoard()}
+	// Sized for what the lock rules add (ActorArgs, the checkout's and the
+	// PATCH's arguments), so that the map is allocated once.
+	args := make(Args, lockArgsSize)
+	args["rid"], args["rident"], args["company"] = rid, rident, Scope(a)
+	args["run"], args["agent"], args["board"] = a.RunID, a.AgentID, a.IsBoard()
+	return args
 }
+
+// lockArgsSize is the most arguments a lock rule statement takes:
+// LockArgs' six, ActorArgs' four, and up to eight more of the rule (the
+// checkout's expected statuses, PatchArgs' seven).
+const lockArgsSize = 18
 
 // PatchArgs adds to args the arguments statement Patch takes for PATCH p
 // (L5/L6) and returns args: title and description (nil: unchanged),
