@@ -517,13 +517,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 }
 
-// writeRawJSON writes an already encoded JSON body and a newline.
-func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
-	setJSONHeaders(w, status)
-	_, _ = w.Write(body)
-	_, _ = w.Write([]byte{'\n'})
-}
-
 // setJSONHeaders sets the headers of every JSON answer and writes the
 // status line.
 func setJSONHeaders(w http.ResponseWriter, status int) {

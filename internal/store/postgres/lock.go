@@ -46,7 +46,7 @@ func (s *Store) lockRule(ctx context.Context, name, what, ref string, args named
 		var l *lockAnswer
 		err := s.retry(ctx, func() error {
 			var err error
-			l, err = scanLockAnswer(s.pool.QueryRow(ctx, q(name), args))
+			l, err = scanLockAnswer(name, s.pool.QueryRow(ctx, q(name), args))
 			return err
 		})
 		switch {
@@ -77,8 +77,9 @@ func checkoutRunEnded(err error) bool {
 // (sql/lock.sql): changed, the issue, old_status, old_assignee,
 // old_checkout, old_execution, checkout_state, execution_state,
 // caller_agent, caller_company, caller_state, owned_by_caller,
-// agent_active, assignee_in_company, ok.
-func scanLockAnswer(row pgx.Row) (*lockAnswer, error) {
+// agent_active, assignee_in_company, ok. name is the statement's, whose
+// scan plans are kept (plannedRow).
+func scanLockAnswer(name string, row pgx.Row) (*lockAnswer, error) {
 	var (
 		l                              lockAnswer
 		iss                            clasp.Issue
@@ -87,7 +88,7 @@ func scanLockAnswer(row pgx.Row) (*lockAnswer, error) {
 	dest := append([]any{&l.changed}, store.IssueDest(&iss)...)
 	dest = append(dest, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
 		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &owned, &active, &assigneeCompany, &l.ok)
-	if err := row.Scan(dest...); err != nil {
+	if err := row.Scan(plannedRow{name: name, dest: dest}); err != nil {
 		return nil, err
 	}
 	l.issue, l.IssueID, l.CompanyID = &iss, iss.ID, iss.CompanyID
