@@ -19,7 +19,9 @@
 --     issues): no deadlock. Checkout takes that lock after the issue's
 --     when the issue names no lock of the caller's run (see there).
 --   - CTE upd writes the issue only if d.ok and the row is still the version
---     old read (compare-and-set on xmin); otherwise the store runs the
+--     old read (compare-and-set on xmin; the row is fetched by the ctid old
+--     read, a TID scan instead of a second index look-up: a newer version
+--     fails the xmin check on its re-check); otherwise the store runs the
 --     statement again on a fresh snapshot. So the decision and the audit
 --     details are always those of the row written.
 --   - CTE act writes the rule's activity rows from what upd returned.
@@ -60,7 +62,7 @@
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
 		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
@@ -73,7 +75,7 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
 			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
 			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state,
-		c.agent_id AS caller_agent, c.company_id AS caller_company,
+		c.agent_id AS caller_agent, c.company_id AS caller_company, c.ctid AS caller_tid,
 		CASE WHEN c.id IS NOT NULL THEN CASE
 			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
@@ -114,14 +116,18 @@ upd AS (
 		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: L2 is excluded by d
 		updated_at = now()
 	FROM old o JOIN d ON d.id = o.id
-	WHERE i.id = o.id AND i.xmin = o.ver AND d.ok AND (NOT d.mine OR EXISTS (SELECT 1 FROM lk))
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND d.ok AND (NOT d.mine OR EXISTS (SELECT 1 FROM lk))
 	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
 ),
 lk_after AS MATERIALIZED (
-	SELECT r.id FROM runs r, upd u, d
-	WHERE NOT d.mine AND r.id = @run::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	-- the caller's run fetched by the ctid old read (caller_tid), no index
+	-- look-up; FOR SHARE of a version updated since (a renewal or a finish
+	-- that committed meanwhile) re-checks the latest version, and when that
+	-- is not live lk_after is empty and the statement fails below
+	SELECT r.id FROM runs r, upd u, old o, d
+	WHERE NOT d.mine AND r.ctid = o.caller_tid AND r.id = @run::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 	FOR SHARE OF r
 ),
 act AS (
@@ -163,7 +169,7 @@ FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
 		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
@@ -207,7 +213,7 @@ upd AS (
 		started_at = coalesce(i.started_at, now()),
 		updated_at = now()
 	FROM old o JOIN d ON d.id = o.id
-	WHERE i.id = o.id AND i.xmin = o.ver AND d.ok
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND d.ok
 	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
@@ -245,7 +251,7 @@ FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
 		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
@@ -289,7 +295,7 @@ upd AS (
 		assignee_agent_id = CASE WHEN @unassign::boolean THEN NULL ELSE i.assignee_agent_id END,
 		updated_at = now()
 	FROM old o JOIN d ON d.id = o.id
-	WHERE i.id = o.id AND i.xmin = o.ver AND d.ok
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND d.ok
 	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
@@ -331,7 +337,7 @@ FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
 		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
@@ -412,7 +418,7 @@ upd AS (
 		checkout_epoch = CASE WHEN NOT f.releases AND f.adopts THEN i.checkout_epoch + 1 ELSE i.checkout_epoch END,
 		updated_at = now()
 	FROM old o JOIN d ON d.id = o.id JOIN f ON f.id = o.id
-	WHERE i.id = o.id AND i.xmin = o.ver AND d.ok
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND d.ok
 		-- L5/L3: an adoption takes the locks for a run still live (lk)
 		AND (NOT f.adopts OR f.releases OR EXISTS (SELECT 1 FROM lk))
 	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
@@ -486,7 +492,7 @@ FROM old o JOIN d ON d.id = o.id JOIN f ON f.id = o.id CROSS JOIN LATERAL (
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid
 	FROM issues i
 	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
 ),
@@ -500,7 +506,7 @@ upd AS (
 		assignee_agent_id = CASE WHEN @clear_assignee::boolean THEN NULL ELSE i.assignee_agent_id END,
 		updated_at = now()
 	FROM old o
-	WHERE i.id = o.id AND i.xmin = o.ver
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver
 	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at

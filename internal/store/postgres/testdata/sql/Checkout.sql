@@ -11,7 +11,7 @@
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
 		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
@@ -24,7 +24,7 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
 			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
 			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state,
-		c.agent_id AS caller_agent, c.company_id AS caller_company,
+		c.agent_id AS caller_agent, c.company_id AS caller_company, c.ctid AS caller_tid,
 		CASE WHEN c.id IS NOT NULL THEN CASE
 			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
@@ -65,14 +65,18 @@ upd AS (
 		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: L2 is excluded by d
 		updated_at = now()
 	FROM old o JOIN d ON d.id = o.id
-	WHERE i.id = o.id AND i.xmin = o.ver AND d.ok AND (NOT d.mine OR EXISTS (SELECT 1 FROM lk))
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND d.ok AND (NOT d.mine OR EXISTS (SELECT 1 FROM lk))
 	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
 ),
 lk_after AS MATERIALIZED (
-	SELECT r.id FROM runs r, upd u, d
-	WHERE NOT d.mine AND r.id = $1::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	-- the caller's run fetched by the ctid old read (caller_tid), no index
+	-- look-up; FOR SHARE of a version updated since (a renewal or a finish
+	-- that committed meanwhile) re-checks the latest version, and when that
+	-- is not live lk_after is empty and the statement fails below
+	SELECT r.id FROM runs r, upd u, old o, d
+	WHERE NOT d.mine AND r.ctid = o.caller_tid AND r.id = $1::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 	FOR SHARE OF r
 ),
 act AS (

@@ -10,7 +10,7 @@
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid
 	FROM issues i
 	WHERE i.id = coalesce(nullif($1::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $2::text)) AND ($3::text = '' OR i.company_id = $3::text)
 ),
@@ -24,7 +24,7 @@ upd AS (
 		assignee_agent_id = CASE WHEN $4::boolean THEN NULL ELSE i.assignee_agent_id END,
 		updated_at = now()
 	FROM old o
-	WHERE i.id = o.id AND i.xmin = o.ver
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver
 	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at

@@ -24,7 +24,7 @@
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
 		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
@@ -105,7 +105,7 @@ upd AS (
 		checkout_epoch = CASE WHEN NOT f.releases AND f.adopts THEN i.checkout_epoch + 1 ELSE i.checkout_epoch END,
 		updated_at = now()
 	FROM old o JOIN d ON d.id = o.id JOIN f ON f.id = o.id
-	WHERE i.id = o.id AND i.xmin = o.ver AND d.ok
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND d.ok
 		-- L5/L3: an adoption takes the locks for a run still live (lk)
 		AND (NOT f.adopts OR f.releases OR EXISTS (SELECT 1 FROM lk))
 	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
