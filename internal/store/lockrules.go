@@ -161,6 +161,39 @@ func CheckoutRefused(l *LockState, agentID, runID string, expected []string) (sa
 	return false, CheckoutConflict(l, agentID, runID, expected)
 }
 
+// WaitersState is an issue's lock state read once for a Batch of
+// checkouts that waited for another checkout of it (store.Inflight;
+// statement CheckoutWaitersRead of each dialect): the issue's columns and
+// the states of the runs its lock columns name (Issue; its caller fields
+// unset), and the runs of the batch's members by id (a run with no row is
+// absent), all of one snapshot taken after the batch was released.
+type WaitersState struct {
+	Issue LockState
+	Runs  map[string]RunState
+}
+
+// CheckoutRefusal is the answer the checkout rule (L1-L3) gives agentID's
+// run runID on state w, when that answer is a refusal: the error of
+// CheckoutRefused for w.Issue with runID's run as the caller's (422
+// run_not_found, 403 run_not_owned, 409 run_not_live, 409
+// checkout_conflict). nil when the rule's statement must decide: it would
+// write (a free issue, a dead holder to adopt: L1, L3; adoption is the
+// statement's alone), or runID holds the issue (L2, answered by the
+// statement as the row stands). A refusal is decided here only on a state
+// read after runID's call began (Shared's rule), so it is the answer the
+// statement would have given at a moment inside that call.
+func (w *WaitersState) CheckoutRefusal(agentID, runID string, expected []string) error {
+	l := w.Issue
+	if r, ok := w.Runs[runID]; ok {
+		l.CallerAgent, l.CallerCompany, l.CallerState = &r.AgentID, &r.CompanyID, &r.State
+	}
+	sameRun, err := CheckoutRefused(&l, agentID, runID, expected)
+	if sameRun || clasp.AsError(err) == nil {
+		return nil // L2, or no refusal explains this state: the statement decides
+	}
+	return err
+}
+
 // BoardCheckoutRefused explains a board checkout (S12) whose statement
 // changed nothing: 422 precondition_failed when agentID is no active agent
 // of the issue's company; noop true when the issue is in_progress and

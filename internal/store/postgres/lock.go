@@ -109,10 +109,12 @@ func lockArgs(ref string, a store.Actor) namedArgs {
 // board (S12) the issue is assigned to AgentID and set in_progress with no
 // lock (statement BoardCheckout). It answers the issue after the write
 // (or, L2, as it stands). An agent's checkout waits for one of the same
-// issue (same reference) already running in this process (store.Inflight),
-// so that it decides on the row that one leaves. Errors: those of store.ValidateCheckout, 404
-// not_found, and the refusals of store.CheckoutRefused and
-// store.BoardCheckoutRefused.
+// issue (same reference) already running in this process (store.Inflight);
+// the checkouts released together after it share one read of the issue
+// taken after that release (waitersRefusal), and those the rule refuses on
+// it answer without running the statement. Errors: those of
+// store.ValidateCheckout, 404 not_found, and the refusals of
+// store.CheckoutRefused and store.BoardCheckoutRefused.
 func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams) (*clasp.Issue, error) {
 	expected, err := store.ValidateCheckout(p)
 	if err != nil {
@@ -131,9 +133,15 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 		}
 		return l.issue, nil
 	}
-	done, _, err := s.checkouts.Enter(ctx, a.CompanyID+"\x00"+p.Ref)
+	done, batch, err := s.checkouts.Enter(ctx, store.CheckoutKey(a.CompanyID, p.Ref), a.RunID)
 	if err != nil {
 		return nil, err
+	}
+	if batch != nil {
+		if err := s.waitersRefusal(ctx, batch, p.Ref, p.AgentID, expected, a); err != nil {
+			done()
+			return nil, err
+		}
 	}
 	l, err := s.lockRule(ctx, "Checkout", "check out issue", p.Ref, args)
 	done()
@@ -154,6 +162,60 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 		p.Result.SameRun = true
 	}
 	return l.issue, nil
+}
+
+// waitersRefusal is the refusal of run a.RunID's checkout of ref, a member
+// of batch (store.Inflight), decided on the issue's lock state that the
+// batch reads once (statement CheckoutWaitersRead, store.Shared) after it
+// was released: the error of store.WaitersState.CheckoutRefusal. A refusal
+// writes nothing and locks nothing, so this is the answer the statement
+// would give at the moment of that read's snapshot, which lies after this
+// call began; a refusal is never decided on a state read before that. nil
+// means the rule may write, or L2 answers the row as it stands, or the
+// read failed (no row, an error): the caller runs the statement, which
+// decides.
+func (s *Store) waitersRefusal(ctx context.Context, batch *store.Batch, ref, agentID string, expected []string, a store.Actor) error {
+	w, err := store.Shared(ctx, batch, func(ctx context.Context, runs []string) (*store.WaitersState, error) {
+		return s.checkoutWaitersRead(ctx, ref, store.Scope(a), runs)
+	})
+	if err != nil || w == nil {
+		return nil
+	}
+	return w.CheckoutRefusal(agentID, a.RunID, expected)
+}
+
+// checkoutWaitersRead reads issue ref's lock state in company ("" for
+// any) and the runs runs, from one snapshot (statement
+// CheckoutWaitersRead); nil when the issue does not exist.
+func (s *Store) checkoutWaitersRead(ctx context.Context, ref, company string, runs []string) (*store.WaitersState, error) {
+	rid, rident := store.SplitRef(ref)
+	rows, err := s.pool.Query(ctx, q("CheckoutWaitersRead"), namedArgs{"rid": rid, "rident": rident, "company": company, "runs": runs})
+	if err != nil {
+		return nil, wrap(err, "read issue %s for its waiting checkouts", ref)
+	}
+	defer rows.Close()
+	var w *store.WaitersState
+	for rows.Next() {
+		if w == nil {
+			w = &store.WaitersState{Runs: make(map[string]store.RunState, len(runs))}
+		}
+		var (
+			l                    store.LockState
+			id, agent, co, state *string
+		)
+		if err := rows.Scan(&l.IssueID, &l.CompanyID, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
+			&id, &agent, &co, &state); err != nil {
+			return nil, wrap(err, "read issue %s for its waiting checkouts", ref)
+		}
+		w.Issue = l
+		if id != nil {
+			w.Runs[*id] = store.RunState{Found: true, AgentID: *agent, CompanyID: *co, State: *state}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(err, "read issue %s for its waiting checkouts", ref)
+	}
+	return w, nil
 }
 
 // answer is the issue of a lock rule's answer, or its error.

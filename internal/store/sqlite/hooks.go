@@ -10,6 +10,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
 )
 
 // TestHooks reaches states the store API cannot, with raw writes and no
@@ -36,6 +37,15 @@ func (h *TestHooks) SetRunStatus(ctx context.Context, runID string, status clasp
 		finished = h.S.nowMicros()
 	}
 	return h.exec(ctx, "HookSetRunStatus", sql.Named("status", string(status)), sql.Named("finished", finished), sql.Named("run", runID))
+}
+
+// HoldCheckouts enters the store's queue of the checkouts of issue
+// reference ref in companyID (store.Inflight) as a checkout in flight
+// does: agents' checkouts of ref wait until release. waiting is how many
+// calls wait in the queue now.
+func (h *TestHooks) HoldCheckouts(ctx context.Context, companyID, ref string) (waiting func() int, release func(), err error) {
+	done, _, err := h.S.checkouts.Enter(ctx, store.CheckoutKey(companyID, ref), "")
+	return h.S.checkouts.Waiting, done, err
 }
 
 // ForceIssueLocks writes an issue's status, assignee and lock columns as

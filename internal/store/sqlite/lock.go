@@ -11,6 +11,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -81,10 +82,12 @@ func expectedArg(expected []string) string { return "," + strings.Join(expected,
 // board (S12) the issue is assigned to AgentID and set in_progress with no
 // lock (BoardCheckout). It answers the issue after the write (or, L2, as
 // it stands). An agent's checkout waits for one of the same issue (same
-// reference) already running in this process (store.Inflight); then, on
-// the state that one left, a refusal is decided on a reader
-// (checkoutRefusedNow) without entering the writer. Errors: those of store.ValidateCheckout, 404 not_found, and
-// the refusals of store.CheckoutRefused and store.BoardCheckoutRefused.
+// reference) already running in this process (store.Inflight); the
+// checkouts released together after it share one read of the issue on a
+// reader, taken after that release (waitersRefusal), and those the rule
+// refuses on it answer without entering the writer. Errors: those of
+// store.ValidateCheckout, 404 not_found, and the refusals of
+// store.CheckoutRefused and store.BoardCheckoutRefused.
 func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams) (*clasp.Issue, error) {
 	expected, err := store.ValidateCheckout(p)
 	if err != nil {
@@ -92,13 +95,13 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 	}
 	a := p.Actor
 	if !a.IsBoard() {
-		done, waited, err := s.checkouts.Enter(ctx, a.CompanyID+"\x00"+p.Ref)
+		done, batch, err := s.checkouts.Enter(ctx, store.CheckoutKey(a.CompanyID, p.Ref), a.RunID)
 		if err != nil {
 			return nil, err
 		}
 		defer done()
-		if waited {
-			if err := s.checkoutRefusedNow(ctx, p.Ref, p.AgentID, expected, a); err != nil {
+		if batch != nil {
+			if err := s.waitersRefusal(ctx, batch, p.Ref, p.AgentID, expected, a); err != nil {
 				return nil, err
 			}
 		}
@@ -119,24 +122,67 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 	return out, nil
 }
 
-// checkoutRefusedNow decides, on a reader connection and the latest
-// committed state, whether the lock rule would refuse run a.RunID's
-// checkout of ref now, and returns that refusal (the error of
-// store.CheckoutRefused, or 404 not_found): a refusal writes nothing, so
-// deciding it outside the writer gives the answer the writer would give at
-// this moment, without queueing behind its commits. nil means the rule may
-// write (or L2 answers the row as it stands): the caller goes to the writer,
-// where the rule decides again.
-func (s *Store) checkoutRefusedNow(ctx context.Context, ref, agentID string, expected []string, a store.Actor) error {
-	l, err := scanLockState(s.readRow(ctx, "LockRead", lockReadArgs(ref, scope(a), lockQuery{run: a.RunID, agent: agentID}, s.nowMicros())...), ref)
+// waitersRefusal is the refusal of run a.RunID's checkout of ref, a member
+// of batch (store.Inflight), decided on the issue's lock state that the
+// batch reads once on a reader connection (statement CheckoutWaitersRead,
+// store.Shared) after it was released: the error of
+// store.WaitersState.CheckoutRefusal. A refusal writes nothing, so deciding
+// it outside the writer gives the answer the writer would give at the
+// moment of that read, which lies after this call began; a refusal is
+// never decided on a state read before that. nil means the rule may write,
+// or L2 answers the row as it stands, or the read failed (no row, an
+// error): the caller goes to the writer, where the rule decides again.
+func (s *Store) waitersRefusal(ctx context.Context, batch *store.Batch, ref, agentID string, expected []string, a store.Actor) error {
+	w, err := store.Shared(ctx, batch, func(ctx context.Context, runs []string) (*store.WaitersState, error) {
+		return s.checkoutWaitersRead(ctx, ref, scope(a), runs)
+	})
+	if err != nil || w == nil {
+		return nil
+	}
+	return w.CheckoutRefusal(agentID, a.RunID, expected)
+}
+
+// checkoutWaitersRead reads, on a reader, issue ref's lock state in
+// company ("" for any) and the runs runs (statement CheckoutWaitersRead);
+// nil when the issue does not exist.
+func (s *Store) checkoutWaitersRead(ctx context.Context, ref, company string, runs []string) (*store.WaitersState, error) {
+	ids, err := json.Marshal(runs)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	sameRun, err := store.CheckoutRefused(l, agentID, a.RunID, expected)
-	if sameRun || clasp.AsError(err) == nil {
-		return nil // L2, or no refusal explains this state: the rule would write
+	rid, rident := splitRef(ref)
+	rows, err := s.read(ctx, "CheckoutWaitersRead", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
+		sql.Named("runs", string(ids)), sql.Named("now", s.nowMicros()))
+	if err != nil {
+		return nil, fmt.Errorf("read issue %s for its waiting checkouts: %w", ref, err)
 	}
-	return err
+	defer rows.Close()
+	var w *store.WaitersState
+	for rows.Next() {
+		if w == nil {
+			w = &store.WaitersState{Runs: make(map[string]store.RunState, len(runs))}
+		}
+		var (
+			l         store.LockState
+			id        *string
+			r         store.RunState
+			agent, co *string
+			state     *string
+		)
+		if err := rows.Scan(&l.IssueID, &l.CompanyID, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
+			&id, &agent, &co, &state); err != nil {
+			return nil, fmt.Errorf("read issue %s for its waiting checkouts: %w", ref, err)
+		}
+		w.Issue = l
+		if id != nil {
+			r.Found, r.AgentID, r.CompanyID, r.State = true, *agent, *co, *state
+			w.Runs[*id] = r
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read issue %s for its waiting checkouts: %w", ref, err)
+	}
+	return w, nil
 }
 
 // checkout is L1-L3 for agent agentID's run a.RunID on issue ref.

@@ -33,6 +33,13 @@ type Hooks interface {
 	ForceIssueLocks(ctx context.Context, issueID string, status clasp.IssueStatus, assigneeAgentID, checkoutRunID, executionRunID *string) error
 	// SetRunStatus changes the run's status only: no lock is released.
 	SetRunStatus(ctx context.Context, runID string, status clasp.RunStatus) error
+	// HoldCheckouts occupies the store's in-process queue of the checkouts
+	// of issue reference ref (as a checkout names it) in companyID, as a
+	// checkout in flight does (store.Inflight): agents' checkouts of that
+	// reference then wait. waiting reports how many calls wait in the
+	// store's queues now; release lets them go, as the end of a checkout
+	// does.
+	HoldCheckouts(ctx context.Context, companyID, ref string) (waiting func() int, release func(), err error)
 }
 
 // opener opens a fresh, empty store and its hooks; the store is closed by
@@ -72,6 +79,8 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"S11_RunTouchCodes", testS11RunTouchCodes},
 		{"S12_BoardCheckout", testS12BoardCheckout},
 		{"L1_CallerRunMustBeLive", testL1CallerRunMustBeLive},
+		{"L1_CheckoutBatch", testL1CheckoutBatch},
+		{"L1_CheckoutWaitersDecideAfterRelease", testL1CheckoutWaitersDecideAfterRelease},
 		// Release and writes (S13-S18, rules L4-L6).
 		{"S13_Release", testS13Release},
 		{"S14_ReleaseDeadHolder", testS14ReleaseDeadHolder},

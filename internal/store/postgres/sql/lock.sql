@@ -159,6 +159,34 @@ FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
 	WHERE NOT EXISTS (SELECT 1 FROM upd)
 ) x
 
+-- name: CheckoutWaitersRead
+-- L1-L3, the refusals of checkouts that waited for another checkout of the
+-- same issue (store.Inflight), read once for all of them, from one
+-- snapshot: issue @rid/@rident within @company ('' for any), the columns
+-- of Checkout's CTE old that a checkout's refusal reads (the issue's, and
+-- the states of the runs its lock columns name), and one row per run of
+-- @runs that exists, with its id, agent, company and state (NULL run
+-- columns when none exists). No row when the issue does not exist. It
+-- decides nothing and locks nothing: store.WaitersState.CheckoutRefusal
+-- refuses from it, and every other answer is the Checkout statement's.
+WITH i AS MATERIALIZED (
+	SELECT i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.execution_run_id,
+		CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
+			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
+			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
+		CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT CASE
+			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
+			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
+	FROM issues i
+	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
+)
+SELECT i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.execution_run_id, i.c_state, i.e_state,
+	c.id, c.agent_id, c.company_id,
+	CASE WHEN c.id IS NOT NULL THEN CASE
+		WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
+		WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END
+FROM i LEFT JOIN runs c ON c.id = ANY(@runs::text[])
+
 -- name: BoardCheckout
 -- S12: the board assigns the issue to @agent and sets it in_progress,
 -- taking no lock; refused as L1 would refuse it (a live holder, another
