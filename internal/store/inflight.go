@@ -29,7 +29,7 @@ func CheckoutKey(companyID, ref string) string { return companyID + "\x00" + ref
 // flight is the call in flight for one key and the batch waiting for it.
 type flight struct {
 	done  chan struct{} // closed when the call has ended
-	batch *Batch // nil until a caller waits
+	batch *Batch        // nil until a caller waits
 }
 
 // Batch is the callers that waited for one call of a key: they entered
@@ -102,21 +102,22 @@ func (f *Inflight) Waiting() int {
 func (b *Batch) Members() []string { return b.members }
 
 // Shared returns the result of read, run once for the whole of batch b by
-// the first member that asks, with its ctx and b's members; the others
-// wait for that result (a member whose own ctx ends first gets ctx's
-// error). Every member calls it only after Enter returned b, so the read
+// the first member that asks, with b's members and that member's ctx
+// without its cancellation (so that a member giving up never fails the
+// others; read must be bounded by itself, as a statement with a timeout
+// is); the others wait for that result (a member whose own ctx ends first
+// gets ctx's error). Every member calls it only after Enter returned b, so the read
 // starts after the call the batch waited for ended and after every member
 // began its own call (each entered before the release): a state it reads
 // was committed at a moment inside every member's call, never before one
-// began. An error of read (ctx's included) is every member's; they then
-// decide on their own, as if they had not waited.
+// began. An error of read is every member's.
 func Shared[T any](ctx context.Context, b *Batch, read func(ctx context.Context, members []string) (T, error)) (T, error) {
 	b.mu.Lock()
 	first := !b.started
 	b.started = true
 	b.mu.Unlock()
 	if first {
-		v, err := read(ctx, b.members)
+		v, err := read(context.WithoutCancel(ctx), b.members)
 		b.val, b.err = v, err
 		close(b.ready)
 		return v, err

@@ -170,52 +170,58 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 // was released: the error of store.WaitersState.CheckoutRefusal. A refusal
 // writes nothing and locks nothing, so this is the answer the statement
 // would give at the moment of that read's snapshot, which lies after this
-// call began; a refusal is never decided on a state read before that. nil
-// means the rule may write, or L2 answers the row as it stands, or the
-// read failed (no row, an error): the caller runs the statement, which
-// decides.
+// call began; a refusal is never decided on a state read before that. 404
+// not_found when the issue does not exist then; the read's error when it
+// failed. nil means the rule may write, or L2 answers the row as it
+// stands: the caller runs the statement, which decides.
 func (s *Store) waitersRefusal(ctx context.Context, batch *store.Batch, ref, agentID string, expected []string, a store.Actor) error {
 	w, err := store.Shared(ctx, batch, func(ctx context.Context, runs []string) (*store.WaitersState, error) {
 		return s.checkoutWaitersRead(ctx, ref, store.Scope(a), runs)
 	})
-	if err != nil || w == nil {
-		return nil
+	switch {
+	case err != nil:
+		return err
+	case w == nil:
+		return notFound("issue", ref)
 	}
 	return w.CheckoutRefusal(agentID, a.RunID, expected)
 }
 
 // checkoutWaitersRead reads issue ref's lock state in company ("" for
 // any) and the runs runs, from one snapshot (statement
-// CheckoutWaitersRead); nil when the issue does not exist.
+// CheckoutWaitersRead; again on a transient failure, as every statement);
+// nil when the issue does not exist.
 func (s *Store) checkoutWaitersRead(ctx context.Context, ref, company string, runs []string) (*store.WaitersState, error) {
 	rid, rident := store.SplitRef(ref)
-	rows, err := s.pool.Query(ctx, q("CheckoutWaitersRead"), namedArgs{"rid": rid, "rident": rident, "company": company, "runs": runs})
-	if err != nil {
-		return nil, wrap(err, "read issue %s for its waiting checkouts", ref)
-	}
-	defer rows.Close()
+	args := namedArgs{"rid": rid, "rident": rident, "company": company, "runs": runs}
 	var w *store.WaitersState
-	for rows.Next() {
-		if w == nil {
-			w = &store.WaitersState{Runs: make(map[string]store.RunState, len(runs))}
+	err := s.retryQuiet(ctx, func() error {
+		w = nil
+		rows, err := s.pool.Query(ctx, q("CheckoutWaitersRead"), args)
+		if err != nil {
+			return err
 		}
-		var (
-			l                    store.LockState
-			id, agent, co, state *string
-		)
-		if err := rows.Scan(&l.IssueID, &l.CompanyID, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
-			&id, &agent, &co, &state); err != nil {
-			return nil, wrap(err, "read issue %s for its waiting checkouts", ref)
+		defer rows.Close()
+		for rows.Next() {
+			if w == nil {
+				w = &store.WaitersState{Runs: make(map[string]store.RunState, len(runs))}
+			}
+			var (
+				l                    store.LockState
+				id, agent, co, state *string
+			)
+			if err := rows.Scan(&l.IssueID, &l.CompanyID, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
+				&id, &agent, &co, &state); err != nil {
+				return err
+			}
+			w.Issue = l
+			if id != nil {
+				w.Runs[*id] = store.RunState{Found: true, AgentID: *agent, CompanyID: *co, State: *state}
+			}
 		}
-		w.Issue = l
-		if id != nil {
-			w.Runs[*id] = store.RunState{Found: true, AgentID: *agent, CompanyID: *co, State: *state}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(err, "read issue %s for its waiting checkouts", ref)
-	}
-	return w, nil
+		return rows.Err()
+	})
+	return w, wrap(err, "read issue %s for its waiting checkouts", ref)
 }
 
 // answer is the issue of a lock rule's answer, or its error.

@@ -129,15 +129,19 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 // store.WaitersState.CheckoutRefusal. A refusal writes nothing, so deciding
 // it outside the writer gives the answer the writer would give at the
 // moment of that read, which lies after this call began; a refusal is
-// never decided on a state read before that. nil means the rule may write,
-// or L2 answers the row as it stands, or the read failed (no row, an
-// error): the caller goes to the writer, where the rule decides again.
+// never decided on a state read before that. 404 not_found when the issue
+// does not exist then; the read's error when it failed. nil means the rule
+// may write, or L2 answers the row as it stands: the caller goes to the
+// writer, where the rule decides again.
 func (s *Store) waitersRefusal(ctx context.Context, batch *store.Batch, ref, agentID string, expected []string, a store.Actor) error {
 	w, err := store.Shared(ctx, batch, func(ctx context.Context, runs []string) (*store.WaitersState, error) {
 		return s.checkoutWaitersRead(ctx, ref, scope(a), runs)
 	})
-	if err != nil || w == nil {
-		return nil
+	switch {
+	case err != nil:
+		return err
+	case w == nil:
+		return notFound("issue", ref)
 	}
 	return w.CheckoutRefusal(agentID, a.RunID, expected)
 }
