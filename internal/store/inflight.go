@@ -2,20 +2,28 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
+
+// errReadPanicked is the other members' error when a batch's read panicked.
+var errReadPanicked = errors.New("the shared read of a batch of waiting calls panicked")
 
 // Inflight queues the checkouts of one issue inside this process behind the
 // one already running, so that they decide on the row it leaves: when N
 // runs check out the same issue at once, one statement runs, then the
 // others (a Batch) are released together after it ended and share one read
-// of the issue's lock state, from which each refuses in Go (read-only)
-// when the rule refuses it, instead of N statements contending for the row
-// (on PostgreSQL, each loser waiting in turn for the row's tuple lock, then
-// running again). It only orders this process's own calls; the lock rule
-// statement still decides every write, so calls through other processes or
-// other replicas stay correct, merely not queued. The zero value is ready
-// to use.
+// of the issue's lock state (Shared), from which each refuses in Go
+// (read-only) when the rule refuses it, instead of N statements contending
+// for the row (on PostgreSQL, each loser waiting in turn for the row's
+// tuple lock, then running again). Calls that arrive while a batch's read
+// is in flight form the next batch, released when that read has ended, so
+// a key has at most one statement or read of this queue in flight and
+// every caller waits for at most two. Members whose answer the read does
+// not settle run their statements without queueing. It only orders this
+// process's own calls; the lock rule statement still decides every write,
+// so calls through other processes or other replicas stay correct, merely
+// not queued. The zero value is ready to use.
 type Inflight struct {
 	mu      sync.Mutex
 	m       map[string]*flight
@@ -26,17 +34,25 @@ type Inflight struct {
 // (a UUID or an identifier, as the checkout names it) in companyID.
 func CheckoutKey(companyID, ref string) string { return companyID + "\x00" + ref }
 
-// flight is the call in flight for one key and the batch waiting for it.
+// flight is what is in flight for one key (the leader's statement, then
+// the shared reads of the batches behind it, one after the other) and the
+// batch waiting for it (next, nil until a caller waits).
 type flight struct {
-	done  chan struct{} // closed when the call has ended
-	batch *Batch        // nil until a caller waits
+	key  string
+	next *Batch
 }
 
-// Batch is the callers that waited for one call of a key: they entered
-// while it was in flight and were released together when it ended. Its
-// members are fixed at that release.
+// Batch is the callers that waited for one call or read of a key: they
+// entered while it was in flight and were released together when it
+// ended. Its members are fixed at that release.
 type Batch struct {
-	members []string // what each caller passed to Enter, in order of arrival
+	f  *Inflight
+	fl *flight
+
+	members  []string      // what each caller passed to Enter, in order of arrival
+	live     int           // members still waiting, or released (not given up)
+	released chan struct{} // closed at the release
+	let      bool          // released (under f.mu)
 
 	mu      sync.Mutex
 	started bool
@@ -45,14 +61,15 @@ type Batch struct {
 	err     error
 }
 
-// Enter waits while a call for key is in flight in this process (entered
-// and not yet done), then returns a done func that the caller must call
-// when its own statement has ended, and the batch it waited in (nil when
-// it did not wait). member (a checkout's run id) is recorded in that batch
-// (Batch.Members). A caller that waited runs without queueing others
-// behind it (its done does nothing), so the waiters of one call run
-// together; a call entering after they were released leads the next
-// batch. Error: ctx's, when ctx ends while waiting (done is nil then).
+// Enter waits while a call or a shared read for key is in flight in this
+// process (entered and not yet done), then returns a done func that the
+// caller must call when its own statement has ended, and the batch it
+// waited in (nil when it did not wait: it leads, and the calls that
+// arrive until its done wait for it). member (a checkout's run id) is
+// recorded in that batch (Batch.Members). A caller given a batch must call
+// Shared with it next (the batch's read lets the next batch go); its done
+// does nothing, so the members of one batch run together. Error: ctx's,
+// when ctx ends while waiting (done and the batch are nil then).
 func (f *Inflight) Enter(ctx context.Context, key, member string) (done func(), b *Batch, err error) {
 	f.mu.Lock()
 	fl, busy := f.m[key]
@@ -60,33 +77,48 @@ func (f *Inflight) Enter(ctx context.Context, key, member string) (done func(), 
 		if f.m == nil {
 			f.m = map[string]*flight{}
 		}
-		fl = &flight{done: make(chan struct{})}
+		fl = &flight{key: key}
 		f.m[key] = fl
 		f.mu.Unlock()
-		return func() {
-			f.mu.Lock()
-			delete(f.m, key)
-			f.mu.Unlock()
-			close(fl.done)
-		}, nil, nil
+		return func() { f.handOff(fl) }, nil, nil
 	}
-	if fl.batch == nil {
-		fl.batch = &Batch{ready: make(chan struct{})}
+	b = fl.next
+	if b == nil {
+		b = &Batch{f: f, fl: fl, released: make(chan struct{}), ready: make(chan struct{})}
+		fl.next = b
 	}
-	fl.batch.members = append(fl.batch.members, member)
+	b.members = append(b.members, member)
+	b.live++
 	f.waiting++
 	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		f.waiting--
-		f.mu.Unlock()
-	}()
 	select {
-	case <-fl.done:
-		return func() {}, fl.batch, nil
+	case <-b.released:
 	case <-ctx.Done():
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.waiting--
+	if !b.let { // gave up before the release
+		b.live--
 		return nil, nil, ctx.Err()
 	}
+	return func() {}, b, nil // released (also when ctx ended at the same moment)
+}
+
+// handOff ends what was in flight for fl's key: the batch waiting for it
+// is released, and its read is now in flight; with no batch (or one whose
+// members all gave up) the key is idle again.
+func (f *Inflight) handOff(fl *flight) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := fl.next
+	fl.next = nil
+	if b == nil || b.live == 0 {
+		delete(f.m, fl.key)
+		return
+	}
+	b.let = true
+	close(b.released)
 }
 
 // Waiting returns how many callers are blocked in Enter now.
@@ -106,8 +138,9 @@ func (b *Batch) Members() []string { return b.members }
 // without its cancellation (so that a member giving up never fails the
 // others; read must be bounded by itself, as a statement with a timeout
 // is); the others wait for that result (a member whose own ctx ends first
-// gets ctx's error). Every member calls it only after Enter returned b, so the read
-// starts after the call the batch waited for ended and after every member
+// gets ctx's error). When read has returned, the next batch of the key is
+// released. Every member calls it only after Enter returned b, so the read
+// starts after what the batch waited for ended and after every member
 // began its own call (each entered before the release): a state it reads
 // was committed at a moment inside every member's call, never before one
 // began. An error of read is every member's.
@@ -117,9 +150,11 @@ func Shared[T any](ctx context.Context, b *Batch, read func(ctx context.Context,
 	b.started = true
 	b.mu.Unlock()
 	if first {
+		defer b.f.handOff(b.fl)
+		defer close(b.ready)
+		b.err = errReadPanicked // until read returns
 		v, err := read(context.WithoutCancel(ctx), b.members)
 		b.val, b.err = v, err
-		close(b.ready)
 		return v, err
 	}
 	select {

@@ -10,9 +10,21 @@ import (
 	"testing"
 )
 
-// A call for a key waits for the one in flight, then runs (in a batch)
-// without queueing a third behind it; another key never waits; a waiter
-// whose context ends returns its error.
+// waitUntil yields until cond holds.
+func waitUntil(cond func() bool) {
+	for !cond() {
+		runtime.Gosched()
+	}
+}
+
+// noRead is a shared read that answers the members.
+func noRead(_ context.Context, members []string) ([]string, error) { return slices.Clone(members), nil }
+
+// A call for a key waits for the one in flight, then is released in a
+// batch with the other waiters; another key never waits; once the batch's
+// read has ended the key is idle and the next call leads; a waiter whose
+// context ends returns its error and, alone in its batch, leaves the key
+// idle at the release.
 func TestInflight(t *testing.T) {
 	var f Inflight
 	ctx := t.Context()
@@ -27,17 +39,19 @@ func TestInflight(t *testing.T) {
 	}
 
 	type entered struct {
-		done  func()
 		batch *Batch
 		err   error
 	}
 	got := make(chan entered, 2)
-	for _, m := range []string{"w1", "w2"} {
+	for i, m := range []string{"w1", "w2"} {
 		go func() {
 			d, b, err := f.Enter(ctx, "a", m)
-			got <- entered{d, b, err}
+			if d != nil {
+				d()
+			}
+			got <- entered{b, err}
 		}()
-		for f.Waiting() < 1+slices.Index([]string{"w1", "w2"}, m) {
+		for f.Waiting() < i+1 {
 			select {
 			case e := <-got:
 				t.Fatalf("Enter while a call is in flight returned before it was done: %+v", e)
@@ -54,18 +68,22 @@ func TestInflight(t *testing.T) {
 			t.Fatalf("waiter: got batch %v, %v, want a batch, nil", e.batch, e.err)
 		}
 		batches = append(batches, e.batch)
-		e.done()
 	}
 	if batches[0] != batches[1] {
-		t.Errorf("the two waiters of one call got different batches")
+		t.Fatalf("the two waiters of one call got different batches")
 	}
 	if m := batches[0].Members(); !slices.Equal(m, []string{"w1", "w2"}) {
 		t.Errorf("batch members: got %q, want [w1 w2]", m)
 	}
-	// Nothing is in flight now: the next call runs at once and leads.
+	for _, b := range batches {
+		if _, err := Shared(ctx, b, noRead); err != nil {
+			t.Fatalf("shared read: %v", err)
+		}
+	}
+	// The batch's read has ended and nobody waits: the next call leads.
 	d, b, err := f.Enter(ctx, "a", "lead2")
 	if err != nil || b != nil {
-		t.Fatalf("Enter after the waiters: got batch %v, %v, want nil, nil", b, err)
+		t.Fatalf("Enter after the batch's read: got batch %v, %v, want nil, nil", b, err)
 	}
 
 	cctx, cancel := context.WithCancel(ctx)
@@ -74,33 +92,31 @@ func TestInflight(t *testing.T) {
 		_, _, err := f.Enter(cctx, "a", "gives up")
 		res <- err
 	}()
-	for f.Waiting() < 1 {
-		runtime.Gosched()
-	}
+	waitUntil(func() bool { return f.Waiting() == 1 })
 	cancel()
 	if err := <-res; !errors.Is(err, context.Canceled) {
 		t.Errorf("waiter whose context ended: got %v, want context.Canceled", err)
 	}
 	d()
+	if d, b, err := f.Enter(ctx, "a", "lead3"); err != nil || b != nil {
+		t.Fatalf("Enter after a batch whose only member gave up: got batch %v, %v, want nil, nil", b, err)
+	} else {
+		d()
+	}
 }
 
 // The members of a batch share one read, run by the first that asks after
-// the release, with every member's name; a second batch of the same key
-// (callers that entered after the first was released) reads again; a
-// failed read is every member's error.
+// the release, with every member's name; calls that arrive while that read
+// is in flight form the next batch, released only when it has ended, and
+// read again; a failed read is every member's error.
 func TestInflightShared(t *testing.T) {
 	var f Inflight
 	ctx := t.Context()
 	var reads atomic.Int32
-	var released atomic.Bool
-	read := func(_ context.Context, members []string) ([]string, error) {
-		if !released.Load() {
-			t.Errorf("shared read ran before the call the batch waited for was done")
-		}
-		reads.Add(1)
-		return slices.Clone(members), nil
-	}
 
+	// batch enters n members behind a leader (or behind hold, when set),
+	// runs read through Shared in each once released, and returns what
+	// each got.
 	batch := func(n int, read func(context.Context, []string) ([]string, error)) ([][]string, []error) {
 		done, _, err := f.Enter(ctx, "k", "lead")
 		if err != nil {
@@ -118,17 +134,13 @@ func TestInflightShared(t *testing.T) {
 				vals[i], errs[i] = Shared(ctx, b, read)
 			})
 		}
-		for f.Waiting() < n {
-			runtime.Gosched()
-		}
-		released.Store(true)
+		waitUntil(func() bool { return f.Waiting() == n })
 		done()
 		wg.Wait()
-		released.Store(false)
 		return vals, errs
 	}
 
-	vals, errs := batch(5, read)
+	vals, errs := batch(5, func(ctx context.Context, m []string) ([]string, error) { reads.Add(1); return noRead(ctx, m) })
 	for i := range 5 {
 		if errs[i] != nil {
 			t.Fatalf("member %d: %v", i, errs[i])
@@ -142,11 +154,51 @@ func TestInflightShared(t *testing.T) {
 		t.Errorf("reads for one batch of 5: got %d, want 1", n)
 	}
 
-	if _, errs = batch(3, read); errors.Join(errs...) != nil {
-		t.Fatalf("second batch: %v", errors.Join(errs...))
+	// Calls arriving during the first batch's read wait for that read to
+	// end, then read on their own.
+	inRead, endRead := make(chan struct{}), make(chan struct{})
+	var second sync.WaitGroup
+	secondVals := make([][]string, 3)
+	var secondReadEarly atomic.Bool
+	readEnded := atomic.Bool{}
+	slow := func(ctx context.Context, m []string) ([]string, error) {
+		close(inRead)
+		<-endRead
+		readEnded.Store(true)
+		return noRead(ctx, m)
 	}
-	if n := reads.Load(); n != 2 {
-		t.Errorf("reads after a second batch: got %d, want 2", n)
+	go func() {
+		<-inRead
+		for i := range 3 {
+			second.Go(func() {
+				_, b, err := f.Enter(ctx, "k", string(rune('x'+i)))
+				if err != nil || b == nil {
+					t.Errorf("second batch member %d: got batch %v, %v, want a batch", i, b, err)
+					return
+				}
+				secondVals[i], _ = Shared(ctx, b, func(ctx context.Context, m []string) ([]string, error) {
+					if !readEnded.Load() {
+						secondReadEarly.Store(true)
+					}
+					return noRead(ctx, m)
+				})
+			})
+		}
+		waitUntil(func() bool { return f.Waiting() == 3 })
+		close(endRead)
+	}()
+	if _, errs = batch(2, slow); errors.Join(errs...) != nil {
+		t.Fatalf("first batch: %v", errors.Join(errs...))
+	}
+	second.Wait()
+	if secondReadEarly.Load() {
+		t.Errorf("the batch that arrived during a read read before that read ended")
+	}
+	for i, v := range secondVals {
+		slices.Sort(v)
+		if !slices.Equal(v, []string{"x", "y", "z"}) {
+			t.Errorf("second batch member %d read members %q, want [x y z]", i, v)
+		}
 	}
 
 	boom := errors.New("boom")
@@ -155,5 +207,10 @@ func TestInflightShared(t *testing.T) {
 		if !errors.Is(err, boom) {
 			t.Errorf("member %d of a batch whose read failed: got %v, want the read's error", i, err)
 		}
+	}
+	if d, b, err := f.Enter(ctx, "k", "last"); err != nil || b != nil {
+		t.Errorf("Enter after all batches: got batch %v, %v, want nil, nil (the key idle)", b, err)
+	} else {
+		d()
 	}
 }
