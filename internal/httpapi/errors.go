@@ -2,8 +2,12 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"unicode/utf8"
 
 	"github.com/clasp-dev/clasp"
 )
@@ -94,7 +98,115 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if st == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="clasp"`)
 	}
-	writeJSON(w, st, withRequestID(body, rid))
+	writeRawJSON(w, st, appendErrorBody(make([]byte, 0, 512), body, rid))
+}
+
+// appendErrorBody appends to dst the JSON of body with details.requestId
+// set to rid (when not ""), byte for byte what json.Marshal gives for
+// withRequestID(body, rid): keys of details sorted, strings escaped as
+// encoding/json escapes them (HTML characters, U+2028, U+2029 and invalid
+// UTF-8 included). String and nil detail values are written directly,
+// any other value by json.Marshal; it panics, as writeJSON does, on a
+// value that does not marshal (only our own types are written).
+func appendErrorBody(dst []byte, body errorBody, rid string) []byte {
+	dst = append(dst, `{"error":`...)
+	dst = appendJSONString(dst, body.Error)
+	dst = append(dst, `,"code":`...)
+	dst = appendJSONString(dst, body.Code)
+	if body.Details == nil && rid == "" {
+		return append(dst, `,"details":null}`...)
+	}
+	dst = append(dst, `,"details":{`...)
+	keys := make([]string, 0, len(body.Details)+1)
+	for k := range body.Details {
+		if rid == "" || k != "requestId" {
+			keys = append(keys, k)
+		}
+	}
+	if rid != "" {
+		keys = append(keys, "requestId")
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ':')
+		var v any = rid
+		if rid == "" || k != "requestId" {
+			v = body.Details[k]
+		}
+		switch v := v.(type) {
+		case nil:
+			dst = append(dst, "null"...)
+		case string:
+			dst = appendJSONString(dst, v)
+		default:
+			b, err := json.Marshal(v)
+			if err != nil {
+				panic(fmt.Sprintf("httpapi: marshal error details %q (%T): %v", k, v, err))
+			}
+			dst = append(dst, b...)
+		}
+	}
+	return append(dst, "}}"...)
+}
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// escapes it by default: ", \ and control characters; <, > and & as
+// \u003c, \u003e and \u0026; U+2028 and U+2029; each invalid UTF-8 byte as
+// \ufffd.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // clientGone reports whether err is only the end of r's own context: the

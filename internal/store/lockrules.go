@@ -228,9 +228,18 @@ func CheckoutConflict(l *LockState, agentID, runID string, expected []string) er
 	default:
 		return fmt.Errorf("check out issue %s: refused for no known reason", l.IssueID)
 	}
-	return clasp.Errorf(clasp.CodeCheckoutConflict, "Issue %s cannot be checked out: %s.", l.IssueID, strings.ReplaceAll(reason, "_", " ")).
-		WithDetails("issueId", l.IssueID, "status", l.Status, "assigneeAgentId", OrNil(l.Assignee),
-			"checkoutRunId", OrNil(l.Checkout), "executionRunId", OrNil(l.Execution), "reason", reason)
+	e := &clasp.Error{Code: clasp.CodeCheckoutConflict, Message: "Issue " + l.IssueID + " cannot be checked out: " + conflictText[reason] + ".",
+		Details: make(map[string]any, 6)}
+	return e.WithDetails("issueId", l.IssueID, "status", l.Status, "assigneeAgentId", OrNil(l.Assignee),
+		"checkoutRunId", OrNil(l.Checkout), "executionRunId", OrNil(l.Execution), "reason", reason)
+}
+
+// conflictText is each checkout conflict reason in words, as its message
+// ends.
+var conflictText = map[string]string{
+	clasp.ReasonAssignedToOtherAgent: strings.ReplaceAll(clasp.ReasonAssignedToOtherAgent, "_", " "),
+	clasp.ReasonHeldByLiveRun:        strings.ReplaceAll(clasp.ReasonHeldByLiveRun, "_", " "),
+	clasp.ReasonStatusNotExpected:    strings.ReplaceAll(clasp.ReasonStatusNotExpected, "_", " "),
 }
 
 // OwnershipConflict is the 409 ownership_conflict of rules L4/L5 for the
