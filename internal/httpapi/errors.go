@@ -98,7 +98,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if st == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="clasp"`)
 	}
-	writeRawJSON(w, st, appendErrorBody(make([]byte, 0, 512), body, rid))
+	b := append(appendErrorBody(make([]byte, 0, 512), body, rid), '\n')
+	setJSONHeaders(w, st)
+	_, _ = w.Write(b)
 }
 
 // appendErrorBody appends to dst the JSON of body with details.requestId
