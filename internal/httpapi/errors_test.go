@@ -14,7 +14,7 @@ import (
 // escaping (quotes, backslashes, control characters, HTML characters,
 // U+2028 and U+2029, invalid UTF-8, multi-byte runes).
 func FuzzErrorBody(f *testing.F) {
-	f.Add("Issue 0190 cannot be checked out: held by live run.", "checkout_conflict", "held_by_live_run", "rid-1")
+	f.Add("Issue 3f6c2a90-5b1e-4c7d-9a2e-8d41f0b7c615 cannot be checked out: held by live run.", "checkout_conflict", "held_by_live_run", "rid-1")
 	f.Add("", "", "", "")
 	f.Add(`quote " backslash \ <b>&amp;</b>`, "x\u2028y\u2029z", "\x00\x01\x1f\b\f\n\r\t\x7f", "é€𝄞")
 	f.Add("bad \xff utf8 \xc3", "\xe2\x82", "ok", "\xed\xa0\x80")
