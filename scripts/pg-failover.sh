@@ -27,7 +27,7 @@
 # once the standby is streaming synchronously and has replayed everything, so
 # the next failover loses nothing acknowledged. As root the clusters run as user
 # claspci (initdb refuses root), like .ci/run.
-set -euo pipefail
+set -Eeuo pipefail
 
 pgbin=""
 for d in /usr/lib/postgresql/*/bin; do [ -x "$d/initdb" ] && pgbin="$d"; done
@@ -58,6 +58,20 @@ psql_on() { # psql_on NODE SQL
   runpg "$pgbin/psql" -X -q -At -h 127.0.0.1 -p "$(port "$1")" -U clasp -d postgres -v ON_ERROR_STOP=1 -c "$2"
 }
 
+# waitdead PID...: returns once every PID has exited (gone, or a zombie
+# that only its parent's wait still holds); fails after 10 s.
+waitdead() {
+  local p i st
+  for p in "$@"; do
+    for i in $(seq 1 100); do
+      st=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null || true)
+      [ -z "$st" ] || [ "$st" = Z ] && break
+      sleep 0.1
+    done
+    [ -z "$st" ] || [ "$st" = Z ] || { log "process $p still alive (state $st) 10 s after SIGKILL"; return 1; }
+  done
+}
+
 other() { if [ "$1" = a ]; then echo b; else echo a; fi; }
 
 # seed STANDBY FROM: a fresh standby of FROM in STANDBY's directory, started
@@ -85,6 +99,9 @@ seed() {
   log "standby $sb did not catch up with $from within 60 s"
   return 1
 }
+
+# A failing step names itself on stderr (clasp verify reports the end of it).
+trap 'log "failed: line $LINENO: $BASH_COMMAND (exit $?)"' ERR
 
 cmd=${1:-}
 dir=${2:-}
@@ -120,13 +137,20 @@ failover)
   # When the primary died, for the caller (clasp verify measures from it).
   echo "killed_at_unix_ns=$(date +%s%N)"
   log "SIGKILLed primary $old (postmaster $pid and $(echo $children | wc -w) children)"
+  # shellcheck disable=SC2086 # one pid per word
+  waitdead "$pid" $children
   runpg "$pgbin/pg_ctl" -D "$dir/$new" -w -t 60 promote >/dev/null
   # Alone until the re-seeded standby is back: commits must not wait for it.
   psql_on "$new" "ALTER SYSTEM SET synchronous_standby_names = ''"
   psql_on "$new" "SELECT pg_reload_conf()" >/dev/null
   echo "$new" >"$dir/primary"
   log "promoted $new; re-seeding $old as its standby"
-  rm -f "$dir/$old/postmaster.pid"
+  # A SIGKILLed postmaster leaves its lock files behind; the re-seed below
+  # replaces the data directory (postmaster.pid) but the socket's lock file
+  # in the shared socket directory names the dead postmaster's pid, and a
+  # server started while that pid still exists (a zombie not yet reaped by
+  # init) refuses to start. waitdead proved the process dead: its files go.
+  rm -f "$dir/$old/postmaster.pid" "$dir/.s.PGSQL.$(port "$old")" "$dir/.s.PGSQL.$(port "$old").lock"
   seed "$old" "$new"
   log "failover done: primary $new, synchronous standby $old"
   ;;

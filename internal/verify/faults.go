@@ -370,35 +370,54 @@ func (c *cluster) killRestart(ctx context.Context, i int) error {
 
 // restartDB runs the shell command cmd (sh -c) that restarts the
 // PostgreSQL server (or fails it over), within 2 minutes; its output goes
-// to the first replica's log.
+// to the first replica's log. The error, when cmd fails, ends with the
+// last lines cmd wrote on stderr (see runDBCmd).
 func (c *cluster) restartDB(ctx context.Context, cmd string) error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer cancel()
-	x := exec.CommandContext(rctx, "sh", "-c", cmd) // #nosec G204 -- the operator's PostgreSQL restart command, a shell command by design
-	if len(c.logs) > 0 {
-		x.Stdout, x.Stderr = c.logs[0], c.logs[0]
-	}
-	if err := x.Run(); err != nil {
-		return fmt.Errorf("%s: %w", cmd, err)
-	}
-	return nil
+	_, err := c.runDBCmd(ctx, cmd)
+	return err
 }
 
-// runDBCmd is restartDB, also returning what cmd printed on stdout (which
-// goes to the first replica's log too).
+// dbCmdErrLines is how many of its last stderr lines a failed database
+// command's error carries.
+const dbCmdErrLines = 8
+
+// runDBCmd runs the shell command cmd (sh -c) within 2 minutes and returns
+// what it printed on stdout. Both its stdout and stderr also go to the
+// first replica's log. When cmd fails (a non-zero exit, or killed at the
+// 2-minute limit), the error names cmd and its exit, followed by the last
+// dbCmdErrLines lines of its stderr, so that the reason a restart or
+// failover failed is in verify's own report and not only in a log file.
 func (c *cluster) runDBCmd(ctx context.Context, cmd string) (string, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	var out strings.Builder
-	x := exec.CommandContext(rctx, "sh", "-c", cmd) // #nosec G204 -- the operator's PostgreSQL failover command, a shell command by design
-	x.Stdout = &out
+	var out, errOut strings.Builder
+	x := exec.CommandContext(rctx, "sh", "-c", cmd) // #nosec G204 -- the operator's PostgreSQL restart or failover command, a shell command by design
+	x.Stdout, x.Stderr = &out, &errOut
 	if len(c.logs) > 0 {
-		x.Stdout, x.Stderr = io.MultiWriter(&out, c.logs[0]), c.logs[0]
+		x.Stdout, x.Stderr = io.MultiWriter(&out, c.logs[0]), io.MultiWriter(&errOut, c.logs[0])
 	}
 	if err := x.Run(); err != nil {
+		if tail := lastLines(errOut.String(), dbCmdErrLines); tail != "" {
+			return out.String(), fmt.Errorf("%s: %w; its stderr ended with:\n%s", cmd, err, tail)
+		}
 		return out.String(), fmt.Errorf("%s: %w", cmd, err)
 	}
 	return out.String(), nil
+}
+
+// lastLines returns the last n non-empty lines of s, each indented by a
+// tab, joined by newlines; "" when s has none.
+func lastLines(s string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines = append(lines, "\t"+strings.TrimRight(l, "\r"))
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // killedAt reads the line killed_at_unix_ns=N a failover command prints
