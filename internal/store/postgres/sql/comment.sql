@@ -6,7 +6,7 @@
 -- Idempotency-Key if any (CTE rec); no row when there is no such issue.
 WITH iss AS (
 	SELECT i.id, i.company_id FROM issues i
-	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
+	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 ), made AS (
 	INSERT INTO comments (id, company_id, issue_id, body, author_agent_id, author_board, run_id, created_at)
 	SELECT @id::text, iss.company_id, iss.id, @body::text, @author::text, @board::boolean, @actor_run::text, now() FROM iss
@@ -28,7 +28,7 @@ SELECT id, issue_id, body, author_agent_id, author_board, run_id, created_at FRO
 -- name: IssueRef
 -- The id of the issue @rid/@rident visible in @company ('' for any).
 SELECT i.id FROM issues i
-WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
+WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 
 -- name: CommentList
 -- Oldest first: only comments newer than @after, continuing after @cursor

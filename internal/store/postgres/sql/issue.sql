@@ -44,12 +44,14 @@ SELECT id, company_id, identifier, title, description, status, priority, assigne
 FROM made
 
 -- name: IssueGet
--- The issue by UUID @rid or identifier @rident, within @company ('' for any).
+-- The issue by UUID @rid or identifier @rident, within @company ('' for any),
+-- found by primary key whatever the statistics (the company condition is
+-- never an index condition; lock.sql says why).
 SELECT id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
 	started_at, completed_at, cancelled_at, created_at, updated_at
 FROM issues i
-WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
+WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 
 -- name: Inbox
 -- The open issues of agent @agent, most urgent first, with the live run

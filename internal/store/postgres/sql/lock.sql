@@ -34,6 +34,15 @@
 --     rule asks none of them), and ok (d.ok). internal/store/lockrules.go
 --     explains a refusal from these columns without a second read.
 --
+-- CTE old finds the issue by primary key alone: the company condition is
+-- i.company_id IS NOT DISTINCT FROM @company (the column is NOT NULL: the
+-- same as =), which PostgreSQL never makes an index condition. Written
+-- as i.company_id = @company, a company whose issues came in bulk
+-- after the last ANALYZE looked nearly empty to the planner, which then
+-- walked the company's whole range of issues_company_status_created for
+-- the one issue (26,000 buffers, 1.9 s at 1,000,000 issues). IssueGet and
+-- the comment statements look issues up the same way.
+--
 -- A refusal writes nothing and locks nothing. A run is live iff it is
 -- queued, or running with a lease that has not expired at now(), the
 -- database's clock at the start of the transaction.
@@ -80,7 +89,7 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
-	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
+	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 ),
 d AS MATERIALIZED (
 	SELECT o.id, coalesce(
@@ -178,7 +187,7 @@ WITH i AS MATERIALIZED (
 			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
 			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
 	FROM issues i
-	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
+	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 )
 SELECT i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.execution_run_id, i.c_state, i.e_state,
 	c.id, c.agent_id, c.company_id,
@@ -216,7 +225,7 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state,
 		coalesce((SELECT a.status <> 'terminated' FROM agents a WHERE a.id = @agent::text AND a.company_id = i.company_id), false) AS agent_active
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
-	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
+	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 ),
 d AS MATERIALIZED (
 	SELECT o.id, coalesce(
@@ -297,7 +306,7 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
-	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
+	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 ),
 d AS MATERIALIZED (
 	SELECT o.id, coalesce(
@@ -385,7 +394,7 @@ WITH old AS MATERIALIZED (
 		(NOT @set_assignee::boolean OR @assignee::text IS NULL
 			OR EXISTS (SELECT 1 FROM agents a WHERE a.id = @assignee::text AND a.company_id = i.company_id)) AS assignee_in_company
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
-	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
+	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 ),
 f AS MATERIALIZED (
 	SELECT o.id,
@@ -522,7 +531,7 @@ WITH old AS MATERIALIZED (
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid
 	FROM issues i
-	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id = @company::text)
+	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 ),
 upd AS (
 	UPDATE issues i SET

@@ -30,7 +30,7 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state,
 		coalesce((SELECT a.status <> 'terminated' FROM agents a WHERE a.id = $1::text AND a.company_id = i.company_id), false) AS agent_active
 	FROM issues i LEFT JOIN runs c ON c.id = $2::text
-	WHERE i.id = coalesce(nullif($3::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $4::text)) AND ($5::text = '' OR i.company_id = $5::text)
+	WHERE i.id = coalesce(nullif($3::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $4::text)) AND ($5::text = '' OR i.company_id IS NOT DISTINCT FROM $5::text)
 ),
 d AS MATERIALIZED (
 	SELECT o.id, coalesce(

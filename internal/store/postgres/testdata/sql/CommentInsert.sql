@@ -15,7 +15,7 @@
 -- $15 = @actor_request
 WITH iss AS (
 	SELECT i.id, i.company_id FROM issues i
-	WHERE i.id = coalesce(nullif($1::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $2::text)) AND ($3::text = '' OR i.company_id = $3::text)
+	WHERE i.id = coalesce(nullif($1::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $2::text)) AND ($3::text = '' OR i.company_id IS NOT DISTINCT FROM $3::text)
 ), made AS (
 	INSERT INTO comments (id, company_id, issue_id, body, author_agent_id, author_board, run_id, created_at)
 	SELECT $4::text, iss.company_id, iss.id, $5::text, $6::text, $7::boolean, $8::text, now() FROM iss

@@ -44,7 +44,7 @@ WITH old AS MATERIALIZED (
 		(NOT $1::boolean OR $2::text IS NULL
 			OR EXISTS (SELECT 1 FROM agents a WHERE a.id = $2::text AND a.company_id = i.company_id)) AS assignee_in_company
 	FROM issues i LEFT JOIN runs c ON c.id = $3::text
-	WHERE i.id = coalesce(nullif($4::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $5::text)) AND ($6::text = '' OR i.company_id = $6::text)
+	WHERE i.id = coalesce(nullif($4::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $5::text)) AND ($6::text = '' OR i.company_id IS NOT DISTINCT FROM $6::text)
 ),
 f AS MATERIALIZED (
 	SELECT o.id,

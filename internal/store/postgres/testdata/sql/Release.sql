@@ -30,7 +30,7 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
 	FROM issues i LEFT JOIN runs c ON c.id = $1::text
-	WHERE i.id = coalesce(nullif($2::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $3::text)) AND ($4::text = '' OR i.company_id = $4::text)
+	WHERE i.id = coalesce(nullif($2::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $3::text)) AND ($4::text = '' OR i.company_id IS NOT DISTINCT FROM $4::text)
 ),
 d AS MATERIALIZED (
 	SELECT o.id, coalesce(
