@@ -11,7 +11,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// TestClaimPlanUsesIndexes pins the query plan of claim-next (issue 5)
+// TestClaimPlanUsesIndexes pins the query plan of claim-next
 // over 20,000 issues of which 10,000 are assigned to other agents: the
 // unassigned range is read through issues_claim_unassigned and the
 // agent's own through issues_assignee_status, in index order (no Sort of

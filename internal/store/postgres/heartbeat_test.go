@@ -7,7 +7,8 @@ import (
 	"github.com/clasp-dev/clasp/internal/store/storetest"
 )
 
-// TestHeartbeatContract runs the store.HeartbeatStore contract (issue 4).
+// TestHeartbeatContract runs the store.HeartbeatStore contract: adapter configs, wake-ups, managed runs
+// and their processes, and the scheduler instances' registrations.
 func TestHeartbeatContract(t *testing.T) {
 	testURL(t)
 	storetest.RunHeartbeat(t, func(t *testing.T) (store.Store, storetest.Hooks) {

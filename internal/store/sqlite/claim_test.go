@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestClaimPlanUsesIndexes pins the query plan of claim-next (issue 5): the
+// TestClaimPlanUsesIndexes pins the query plan of claim-next: the
 // pick reads the unassigned issues through issues_claim_unassigned and the
 // agent's through issues_assignee_status, each range in index order (no
 // sort of the issues: only the few picks are sorted), so a claim costs the
