@@ -52,22 +52,7 @@ func TestClaimPlanUsesIndexes(t *testing.T) {
 	defer tx.Rollback(ctx)
 	args := actorArgs(namedArgs{"run": "r", "agent": ag.ID, "unassigned": []string{"todo"}, "mine": []string{"todo", "in_progress"}},
 		store.Actor{Type: clasp.ActorAgent, AgentID: ag.ID, CompanyID: co.ID, RunID: "r"})
-	rows, err := tx.Query(ctx, "EXPLAIN "+q("Claim"), args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, line)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Join(plan, "\n")
+	text := explainPlan(ctx, t, tx, "Claim", args)
 	for _, want := range []string{"issues_claim_unassigned", "issues_assignee_status", "LockRows"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("claim plan lacks %q:\n%s", want, text)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
@@ -53,22 +55,7 @@ func TestIssueLookupPlanIgnoresStaleStatistics(t *testing.T) {
 		"status": "done", "board": false, "set_assignee": false, "unassign": false},
 		store.Actor{Type: clasp.ActorAgent, AgentID: "a", CompanyID: co.ID, RunID: "r"})
 	for _, name := range []string{"IssueGet", "IssueRef", "CommentInsert", "Checkout", "CheckoutWaitersRead", "BoardCheckout", "Release", "Patch", "ForceRelease"} {
-		rows, err := s.pool.Query(ctx, "EXPLAIN "+q(name), args)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		text := strings.Join(plan, "\n")
+		text := explainPlan(ctx, t, s.pool, name, args)
 		if !strings.Contains(text, "using issues_pkey on issues i") {
 			t.Errorf("%s: the issue is not looked up by primary key:\n%s", name, text)
 		}
@@ -78,4 +65,22 @@ func TestIssueLookupPlanIgnoresStaleStatistics(t *testing.T) {
 			}
 		}
 	}
+}
+
+// explainPlan returns the text of EXPLAIN of the named statement (q) with
+// args on db (a pool or a transaction), one plan line per line; the test
+// fails at once when the statement cannot be explained.
+func explainPlan(ctx context.Context, t *testing.T, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, name string, args namedArgs) string {
+	t.Helper()
+	rows, err := db.Query(ctx, "EXPLAIN "+q(name), args)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", name, err)
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", name, err)
+	}
+	return strings.Join(plan, "\n")
 }
