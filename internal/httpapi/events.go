@@ -39,7 +39,8 @@ var streamed = new(struct{})
 // on PostgreSQL, within the 1 s re-read at worst) it authenticates its
 // request again and ends with a last comment line if that fails. Open
 // streams are capped per credential and in total (Limits): one more
-// answers 429 rate_limited.
+// answers 429 rate_limited. HEAD answers the stream's headers and ends at
+// once.
 func (s *Server) companyEvents(ctx context.Context, c *call) (int, any, error) {
 	src := s.st
 	companyID, err := s.companyID(ctx, c)
@@ -88,6 +89,12 @@ func (s *Server) companyEvents(ctx context.Context, c *call) (int, any, error) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	c.w.WriteHeader(http.StatusOK)
+	if c.r.Method == http.MethodHead {
+		// A HEAD answer has no body, so there is nothing to stream: the
+		// client gets the stream's headers and the request ends, instead
+		// of holding a stream slot until the client hangs up.
+		return 0, streamed, nil
+	}
 	fmt.Fprintf(c.w, ": clasp events for company %s after %d\nretry: 2000\n\n", companyID, after) // #nosec G705 -- a text/event-stream, not HTML; companyID is the caller's company as found in the store
 	if err := rc.Flush(); err != nil {
 		return 0, streamed, nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -125,5 +126,33 @@ func TestEventsStream(t *testing.T) {
 	// Shutdown ends open streams.
 	b.srv.BeginShutdown()
 	for range ch {
+	}
+}
+
+// TestEventsHead: HEAD on the event stream answers the stream's headers
+// with no body and ends at once, so it holds no stream slot: more HEADs
+// than the per-credential cap of open streams are all answered 200.
+func TestEventsHead(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOpts) { o.limits = Limits{StreamsPerCredential: 2} })
+	w := b.world("EH")
+	for i := range 4 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		hr, err := http.NewRequestWithContext(ctx, "HEAD", b.ts.URL+"/api/companies/"+w.c.ID+"/events", nil)
+		if err != nil {
+			t.Fatalf("new request: %v", err)
+		}
+		hr.Header.Set("Authorization", "Bearer "+w.ka)
+		res, err := b.hc.Do(hr)
+		if err != nil {
+			t.Fatalf("HEAD %d: %v (the stream did not end by itself)", i, err)
+		}
+		n, _ := io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		cancel()
+		if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") || n != 0 {
+			t.Fatalf("HEAD %d: status %d, Content-Type %q, %d body bytes; want 200, text/event-stream, none",
+				i, res.StatusCode, res.Header.Get("Content-Type"), n)
+		}
 	}
 }
