@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // LockFileName is the file under the data directory that `clasp serve`,
@@ -23,12 +24,12 @@ const LockFileName = "clasp.db.lock"
 var errDirLocked = errors.New("data directory locked")
 
 // lockDataDir takes the data directory's lock (LockFileName, created mode
-// 0600 if missing) without waiting: shared for a user of the database,
+// 0600 if missing), waiting up to lockSettle: shared for a user of the database,
 // exclusive for a restore. It returns the function that releases it, or an
 // error wrapping errDirLocked when another process holds a conflicting
 // lock.
 func lockDataDir(dir string, exclusive bool) (unlock func(), err error) {
-	unlock, _, err = lockFile(filepath.Join(dir, LockFileName), exclusive)
+	unlock, _, err = lockFile(filepath.Join(dir, LockFileName), exclusive, lockSettle)
 	return unlock, err
 }
 
@@ -42,12 +43,12 @@ func lockDataDir(dir string, exclusive bool) (unlock func(), err error) {
 const ServeLockFileName = "clasp.serve.lock"
 
 // lockServeDir takes the data directory's serve lock (ServeLockFileName)
-// without waiting, exclusive when sqlite, and writes this process's pid
+// (waiting up to lockSettle), exclusive when sqlite, and writes this process's pid
 // and store into it. It returns the release, or, when a conflicting serve
 // holds it, an error wrapping errDirLocked that names that process.
 func lockServeDir(dir string, sqlite bool) (unlock func(), err error) {
 	path := filepath.Join(dir, ServeLockFileName)
-	unlock, f, err := lockFile(path, sqlite)
+	unlock, f, err := lockFile(path, sqlite, lockSettle)
 	if errors.Is(err, errDirLocked) {
 		holder := "another clasp serve"
 		if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 { // #nosec G304 -- the lock file of the data directory
@@ -79,7 +80,7 @@ func serveHolder(dir string) string {
 	if _, err := os.Stat(path); err != nil {
 		return "" // no serve ever ran here: create nothing
 	}
-	unlock, _, err := lockFile(path, true)
+	unlock, _, err := lockFile(path, true, 0)
 	if err == nil {
 		unlock()
 		return ""
@@ -94,11 +95,22 @@ func serveHolder(dir string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// lockFile opens path (created mode 0600 if missing) and takes its flock
-// without waiting: shared, or exclusive. It returns the release (closing
-// the file drops the lock) and the open file, or an error wrapping
-// errDirLocked when another process holds a conflicting lock.
-func lockFile(path string, exclusive bool) (unlock func(), f *os.File, err error) {
+// lockSettle is how long lockDataDir and lockServeDir try again before
+// they call a data directory locked. A flock belongs to the open file, and
+// a child process that any goroutine of this process is starting holds a
+// copy of every descriptor from its fork until its exec closes it
+// (close-on-exec), so for that moment a lock just released, by a serve
+// stopped in this process, is still held. A real holder keeps it far
+// longer.
+const lockSettle = time.Second
+
+// lockFile opens path (created mode 0600 if missing) and takes its flock:
+// shared, or exclusive. While another holder keeps a conflicting lock it
+// tries again every few milliseconds for up to settle (0: once). It
+// returns the release (closing the file drops the lock) and the open
+// file, or an error wrapping errDirLocked when the conflicting lock was
+// still held after settle.
+func lockFile(path string, exclusive bool, settle time.Duration) (unlock func(), f *os.File, err error) {
 	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) // #nosec G304 -- a lock file of the data directory
 	if err != nil {
 		return nil, nil, fmt.Errorf("open the data directory's lock file: %w", err)
@@ -107,11 +119,16 @@ func lockFile(path string, exclusive bool) (unlock func(), f *os.File, err error
 	if exclusive {
 		how = syscall.LOCK_EX
 	}
+	deadline := time.Now().Add(settle)
 	for {
 		err = syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB) // #nosec G115 -- a file descriptor fits an int
-		if !errors.Is(err, syscall.EINTR) {
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || !time.Now().Before(deadline) {
 			break
 		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if err != nil {
 		_ = f.Close() // the lock error is the one returned
