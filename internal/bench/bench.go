@@ -35,8 +35,11 @@
 //     workload): claim-next (POST /api/agents/me/claim, scope unassigned),
 //     then PATCH status done, until the claim answers 204. One op = one
 //     claim plus its PATCH. No claim may be refused (409) and every issue
-//     must be claimed exactly once; the report gives claim ops/s over the
-//     cycle ops/s of the same run at the same client count.
+//     must be claimed exactly once. In a run with a cycle workload the
+//     drain takes turns (Config.Slice) with the cycle phase of the same
+//     client count, paused between its turns, and the report gives claim
+//     ops/s over cycle ops/s, each over its own turns; the server's cycle
+//     goes on in turns past Config.Duration until the drain is done.
 //
 // Only internal/cli imports this package.
 package bench
@@ -94,8 +97,9 @@ type Config struct {
 	// phase interleaves the server and the raw limit.
 	Duration time.Duration
 	// Slice is the length of the turns in which a cycle phase interleaves
-	// the server and the two raw limits (default 1 s), so that a machine
-	// whose load changes weighs on all three alike.
+	// the server, the raw limits and, in a run with claim, the claim drain
+	// (default 1 s), so that a machine whose load changes weighs on all
+	// of them alike.
 	Slice time.Duration
 	// Issues is how many issues the run creates (default 1000): one for the
 	// contended workload, the others spread over the agents, which each
@@ -329,6 +333,10 @@ type Ratio struct {
 
 // ClaimRatio compares the claim workload with the cycle workload at one
 // client count, both over HTTP in the same run (>= 0.8).
+//
+// The claim drain runs in the cycle phase's turns (Config.Slice), each
+// workload's ops/s over its own turns, so that the load of the machine
+// weighs on both alike.
 type ClaimRatio struct {
 	Clients int     `json:"clients"`
 	Claim   float64 `json:"claimOpsPerSecond"`
@@ -555,40 +563,87 @@ func (b *benchRun) newReport() *Report {
 // run runs every phase of the run's config and appends its rows to rep:
 // per workload and client count, the server (with, in a cycle phase, the
 // raw and textbook limits, and in a scale run the baseline, interleaved
-// in turns) or, for claim, the drain of each server.
+// in turns) or, for claim, the drain of each server: in the cycle phase's
+// turns when the run has a cycle workload, else alone (its rows are
+// reported in the claim workload's place either way).
 func (b *benchRun) run(ctx context.Context, rep *Report) error {
 	cfg := b.cfg
 	pr := &progress{w: cfg.Progress, tty: cfg.ProgressTTY}
 	defer pr.finish()
+	// With a cycle workload, each claim phase drains in the turns of the
+	// cycle phase of its client count; its rows wait in claimRows for the
+	// claim workload's place in the report (or, when claim comes first in
+	// the workloads, follow the cycle rows).
+	sideBySide := slices.Contains(cfg.Workloads, WorkloadCycle)
+	claimRows := map[int][]Result{}
+	claimFirst := sideBySide && slices.Index(cfg.Workloads, WorkloadClaim) >= 0 && slices.Index(cfg.Workloads, WorkloadClaim) < slices.Index(cfg.Workloads, WorkloadCycle)
+	claimTargets := func() []claimTarget {
+		targets := []claimTarget{{srv: b.srv, seed: cfg.SeedIssues, seedAgents: cfg.SeedAgents, label: TargetHTTP}}
+		if b.base != nil {
+			targets = append(targets, claimTarget{srv: b.base.srv, label: TargetHTTPBase})
+		}
+		return targets
+	}
 	for _, w := range cfg.Workloads {
 		for _, n := range cfg.Clients {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			if w == WorkloadClaim {
-				targets := []claimTarget{{srv: b.srv, seed: cfg.SeedIssues, seedAgents: cfg.SeedAgents, label: TargetHTTP}}
-				if b.base != nil {
-					targets = append(targets, claimTarget{srv: b.base.srv, label: TargetHTTPBase})
+				if sideBySide {
+					rep.Results = append(rep.Results, claimRows[n]...)
+					continue
 				}
-				res, err := runClaimPhase(ctx, cfg, targets, n, pr)
+				res, err := runClaimPhase(ctx, cfg, claimTargets(), n, pr)
 				rep.Results = append(rep.Results, res...)
 				if err != nil {
 					return err
 				}
 				continue
 			}
-			var with []*rawTarget
-			if w == WorkloadCycle {
-				with = b.limits
-			}
-			res, err := runHTTPPhase(ctx, b.srv, b.fx, with, b.base, w, n, cfg.Duration, cfg.Slice, pr)
-			if err != nil {
+			if err := b.httpPhase(ctx, rep, w, n, claimTargets, claimRows, pr); err != nil {
 				return err
 			}
-			rep.Results = append(rep.Results, res...)
+			if claimFirst && w == WorkloadCycle {
+				rep.Results = append(rep.Results, claimRows[n]...)
+			}
 		}
 	}
 	return nil
+}
+
+// httpPhase runs the phase of workload w at n clients (runHTTPPhase) and
+// appends its rows to rep: for a cycle phase of a run with a claim
+// workload, with the claim drains of claimTargets in its turns, whose
+// rows it adds to claimRows[n].
+func (b *benchRun) httpPhase(ctx context.Context, rep *Report, w string, n int, claimTargets func() []claimTarget, claimRows map[int][]Result, pr *progress) error {
+	var (
+		with   []*rawTarget
+		claims []*claimState
+	)
+	if w == WorkloadCycle {
+		with = b.limits
+		if slices.Contains(b.cfg.Workloads, WorkloadClaim) {
+			var (
+				finish func()
+				err    error
+			)
+			claims, finish, err = openClaim(ctx, b.cfg, claimTargets(), n)
+			defer finish()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	res, err := runHTTPPhase(ctx, b.srv, b.fx, with, b.base, claims, w, n, b.cfg.Duration, b.cfg.Slice, pr)
+	if err != nil {
+		return err
+	}
+	rep.Results = append(rep.Results, res...)
+	for _, c := range claims {
+		claimRows[n] = append(claimRows[n], c.result(ctx, n))
+	}
+	return ctx.Err()
 }
 
 // find returns the row of workload, target, clients and (when not "")

@@ -179,10 +179,47 @@ func TestContendedRoundsCountsBadRounds(t *testing.T) {
 	}
 }
 
-// TestRunClaim drains issues with claim-next at two client counts next to
-// a cycle phase, with filler issues seeded into every company: every
-// issue is claimed exactly once, no claim is refused, no filler issue is
-// claimed, and each claim phase has its ratio to the cycle phase of its
+// TestInterleave runs turns in rounds: one with a budget gets slices of
+// at most the slice until its budget is spent; one with a budget and a
+// done predicate goes on in whole slices past its budget until done (a
+// cycle beside a claim drain still running); one with only done (a
+// drain) runs a slice per round until done. Rounds go on while any turn
+// is not over, in the turns' order.
+func TestInterleave(t *testing.T) {
+	t.Parallel()
+	var got []string
+	rec := func(name string) runner {
+		return func(_ context.Context, deadline time.Time, _ *meter) {
+			got = append(got, fmt.Sprintf("%s %s", name, time.Until(deadline).Round(10*time.Millisecond)))
+		}
+	}
+	drainTurns := 0
+	drain := func(_ context.Context, deadline time.Time, m *meter) {
+		drainTurns++
+		rec("claim")(context.Background(), deadline, m)
+	}
+	turns := []turn{
+		{run: rec("cycle"), m: &meter{}, budget: 250 * time.Millisecond, done: func() bool { return drainTurns >= 4 }},
+		{run: rec("raw"), m: &meter{}, budget: 250 * time.Millisecond},
+		{run: drain, m: &meter{}, done: func() bool { return drainTurns >= 4 }},
+	}
+	interleave(context.Background(), 100*time.Millisecond, turns)
+	want := []string{
+		"cycle 100ms", "raw 100ms", "claim 100ms",
+		"cycle 100ms", "raw 100ms", "claim 100ms",
+		"cycle 50ms", "raw 50ms", "claim 100ms",
+		"cycle 100ms", "claim 100ms",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("turns (-want +got):\n%s", diff)
+	}
+}
+
+// TestRunClaim drains issues with claim-next at two client counts in the
+// turns of the cycle phase of each count, with filler issues seeded into
+// every company: every issue is claimed exactly once, no claim is
+// refused, no filler issue is claimed, the claim rows come after every
+// cycle row, and each claim phase has its ratio to the cycle phase of its
 // count.
 func TestRunClaim(t *testing.T) {
 	t.Parallel()
@@ -199,11 +236,20 @@ func TestRunClaim(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	var claims []Result
+	var (
+		claims []Result
+		rows   []string
+	)
 	for _, r := range rep.Results {
+		rows = append(rows, fmt.Sprintf("%s %s %d", r.Workload, r.Target, r.Clients))
 		if r.Workload == WorkloadClaim {
 			claims = append(claims, r)
 		}
+	}
+	wantRows := []string{"cycle http 1", "cycle http-base 1", "cycle http 4", "cycle http-base 4",
+		"claim http 1", "claim http-base 1", "claim http 4", "claim http-base 4"}
+	if diff := cmp.Diff(wantRows, rows); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
 	}
 	if len(claims) != 4 {
 		t.Fatalf("claim results: got %d, want 4 (seeded and baseline at 1 and 4 clients)", len(claims))
@@ -313,7 +359,7 @@ func TestRunSeedAgents(t *testing.T) {
 }
 
 // TestRunPostgres runs a short cycle and claim on PostgreSQL, with the raw
-// pgx limit, when CLASP_TEST_POSTGRES_URL names a database (skipped
+// pgx limit and the claim drain in the cycle phase's turns, when CLASP_TEST_POSTGRES_URL names a database (skipped
 // otherwise); the bench's schemas are dropped at the end.
 func TestRunPostgres(t *testing.T) {
 	url := os.Getenv("CLASP_TEST_POSTGRES_URL")
@@ -339,6 +385,17 @@ func TestRunPostgres(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"cycle http", "cycle raw", "cycle limit", "claim http"}, got); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	// The drain ran in the cycle phase's turns: the server's cycle had its
+	// 200 ms at least, and the drain its own turns.
+	if c, ok := find(rep.Results, WorkloadCycle, TargetHTTP, 2, ""); !ok || c.Seconds < 0.2 {
+		t.Errorf("cycle http row: %+v, want at least 0.2 s of turns", c)
+	}
+	if c, ok := find(rep.Results, WorkloadClaim, TargetHTTP, 2, ""); !ok || c.Ops != 20 || c.Seconds <= 0 || c.Errors != 0 {
+		t.Errorf("claim http row: %+v, want 20 issues drained in turns of their own, no error", c)
+	}
+	if len(rep.ClaimRatios) != 1 || rep.ClaimRatios[0].Ratio <= 0 {
+		t.Errorf("claim ratios: %+v, want one", rep.ClaimRatios)
 	}
 	if len(rep.Ratios) != 1 || rep.Ratios[0].VsRawPostgres <= 0 || rep.Ratios[0].VsLimitPostgres <= 0 || rep.Ratios[0].RawVsLimitPostgres <= 0 {
 		t.Errorf("ratios: %+v, want one with PostgreSQL raw and limit ratios", rep.Ratios)

@@ -119,7 +119,78 @@ type claimState struct {
 	mu        sync.Mutex
 	claimed   map[string]int
 	stopped   []bool // per agent: its claim answered 204, or it failed
-	w0        sqlite.WriteStats
+	// writes and commits sum the in-process store's counts over the
+	// drain's turns.
+	writes, commits int64
+}
+
+// openClaim sets up each target's drain with n agents (setupClaim, then a
+// run per agent). finish finishes the runs; call it even on error.
+func openClaim(ctx context.Context, cfg Config, targets []claimTarget, n int) (states []*claimState, finish func(), err error) {
+	var finishes []func()
+	finish = func() {
+		for _, f := range finishes {
+			f()
+		}
+	}
+	for _, t := range targets {
+		fx, err := setupClaim(ctx, cfg, t.srv, n, cfg.Issues, t.seed, t.seedAgents)
+		if err != nil {
+			return nil, finish, err
+		}
+		runs, fin, err := openRuns(ctx, t.srv.api, fx.agents)
+		if err != nil {
+			return nil, finish, err
+		}
+		finishes = append(finishes, fin)
+		states = append(states, &claimState{claimTarget: t, fx: fx, runs: runs, m: &meter{db: t.srv.db},
+			claimed: make(map[string]int, cfg.Issues), stopped: make([]bool, n)})
+	}
+	return states, finish, nil
+}
+
+// drained reports whether every agent of the drain is done (its claim
+// answered 204, or it failed).
+func (st *claimState) drained() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return !slices.Contains(st.stopped, false)
+}
+
+// turn is one turn of the drain: the agents not done claim and finish
+// issues until the deadline, then wait (the drain is paused until its
+// next turn).
+func (st *claimState) turn(ctx context.Context, deadline time.Time, m *meter) {
+	var w0 sqlite.WriteStats
+	if st.srv.stats != nil {
+		w0 = st.srv.stats()
+	}
+	clientLoop(st.fx.agents, st.runs, m, func(i int, ag benchAgent, run string) []time.Duration {
+		st.mu.Lock()
+		stopped := st.stopped[i]
+		st.mu.Unlock()
+		if stopped {
+			return nil
+		}
+		ids, lats, stopped := claimClient(ctx, st.srv.api, ag, run, deadline, m, &st.conflicts)
+		st.mu.Lock()
+		for _, id := range ids {
+			st.claimed[id]++
+		}
+		st.stopped[i] = stopped
+		st.mu.Unlock()
+		return lats
+	})
+	if st.srv.stats != nil {
+		w := st.srv.stats()
+		st.writes, st.commits = st.writes+w.Writes-w0.Writes, st.commits+w.Commits-w0.Commits
+	}
+}
+
+// claimTurn is the drain as a turn of an interleaved phase: it runs until
+// drained.
+func (st *claimState) claimTurn() turn {
+	return turn{run: st.turn, m: st.m, done: st.drained}
 }
 
 // runClaimPhase drains a fresh set of issues with n agents on each target
@@ -128,63 +199,30 @@ type claimState struct {
 // its locks), until the claim answers 204. With two targets (a scale run)
 // they drain in alternate turns of slice, so that both see the same
 // machine; one target drains in one go. One op = one claim plus its
-// PATCH. It checks that no claim was refused (Result.Conflicts counts the
-// 409s), that every issue was claimed exactly once (Result.Duplicates,
-// Result.Unclaimed) and that no todo issue is left in the company. It
-// returns a row per target, in order.
+// PATCH. It returns a row per target, in order, with the checks of each
+// drain (claimState.result). A run with a cycle workload drains its claim
+// issues in the cycle phase's turns instead (runHTTPPhase).
 func runClaimPhase(ctx context.Context, cfg Config, targets []claimTarget, n int, pr *progress) ([]Result, error) {
-	issues, slice := cfg.Issues, cfg.Slice
-	states := make([]*claimState, len(targets))
-	var gauges []gauge
-	for i, t := range targets {
-		fx, err := setupClaim(ctx, cfg, t.srv, n, issues, t.seed, t.seedAgents)
-		if err != nil {
-			return nil, err
-		}
-		runs, finish, err := openRuns(ctx, t.srv.api, fx.agents)
-		if err != nil {
-			return nil, err
-		}
-		defer finish()
-		states[i] = &claimState{claimTarget: t, fx: fx, runs: runs, m: &meter{db: t.srv.db}, claimed: make(map[string]int, issues), stopped: make([]bool, n)}
-		gauges = append(gauges, gauge{t.label, states[i].m})
+	states, finish, err := openClaim(ctx, cfg, targets, n)
+	defer finish()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		gauges []gauge
+		turns  []turn
+	)
+	for _, st := range states {
+		gauges = append(gauges, gauge{st.label, st.m})
+		turns = append(turns, st.claimTurn())
+	}
+	slice := cfg.Slice
+	if len(turns) == 1 {
+		slice = 24 * time.Hour // nothing to take turns with
 	}
 	stop := pr.watch(fmt.Sprintf("claim clients=%d", n), 0, gauges...)
-	for _, st := range states {
-		if st.srv.stats != nil {
-			st.w0 = st.srv.stats()
-		}
-	}
-	for left := true; left && ctx.Err() == nil; {
-		left = false
-		for _, st := range states {
-			if !slices.Contains(st.stopped, false) {
-				continue
-			}
-			deadline := time.Now().Add(slice)
-			if len(states) == 1 {
-				deadline = time.Now().Add(24 * time.Hour) // nothing to take turns with
-			}
-			st.m.begin()
-			clientLoop(st.fx.agents, st.runs, st.m, func(i int, ag benchAgent, run string) []time.Duration {
-				if st.stopped[i] {
-					return nil
-				}
-				ids, lats, stopped := claimClient(ctx, st.srv.api, ag, run, deadline, st.m, &st.conflicts)
-				st.mu.Lock()
-				for _, id := range ids {
-					st.claimed[id]++
-				}
-				st.stopped[i] = stopped
-				st.mu.Unlock()
-				return lats
-			})
-			st.m.end()
-			left = left || slices.Contains(st.stopped, false)
-		}
-	}
+	interleave(ctx, slice, turns)
 	stop()
-
 	out := make([]Result, 0, len(states))
 	for _, st := range states {
 		out = append(out, st.result(ctx, n))
@@ -192,15 +230,15 @@ func runClaimPhase(ctx context.Context, cfg Config, targets []claimTarget, n int
 	return out, ctx.Err()
 }
 
-// result is the target's row of the phase, with the checks of the drain.
+// result is the target's row of the drain, with its checks: no claim
+// refused (Result.Conflicts counts the 409s), every issue claimed exactly
+// once (Result.Duplicates, Result.Unclaimed), no todo issue left in the
+// company.
 func (st *claimState) result(ctx context.Context, n int) Result {
 	m, srv, fx := st.m, st.srv, st.fx
 	res := m.result(WorkloadClaim, st.label, n)
 	res.Sync = srv.sync
-	if srv.stats != nil {
-		w := srv.stats()
-		res.Writes, res.Commits = w.Writes-st.w0.Writes, w.Commits-st.w0.Commits
-	}
+	res.Writes, res.Commits = st.writes, st.commits
 	res.Conflicts = st.conflicts.Load()
 	for id, k := range st.claimed {
 		if _, ok := fx.issues[id]; !ok {

@@ -209,18 +209,47 @@ func (p *progress) finish() {
 // runner runs one target's load for one slice, until its deadline.
 type runner func(ctx context.Context, deadline time.Time, m *meter)
 
-// interleave runs the targets for d each, in turns of at most slice each
-// (target 1, target 2, ..., target 1, ...), so that a machine whose load
-// changes over time weighs on all of them alike. Each target's meter sums
-// its own slices.
-func interleave(ctx context.Context, d, slice time.Duration, runners []runner, meters []*meter) {
-	for left := d; left > 0 && ctx.Err() == nil; left -= slice {
-		cur := min(slice, left)
-		for i, run := range runners {
-			m := meters[i]
-			m.begin()
-			run(ctx, time.Now().Add(cur), m)
-			m.end()
+// turn is one target of an interleaved phase: run runs its load for one
+// slice, measured by m. It has had enough turns when it has run for
+// budget (when positive) and done (when set) reports true.
+type turn struct {
+	run    runner
+	m      *meter
+	budget time.Duration
+	done   func() bool
+	spent  time.Duration
+}
+
+// over reports whether t has had enough turns.
+func (t *turn) over() bool {
+	return t.spent >= t.budget && (t.done == nil || t.done())
+}
+
+// interleave runs the turns in rounds of at most slice each (target 1,
+// target 2, ..., target 1, ...), so that a machine whose load changes over
+// time weighs on all of them alike, until each has had enough (turn.over):
+// a turn with a budget runs min(slice, what is left of it), then slice
+// while it waits for done. Each target's meter sums its own slices.
+func interleave(ctx context.Context, slice time.Duration, turns []turn) {
+	for ctx.Err() == nil {
+		ran := false
+		for i := range turns {
+			t := &turns[i]
+			if t.over() {
+				continue
+			}
+			cur := slice
+			if t.spent < t.budget {
+				cur = min(slice, t.budget-t.spent)
+			}
+			t.m.begin()
+			t.run(ctx, time.Now().Add(cur), t.m)
+			t.m.end()
+			t.spent += cur
+			ran = true
+		}
+		if !ran {
+			return
 		}
 	}
 }
@@ -285,9 +314,14 @@ func (h *httpTarget) result(workload, target string, n int) Result {
 // for the cycle workload the raw limit with n goroutines on each of raws
 // (full, then normal) for d each, interleaved with it in slices; with a
 // scale baseline (base not nil), the baseline server too, for d, in the
-// same turns. It returns the HTTP result first, then the raw ones, then
-// the baseline's (target http-base).
-func runHTTPPhase(ctx context.Context, srv *target, fx *fixture, raws []*rawTarget, base *scaleBase, workload string, n int, d, slice time.Duration, pr *progress) ([]Result, error) {
+// same turns. With claims (a cycle phase of a run with a claim workload),
+// each claim drain takes its turns too (claimState.turn): the server's
+// cycle then goes on in turns past d until every drain is done, so that
+// claim and cycle are measured side by side, each over its own turns; the
+// caller reads the drains' rows (claimState.result). It returns the HTTP
+// result first, then the raw ones, then the baseline's (target
+// http-base).
+func runHTTPPhase(ctx context.Context, srv *target, fx *fixture, raws []*rawTarget, base *scaleBase, claims []*claimState, workload string, n int, d, slice time.Duration, pr *progress) ([]Result, error) {
 	var cleanups []func() // finish the phase's runs
 	open := func(srv *target, fx *fixture) (*httpTarget, error) {
 		runs, finish, err := openRuns(ctx, srv.api, fx.agents[:n])
@@ -306,14 +340,22 @@ func runHTTPPhase(ctx context.Context, srv *target, fx *fixture, raws []*rawTarg
 	if err != nil {
 		return nil, err
 	}
-	runners, meters := []runner{main.runner(workload)}, []*meter{main.m}
+	drained := func() bool {
+		for _, c := range claims {
+			if !c.drained() {
+				return false
+			}
+		}
+		return true
+	}
+	turns := []turn{{run: main.runner(workload), m: main.m, budget: d, done: drained}}
 	gauges := []gauge{{"http", main.m}}
 	var baseline *httpTarget
 	if base != nil {
 		if baseline, err = open(base.srv, base.fx); err != nil {
 			return nil, err
 		}
-		runners, meters = append(runners, baseline.runner(workload)), append(meters, baseline.m)
+		turns = append(turns, turn{run: baseline.runner(workload), m: baseline.m, budget: d})
 		gauges = append(gauges, gauge{TargetHTTPBase, baseline.m})
 	}
 	rawMeters := make([]*meter, len(raws))
@@ -323,14 +365,20 @@ func runHTTPPhase(ctx context.Context, srv *target, fx *fixture, raws []*rawTarg
 		}
 		defer r.close()
 		rawMeters[i] = &meter{db: r.db}
-		runners, meters = append(runners, rawRunner(r, n)), append(meters, rawMeters[i])
+		turns = append(turns, turn{run: rawRunner(r, n), m: rawMeters[i], budget: d})
 		gauges = append(gauges, gauge{r.kind + " " + r.sync, rawMeters[i]})
 	}
-	stop := pr.watch(fmt.Sprintf("%s clients=%d", workload, n), d, gauges...)
-	if len(runners) == 1 {
+	name, total := fmt.Sprintf("%s clients=%d", workload, n), d
+	for _, c := range claims {
+		turns = append(turns, c.claimTurn())
+		gauges = append(gauges, gauge{WorkloadClaim + " " + c.label, c.m})
+		name, total = fmt.Sprintf("%s+%s clients=%d", workload, WorkloadClaim, n), 0
+	}
+	stop := pr.watch(name, total, gauges...)
+	if len(turns) == 1 {
 		slice = d // nothing to interleave with
 	}
-	interleave(ctx, d, slice, runners, meters)
+	interleave(ctx, slice, turns)
 	stop()
 
 	out := []Result{main.result(workload, TargetHTTP, n)}

@@ -81,7 +81,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.ClaimRatios) > 0 {
 		fmt.Fprintln(w)
 		for _, x := range r.ClaimRatios {
-			fmt.Fprintf(w, "claim clients=%d: %.0f ops/s = %.2f x cycle (%.0f ops/s, http, same run)\n", x.Clients, x.Claim, x.Ratio, x.Cycle)
+			fmt.Fprintf(w, "claim clients=%d: %.0f ops/s = %.2f x cycle (%.0f ops/s, http, interleaved)\n", x.Clients, x.Claim, x.Ratio, x.Cycle)
 		}
 	}
 	for _, x := range r.Results {

@@ -38,8 +38,10 @@ over real HTTP on loopback:
              (default 10,000 in a run with claim): claim-next (POST
              /api/agents/me/claim, scope unassigned), then PATCH status done,
              until 204 (one op = claim + PATCH); no claim may be refused and
-             every issue must be claimed exactly once; the report gives the
-             ratio to the cycle phase of the same --clients in the run
+             every issue must be claimed exactly once; in a run with cycle
+             the drain takes turns (--slice) with the cycle phase of the same
+             --clients, paused between its turns, and the report gives claim
+             ops/s over cycle ops/s, each over its own turns
 
 In each cycle phase the same SQL statements (the lock rule's UPDATE and its
 activity INSERT, one COMMIT per step) also run straight through database/sql on
@@ -125,7 +127,7 @@ refused claim, an issue claimed twice or never).`,
 	f.StringVar(&workloads, "workload", bench.WorkloadCycle, "comma-separated workloads: cycle, contended, mixed, claim")
 	f.IntSliceVar(&cfg.Clients, "clients", bench.DefaultClients, "comma-separated counts of concurrent clients, one phase each")
 	f.DurationVar(&cfg.Duration, "duration", bench.DefaultDuration, "length of each phase (of each target: a cycle phase runs the server and the two raw limits for this long each)")
-	f.DurationVar(&cfg.Slice, "slice", bench.DefaultSlice, "a cycle phase interleaves the server and the raw limits in turns this long")
+	f.DurationVar(&cfg.Slice, "slice", bench.DefaultSlice, "a cycle phase interleaves the server, the raw limits and any claim drain in turns this long")
 	f.IntVar(&cfg.Issues, "issues", bench.DefaultIssues, "issues to create (one is the contended workload's; the others are spread over the agents); a claim phase drains this many of its own (default 10000 when --workload has claim)")
 	f.StringVar(&cfg.Sync, "sync", bench.DefaultSync, "synchronous mode of the in-process server's SQLite: full (an acknowledged write survives power loss) or normal (it may be lost on power loss, not on a process crash)")
 	f.StringVar(&cfg.ServerURL, "server", "", "bench the clasp server at this URL instead of an in-process one (no raw phases)")
