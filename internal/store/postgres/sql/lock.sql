@@ -9,7 +9,8 @@
 --     statement's snapshot: one consistent moment, in which a dead run stays
 --     dead.
 --   - CTE d decides on old alone (d.ok): the rule's conditions, tagged with
---     the rule they state.
+--     the rule they state. (Checkout and Release decide in old itself,
+--     columns ok and mine over its inner read: see Checkout.)
 --   - When d.ok and the rule takes a lock for the caller's run, CTE lk locks
 --     that run FOR SHARE and re-checks on its latest row that it is still
 --     live: a concurrent finish of the run then either waits for this
@@ -51,11 +52,19 @@
 -- L1 checkout with L3 adoption of a dead holder by run @run of agent
 -- @agent, with its activity rows (issue.checkout_lock_adopted when a dead
 -- holder is displaced, then issue.checked_out). L2: when @run already
--- holds both locks, d.ok is false (no write, no activity, epoch unchanged)
+-- holds both locks, ok is false (no write, no activity, epoch unchanged)
 -- and the answer is the row as it stands.
 --
+-- Like Release, and unlike the other rules, it decides in old itself (ok
+-- and mine, computed over old's inner read, which OFFSET 0 keeps from
+-- being merged into it) instead of a CTE d joined to old by every later
+-- part, and answers from old with the columns upd wrote taken from upd
+-- (old LEFT JOIN upd: upd's row when it wrote, old's otherwise) instead of
+-- a UNION ALL of upd's whole row and old's: the same answer, from a plan
+-- with fewer nodes, which PostgreSQL builds anew on every execution.
+--
 -- Unlike the other rules, the compare-and-set comes before the run's lock
--- when the issue names no lock of @run (d.mine false, the common case): a
+-- when the issue names no lock of @run (mine false, the common case): a
 -- checkout that lost the issue to a concurrent one waits in upd for that
 -- writer, finds the row changed and writes nothing, so it never locks its
 -- run, and its next try refuses read-only. The winner then locks its run
@@ -66,10 +75,24 @@
 -- Waiting for the run after holding the issue cannot deadlock: the
 -- statements that end a run and then clear its locks (RunFinish,
 -- ReleaseRunLocks, the sweeper) touch only issues whose committed row
--- names the run, and this issue's does not. When it does (d.mine), lk locks
+-- names the run, and this issue's does not. When it does (mine), lk locks
 -- the run first, as the other rules do.
 WITH old AS MATERIALIZED (
-	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
+	SELECT s.*, coalesce(
+		-- L1: the caller's run is live and the agent's, in the issue's company
+		s.caller_state = 'live' AND s.caller_agent = @agent::text AND s.caller_company = s.company_id
+		-- L1: the issue is A's or unassigned
+		AND (s.assignee_agent_id IS NULL OR s.assignee_agent_id = @agent::text)
+		-- L1: its status is expected, or it is in_progress and A's
+		AND (s.status = ANY(@expected::text[]) OR (s.status = 'in_progress' AND s.assignee_agent_id = @agent::text))
+		-- L1/L3: each lock column is empty, the caller's run, or names a dead run
+		AND (s.checkout_run_id IS NULL OR s.checkout_run_id = @run::text OR s.c_state <> 'live')
+		AND (s.execution_run_id IS NULL OR s.execution_run_id = @run::text OR s.e_state <> 'live')
+		-- L2: the same run again changes nothing
+		AND NOT (s.checkout_run_id IS NOT DISTINCT FROM @run::text AND s.execution_run_id IS NOT DISTINCT FROM @run::text),
+		false) AS ok,
+		coalesce(s.checkout_run_id = @run::text OR s.execution_run_id = @run::text, false) AS mine
+	FROM (SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
@@ -90,27 +113,12 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
 	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
-),
-d AS MATERIALIZED (
-	SELECT o.id, coalesce(
-		-- L1: the caller's run is live and the agent's, in the issue's company
-		o.caller_state = 'live' AND o.caller_agent = @agent::text AND o.caller_company = o.company_id
-		-- L1: the issue is A's or unassigned
-		AND (o.assignee_agent_id IS NULL OR o.assignee_agent_id = @agent::text)
-		-- L1: its status is expected, or it is in_progress and A's
-		AND (o.status = ANY(@expected::text[]) OR (o.status = 'in_progress' AND o.assignee_agent_id = @agent::text))
-		-- L1/L3: each lock column is empty, the caller's run, or names a dead run
-		AND (o.checkout_run_id IS NULL OR o.checkout_run_id = @run::text OR o.c_state <> 'live')
-		AND (o.execution_run_id IS NULL OR o.execution_run_id = @run::text OR o.e_state <> 'live')
-		-- L2: the same run again changes nothing
-		AND NOT (o.checkout_run_id IS NOT DISTINCT FROM @run::text AND o.execution_run_id IS NOT DISTINCT FROM @run::text),
-		false) AS ok,
-		coalesce(o.checkout_run_id = @run::text OR o.execution_run_id = @run::text, false) AS mine
-	FROM old o
+	OFFSET 0) s
 ),
 lk AS MATERIALIZED (
-	SELECT r.id FROM runs r, d
-	WHERE d.ok AND d.mine AND r.id = @run::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	-- the caller's run fetched by the ctid old read, as in lk_after
+	SELECT r.id FROM runs r, old o
+	WHERE o.ok AND o.mine AND r.ctid = o.caller_tid AND r.id = @run::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 	FOR SHARE OF r
 ),
 upd AS (
@@ -122,27 +130,27 @@ upd AS (
 		execution_agent_name_key = (SELECT a.name_key FROM agents a WHERE a.id = @agent::text),
 		execution_locked_at = now(),
 		started_at = coalesce(i.started_at, now()),
-		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: L2 is excluded by d
+		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: L2 is excluded by ok
 		updated_at = now()
-	FROM old o JOIN d ON d.id = o.id
-	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND d.ok AND (NOT d.mine OR EXISTS (SELECT 1 FROM lk))
-	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
-		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
+	FROM old o
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND o.ok AND (NOT o.mine OR EXISTS (SELECT 1 FROM lk))
+	-- the columns it wrote (and company_id for act); the answer takes the rest from old
+	RETURNING i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.checkout_epoch, i.execution_run_id,
+		i.execution_agent_name_key, i.execution_locked_at, i.started_at, i.updated_at
 ),
 lk_after AS MATERIALIZED (
 	-- the caller's run fetched by the ctid old read (caller_tid), no index
 	-- look-up; FOR SHARE of a version updated since (a renewal or a finish
 	-- that committed meanwhile) re-checks the latest version, and when that
 	-- is not live lk_after is empty and the statement fails below
-	SELECT r.id FROM runs r, upd u, old o, d
-	WHERE NOT d.mine AND r.ctid = o.caller_tid AND r.id = @run::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	SELECT r.id FROM runs r, upd u, old o
+	WHERE NOT o.mine AND r.ctid = o.caller_tid AND r.id = @run::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 	FOR SHARE OF r
 ),
 act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
 	SELECT u.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, a.action, 'issue', u.id, a.details
-	FROM upd u, old o, d, LATERAL (VALUES
+	FROM upd u, old o, LATERAL (VALUES
 		-- L3: a dead holder displaced; why is its checkout lock's reason first
 		(1, 'issue.checkout_lock_adopted',
 			(o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> @run::text) OR (o.execution_run_id IS NOT NULL AND o.execution_run_id <> @run::text),
@@ -152,21 +160,25 @@ act AS (
 	) AS a(ord, action, keep, details)
 	-- the run ended before lk_after could lock it: the cast fails with
 	-- checkoutRunEnded's text, which undoes the whole statement
-	WHERE a.keep AND (d.mine OR EXISTS (SELECT 1 FROM lk_after) OR (@run::text || ' ended during its checkout of ' || u.id)::int = 0)
+	WHERE a.keep AND (o.mine OR EXISTS (SELECT 1 FROM lk_after) OR (@run::text || ' ended during its checkout of ' || u.id)::int = 0)
 	ORDER BY a.ord
 )
-SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
+SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o.description,
+	CASE WHEN u.id IS NULL THEN o.status ELSE u.status END, o.priority,
+	CASE WHEN u.id IS NULL THEN o.assignee_agent_id ELSE u.assignee_agent_id END,
+	CASE WHEN u.id IS NULL THEN o.checkout_run_id ELSE u.checkout_run_id END,
+	CASE WHEN u.id IS NULL THEN o.checkout_epoch ELSE u.checkout_epoch END,
+	CASE WHEN u.id IS NULL THEN o.execution_run_id ELSE u.execution_run_id END,
+	CASE WHEN u.id IS NULL THEN o.execution_agent_name_key ELSE u.execution_agent_name_key END,
+	CASE WHEN u.id IS NULL THEN o.execution_locked_at ELSE u.execution_locked_at END,
+	CASE WHEN u.id IS NULL THEN o.started_at ELSE u.started_at END,
+	o.completed_at, o.cancelled_at, o.created_at,
+	CASE WHEN u.id IS NULL THEN o.updated_at ELSE u.updated_at END,
+	o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,
-	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, d.ok
-FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
-	SELECT true AS changed, u.* FROM upd u
-	UNION ALL
-	SELECT false, o.id, o.company_id, o.identifier, o.title, o.description, o.status, o.priority, o.assignee_agent_id,
-		o.checkout_run_id, o.checkout_epoch, o.execution_run_id, o.execution_agent_name_key, o.execution_locked_at,
-		o.started_at, o.completed_at, o.cancelled_at, o.created_at, o.updated_at
-	WHERE NOT EXISTS (SELECT 1 FROM upd)
-) x
+	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok
+FROM old o LEFT JOIN upd u ON true
 
 -- name: CheckoutWaitersRead
 -- L1-L3, the refusals of checkouts that waited for another checkout of the
@@ -284,9 +296,21 @@ FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
 -- (adoption, L3), or the board (@board) clears both locks; in_progress
 -- becomes todo; the assignee stays unless @unassign. An unlocked issue is
 -- not written (the store answers the no-op). One issue.released
--- {previousCheckoutRunId, previousExecutionRunId, unassigned}.
+-- {previousCheckoutRunId, previousExecutionRunId, unassigned}. It decides
+-- in old and answers from old LEFT JOIN upd, as Checkout does.
 WITH old AS MATERIALIZED (
-	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
+	SELECT s.*, coalesce(
+		-- L4: the issue is locked
+		(s.checkout_run_id IS NOT NULL OR s.execution_run_id IS NOT NULL)
+		-- L4: by the board, or by the owner: the caller's run is live, the agent's and in the
+		-- issue's company; each lock column is empty, the run, or names a dead run; and the run
+		-- holds a lock or the agent is the assignee adopting a dead holder (L3)
+		AND (@board::boolean OR (s.caller_state = 'live' AND s.caller_agent = @agent::text AND s.caller_company = s.company_id
+			AND (s.checkout_run_id IS NULL OR s.checkout_run_id = @run::text OR s.c_state <> 'live')
+			AND (s.execution_run_id IS NULL OR s.execution_run_id = @run::text OR s.e_state <> 'live')
+			AND (s.checkout_run_id = @run::text OR s.execution_run_id = @run::text OR s.assignee_agent_id = @agent::text))),
+		false) AS ok
+	FROM (SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
@@ -307,20 +331,7 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
 	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
-),
-d AS MATERIALIZED (
-	SELECT o.id, coalesce(
-		-- L4: the issue is locked
-		(o.checkout_run_id IS NOT NULL OR o.execution_run_id IS NOT NULL)
-		-- L4: by the board, or by the owner: the caller's run is live, the agent's and in the
-		-- issue's company; each lock column is empty, the run, or names a dead run; and the run
-		-- holds a lock or the agent is the assignee adopting a dead holder (L3)
-		AND (@board::boolean OR (o.caller_state = 'live' AND o.caller_agent = @agent::text AND o.caller_company = o.company_id
-			AND (o.checkout_run_id IS NULL OR o.checkout_run_id = @run::text OR o.c_state <> 'live')
-			AND (o.execution_run_id IS NULL OR o.execution_run_id = @run::text OR o.e_state <> 'live')
-			AND (o.checkout_run_id = @run::text OR o.execution_run_id = @run::text OR o.assignee_agent_id = @agent::text))),
-		false) AS ok
-	FROM old o
+	OFFSET 0) s
 ),
 upd AS (
 	UPDATE issues i SET
@@ -331,11 +342,11 @@ upd AS (
 		status = CASE WHEN i.status = 'in_progress' THEN 'todo' ELSE i.status END,
 		assignee_agent_id = CASE WHEN @unassign::boolean THEN NULL ELSE i.assignee_agent_id END,
 		updated_at = now()
-	FROM old o JOIN d ON d.id = o.id
-	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND d.ok
-	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
-		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
+	FROM old o
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND o.ok
+	-- the columns it wrote (and company_id for act); the answer takes the rest from old
+	RETURNING i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.execution_run_id,
+		i.execution_agent_name_key, i.execution_locked_at, i.updated_at
 ),
 act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
@@ -344,18 +355,21 @@ act AS (
 			'unassigned', @unassign::boolean)
 	FROM upd u, old o
 )
-SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
+SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o.description,
+	CASE WHEN u.id IS NULL THEN o.status ELSE u.status END, o.priority,
+	CASE WHEN u.id IS NULL THEN o.assignee_agent_id ELSE u.assignee_agent_id END,
+	CASE WHEN u.id IS NULL THEN o.checkout_run_id ELSE u.checkout_run_id END,
+	o.checkout_epoch,
+	CASE WHEN u.id IS NULL THEN o.execution_run_id ELSE u.execution_run_id END,
+	CASE WHEN u.id IS NULL THEN o.execution_agent_name_key ELSE u.execution_agent_name_key END,
+	CASE WHEN u.id IS NULL THEN o.execution_locked_at ELSE u.execution_locked_at END,
+	o.started_at, o.completed_at, o.cancelled_at, o.created_at,
+	CASE WHEN u.id IS NULL THEN o.updated_at ELSE u.updated_at END,
+	o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,
-	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, d.ok
-FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
-	SELECT true AS changed, u.* FROM upd u
-	UNION ALL
-	SELECT false, o.id, o.company_id, o.identifier, o.title, o.description, o.status, o.priority, o.assignee_agent_id,
-		o.checkout_run_id, o.checkout_epoch, o.execution_run_id, o.execution_agent_name_key, o.execution_locked_at,
-		o.started_at, o.completed_at, o.cancelled_at, o.created_at, o.updated_at
-	WHERE NOT EXISTS (SELECT 1 FROM upd)
-) x
+	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok
+FROM old o LEFT JOIN upd u ON true
 
 -- name: Patch
 -- L5 (owner-only writes) and L6 (leaving in_progress or changing the

@@ -1,15 +1,29 @@
--- $1 = @run
--- $2 = @rid
--- $3 = @rident
--- $4 = @company
--- $5 = @agent
--- $6 = @expected
+-- $1 = @agent
+-- $2 = @expected
+-- $3 = @run
+-- $4 = @rid
+-- $5 = @rident
+-- $6 = @company
 -- $7 = @actor_type
 -- $8 = @actor_id
 -- $9 = @actor_run
 -- $10 = @actor_request
 WITH old AS MATERIALIZED (
-	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
+	SELECT s.*, coalesce(
+		-- L1: the caller's run is live and the agent's, in the issue's company
+		s.caller_state = 'live' AND s.caller_agent = $1::text AND s.caller_company = s.company_id
+		-- L1: the issue is A's or unassigned
+		AND (s.assignee_agent_id IS NULL OR s.assignee_agent_id = $1::text)
+		-- L1: its status is expected, or it is in_progress and A's
+		AND (s.status = ANY($2::text[]) OR (s.status = 'in_progress' AND s.assignee_agent_id = $1::text))
+		-- L1/L3: each lock column is empty, the caller's run, or names a dead run
+		AND (s.checkout_run_id IS NULL OR s.checkout_run_id = $3::text OR s.c_state <> 'live')
+		AND (s.execution_run_id IS NULL OR s.execution_run_id = $3::text OR s.e_state <> 'live')
+		-- L2: the same run again changes nothing
+		AND NOT (s.checkout_run_id IS NOT DISTINCT FROM $3::text AND s.execution_run_id IS NOT DISTINCT FROM $3::text),
+		false) AS ok,
+		coalesce(s.checkout_run_id = $3::text OR s.execution_run_id = $3::text, false) AS mine
+	FROM (SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
@@ -28,82 +42,71 @@ WITH old AS MATERIALIZED (
 		CASE WHEN c.id IS NOT NULL THEN CASE
 			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
-	FROM issues i LEFT JOIN runs c ON c.id = $1::text
-	WHERE i.id = coalesce(nullif($2::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $3::text)) AND ($4::text = '' OR i.company_id IS NOT DISTINCT FROM $4::text)
-),
-d AS MATERIALIZED (
-	SELECT o.id, coalesce(
-		-- L1: the caller's run is live and the agent's, in the issue's company
-		o.caller_state = 'live' AND o.caller_agent = $5::text AND o.caller_company = o.company_id
-		-- L1: the issue is A's or unassigned
-		AND (o.assignee_agent_id IS NULL OR o.assignee_agent_id = $5::text)
-		-- L1: its status is expected, or it is in_progress and A's
-		AND (o.status = ANY($6::text[]) OR (o.status = 'in_progress' AND o.assignee_agent_id = $5::text))
-		-- L1/L3: each lock column is empty, the caller's run, or names a dead run
-		AND (o.checkout_run_id IS NULL OR o.checkout_run_id = $1::text OR o.c_state <> 'live')
-		AND (o.execution_run_id IS NULL OR o.execution_run_id = $1::text OR o.e_state <> 'live')
-		-- L2: the same run again changes nothing
-		AND NOT (o.checkout_run_id IS NOT DISTINCT FROM $1::text AND o.execution_run_id IS NOT DISTINCT FROM $1::text),
-		false) AS ok,
-		coalesce(o.checkout_run_id = $1::text OR o.execution_run_id = $1::text, false) AS mine
-	FROM old o
+	FROM issues i LEFT JOIN runs c ON c.id = $3::text
+	WHERE i.id = coalesce(nullif($4::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $5::text)) AND ($6::text = '' OR i.company_id IS NOT DISTINCT FROM $6::text)
+	OFFSET 0) s
 ),
 lk AS MATERIALIZED (
-	SELECT r.id FROM runs r, d
-	WHERE d.ok AND d.mine AND r.id = $1::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	-- the caller's run fetched by the ctid old read, as in lk_after
+	SELECT r.id FROM runs r, old o
+	WHERE o.ok AND o.mine AND r.ctid = o.caller_tid AND r.id = $3::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 	FOR SHARE OF r
 ),
 upd AS (
 	UPDATE issues i SET
 		status = 'in_progress',
-		assignee_agent_id = $5::text,
-		checkout_run_id = $1::text,
-		execution_run_id = $1::text,
-		execution_agent_name_key = (SELECT a.name_key FROM agents a WHERE a.id = $5::text),
+		assignee_agent_id = $1::text,
+		checkout_run_id = $3::text,
+		execution_run_id = $3::text,
+		execution_agent_name_key = (SELECT a.name_key FROM agents a WHERE a.id = $1::text),
 		execution_locked_at = now(),
 		started_at = coalesce(i.started_at, now()),
-		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: L2 is excluded by d
+		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: L2 is excluded by ok
 		updated_at = now()
-	FROM old o JOIN d ON d.id = o.id
-	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND d.ok AND (NOT d.mine OR EXISTS (SELECT 1 FROM lk))
-	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
-		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
+	FROM old o
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND o.ok AND (NOT o.mine OR EXISTS (SELECT 1 FROM lk))
+	-- the columns it wrote (and company_id for act); the answer takes the rest from old
+	RETURNING i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.checkout_epoch, i.execution_run_id,
+		i.execution_agent_name_key, i.execution_locked_at, i.started_at, i.updated_at
 ),
 lk_after AS MATERIALIZED (
 	-- the caller's run fetched by the ctid old read (caller_tid), no index
 	-- look-up; FOR SHARE of a version updated since (a renewal or a finish
 	-- that committed meanwhile) re-checks the latest version, and when that
 	-- is not live lk_after is empty and the statement fails below
-	SELECT r.id FROM runs r, upd u, old o, d
-	WHERE NOT d.mine AND r.ctid = o.caller_tid AND r.id = $1::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	SELECT r.id FROM runs r, upd u, old o
+	WHERE NOT o.mine AND r.ctid = o.caller_tid AND r.id = $3::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 	FOR SHARE OF r
 ),
 act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
 	SELECT u.company_id, $7::text, $8::text, $9::text, $10::text, a.action, 'issue', u.id, a.details
-	FROM upd u, old o, d, LATERAL (VALUES
+	FROM upd u, old o, LATERAL (VALUES
 		-- L3: a dead holder displaced; why is its checkout lock's reason first
 		(1, 'issue.checkout_lock_adopted',
-			(o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> $1::text) OR (o.execution_run_id IS NOT NULL AND o.execution_run_id <> $1::text),
+			(o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> $3::text) OR (o.execution_run_id IS NOT NULL AND o.execution_run_id <> $3::text),
 			jsonb_build_object('previousCheckoutRunId', o.checkout_run_id, 'previousExecutionRunId', o.execution_run_id,
-				'why', CASE WHEN o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> $1::text THEN o.c_state ELSE o.e_state END)),
-		(2, 'issue.checked_out', true, jsonb_build_object('agentId', $5::text, 'runId', $1::text, 'checkoutEpoch', u.checkout_epoch))
+				'why', CASE WHEN o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> $3::text THEN o.c_state ELSE o.e_state END)),
+		(2, 'issue.checked_out', true, jsonb_build_object('agentId', $1::text, 'runId', $3::text, 'checkoutEpoch', u.checkout_epoch))
 	) AS a(ord, action, keep, details)
 	-- the run ended before lk_after could lock it: the cast fails with
 	-- checkoutRunEnded's text, which undoes the whole statement
-	WHERE a.keep AND (d.mine OR EXISTS (SELECT 1 FROM lk_after) OR ($1::text || ' ended during its checkout of ' || u.id)::int = 0)
+	WHERE a.keep AND (o.mine OR EXISTS (SELECT 1 FROM lk_after) OR ($3::text || ' ended during its checkout of ' || u.id)::int = 0)
 	ORDER BY a.ord
 )
-SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
+SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o.description,
+	CASE WHEN u.id IS NULL THEN o.status ELSE u.status END, o.priority,
+	CASE WHEN u.id IS NULL THEN o.assignee_agent_id ELSE u.assignee_agent_id END,
+	CASE WHEN u.id IS NULL THEN o.checkout_run_id ELSE u.checkout_run_id END,
+	CASE WHEN u.id IS NULL THEN o.checkout_epoch ELSE u.checkout_epoch END,
+	CASE WHEN u.id IS NULL THEN o.execution_run_id ELSE u.execution_run_id END,
+	CASE WHEN u.id IS NULL THEN o.execution_agent_name_key ELSE u.execution_agent_name_key END,
+	CASE WHEN u.id IS NULL THEN o.execution_locked_at ELSE u.execution_locked_at END,
+	CASE WHEN u.id IS NULL THEN o.started_at ELSE u.started_at END,
+	o.completed_at, o.cancelled_at, o.created_at,
+	CASE WHEN u.id IS NULL THEN o.updated_at ELSE u.updated_at END,
+	o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,
-	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, d.ok
-FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
-	SELECT true AS changed, u.* FROM upd u
-	UNION ALL
-	SELECT false, o.id, o.company_id, o.identifier, o.title, o.description, o.status, o.priority, o.assignee_agent_id,
-		o.checkout_run_id, o.checkout_epoch, o.execution_run_id, o.execution_agent_name_key, o.execution_locked_at,
-		o.started_at, o.completed_at, o.cancelled_at, o.created_at, o.updated_at
-	WHERE NOT EXISTS (SELECT 1 FROM upd)
-) x
+	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok
+FROM old o LEFT JOIN upd u ON true

@@ -1,16 +1,27 @@
--- $1 = @run
--- $2 = @rid
--- $3 = @rident
--- $4 = @company
--- $5 = @board
--- $6 = @agent
+-- $1 = @board
+-- $2 = @agent
+-- $3 = @run
+-- $4 = @rid
+-- $5 = @rident
+-- $6 = @company
 -- $7 = @unassign
 -- $8 = @actor_type
 -- $9 = @actor_id
 -- $10 = @actor_run
 -- $11 = @actor_request
 WITH old AS MATERIALIZED (
-	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
+	SELECT s.*, coalesce(
+		-- L4: the issue is locked
+		(s.checkout_run_id IS NOT NULL OR s.execution_run_id IS NOT NULL)
+		-- L4: by the board, or by the owner: the caller's run is live, the agent's and in the
+		-- issue's company; each lock column is empty, the run, or names a dead run; and the run
+		-- holds a lock or the agent is the assignee adopting a dead holder (L3)
+		AND ($1::boolean OR (s.caller_state = 'live' AND s.caller_agent = $2::text AND s.caller_company = s.company_id
+			AND (s.checkout_run_id IS NULL OR s.checkout_run_id = $3::text OR s.c_state <> 'live')
+			AND (s.execution_run_id IS NULL OR s.execution_run_id = $3::text OR s.e_state <> 'live')
+			AND (s.checkout_run_id = $3::text OR s.execution_run_id = $3::text OR s.assignee_agent_id = $2::text))),
+		false) AS ok
+	FROM (SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
@@ -29,22 +40,9 @@ WITH old AS MATERIALIZED (
 		CASE WHEN c.id IS NOT NULL THEN CASE
 			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
-	FROM issues i LEFT JOIN runs c ON c.id = $1::text
-	WHERE i.id = coalesce(nullif($2::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $3::text)) AND ($4::text = '' OR i.company_id IS NOT DISTINCT FROM $4::text)
-),
-d AS MATERIALIZED (
-	SELECT o.id, coalesce(
-		-- L4: the issue is locked
-		(o.checkout_run_id IS NOT NULL OR o.execution_run_id IS NOT NULL)
-		-- L4: by the board, or by the owner: the caller's run is live, the agent's and in the
-		-- issue's company; each lock column is empty, the run, or names a dead run; and the run
-		-- holds a lock or the agent is the assignee adopting a dead holder (L3)
-		AND ($5::boolean OR (o.caller_state = 'live' AND o.caller_agent = $6::text AND o.caller_company = o.company_id
-			AND (o.checkout_run_id IS NULL OR o.checkout_run_id = $1::text OR o.c_state <> 'live')
-			AND (o.execution_run_id IS NULL OR o.execution_run_id = $1::text OR o.e_state <> 'live')
-			AND (o.checkout_run_id = $1::text OR o.execution_run_id = $1::text OR o.assignee_agent_id = $6::text))),
-		false) AS ok
-	FROM old o
+	FROM issues i LEFT JOIN runs c ON c.id = $3::text
+	WHERE i.id = coalesce(nullif($4::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $5::text)) AND ($6::text = '' OR i.company_id IS NOT DISTINCT FROM $6::text)
+	OFFSET 0) s
 ),
 upd AS (
 	UPDATE issues i SET
@@ -55,11 +53,11 @@ upd AS (
 		status = CASE WHEN i.status = 'in_progress' THEN 'todo' ELSE i.status END,
 		assignee_agent_id = CASE WHEN $7::boolean THEN NULL ELSE i.assignee_agent_id END,
 		updated_at = now()
-	FROM old o JOIN d ON d.id = o.id
-	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND d.ok
-	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
-		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
+	FROM old o
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND o.ok
+	-- the columns it wrote (and company_id for act); the answer takes the rest from old
+	RETURNING i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.execution_run_id,
+		i.execution_agent_name_key, i.execution_locked_at, i.updated_at
 ),
 act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
@@ -68,15 +66,18 @@ act AS (
 			'unassigned', $7::boolean)
 	FROM upd u, old o
 )
-SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
+SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o.description,
+	CASE WHEN u.id IS NULL THEN o.status ELSE u.status END, o.priority,
+	CASE WHEN u.id IS NULL THEN o.assignee_agent_id ELSE u.assignee_agent_id END,
+	CASE WHEN u.id IS NULL THEN o.checkout_run_id ELSE u.checkout_run_id END,
+	o.checkout_epoch,
+	CASE WHEN u.id IS NULL THEN o.execution_run_id ELSE u.execution_run_id END,
+	CASE WHEN u.id IS NULL THEN o.execution_agent_name_key ELSE u.execution_agent_name_key END,
+	CASE WHEN u.id IS NULL THEN o.execution_locked_at ELSE u.execution_locked_at END,
+	o.started_at, o.completed_at, o.cancelled_at, o.created_at,
+	CASE WHEN u.id IS NULL THEN o.updated_at ELSE u.updated_at END,
+	o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,
-	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, d.ok
-FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
-	SELECT true AS changed, u.* FROM upd u
-	UNION ALL
-	SELECT false, o.id, o.company_id, o.identifier, o.title, o.description, o.status, o.priority, o.assignee_agent_id,
-		o.checkout_run_id, o.checkout_epoch, o.execution_run_id, o.execution_agent_name_key, o.execution_locked_at,
-		o.started_at, o.completed_at, o.cancelled_at, o.created_at, o.updated_at
-	WHERE NOT EXISTS (SELECT 1 FROM upd)
-) x
+	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok
+FROM old o LEFT JOIN upd u ON true
