@@ -16,6 +16,12 @@
 -- Nothing can change between the statements: the transaction holds the
 -- database's write lock from its first statement.
 --
+-- Checkout, Release and Patch find the issue by one equality on id: the
+-- UUID :rid, or the id of the issue whose identifier is :rident (one of
+-- the two is '', store.SplitRef). An OR of the two columns would make
+-- SQLite collect the matching rowids in a temporary table first and
+-- update in a second pass; one index lookup lets it update in one pass.
+--
 -- A run is live iff it is queued, or running with a lease that has not
 -- expired at :now. A holder is dead when its run is terminal, lost
 -- (running with an expired lease) or missing.
@@ -80,7 +86,8 @@ UPDATE issues SET
 	started_at = coalesce(started_at, :now),
 	checkout_epoch = checkout_epoch + 1, -- always a new acquisition: L2 is excluded below
 	updated_at = :now
-WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)
+WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identifier = :rident))
+	AND (:company = '' OR company_id = :company)
 	-- fast path: only an unlocked issue, whose old lock columns need no read
 	AND (NOT :unlocked_only OR (checkout_run_id IS NULL AND execution_run_id IS NULL))
 	-- L1: the caller's run is live and the agent's, in the issue's company
@@ -168,7 +175,8 @@ UPDATE issues SET
 	status = CASE WHEN status = 'in_progress' THEN 'todo' ELSE status END,
 	assignee_agent_id = CASE WHEN :unassign THEN NULL ELSE assignee_agent_id END,
 	updated_at = :now
-WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)
+WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identifier = :rident))
+	AND (:company = '' OR company_id = :company)
 	-- fast path: only an issue whose both locks are the caller's run
 	AND (NOT :held_only OR (checkout_run_id IS :run AND execution_run_id IS :run))
 	-- L4: the issue is locked
@@ -233,7 +241,8 @@ UPDATE issues SET
 				AND NOT (checkout_run_id IS :run AND execution_run_id IS :run)) THEN checkout_epoch + 1
 		ELSE checkout_epoch END,
 	updated_at = :now
-WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)
+WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identifier = :rident))
+	AND (:company = '' OR company_id = :company)
 	-- fast path: only an issue whose both locks are the caller's run
 	AND (NOT :held_only OR (checkout_run_id IS :run AND execution_run_id IS :run))
 	-- L5: the board, an unlocked issue, or the owner

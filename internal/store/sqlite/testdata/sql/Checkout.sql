@@ -8,7 +8,8 @@ UPDATE issues SET
 	started_at = coalesce(started_at, :now),
 	checkout_epoch = checkout_epoch + 1, -- always a new acquisition: L2 is excluded below
 	updated_at = :now
-WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)
+WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identifier = :rident))
+	AND (:company = '' OR company_id = :company)
 	-- fast path: only an unlocked issue, whose old lock columns need no read
 	AND (NOT :unlocked_only OR (checkout_run_id IS NULL AND execution_run_id IS NULL))
 	-- L1: the caller's run is live and the agent's, in the issue's company

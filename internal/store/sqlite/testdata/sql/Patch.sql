@@ -35,7 +35,8 @@ UPDATE issues SET
 				AND NOT (checkout_run_id IS :run AND execution_run_id IS :run)) THEN checkout_epoch + 1
 		ELSE checkout_epoch END,
 	updated_at = :now
-WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)
+WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identifier = :rident))
+	AND (:company = '' OR company_id = :company)
 	-- fast path: only an issue whose both locks are the caller's run
 	AND (NOT :held_only OR (checkout_run_id IS :run AND execution_run_id IS :run))
 	-- L5: the board, an unlocked issue, or the owner

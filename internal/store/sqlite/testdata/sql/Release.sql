@@ -6,7 +6,8 @@ UPDATE issues SET
 	status = CASE WHEN status = 'in_progress' THEN 'todo' ELSE status END,
 	assignee_agent_id = CASE WHEN :unassign THEN NULL ELSE assignee_agent_id END,
 	updated_at = :now
-WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)
+WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identifier = :rident))
+	AND (:company = '' OR company_id = :company)
 	-- fast path: only an issue whose both locks are the caller's run
 	AND (NOT :held_only OR (checkout_run_id IS :run AND execution_run_id IS :run))
 	-- L4: the issue is locked
