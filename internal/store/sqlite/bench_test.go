@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +18,10 @@ import (
 
 // benchGoroutines are the concurrent clients of the benchmarks.
 var benchGoroutines = []int{1, 8, 32}
+
+// benchIssues is the number of issues the uncontended goroutines share
+// out (at least 4 each), as clasp bench's default fixture.
+const benchIssues = 1000
 
 // BenchmarkCheckoutRelease measures checkout+release cycles through the
 // store (each cycle two write transactions, each with its activity row), at
@@ -80,7 +86,9 @@ func benchStore(b *testing.B, syncMode string, contended bool, n int) {
 			actor, issues = newRun(sharedAgent), []string{shared}
 		} else {
 			actor = newRun(newAgent("agent-" + strconv.Itoa(g)))
-			issues = []string{newIssue(), newIssue(), newIssue(), newIssue()}
+			for range max(4, benchIssues/n) {
+				issues = append(issues, newIssue())
+			}
 		}
 		k := 0
 		cycles[g] = func() error {
@@ -98,10 +106,59 @@ func benchStore(b *testing.B, syncMode string, contended bool, n int) {
 			return err
 		}
 	}
+	frames := walFrames(b, s)
+	w0 := s.WriteStats()
+	cpu0 := cpuTime()
 	runCycles(b, cycles)
+	cpu := cpuTime() - cpu0
 	ok := float64(int64(b.N) - conflicts.Load())
+	w1 := s.WriteStats()
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(ok/b.Elapsed().Seconds(), "cycles/s")
 	b.ReportMetric(float64(conflicts.Load())/float64(b.N), "conflicts/op")
+	b.ReportMetric(float64(frames())/float64(b.N), "walframes/op")
+	b.ReportMetric(float64(w1.Writes-w0.Writes)/float64(max(1, w1.Commits-w0.Commits)), "writes/commit")
+}
+
+// cpuTime is the process's CPU time so far (user + system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// walFrames stops the writer's automatic checkpoints, empties the WAL and
+// returns a function that counts the WAL frames (one page each) written
+// since: the pages the benchmark's commits dirtied.
+func walFrames(b *testing.B, s *Store) func() int64 {
+	b.Helper()
+	if _, err := s.w.Exec("PRAGMA wal_autocheckpoint = 0"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.w.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		b.Fatal(err)
+	}
+	var page int64
+	if err := s.w.QueryRow("PRAGMA page_size").Scan(&page); err != nil {
+		b.Fatal(err)
+	}
+	size := func() int64 {
+		fi, err := os.Stat(s.path + "-wal")
+		if err != nil {
+			b.Fatal(err)
+		}
+		return fi.Size()
+	}
+	start := size()
+	return func() int64 {
+		n := size() - start
+		if start == 0 && n > 0 {
+			n -= 32 // the WAL header
+		}
+		return n / (page + 24)
+	}
 }
 
 // runCycles runs b.N calls spread over the goroutines, one goroutine per
