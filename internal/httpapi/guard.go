@@ -156,6 +156,11 @@ func validRequestID(s string) bool {
 	return true
 }
 
+// RequestIDOf returns the id the server gives r: its X-Request-Id when
+// valid, else a new random UUID. Handlers outside the API (/mcp) name their
+// answers by the same rule.
+func RequestIDOf(r *http.Request) string { return requestIDOf(r) }
+
 // requestIDOf returns the request's id: its X-Request-Id when valid, else
 // a new random UUID.
 func requestIDOf(r *http.Request) string {

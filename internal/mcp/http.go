@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clasp-dev/clasp/internal/httpapi"
 )
 
 // NewHTTPHandler returns the stateless Streamable HTTP MCP endpoint that
@@ -52,7 +55,14 @@ func NewHTTPHandler(api http.Handler, log *slog.Logger, trustedProxies []netip.P
 	}))
 	inner := cop.Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		jw := &jsonErrors{ResponseWriter: w}
+		// Like the API's answers, each answer of /mcp names its request (the
+		// caller's valid X-Request-Id, else a new one), and the API calls its
+		// tools make carry the same id into logs and activity rows.
+		rid := httpapi.RequestIDOf(r)
+		w.Header().Set(httpapi.RequestIDHeader, rid)
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, rid))
+		jw := &jsonErrors{ResponseWriter: w, requestID: rid}
 		defer jw.flush()
 		for _, h := range []string{"Authorization", "X-Clasp-Run-Id", "X-Paperclip-Run-Id"} {
 			if n := len(r.Header.Values(h)); n > 1 {
@@ -123,9 +133,13 @@ var transportCodes = map[int]string{
 // sentence; every other answer passes through unchanged.
 type jsonErrors struct {
 	http.ResponseWriter
-	status int          // the held error status; 0 while passing through
-	buf    bytes.Buffer // the held error text
+	requestID string       // the request's id, for details.requestId
+	status    int          // the held error status; 0 while passing through
+	buf       bytes.Buffer // the held error text
 }
+
+// requestIDKey is the context key of the /mcp request's id.
+type requestIDKey struct{}
 
 func (j *jsonErrors) WriteHeader(status int) {
 	if status >= 400 && strings.HasPrefix(j.Header().Get("Content-Type"), "text/plain") {
@@ -162,7 +176,7 @@ func (j *jsonErrors) flush() {
 	if msg != "" && !strings.HasSuffix(msg, ".") {
 		msg += "."
 	}
-	body, _ := json.Marshal(map[string]any{"error": msg, "code": code, "details": map[string]any{}})
+	body, _ := json.Marshal(map[string]any{"error": msg, "code": code, "details": map[string]any{"requestId": j.requestID}})
 	h := j.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
@@ -177,6 +191,9 @@ type inProcess struct{ h http.Handler }
 func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
 	rec := httptest.NewRecorder()
 	r = r.Clone(r.Context())
+	if rid, ok := r.Context().Value(requestIDKey{}).(string); ok && r.Header.Get(httpapi.RequestIDHeader) == "" {
+		r.Header.Set(httpapi.RequestIDHeader, rid)
+	}
 	r.RemoteAddr = "127.0.0.1:0"
 	r.RequestURI = r.URL.RequestURI()
 	t.h.ServeHTTP(rec, r)

@@ -160,6 +160,10 @@ func TestHTTPTransportErrors(t *testing.T) {
 			resp.Header.Get("Content-Type") != "application/json" {
 			t.Errorf("%s: status %d %q, body %+v (%v); want %d with code %s", c.name, resp.StatusCode, resp.Header.Get("Content-Type"), body, derr, c.status, c.code)
 		}
+		// Like every answer of the API, the refusal names its request.
+		if rid := resp.Header.Get("X-Request-Id"); rid == "" || body.Details["requestId"] != rid {
+			t.Errorf("%s: X-Request-Id %q, details.requestId %v; want the same id in both", c.name, rid, body.Details["requestId"])
+		}
 	}
 	// A request within the cap still works through the wrapper.
 	req, _ := http.NewRequest(http.MethodPost, w.url+"/mcp", strings.NewReader(ok))
@@ -173,6 +177,41 @@ func TestHTTPTransportErrors(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("tools/list within the cap: status %d", resp.StatusCode)
+	}
+	if rid := resp.Header.Get("X-Request-Id"); rid == "" {
+		t.Errorf("tools/list: no X-Request-Id in the answer")
+	}
+
+	// A caller's valid X-Request-Id is kept, in the answer and in the activity
+	// rows the tool call wrote; an invalid one is replaced.
+	agent := client.New(w.url, client.WithToken(w.keys[0]))
+	run, err := agent.RunOpen(context.Background(), client.RunOpenRequest{InvocationSource: "http-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"claim_next_issue","arguments":{}}}`
+	for _, c := range []struct{ sent, want string }{{"trace-mcp-1", "trace-mcp-1"}, {"not valid!", ""}} {
+		req, _ = http.NewRequest(http.MethodPost, w.url+"/mcp", strings.NewReader(claim))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+run.RunToken)
+		req.Header.Set("X-Request-Id", c.sent)
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		got := resp.Header.Get("X-Request-Id")
+		if resp.StatusCode != http.StatusOK || got == "" || (c.want != "" && got != c.want) || (c.want == "" && got == c.sent) {
+			t.Errorf("X-Request-Id %q sent: status %d, answer's id %q", c.sent, resp.StatusCode, got)
+		}
+	}
+	acts, err := w.board.CompanyActivity(context.Background(), w.co.ID, client.ActivityListParams{Action: "issue.checked_out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acts.Items) != 1 || acts.Items[0].RequestID == nil || *acts.Items[0].RequestID != "trace-mcp-1" {
+		t.Errorf("checkout rows after the claim over /mcp: %d, the newest %+v; want one, with requestId trace-mcp-1", len(acts.Items), acts.Items)
 	}
 }
 
