@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -191,8 +192,8 @@ func (s *Server) deadlineErr(orig, r *http.Request, err error) error {
 // route, the error code and the request id, so that the audit of who was
 // refused what does not need debug logs.
 func (s *Server) logDenied(r *http.Request, ep *endpoint, c *call, err error) {
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || !s.log.Enabled(r.Context(), slog.LevelInfo) {
+		return // spares building the attributes when info is off
 	}
 	st, body, _ := statusOf(err)
 	if st < 400 || st >= 500 {

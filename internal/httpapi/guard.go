@@ -192,8 +192,11 @@ func (s *Server) clientAddr(r *http.Request) string {
 	if err != nil {
 		host = r.RemoteAddr
 	}
+	if len(s.limits.TrustedProxies) == 0 {
+		return host
+	}
 	peer, err := netip.ParseAddr(host)
-	if err != nil || len(s.limits.TrustedProxies) == 0 || !s.trusted(peer.Unmap()) {
+	if err != nil || !s.trusted(peer.Unmap()) {
 		return host
 	}
 	xff := r.Header.Values("X-Forwarded-For")

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -505,8 +507,11 @@ const maxPooledAnswer = 64 << 10
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	buf := answerBuffers.Get().(*bytes.Buffer)
 	buf.Reset()
-	// Encode writes what Marshal returns (HTML-escaped alike) and a newline.
-	if err := json.NewEncoder(buf).Encode(v); err != nil {
+	if iss, ok := v.(*clasp.Issue); ok && iss != nil && issueEncodable(iss) {
+		// The answer of checkout, release and the other lock rules:
+		// written directly, the same bytes as encoding/json's.
+		buf.Write(append(appendIssueJSON(buf.AvailableBuffer(), iss), '\n'))
+	} else if err := json.NewEncoder(buf).Encode(v); err != nil { // what Marshal returns (HTML-escaped alike) and a newline
 		// Only our own types are marshalled; this is a bug.
 		panic(fmt.Sprintf("httpapi: marshal %T: %v", v, err))
 	}
@@ -517,12 +522,106 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 }
 
+// The values of the headers every JSON answer carries, shared by all
+// answers (net/http only reads them): setting them allocates nothing.
+var (
+	hdrJSON    = []string{"application/json"}
+	hdrNosniff = []string{"nosniff"}
+	hdrNoStore = []string{"no-store"}
+)
+
 // setJSONHeaders sets the headers of every JSON answer and writes the
 // status line.
 func setJSONHeaders(w http.ResponseWriter, status int) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store") // answers may carry secrets (keys, run tokens)
+	h["Content-Type"] = hdrJSON
+	h["X-Content-Type-Options"] = hdrNosniff
+	h["Cache-Control"] = hdrNoStore // answers may carry secrets (keys, run tokens)
 	w.WriteHeader(status)
+}
+
+// issueEncodable reports whether appendIssueJSON writes iss as
+// json.Marshal would: every time it holds is one that time.Time's
+// MarshalJSON accepts (a year from 0 to 9999, a zone offset under 24 h).
+func issueEncodable(iss *clasp.Issue) bool {
+	for _, t := range [...]*time.Time{iss.ExecutionLockedAt, iss.StartedAt, iss.CompletedAt, iss.CancelledAt, &iss.CreatedAt, &iss.UpdatedAt} {
+		if t == nil {
+			continue
+		}
+		if y := t.Year(); y < 0 || y > 9999 {
+			return false
+		}
+		if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
+			return false
+		}
+	}
+	return true
+}
+
+// appendIssueJSON appends iss as JSON, byte for byte what json.Marshal
+// gives for it (fields in declaration order, strings escaped alike, nil
+// pointers as null, times in RFC 3339 with nanoseconds), for an issue
+// issueEncodable accepts.
+func appendIssueJSON(dst []byte, iss *clasp.Issue) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONString(dst, iss.ID)
+	dst = append(dst, `,"companyId":`...)
+	dst = appendJSONString(dst, iss.CompanyID)
+	dst = append(dst, `,"identifier":`...)
+	dst = appendJSONString(dst, iss.Identifier)
+	dst = append(dst, `,"title":`...)
+	dst = appendJSONString(dst, iss.Title)
+	dst = append(dst, `,"description":`...)
+	dst = appendJSONString(dst, iss.Description)
+	dst = append(dst, `,"status":`...)
+	dst = appendJSONString(dst, string(iss.Status))
+	dst = append(dst, `,"priority":`...)
+	dst = appendJSONString(dst, string(iss.Priority))
+	dst = append(dst, `,"assigneeAgentId":`...)
+	dst = appendJSONStringPtr(dst, iss.AssigneeAgentID)
+	dst = append(dst, `,"checkoutRunId":`...)
+	dst = appendJSONStringPtr(dst, iss.CheckoutRunID)
+	dst = append(dst, `,"checkoutEpoch":`...)
+	dst = strconv.AppendInt(dst, iss.CheckoutEpoch, 10)
+	dst = append(dst, `,"executionRunId":`...)
+	dst = appendJSONStringPtr(dst, iss.ExecutionRunID)
+	dst = append(dst, `,"executionAgentNameKey":`...)
+	dst = appendJSONStringPtr(dst, iss.ExecutionAgentNameKey)
+	dst = append(dst, `,"executionLockedAt":`...)
+	dst = appendJSONTimePtr(dst, iss.ExecutionLockedAt)
+	dst = append(dst, `,"startedAt":`...)
+	dst = appendJSONTimePtr(dst, iss.StartedAt)
+	dst = append(dst, `,"completedAt":`...)
+	dst = appendJSONTimePtr(dst, iss.CompletedAt)
+	dst = append(dst, `,"cancelledAt":`...)
+	dst = appendJSONTimePtr(dst, iss.CancelledAt)
+	dst = append(dst, `,"createdAt":`...)
+	dst = appendJSONTime(dst, iss.CreatedAt)
+	dst = append(dst, `,"updatedAt":`...)
+	dst = appendJSONTime(dst, iss.UpdatedAt)
+	return append(dst, '}')
+}
+
+// appendJSONStringPtr appends *s as a JSON string, or null for nil.
+func appendJSONStringPtr(dst []byte, s *string) []byte {
+	if s == nil {
+		return append(dst, "null"...)
+	}
+	return appendJSONString(dst, *s)
+}
+
+// appendJSONTime appends t as time.Time's MarshalJSON writes it (for a
+// time issueEncodable accepts).
+func appendJSONTime(dst []byte, t time.Time) []byte {
+	dst = append(dst, '"')
+	dst = t.AppendFormat(dst, time.RFC3339Nano)
+	return append(dst, '"')
+}
+
+// appendJSONTimePtr appends *t as appendJSONTime does, or null for nil.
+func appendJSONTimePtr(dst []byte, t *time.Time) []byte {
+	if t == nil {
+		return append(dst, "null"...)
+	}
+	return appendJSONTime(dst, *t)
 }

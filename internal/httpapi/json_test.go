@@ -261,3 +261,81 @@ type discardWriter struct{ h http.Header }
 func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discardWriter) WriteHeader(int)             {}
+
+// issueJSONCase builds an issue from fuzzable parts: s fills the strings
+// (and, when set, the pointers), sec and nsec the times, zone their
+// offset in seconds.
+func issueJSONCase(s string, set bool, epoch, sec, nsec int64, zone int) *clasp.Issue {
+	loc := time.UTC
+	if zone != 0 {
+		loc = time.FixedZone("z", zone)
+	}
+	t := time.Unix(sec, nsec).In(loc)
+	iss := &clasp.Issue{ID: s, CompanyID: s + "c", Identifier: "B-" + s, Title: s, Description: s + "\n" + s,
+		Status: clasp.IssueStatus(s), Priority: clasp.Priority(s), CheckoutEpoch: epoch, CreatedAt: t, UpdatedAt: t.Add(time.Duration(nsec))}
+	if set {
+		p, t2 := s+"p", t.Add(-time.Duration(sec))
+		iss.AssigneeAgentID, iss.CheckoutRunID, iss.ExecutionRunID, iss.ExecutionAgentNameKey = &s, &p, &s, &p
+		iss.ExecutionLockedAt, iss.StartedAt, iss.CompletedAt, iss.CancelledAt = &t, &t2, &t, &t2
+	}
+	return iss
+}
+
+// checkIssueJSON fails unless writeJSON answers iss with the bytes
+// json.Marshal gives (and a newline), or iss does not marshal and the
+// fast path is not taken.
+func checkIssueJSON(t *testing.T, iss *clasp.Issue) {
+	t.Helper()
+	want, err := json.Marshal(iss)
+	if err != nil {
+		if issueEncodable(iss) {
+			t.Fatalf("json.Marshal refuses %+v (%v), but issueEncodable accepts it", iss, err)
+		}
+		return
+	}
+	if !issueEncodable(iss) {
+		t.Fatalf("issueEncodable refuses %+v, which json.Marshal writes", iss)
+	}
+	if got := appendIssueJSON(nil, iss); !bytes.Equal(got, want) {
+		t.Fatalf("appendIssueJSON:\n got %s\nwant %s", got, want)
+	}
+	rec := &bodyRecorder{h: http.Header{}}
+	writeJSON(rec, http.StatusOK, iss)
+	if !bytes.Equal(rec.body.Bytes(), append(want, '\n')) {
+		t.Fatalf("writeJSON:\n got %s\nwant %s", rec.body.Bytes(), want)
+	}
+}
+
+// bodyRecorder is a minimal http.ResponseWriter keeping the body.
+type bodyRecorder struct {
+	h    http.Header
+	body bytes.Buffer
+}
+
+func (b *bodyRecorder) Header() http.Header         { return b.h }
+func (b *bodyRecorder) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *bodyRecorder) WriteHeader(int)             {}
+
+func TestIssueJSONMatchesMarshal(t *testing.T) {
+	strs := []string{"", "plain", `q"uote\back`, "<a&b>", "ctl\x00\x01\x1f\t\r\b\f", "line\u2028sep\u2029", "bad\xff\xfeutf8", "ünï©ødé 日本"}
+	for _, s := range strs {
+		for _, set := range []bool{false, true} {
+			for _, tm := range []struct {
+				sec, nsec int64
+				zone      int
+			}{{1764633600, 0, 0}, {1764633600, 123456789, 0}, {1764633600, 120000000, 3600}, {0, 1, -5*3600 - 1800},
+				{-62135596800, 0, 0}, {253402300799, 999999999, 0}, {253402300800, 0, 0}, {-62135596801, 0, 0},
+				{1764633600, 5, 24 * 3600}, {1764633600, 5, 23*3600 + 3599}, {1764633600, 5, -24 * 3600}} {
+				checkIssueJSON(t, issueJSONCase(s, set, -3, tm.sec, tm.nsec, tm.zone))
+			}
+		}
+	}
+}
+
+func FuzzIssueJSON(f *testing.F) {
+	f.Add("x", true, int64(1), int64(1764633600), int64(123), 0)
+	f.Add("<\u2028\xff>", false, int64(-1), int64(-62135596801), int64(0), 86399)
+	f.Fuzz(func(t *testing.T, s string, set bool, epoch, sec, nsec int64, zone int) {
+		checkIssueJSON(t, issueJSONCase(s, set, epoch, sec, nsec, zone%(30*3600)))
+	})
+}
