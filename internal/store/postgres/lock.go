@@ -83,12 +83,17 @@ func scanLockAnswer(name string, row pgx.Row) (*lockAnswer, error) {
 	var (
 		l                              lockAnswer
 		iss                            clasp.Issue
+		ir                             issueRow
 		owned, active, assigneeCompany *bool
 	)
-	dest := append([]any{&l.changed}, store.IssueDest(&iss)...)
+	dest := make([]any, 0, 32)
+	dest = append(append(dest, &l.changed), ir.dest(&iss)...)
 	dest = append(dest, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
 		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &owned, &active, &assigneeCompany, &l.ok)
 	if err := row.Scan(plannedRow{name: name, dest: dest}); err != nil {
+		return nil, err
+	}
+	if err := ir.done(); err != nil {
 		return nil, err
 	}
 	l.issue, l.IssueID, l.CompanyID = &iss, iss.ID, iss.CompanyID
