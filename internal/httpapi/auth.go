@@ -167,6 +167,9 @@ func parseUUID(s string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	if strings.IndexFunc(s, func(r rune) bool { return r >= 'A' && r <= 'F' }) < 0 {
+		return s, true // already canonical: Parse accepted only hex digits and hyphens
+	}
 	return u.String(), true
 }
 

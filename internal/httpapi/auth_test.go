@@ -50,3 +50,20 @@ func TestRequireRunTokenHeartbeatAndFinish(t *testing.T) {
 	b.must(http.StatusOK, "POST", fin, req{token: w.ra1.RunToken, body: done}, nil)
 	b.must(http.StatusOK, "POST", "/api/runs/"+w.ra2.ID+"/finish", req{body: map[string]any{"status": "cancelled"}}, nil)
 }
+
+func TestParseUUIDCanonical(t *testing.T) {
+	for in, want := range map[string]string{
+		"0b5d1c3e-8f7a-4c2b-9e6d-1a2b3c4d5e6f": "0b5d1c3e-8f7a-4c2b-9e6d-1a2b3c4d5e6f",
+		"0B5D1C3E-8F7A-4C2B-9E6D-1A2B3C4D5E6F": "0b5d1c3e-8f7a-4c2b-9e6d-1a2b3c4d5e6f",
+		"0b5d1c3e-8f7a-4C2b-9e6d-1a2b3c4d5e6f": "0b5d1c3e-8f7a-4c2b-9e6d-1a2b3c4d5e6f",
+	} {
+		if got, ok := parseUUID(in); !ok || got != want {
+			t.Errorf("parseUUID(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "0b5d1c3e-8f7a-4c2b-9e6d-1a2b3c4d5e6", "0b5d1c3e-8f7a-4c2b-9e6d-1a2b3c4d5e6g", "0b5d1c3e08f7a-4c2b-9e6d-1a2b3c4d5e6f"} {
+		if got, ok := parseUUID(in); ok {
+			t.Errorf("parseUUID(%q) = %q, true; want false", in, got)
+		}
+	}
+}
