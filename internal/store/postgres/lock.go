@@ -109,6 +109,20 @@ func lockArgs(ref string, a store.Actor) namedArgs {
 	return actorArgs(namedArgs(store.LockArgs(ref, a)), a)
 }
 
+// byRef names the variant of a lock rule statement that finds the issue
+// the way args name it (store.LockArgs): byID when the reference is an id
+// (@rid), byIdent when it is an identifier (@rident, also for a reference
+// that is neither, which finds no issue). Each variant holds only its own
+// look-up, so the request still runs one statement, with fewer plan nodes
+// than one that resolves both kinds (PostgreSQL builds them anew on every
+// execution).
+func byRef(args namedArgs, byID, byIdent string) string {
+	if rid, _ := args["rid"].(string); rid != "" {
+		return byID
+	}
+	return byIdent
+}
+
 // IssueCheckout applies rules L1-L3: for an agent actor, its run
 // Actor.RunID takes both locks of issue Ref (statement Checkout); for the
 // board (S12) the issue is assigned to AgentID and set in_progress with no
@@ -148,7 +162,7 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 			return nil, err
 		}
 	}
-	l, err := s.lockRule(ctx, "Checkout", "check out issue", p.Ref, args)
+	l, err := s.lockRule(ctx, byRef(args, "Checkout", "CheckoutByIdentifier"), "check out issue", p.Ref, args)
 	done()
 	if err != nil {
 		return nil, err
@@ -249,7 +263,7 @@ func (s *Store) IssueRelease(ctx context.Context, p *store.IssueReleaseParams) (
 	}
 	args := lockArgs(p.Ref, p.Actor)
 	args["unassign"] = p.Unassign
-	l, err := s.lockRule(ctx, "Release", "release issue", p.Ref, args)
+	l, err := s.lockRule(ctx, byRef(args, "Release", "ReleaseByIdentifier"), "release issue", p.Ref, args)
 	if err != nil || l.changed {
 		return answer(l, err)
 	}

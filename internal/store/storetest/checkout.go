@@ -235,6 +235,9 @@ func testS06AdoptDeadHolder(t *testing.T, open opener) {
 			}
 			co := e.issueActivity(t, i1.ID, clasp.ActionIssueCheckedOut)
 			wantDetails(t, "newest checked_out", co[0], map[string]string{"agentId": e.a.ID, "runId": r2.ID, "checkoutEpoch": "2"})
+			if co[0].ID <= a.ID { // the adoption is written first
+				t.Errorf("activity order: issue.checked_out %d is not after issue.checkout_lock_adopted %d", co[0].ID, a.ID)
+			}
 		})
 	}
 }

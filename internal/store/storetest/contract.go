@@ -445,6 +445,20 @@ func testIssueGetByIdentifier(t *testing.T, open opener) {
 	r1 := openRun(t, e.st, e.a)
 	got := mustCheckout(t, e.st, r1, "acme-1", clasp.IssueTodo)
 	wantLock(t, "checkout by lower-case identifier", got, held(e.a.ID, r1.ID, 1))
+	for _, ref := range []string{"ACME-2", "garbage"} {
+		_, err := checkout(ctx, e.st, r1, ref, clasp.IssueTodo)
+		wantCode(t, fmt.Sprintf("checkout %q", ref), err, clasp.CodeNotFound)
+		_, err = release(ctx, e.st, runActor(r1), ref, false)
+		wantCode(t, fmt.Sprintf("release %q", ref), err, clasp.CodeNotFound)
+	}
+	got, err = release(ctx, e.st, runActor(r1), "Acme-1", false)
+	if err != nil {
+		t.Fatalf("release by identifier: %v", err)
+	}
+	if got.ID != i1.ID || got.CheckoutRunID != nil || got.ExecutionRunID != nil || got.Status != clasp.IssueTodo {
+		t.Errorf("release by identifier: got issue %s locks %v %v status %s, want %s unlocked, todo",
+			got.ID, got.CheckoutRunID, got.ExecutionRunID, got.Status, i1.ID)
+	}
 }
 
 // Inbox: the issues assigned to the agent with status todo, in_progress or

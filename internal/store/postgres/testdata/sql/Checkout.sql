@@ -2,12 +2,11 @@
 -- $2 = @expected
 -- $3 = @run
 -- $4 = @rid
--- $5 = @rident
--- $6 = @company
--- $7 = @actor_type
--- $8 = @actor_id
--- $9 = @actor_run
--- $10 = @actor_request
+-- $5 = @company
+-- $6 = @actor_type
+-- $7 = @actor_id
+-- $8 = @actor_run
+-- $9 = @actor_request
 WITH old AS MATERIALIZED (
 	SELECT s.*, coalesce(
 		-- L1: the caller's run is live and the agent's, in the issue's company
@@ -43,13 +42,14 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
 	FROM issues i LEFT JOIN runs c ON c.id = $3::text
-	WHERE i.id = coalesce(nullif($4::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $5::text)) AND ($6::text = '' OR i.company_id IS NOT DISTINCT FROM $6::text)
+	WHERE i.id = $4::text AND ($5::text = '' OR i.company_id IS NOT DISTINCT FROM $5::text)
 	OFFSET 0) s
 ),
 lk AS MATERIALIZED (
 	-- the caller's run fetched by the ctid old read, as in lk_after
-	SELECT r.id FROM runs r, old o
-	WHERE o.ok AND o.mine AND r.ctid = o.caller_tid AND r.id = $3::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	SELECT r.id FROM runs r
+	WHERE r.ctid = (SELECT o.caller_tid FROM old o WHERE o.ok AND o.mine) AND r.id = $3::text
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 	FOR SHARE OF r
 ),
 upd AS (
@@ -65,34 +65,40 @@ upd AS (
 		updated_at = now()
 	FROM old o
 	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND o.ok AND (NOT o.mine OR EXISTS (SELECT 1 FROM lk))
-	-- the columns it wrote (and company_id for act); the answer takes the rest from old
+	-- the columns it wrote (and company_id), and what lk_after and act read
+	-- of old: they read upd alone; the answer takes the rest from old
 	RETURNING i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.checkout_epoch, i.execution_run_id,
-		i.execution_agent_name_key, i.execution_locked_at, i.started_at, i.updated_at
+		i.execution_agent_name_key, i.execution_locked_at, i.started_at, i.updated_at,
+		o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state, o.e_state, o.mine, o.caller_tid
 ),
 lk_after AS MATERIALIZED (
 	-- the caller's run fetched by the ctid old read (caller_tid), no index
 	-- look-up; FOR SHARE of a version updated since (a renewal or a finish
 	-- that committed meanwhile) re-checks the latest version, and when that
 	-- is not live lk_after is empty and the statement fails below
-	SELECT r.id FROM runs r, upd u, old o
-	WHERE NOT o.mine AND r.ctid = o.caller_tid AND r.id = $3::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	SELECT r.id FROM runs r
+	WHERE r.ctid = (SELECT u.caller_tid FROM upd u WHERE NOT u.mine) AND r.id = $3::text
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 	FOR SHARE OF r
 ),
 act AS (
+	-- the rows in the order of the VALUES list: its scan returns them in
+	-- that order, and its LATERAL reference to upd keeps it the inner side
+	-- of a nested loop over upd's one row, so the activity ids follow it
+	-- with no sort
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
-	SELECT u.company_id, $7::text, $8::text, $9::text, $10::text, a.action, 'issue', u.id, a.details
-	FROM upd u, old o, LATERAL (VALUES
+	SELECT u.company_id, $6::text, $7::text, $8::text, $9::text, a.action, 'issue', u.id, a.details
+	FROM upd u, LATERAL (VALUES
 		-- L3: a dead holder displaced; why is its checkout lock's reason first
-		(1, 'issue.checkout_lock_adopted',
-			(o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> $3::text) OR (o.execution_run_id IS NOT NULL AND o.execution_run_id <> $3::text),
-			jsonb_build_object('previousCheckoutRunId', o.checkout_run_id, 'previousExecutionRunId', o.execution_run_id,
-				'why', CASE WHEN o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> $3::text THEN o.c_state ELSE o.e_state END)),
-		(2, 'issue.checked_out', true, jsonb_build_object('agentId', $1::text, 'runId', $3::text, 'checkoutEpoch', u.checkout_epoch))
-	) AS a(ord, action, keep, details)
+		('issue.checkout_lock_adopted',
+			(u.old_checkout IS NOT NULL AND u.old_checkout <> $3::text) OR (u.old_execution IS NOT NULL AND u.old_execution <> $3::text),
+			jsonb_build_object('previousCheckoutRunId', u.old_checkout, 'previousExecutionRunId', u.old_execution,
+				'why', CASE WHEN u.old_checkout IS NOT NULL AND u.old_checkout <> $3::text THEN u.c_state ELSE u.e_state END)),
+		('issue.checked_out', true, jsonb_build_object('agentId', $1::text, 'runId', $3::text, 'checkoutEpoch', u.checkout_epoch))
+	) AS a(action, keep, details)
 	-- the run ended before lk_after could lock it: the cast fails with
 	-- checkoutRunEnded's text, which undoes the whole statement
-	WHERE a.keep AND (o.mine OR EXISTS (SELECT 1 FROM lk_after) OR ($3::text || ' ended during its checkout of ' || u.id)::int = 0)
-	ORDER BY a.ord
+	WHERE a.keep AND (u.mine OR EXISTS (SELECT 1 FROM lk_after) OR ($3::text || ' ended during its checkout of ' || u.id)::int = 0)
 )
 SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o.description,
 	CASE WHEN u.id IS NULL THEN o.status ELSE u.status END, o.priority,

@@ -2,13 +2,12 @@
 -- $2 = @agent
 -- $3 = @run
 -- $4 = @rid
--- $5 = @rident
--- $6 = @company
--- $7 = @unassign
--- $8 = @actor_type
--- $9 = @actor_id
--- $10 = @actor_run
--- $11 = @actor_request
+-- $5 = @company
+-- $6 = @unassign
+-- $7 = @actor_type
+-- $8 = @actor_id
+-- $9 = @actor_run
+-- $10 = @actor_request
 WITH old AS MATERIALIZED (
 	SELECT s.*, coalesce(
 		-- L4: the issue is locked
@@ -41,7 +40,7 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
 	FROM issues i LEFT JOIN runs c ON c.id = $3::text
-	WHERE i.id = coalesce(nullif($4::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $5::text)) AND ($6::text = '' OR i.company_id IS NOT DISTINCT FROM $6::text)
+	WHERE i.id = $4::text AND ($5::text = '' OR i.company_id IS NOT DISTINCT FROM $5::text)
 	OFFSET 0) s
 ),
 upd AS (
@@ -51,20 +50,22 @@ upd AS (
 		execution_agent_name_key = NULL,
 		execution_locked_at = NULL,
 		status = CASE WHEN i.status = 'in_progress' THEN 'todo' ELSE i.status END,
-		assignee_agent_id = CASE WHEN $7::boolean THEN NULL ELSE i.assignee_agent_id END,
+		assignee_agent_id = CASE WHEN $6::boolean THEN NULL ELSE i.assignee_agent_id END,
 		updated_at = now()
 	FROM old o
 	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND o.ok
-	-- the columns it wrote (and company_id for act); the answer takes the rest from old
+	-- the columns it wrote (and company_id), and the old lock columns act
+	-- reads: act reads upd alone; the answer takes the rest from old
 	RETURNING i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.execution_run_id,
-		i.execution_agent_name_key, i.execution_locked_at, i.updated_at
+		i.execution_agent_name_key, i.execution_locked_at, i.updated_at,
+		o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution
 ),
 act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
-	SELECT u.company_id, $8::text, $9::text, $10::text, $11::text, 'issue.released', 'issue', u.id,
-		jsonb_build_object('previousCheckoutRunId', o.checkout_run_id, 'previousExecutionRunId', o.execution_run_id,
-			'unassigned', $7::boolean)
-	FROM upd u, old o
+	SELECT u.company_id, $7::text, $8::text, $9::text, $10::text, 'issue.released', 'issue', u.id,
+		jsonb_build_object('previousCheckoutRunId', u.old_checkout, 'previousExecutionRunId', u.old_execution,
+			'unassigned', $6::boolean)
+	FROM upd u
 )
 SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o.description,
 	CASE WHEN u.id IS NULL THEN o.status ELSE u.status END, o.priority,
