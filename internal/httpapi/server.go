@@ -352,7 +352,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				WithDetails("limit", MaxHeaderBytes))
 			return
 		}
-		if strings.HasPrefix(r.URL.Path, "/api/") {
+		if strings.HasPrefix(r.URL.Path, "/api/") && r.Context().Value(addrCountedKey{}) == nil {
 			if st := s.byAddr.take(addr, time.Now()); !st.ok {
 				st.setHeaders(h)
 				closeIfBodyUnread(sw, r, nil)
@@ -361,6 +361,49 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			}
 		}
 		next.ServeHTTP(sw, r)
+	})
+}
+
+// addrCountedKey marks, in a request's context, that Guard has counted the
+// request against its client's address: the API calls that a guarded
+// handler makes in process with that context are not counted again. A
+// remote client cannot set a context value.
+type addrCountedKey struct{}
+
+// Guard wraps next, a handler served beside the API on the same listener
+// (the MCP endpoint), in the limits every API request meets: the header
+// cap (431 headers_too_large) and the per-address rate limit (429
+// rate_limited with Retry-After), keyed by the client's address as the API
+// sees it (the peer's, or a trusted proxy's X-Forwarded-For), both
+// answered as the API's JSON error with the request's id. The request's id
+// (a valid X-Request-Id, else a new one) is set in its X-Request-Id header
+// before next runs, so next answers with the same one. A request that
+// passes carries in its context the mark that it was counted: calls next
+// makes to this API in process with that context take nothing more from
+// the client's allowance.
+func (s *Server) Guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rid := requestIDOf(r)
+		r.Header.Set(RequestIDHeader, rid)
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
+		refuse := func(err error) {
+			w.Header().Set(RequestIDHeader, rid)
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			s.writeError(w, r, err)
+		}
+		if headerBytes(r) > MaxHeaderBytes {
+			w.Header().Set("Connection", "close")
+			refuse(clasp.Errorf(clasp.CodeHeaderTooLarge, "The request header is larger than %d bytes.", MaxHeaderBytes).
+				WithDetails("limit", MaxHeaderBytes))
+			return
+		}
+		if st := s.byAddr.take(s.clientAddr(r), time.Now()); !st.ok {
+			st.setHeaders(w.Header())
+			closeIfBodyUnread(w, r, nil)
+			refuse(rateLimited("client address", st))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), addrCountedKey{}, true)))
 	})
 }
 

@@ -163,7 +163,9 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 		_ = ln.Close() // the board's error is the one returned
 		return nil, err
 	}
-	mcpH, webH := mcp.NewHTTPHandler(s.api.Handler(), log, cfg.Limits.TrustedProxies), web.Handler()
+	// /mcp meets the API's header cap and per-address rate limit; the API
+	// calls its tools make in process are not counted twice.
+	mcpH, webH := s.api.Guard(mcp.NewHTTPHandler(s.api.Handler(), log, cfg.Limits.TrustedProxies)), web.Handler()
 
 	s.sweeper = recovery.NewSweeper(cfg.Store, recovery.Config{Interval: cfg.SweepInterval, Logger: log, Metrics: m})
 	if err := s.sweeper.Start(ctx); err != nil {

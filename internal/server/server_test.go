@@ -196,3 +196,68 @@ func TestStartWithoutStoreClosesListener(t *testing.T) {
 		t.Errorf("the listener still accepts connections after a failed Start")
 	}
 }
+
+// TestMCPMeetsTheAPILimits: /mcp is held to the API's per-address rate
+// limit and header cap, answered as the API's JSON errors, and a tool call
+// takes one request from the client's allowance however many API calls
+// its tool makes in process.
+func TestMCPMeetsTheAPILimits(t *testing.T) {
+	st := openStores(t)["sqlite"](t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const burst = 4
+	srv, err := Start(t.Context(), ln, Config{Store: st, RunLogDir: t.TempDir(),
+		Limits: httpapi.Limits{AddressRate: 0.001, AddressBurst: burst}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+
+	post := func(body string, header map[string]string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL()+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+	// A tool call whose tool calls the API (here answered 401: the
+	// credential is not one).
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"session_status","arguments":{}}}`
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	auth := map[string]string{"Authorization": "Bearer clasp_ak_nope"}
+	if res, body := post(call, auth); res.StatusCode != http.StatusOK || !strings.Contains(body, "isError") {
+		t.Fatalf("tool call: %d %.300s, want 200 with the tool's error result", res.StatusCode, body)
+	}
+	for i := 2; i <= burst; i++ {
+		if res, body := post(list, nil); res.StatusCode != http.StatusOK {
+			t.Fatalf("request %d of %d allowed: %d %.300s (the tool call's own API calls were counted against the client)", i, burst, res.StatusCode, body)
+		}
+	}
+	res, body := post(list, map[string]string{"X-Request-Id": "over-the-limit"})
+	if res.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, `"code":"rate_limited"`) ||
+		!strings.Contains(body, `"requestId":"over-the-limit"`) || res.Header.Get("Retry-After") == "" ||
+		res.Header.Get("X-Request-Id") != "over-the-limit" {
+		t.Errorf("request %d: %d, Retry-After %q, X-Request-Id %q, %.300s; want 429 rate_limited as JSON with the request's id",
+			burst+1, res.StatusCode, res.Header.Get("Retry-After"), res.Header.Get("X-Request-Id"), body)
+	}
+
+	// The header cap is checked before the rate limit, as on the API.
+	res, body = post(list, map[string]string{"X-Padding": strings.Repeat("a", httpapi.MaxHeaderBytes)})
+	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge || !strings.Contains(body, `"code":"headers_too_large"`) {
+		t.Errorf("/mcp with a header over the cap: %d %.300s, want 431 headers_too_large as JSON", res.StatusCode, body)
+	}
+}
