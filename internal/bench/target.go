@@ -95,7 +95,10 @@ func startBaseTarget(ctx context.Context, cfg Config, dir string, mon *pgMonitor
 // serveStore serves st in this process with the server of `clasp serve`
 // (package server) on 127.0.0.1:0: the sweeper at its default interval,
 // runs' leases of benchLeaseTTL, no heartbeat scheduler (the bench's
-// agents are its own clients). Closing the target stops the server and
+// agents are its own clients), and no per-address rate limit: the bench's
+// clients stand for agents on many machines, each with an address of its
+// own, while they all come from 127.0.0.1 (the per-credential limits stay,
+// each client has its own key). Closing the target stops the server and
 // closes st.
 func serveStore(ctx context.Context, st interface {
 	store.HeartbeatStore
@@ -111,7 +114,8 @@ func serveStore(ctx context.Context, st interface {
 		_ = st.Close() // setup failed: its error is the one returned
 		return nil, fmt.Errorf("bench: listen on loopback: %w", err)
 	}
-	srv, err := server.Start(context.WithoutCancel(ctx), ln, server.Config{Store: st, LeaseTTL: benchLeaseTTL, ShutdownTimeout: 5 * time.Second})
+	srv, err := server.Start(context.WithoutCancel(ctx), ln, server.Config{Store: st, LeaseTTL: benchLeaseTTL, ShutdownTimeout: 5 * time.Second,
+		Limits: httpapi.Limits{AddressRate: -1}})
 	if err != nil {
 		_ = st.Close() // setup failed: its error is the one returned
 		return nil, fmt.Errorf("bench: start the server: %w", err)

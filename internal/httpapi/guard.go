@@ -64,9 +64,11 @@ type Limits struct {
 	TrustedProxies []netip.Prefix
 }
 
-// Defaults of Limits: generous enough that one loopback load generator
-// (benchmarks, swarms) is never limited, tight enough that a runaway
-// client is.
+// Defaults of Limits: generous enough that a swarm of agents on one
+// machine is never limited, tight enough that a runaway client is. (clasp
+// bench's in-process server turns the per-address limit off: its 32
+// clients on one address stand for agents on 32 machines, and together
+// they send more than 5,000 requests a second.)
 const (
 	DefaultAddressRate          = 5000.0
 	DefaultAddressBurst         = 10000
