@@ -231,10 +231,40 @@ func backoff(attempt int) time.Duration {
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
-// statements are the named statements of sql/*.sql; statementsErr says
-// why they did not load (a block that does not parse, a name defined
-// twice), and Open returns it.
-var statements, statementsErr = sqlfile.Load(sqlFiles, "sql/*.sql")
+// statements are the named statements of sql/*.sql and the variants
+// derived from them (byIdentifier); statementsErr says why they did not
+// load (a block that does not parse, a name defined twice, a variant whose
+// replaced line is not there exactly once), and Open returns it.
+var statements, statementsErr = loadStatements()
+
+// The look-up of the issue in CTE old of Checkout and Release, by id, and
+// the same look-up by identifier.
+const (
+	lookupByID         = "WHERE i.id = @rid::text AND"
+	lookupByIdentifier = "WHERE i.identifier = @rident::text AND"
+)
+
+// byIdentifier names the statements that have a variant for an issue
+// named by its identifier (PREFIX-N), called <name>ByIdentifier: the
+// statement with its look-up by id replaced by the look-up by identifier,
+// so that each variant finds the issue with one index look-up and no
+// other (lock.go's byRef picks one from the reference).
+var byIdentifier = []string{"Checkout", "Release"}
+
+// loadStatements loads sql/*.sql and derives the byIdentifier variants.
+func loadStatements() (*sqlfile.Set, error) {
+	set, err := sqlfile.Load(sqlFiles, "sql/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range byIdentifier {
+		doc := name + " of an issue named by its identifier (@rident, PREFIX-N) instead of its id."
+		if err := set.Derive(name+"ByIdentifier", name, lookupByID, lookupByIdentifier, doc); err != nil {
+			return nil, err
+		}
+	}
+	return set, nil
+}
 
 // q returns the text of the named statement, to run with namedArgs. A
 // name no statement has is returned as it is, so that running it fails as

@@ -147,6 +147,30 @@ func Load(fsys fs.FS, pattern string) (*Set, error) {
 	return set, nil
 }
 
+// Derive adds statement name: statement from with the one occurrence of
+// old in its SQL replaced by new, and doc as its Doc. It fails, adding
+// nothing, when from does not exist, name already does, or old occurs in
+// from's SQL other than exactly once (so an edit of from that moves the
+// replaced text fails at load, not at run time).
+func (s *Set) Derive(name, from, old, new, doc string) error {
+	src, ok := s.byName[from]
+	if !ok {
+		return fmt.Errorf("derive statement %s: no statement %s", name, from)
+	}
+	if prev, ok := s.byName[name]; ok {
+		return fmt.Errorf("derive statement %s: it is already defined at %s:%d", name, prev.File, prev.Line)
+	}
+	if n := strings.Count(src.SQL, old); n != 1 {
+		return fmt.Errorf("derive statement %s from %s (%s:%d): %q occurs %d times in it, want once", name, from, src.File, src.Line, old, n)
+	}
+	st := src
+	st.Name, st.Doc, st.SQL = name, doc, strings.Replace(src.SQL, old, new, 1)
+	s.byName[name] = st
+	s.names = append(s.names, name)
+	sort.Strings(s.names)
+	return nil
+}
+
 // Names returns every statement name, sorted.
 func (s *Set) Names() []string { return append([]string(nil), s.names...) }
 

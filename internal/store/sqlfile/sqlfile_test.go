@@ -111,3 +111,36 @@ func TestIsSelect(t *testing.T) {
 		}
 	}
 }
+
+// TestDerive: a derived statement is its source with the one occurrence
+// replaced, listed among the names; a source missing, a name taken, or
+// the text to replace found other than once is an error that adds nothing.
+func TestDerive(t *testing.T) {
+	fsys := fstest.MapFS{"sql/a.sql": {Data: []byte("-- name: A\nSELECT x FROM t WHERE id = @id\n-- name: B\nSELECT 1 WHERE a = 1 OR a = 1\n")}}
+	set, err := Load(fsys, "sql/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Derive("AByName", "A", "WHERE id = @id", "WHERE name = @name", "A by name."); err != nil {
+		t.Fatalf("Derive: %v", err)
+	}
+	if st, ok := set.Get("AByName"); !ok || st.SQL != "SELECT x FROM t WHERE name = @name" || st.Doc != "A by name." {
+		t.Errorf("derived statement: %+v, %v", st, ok)
+	}
+	if got := strings.Join(set.Names(), ","); got != "A,AByName,B" {
+		t.Errorf("Names after Derive = %s, want A,AByName,B", got)
+	}
+	for _, c := range []struct{ name, from, old, want string }{
+		{"C", "Z", "x", "no statement Z"},
+		{"B", "A", "x", "already defined"},
+		{"C", "A", "nowhere", "occurs 0 times"},
+		{"C", "B", "a = 1", "occurs 2 times"},
+	} {
+		if err := set.Derive(c.name, c.from, c.old, "y", ""); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Derive(%s from %s, %q): %v, want an error saying %q", c.name, c.from, c.old, err, c.want)
+		}
+	}
+	if _, ok := set.Get("C"); ok || len(set.Names()) != 3 {
+		t.Errorf("a failed Derive added a statement: %v", set.Names())
+	}
+}

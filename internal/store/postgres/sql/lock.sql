@@ -49,6 +49,11 @@
 -- database's clock at the start of the transaction.
 
 -- name: Checkout
+-- Issue @rid (its id). CheckoutByIdentifier, for an issue named by its
+-- identifier (@rident, PREFIX-N), is this statement with the look-up line
+-- of old (WHERE i.id = @rid::text AND ...) by identifier instead
+-- (postgres.go, byIdentifier): the store runs the one that fits the
+-- reference, so each finds the issue with one index look-up and no other.
 -- L1 checkout with L3 adoption of a dead holder by run @run of agent
 -- @agent, with its activity rows (issue.checkout_lock_adopted when a dead
 -- holder is displaced, then issue.checked_out). L2: when @run already
@@ -118,121 +123,6 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
 	WHERE i.id = @rid::text AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
-	OFFSET 0) s
-),
-lk AS MATERIALIZED (
-	-- the caller's run fetched by the ctid old read, as in lk_after
-	SELECT r.id FROM runs r
-	WHERE r.ctid = (SELECT o.caller_tid FROM old o WHERE o.ok AND o.mine) AND r.id = @run::text
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
-	FOR SHARE OF r
-),
-upd AS (
-	UPDATE issues i SET
-		status = 'in_progress',
-		assignee_agent_id = @agent::text,
-		checkout_run_id = @run::text,
-		execution_run_id = @run::text,
-		execution_agent_name_key = (SELECT a.name_key FROM agents a WHERE a.id = @agent::text),
-		execution_locked_at = now(),
-		started_at = coalesce(i.started_at, now()),
-		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: L2 is excluded by ok
-		updated_at = now()
-	FROM old o
-	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND o.ok AND (NOT o.mine OR EXISTS (SELECT 1 FROM lk))
-	-- the columns it wrote (and company_id), and what lk_after and act read
-	-- of old: they read upd alone; the answer takes the rest from old
-	RETURNING i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.checkout_epoch, i.execution_run_id,
-		i.execution_agent_name_key, i.execution_locked_at, i.started_at, i.updated_at,
-		o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state, o.e_state, o.mine, o.caller_tid
-),
-lk_after AS MATERIALIZED (
-	-- the caller's run fetched by the ctid old read (caller_tid), no index
-	-- look-up; FOR SHARE of a version updated since (a renewal or a finish
-	-- that committed meanwhile) re-checks the latest version, and when that
-	-- is not live lk_after is empty and the statement fails below
-	SELECT r.id FROM runs r
-	WHERE r.ctid = (SELECT u.caller_tid FROM upd u WHERE NOT u.mine) AND r.id = @run::text
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
-	FOR SHARE OF r
-),
-act AS (
-	-- the rows in the order of the VALUES list: its scan returns them in
-	-- that order, and its LATERAL reference to upd keeps it the inner side
-	-- of a nested loop over upd's one row, so the activity ids follow it
-	-- with no sort
-	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
-	SELECT u.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, a.action, 'issue', u.id, a.details
-	FROM upd u, LATERAL (VALUES
-		-- L3: a dead holder displaced; why is its checkout lock's reason first
-		('issue.checkout_lock_adopted',
-			(u.old_checkout IS NOT NULL AND u.old_checkout <> @run::text) OR (u.old_execution IS NOT NULL AND u.old_execution <> @run::text),
-			jsonb_build_object('previousCheckoutRunId', u.old_checkout, 'previousExecutionRunId', u.old_execution,
-				'why', CASE WHEN u.old_checkout IS NOT NULL AND u.old_checkout <> @run::text THEN u.c_state ELSE u.e_state END)),
-		('issue.checked_out', true, jsonb_build_object('agentId', @agent::text, 'runId', @run::text, 'checkoutEpoch', u.checkout_epoch))
-	) AS a(action, keep, details)
-	-- the run ended before lk_after could lock it: the cast fails with
-	-- checkoutRunEnded's text, which undoes the whole statement
-	WHERE a.keep AND (u.mine OR EXISTS (SELECT 1 FROM lk_after) OR (@run::text || ' ended during its checkout of ' || u.id)::int = 0)
-)
-SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o.description,
-	CASE WHEN u.id IS NULL THEN o.status ELSE u.status END, o.priority,
-	CASE WHEN u.id IS NULL THEN o.assignee_agent_id ELSE u.assignee_agent_id END,
-	CASE WHEN u.id IS NULL THEN o.checkout_run_id ELSE u.checkout_run_id END,
-	CASE WHEN u.id IS NULL THEN o.checkout_epoch ELSE u.checkout_epoch END,
-	CASE WHEN u.id IS NULL THEN o.execution_run_id ELSE u.execution_run_id END,
-	CASE WHEN u.id IS NULL THEN o.execution_agent_name_key ELSE u.execution_agent_name_key END,
-	CASE WHEN u.id IS NULL THEN o.execution_locked_at ELSE u.execution_locked_at END,
-	CASE WHEN u.id IS NULL THEN o.started_at ELSE u.started_at END,
-	o.completed_at, o.cancelled_at, o.created_at,
-	CASE WHEN u.id IS NULL THEN o.updated_at ELSE u.updated_at END,
-	o.status AS old_status, o.assignee_agent_id AS old_assignee,
-	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
-	o.caller_agent, o.caller_company, o.caller_state,
-	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok
-FROM old o LEFT JOIN upd u ON true
-
--- name: CheckoutByIdentifier
--- Checkout of an issue named by its identifier (@rident, PREFIX-N): the same
--- statement, but for the look-up of the issue in old. Checkout itself takes the
--- issue's id (@rid); the store runs the one that fits the reference, so
--- each finds the issue with one index look-up and no other.
-WITH old AS MATERIALIZED (
-	SELECT s.*, coalesce(
-		-- L1: the caller's run is live and the agent's, in the issue's company
-		s.caller_state = 'live' AND s.caller_agent = @agent::text AND s.caller_company = s.company_id
-		-- L1: the issue is A's or unassigned
-		AND (s.assignee_agent_id IS NULL OR s.assignee_agent_id = @agent::text)
-		-- L1: its status is expected, or it is in_progress and A's
-		AND (s.status = ANY(@expected::text[]) OR (s.status = 'in_progress' AND s.assignee_agent_id = @agent::text))
-		-- L1/L3: each lock column is empty, the caller's run, or names a dead run
-		AND (s.checkout_run_id IS NULL OR s.checkout_run_id = @run::text OR s.c_state <> 'live')
-		AND (s.execution_run_id IS NULL OR s.execution_run_id = @run::text OR s.e_state <> 'live')
-		-- L2: the same run again changes nothing
-		AND NOT (s.checkout_run_id IS NOT DISTINCT FROM @run::text AND s.execution_run_id IS NOT DISTINCT FROM @run::text),
-		false) AS ok,
-		coalesce(s.checkout_run_id = @run::text OR s.execution_run_id = @run::text, false) AS mine
-	FROM (SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
-		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
-		-- a lock column naming the caller's run takes its state from c, the row
-		-- already read: no second look-up of that run
-		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
-		CASE WHEN i.execution_run_id IS NULL THEN NULL WHEN i.execution_run_id = c.id THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state,
-		c.agent_id AS caller_agent, c.company_id AS caller_company, c.ctid AS caller_tid,
-		CASE WHEN c.id IS NOT NULL THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
-	FROM issues i LEFT JOIN runs c ON c.id = @run::text
-	WHERE i.identifier = @rident::text AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 	OFFSET 0) s
 ),
 lk AS MATERIALIZED (
@@ -419,6 +309,8 @@ FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
 ) x
 
 -- name: Release
+-- Issue @rid (its id); ReleaseByIdentifier is derived from it as
+-- CheckoutByIdentifier is from Checkout.
 -- L4: the holding run, a live run of the assignee over a dead holder
 -- (adoption, L3), or the board (@board) clears both locks; in_progress
 -- becomes todo; the assignee stays unless @unassign. An unlocked issue is
@@ -460,86 +352,6 @@ WITH old AS MATERIALIZED (
 			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
 	WHERE i.id = @rid::text AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
-	OFFSET 0) s
-),
-upd AS (
-	UPDATE issues i SET
-		checkout_run_id = NULL,
-		execution_run_id = NULL,
-		execution_agent_name_key = NULL,
-		execution_locked_at = NULL,
-		status = CASE WHEN i.status = 'in_progress' THEN 'todo' ELSE i.status END,
-		assignee_agent_id = CASE WHEN @unassign::boolean THEN NULL ELSE i.assignee_agent_id END,
-		updated_at = now()
-	FROM old o
-	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND o.ok
-	-- the columns it wrote (and company_id), and the old lock columns act
-	-- reads: act reads upd alone; the answer takes the rest from old
-	RETURNING i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.execution_run_id,
-		i.execution_agent_name_key, i.execution_locked_at, i.updated_at,
-		o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution
-),
-act AS (
-	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
-	SELECT u.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'issue.released', 'issue', u.id,
-		jsonb_build_object('previousCheckoutRunId', u.old_checkout, 'previousExecutionRunId', u.old_execution,
-			'unassigned', @unassign::boolean)
-	FROM upd u
-)
-SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o.description,
-	CASE WHEN u.id IS NULL THEN o.status ELSE u.status END, o.priority,
-	CASE WHEN u.id IS NULL THEN o.assignee_agent_id ELSE u.assignee_agent_id END,
-	CASE WHEN u.id IS NULL THEN o.checkout_run_id ELSE u.checkout_run_id END,
-	o.checkout_epoch,
-	CASE WHEN u.id IS NULL THEN o.execution_run_id ELSE u.execution_run_id END,
-	CASE WHEN u.id IS NULL THEN o.execution_agent_name_key ELSE u.execution_agent_name_key END,
-	CASE WHEN u.id IS NULL THEN o.execution_locked_at ELSE u.execution_locked_at END,
-	o.started_at, o.completed_at, o.cancelled_at, o.created_at,
-	CASE WHEN u.id IS NULL THEN o.updated_at ELSE u.updated_at END,
-	o.status AS old_status, o.assignee_agent_id AS old_assignee,
-	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
-	o.caller_agent, o.caller_company, o.caller_state,
-	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok
-FROM old o LEFT JOIN upd u ON true
-
--- name: ReleaseByIdentifier
--- Release of an issue named by its identifier (@rident, PREFIX-N): the same
--- statement, but for the look-up of the issue in old. Release itself takes the
--- issue's id (@rid); the store runs the one that fits the reference, so
--- each finds the issue with one index look-up and no other.
-WITH old AS MATERIALIZED (
-	SELECT s.*, coalesce(
-		-- L4: the issue is locked
-		(s.checkout_run_id IS NOT NULL OR s.execution_run_id IS NOT NULL)
-		-- L4: by the board, or by the owner: the caller's run is live, the agent's and in the
-		-- issue's company; each lock column is empty, the run, or names a dead run; and the run
-		-- holds a lock or the agent is the assignee adopting a dead holder (L3)
-		AND (@board::boolean OR (s.caller_state = 'live' AND s.caller_agent = @agent::text AND s.caller_company = s.company_id
-			AND (s.checkout_run_id IS NULL OR s.checkout_run_id = @run::text OR s.c_state <> 'live')
-			AND (s.execution_run_id IS NULL OR s.execution_run_id = @run::text OR s.e_state <> 'live')
-			AND (s.checkout_run_id = @run::text OR s.execution_run_id = @run::text OR s.assignee_agent_id = @agent::text))),
-		false) AS ok
-	FROM (SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
-		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
-		-- a lock column naming the caller's run takes its state from c, the row
-		-- already read: no second look-up of that run
-		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
-		CASE WHEN i.execution_run_id IS NULL THEN NULL WHEN i.execution_run_id = c.id THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state,
-		c.agent_id AS caller_agent, c.company_id AS caller_company,
-		CASE WHEN c.id IS NOT NULL THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
-	FROM issues i LEFT JOIN runs c ON c.id = @run::text
-	WHERE i.identifier = @rident::text AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 	OFFSET 0) s
 ),
 upd AS (
