@@ -31,3 +31,23 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	}
 	t.Logf("refused: %v", err)
 }
+
+// TestIssuesAutovacuumSettings: the issues table carries the autovacuum
+// settings of migration 012 (a claim drain's dead index entries are
+// vacuumed after 1,000 dead rows plus 1 %, and always from the indexes).
+func TestIssuesAutovacuumSettings(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	var opts []string
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(c.reloptions, '{}') FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'issues'`, s.schema).Scan(&opts); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"autovacuum_vacuum_scale_factor=0.01": true, "autovacuum_vacuum_threshold=1000": true, "vacuum_index_cleanup=on": true}
+	for _, o := range opts {
+		delete(want, o)
+	}
+	if len(want) != 0 {
+		t.Errorf("issues reloptions %v, missing %v", opts, want)
+	}
+}
