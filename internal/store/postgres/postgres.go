@@ -74,7 +74,7 @@ type Options struct {
 // waiting mostly on the database (commit fsync, locks), not on this
 // process's CPUs: with synchronous_commit=on, concurrent commits share one
 // WAL flush only if enough of them are in flight. 20 keeps a fleet of a
-// few dozen agents from queueing for 4 connections (issue 5: 472 vs 594
+// few dozen agents from queueing for 4 connections (measured: 472 vs 594
 // cycles/s at 32 clients with 4 vs 8 connections, the same with 16 or 40,
 // on 2 shared cores), while 4 replicas (each with 20 plus its LISTEN
 // connection) stay under PostgreSQL's default max_connections of 100.

@@ -1,6 +1,6 @@
 package sqlite
 
-// Group commit (issue 5 item 3). Every write of the store goes through
+// Group commit. Every write of the store goes through
 // Store.write, which hands its function to the single writer connection.
 // With synchronous=FULL each COMMIT costs an fsync of the WAL, so one
 // transaction per request caps writes at the disk's fsync rate. Instead,

@@ -1,4 +1,4 @@
--- clasp schema v2 for PostgreSQL: server-managed agents (issue 4), as the
+-- clasp schema v2 for PostgreSQL: server-managed agents, as the
 -- SQLite schema v3. An agent may have an adapter config (JSON text,
 -- validated by clasp.AdapterConfig.Normalize); runs the server starts are
 -- "managed" and remember the start time of their process (clock ticks since

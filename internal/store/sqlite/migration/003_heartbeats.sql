@@ -1,4 +1,4 @@
--- clasp schema v3: server-managed agents (issue 4). An agent may have an
+-- clasp schema v3: server-managed agents. An agent may have an
 -- adapter config (JSON, validated by clasp.AdapterConfig.Normalize); runs
 -- the server starts are "managed" and remember the start time of their
 -- process (clock ticks since boot, /proc/<pid>/stat field 22) so that a

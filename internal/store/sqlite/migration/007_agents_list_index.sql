@@ -1,7 +1,7 @@
 -- clasp schema v7: the agents of a company in keyset order (created_at, id),
 -- the order and cursor of AgentList, so that a page of a company with
 -- 10,000 agents reads its rows from the index instead of sorting all of
--- them (issue 5 item 5, keyset pagination; PostgreSQL has had this index,
+-- them (keyset pagination; PostgreSQL has had this index,
 -- agents_company_created, since its schema v1).
 
 -- +goose Up

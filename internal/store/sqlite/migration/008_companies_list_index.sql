@@ -1,7 +1,7 @@
 -- clasp schema v8: the companies in keyset order (created_at, id), the
 -- order and cursor of CompanyList, so that a page reads its rows from the
--- index instead of scanning and sorting the whole table (issue 5 item 5,
--- keyset pagination; the PostgreSQL schema v6 adds the same index).
+-- index instead of scanning and sorting the whole table (keyset
+-- pagination; the PostgreSQL schema v6 adds the same index).
 
 -- +goose Up
 CREATE INDEX companies_created ON companies(created_at, id);
