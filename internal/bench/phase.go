@@ -418,18 +418,24 @@ var (
 // deadline (at least once); each cycle is one op.
 func cycleClient(ctx context.Context, a *api, ag benchAgent, run string, deadline time.Time, m *meter) []time.Duration {
 	body := fmt.Appendf(nil, checkoutTodo, ag.id)
+	checkouts, releases := make([]string, len(ag.issues)), make([]string, len(ag.issues))
+	for i, iss := range ag.issues {
+		checkouts[i], releases[i] = fmt.Sprintf(checkoutPath, iss), fmt.Sprintf(releasePath, iss)
+	}
+	w := newWire(ctx, a)
+	defer w.close()
 	lats := make([]time.Duration, 0, 1024)
 	for k := 0; k == 0 || time.Now().Before(deadline) && ctx.Err() == nil; k++ {
-		iss := ag.issues[k%len(ag.issues)]
+		i := k % len(ag.issues)
 		t0 := time.Now()
-		st, b, err := a.do(ctx, http.MethodPost, fmt.Sprintf(checkoutPath, iss), ag.key, run, body, false)
+		st, b, err := w.do(http.MethodPost, checkouts[i], ag.key, run, body, false)
 		m.requests.Add(1)
 		if err != nil || st != http.StatusOK {
 			m.fail(orStatus(err, "checkout", st, b))
 			continue
 		}
 		m.first(time.Since(t0))
-		st, b, err = a.do(ctx, http.MethodPost, fmt.Sprintf(releasePath, iss), ag.key, run, releaseBody, false)
+		st, b, err = w.do(http.MethodPost, releases[i], ag.key, run, releaseBody, false)
 		m.requests.Add(1)
 		if err != nil || st != http.StatusOK {
 			m.fail(orStatus(err, "release", st, b))
