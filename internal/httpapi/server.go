@@ -140,6 +140,36 @@ type Server struct {
 	comments *buckets // Limits.CommentsPerRunMinute per run
 	streams  *streamSlots
 	creds    *credCache // nil: no credential cache
+	// durations holds the latency histogram's observer per matched
+	// route, method and status (a bounded set), looked up once each.
+	durations sync.Map // durationKey → prometheus.Observer
+}
+
+// durationKey names one series of the latency histogram.
+type durationKey struct {
+	method, route string
+	status        int
+}
+
+// observeDuration records d in the latency histogram's series for the
+// request. A request no route matched, or with a method outside the
+// standard ones (any client can send any), is not cached.
+func (s *Server) observeDuration(method, pattern, route string, status int, d time.Duration) {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+	default:
+		pattern = ""
+	}
+	if pattern == "" {
+		s.m.HTTPRequestDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
+		return
+	}
+	k := durationKey{method, route, status}
+	o, ok := s.durations.Load(k)
+	if !ok {
+		o, _ = s.durations.LoadOrStore(k, s.m.HTTPRequestDuration.WithLabelValues(method, route, strconv.Itoa(status)))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
 }
 
 // New returns a Server for cfg. It panics if cfg.Store is nil.
@@ -319,8 +349,8 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		rid := requestIDOf(r)
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
 		h := w.Header()
-		h.Set(RequestIDHeader, rid)
-		h.Set("X-Content-Type-Options", "nosniff")
+		h[RequestIDHeader] = []string{rid} // both keys are in canonical form
+		h["X-Content-Type-Options"] = hdrNosniff
 		sw := &statusWriter{ResponseWriter: w}
 		addr := s.clientAddr(r)
 		defer func() {
@@ -340,7 +370,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			}
 			route := routeLabel(r.Pattern)
 			d := time.Since(start)
-			s.m.HTTPRequestDuration.WithLabelValues(r.Method, route, strconv.Itoa(status)).Observe(d.Seconds())
+			s.observeDuration(r.Method, r.Pattern, route, status, d)
 			if s.log.Enabled(r.Context(), slog.LevelDebug) { // spares building the attributes when off
 				s.log.Debug("request", "method", r.Method, "route", route, "status", status, "duration", d,
 					"request_id", rid, "client", addr)
