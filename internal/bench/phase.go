@@ -519,14 +519,19 @@ func contendedRounds(ctx context.Context, a *api, hot string, agents []benchAgen
 	gos := make([]chan struct{}, n)
 	answers := make(chan answer, n)
 	var wg sync.WaitGroup
-	path := fmt.Sprintf(checkoutPath, hot)
+	path, release := fmt.Sprintf(checkoutPath, hot), fmt.Sprintf(releasePath, hot)
+	// Each client has its own connection (wire), as in the cycle workload;
+	// the main loop sends the winner's release on the winner's connection
+	// while that client waits for the next round.
+	wires := make([]*wire, n)
 	for i := range agents {
 		gos[i] = make(chan struct{})
+		wires[i] = newWire(ctx, a)
 		body := fmt.Appendf(nil, checkoutTodo, agents[i].id)
 		wg.Go(func() {
 			for range gos[i] {
 				t0 := time.Now()
-				st, b, err := a.do(ctx, http.MethodPost, path, agents[i].key, runs[i], body, false)
+				st, b, err := wires[i].do(http.MethodPost, path, agents[i].key, runs[i], body, false)
 				if err == nil && st != http.StatusOK && st != http.StatusConflict {
 					err = errStatus("checkout", st, b)
 				}
@@ -539,6 +544,9 @@ func contendedRounds(ctx context.Context, a *api, hot string, agents []benchAgen
 			close(g)
 		}
 		wg.Wait()
+		for _, w := range wires {
+			w.close()
+		}
 	}()
 	var bad int64
 	lats := make([]time.Duration, 0, 4096)
@@ -565,7 +573,7 @@ func contendedRounds(ctx context.Context, a *api, hot string, agents []benchAgen
 			m.ops.Add(1)
 		}
 		for _, w := range winners {
-			st, b, err := a.do(ctx, http.MethodPost, fmt.Sprintf(releasePath, hot), agents[w].key, runs[w], unassignBody, false)
+			st, b, err := wires[w].do(http.MethodPost, release, agents[w].key, runs[w], unassignBody, false)
 			m.requests.Add(1)
 			if err != nil || st != http.StatusOK {
 				m.fail(orStatus(err, "release", st, b))
