@@ -303,15 +303,18 @@ RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_o
 
 -- name: ReleaseRunLocks
 -- L6: when run :run ends, every lock naming it is cleared in one statement
--- scoped by its run id (both columns, through the partial indexes). The
--- issue's status stays: its assignee may adopt it (L1).
+-- scoped by its run id. L7 (the CHECK of issues) makes a row whose
+-- checkout_run_id is :run carry :run in execution_run_id as well, so the
+-- rows of either column are those of execution_run_id = :run, one lookup
+-- of the partial index issues_execution_run. The issue's status stays:
+-- its assignee may adopt it (L1).
 UPDATE issues SET
 	checkout_run_id = CASE WHEN checkout_run_id = :run THEN NULL ELSE checkout_run_id END,
 	execution_run_id = CASE WHEN execution_run_id = :run THEN NULL ELSE execution_run_id END,
 	execution_agent_name_key = CASE WHEN execution_run_id = :run THEN NULL ELSE execution_agent_name_key END,
 	execution_locked_at = CASE WHEN execution_run_id = :run THEN NULL ELSE execution_locked_at END,
 	updated_at = :now
-WHERE checkout_run_id = :run OR execution_run_id = :run
+WHERE execution_run_id = :run
 RETURNING id, company_id
 
 -- name: SweepExpiredRuns
@@ -329,9 +332,12 @@ WHERE id IN (SELECT id FROM runs WHERE status = 'running' AND lease_expires_at <
 RETURNING id, company_id, agent_id, lease_expires_at
 
 -- name: StaleLockCandidates
--- Sweeper pass 2, candidates: locked issues (through the partial indexes)
--- whose every referenced run is dead, with the states of those runs. Read
--- on a reader connection; ClearStaleLocks decides.
+-- Sweeper pass 2, candidates: locked issues (through the partial index
+-- issues_execution_run: by L7 a row with a checkout lock holds the same
+-- run in execution_run_id) whose every referenced run is dead, with the
+-- states of those runs: first the issues with both locks, then those with
+-- the execution lock alone. Read on a reader connection; ClearStaleLocks
+-- decides.
 SELECT id, company_id, checkout_run_id, execution_run_id, c_state, e_state FROM (
 	SELECT i.id, i.company_id, i.checkout_run_id, i.execution_run_id,
 		coalesce((SELECT CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
@@ -339,7 +345,7 @@ SELECT id, company_id, checkout_run_id, execution_run_id, c_state, e_state FROM 
 		CASE WHEN i.execution_run_id IS NOT NULL THEN
 			coalesce((SELECT CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
 				WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
-	FROM issues i INDEXED BY issues_checkout_run WHERE i.checkout_run_id IS NOT NULL
+	FROM issues i INDEXED BY issues_execution_run WHERE i.execution_run_id IS NOT NULL AND i.checkout_run_id IS NOT NULL
 	UNION ALL -- the execution lock alone (the branches are disjoint)
 	SELECT i.id, i.company_id, NULL, i.execution_run_id, NULL,
 		coalesce((SELECT CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'

@@ -4,5 +4,5 @@ UPDATE issues SET
 	execution_agent_name_key = CASE WHEN execution_run_id = :run THEN NULL ELSE execution_agent_name_key END,
 	execution_locked_at = CASE WHEN execution_run_id = :run THEN NULL ELSE execution_locked_at END,
 	updated_at = :now
-WHERE checkout_run_id = :run OR execution_run_id = :run
+WHERE execution_run_id = :run
 RETURNING id, company_id
