@@ -43,7 +43,9 @@ queues a run and starts --command with its --arg values in --cwd, in its own
 process group, with the run's credentials in the environment: CLASP_API_URL,
 CLASP_API_KEY (a key valid only for this run), CLASP_RUN_ID, CLASP_AGENT_ID,
 CLASP_COMPANY_ID, CLASP_ISSUE_ID and CLASP_WAKE_REASON (and the same values as
-PAPERCLIP_*). Exit 0 makes the run succeeded, another exit failed; past
+PAPERCLIP_*). Exit 0 makes the run succeeded, another exit failed, a kill
+process_lost (retried once); the run ends when --command itself exits, and the
+rest of its process group gets SIGTERM, then SIGKILL, before it does; past
 --timeout the process group gets SIGTERM, then SIGKILL, and the run is
 timed_out. Output goes to the run log ('clasp run log'). --clear removes the
 adapter. Setting it replaces the whole previous config.`,

@@ -94,6 +94,10 @@ func (s *Scheduler) spawn(ctx context.Context, p *proc, c *clasp.AdapterConfig, 
 	cmd.Dir = dir
 	cmd.Env = s.env(run, c, token)
 	cmd.Stdout, cmd.Stderr = lg, lg
+	// Wait also waits for the output pipe to close, which a child that
+	// outlives the main process holds open: the run ends when the main
+	// process exits, its remaining output is read for outputDrain at most.
+	cmd.WaitDelay = outputDrain
 	cmd.SysProcAttr = s.sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		_ = lg.Close() // nothing was written yet; the setup error is the one returned
@@ -111,11 +115,17 @@ func (s *Scheduler) spawn(ctx context.Context, p *proc, c *clasp.AdapterConfig, 
 	return nil
 }
 
+// outputDrain bounds the reading of a run's output after its main process
+// exited: output that the rest of its process group writes later is dropped.
+const outputDrain = time.Second
+
 // watch waits for a child: it renews the run's lease while it lives,
-// stops its group on timeout or cancel, and ends the run by how it ended:
-// exit 0 succeeded, another exit failed (exitCode), killed by a signal this
+// stops its group on timeout or cancel, and ends the run by how its main
+// process ended, whatever other processes of its group still run: exit 0
+// succeeded, another exit failed (exitCode), killed by a signal this
 // scheduler did not send: process lost (one retry); timeout timed_out;
-// cancel cancelled. Afterwards the whole process group is killed.
+// cancel cancelled. Before the run ends, the rest of its process group is
+// stopped (SIGTERM, SIGKILL after KillGrace), its lease renewed meanwhile.
 func (s *Scheduler) watch(ctx context.Context, p *proc, cmd *exec.Cmd, lg *cappedLog, timeout time.Duration) {
 	defer s.wg.Done()
 	defer s.untrack(p)
@@ -168,10 +178,18 @@ loop:
 		}
 	}
 	// The leader is gone; nothing of its group may outlive the run.
-	if stopped != "" {
-		s.terminate(p.pid, func() bool { return false })
+	gone := make(chan struct{})
+	go func() { s.terminate(p.pid, func() bool { return false }); close(gone) }()
+	for waiting := true; waiting; {
+		select {
+		case <-gone:
+			waiting = false
+		case <-renew.C:
+			if err := s.st.RunRenew(bg, p.run.ID, s.cfg.HostID, s.cfg.LeaseTTL); err != nil && clasp.ErrorCode(err) != clasp.CodeRunNotLive {
+				s.log.Error("heartbeat: renew lease", "run", p.run.ID, "err", err)
+			}
+		}
 	}
-	_ = signalGroup(p.pid, syscall.SIGKILL)
 	if err := lg.Close(); err != nil {
 		s.log.Warn("heartbeat: close run log (its tail may be missing)", "run", p.run.ID, "err", err)
 	}
@@ -186,7 +204,8 @@ loop:
 		s.finish(bg, p.run.ID, clasp.RunTimedOut, nil, fmt.Sprintf("timed out: the process outlived timeoutSec (%s)", timeout))
 	case stopped != "":
 		s.finish(bg, p.run.ID, stopped, nil, "cancelled: the process group was stopped")
-	case werr == nil:
+	case werr == nil || errors.Is(werr, exec.ErrWaitDelay):
+		// ErrWaitDelay: exit 0, output of the rest of the group dropped.
 		s.finish(bg, p.run.ID, clasp.RunSucceeded, &code, "")
 	case ws.Signaled():
 		s.lost(bg, p.run.ID, fmt.Sprintf("process lost: killed by signal %s", ws.Signal()))
