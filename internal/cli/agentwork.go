@@ -36,15 +36,25 @@ SHA-256 of the file whose absolute path is the issue's description while
 heartbeating the run, then writes the comment "sha256 <hex>" and status done in
 one atomic PATCH, and finishes the run.
 
+Work that fails (the description names no readable file) never marks the
+issue done: one atomic PATCH writes the comment "work failed: <why>" and sets
+the issue blocked, which releases its lock and keeps its assignee, so a human
+sees it on the board and in the agent's inbox, and no claim takes it again
+(claims take todo issues); the run is finished failed with the reason. Fix the
+cause and set the issue back to todo to have it worked again.
+
 It prints one machine-readable line per event on stdout (event=checked_out
-issue=ABC-3 run=<id> ..., event=conflict, event=done, event=exit ...) and human
-logs on stderr. It exits 0 when two looks in a row find no work, or on SIGTERM
-once the issue in hand is done and its run finished; 1 when the server stays
+issue=ABC-3 run=<id> ..., event=conflict, event=done, event=blocked,
+event=exit ...) and human logs on stderr. It exits 0 when two looks in a row
+find no work, or on SIGTERM once the issue in hand is done and its run
+finished, provided no work failed; 1 when some work failed (the issues left
+blocked are named, event=exit reason=work_failed), or the server stays
 unreachable or refuses the key.
 
 With --one-run it is the process of a server-managed agent (clasp swarm
 --managed): it works at most one issue in the run the server started
-($CLASP_RUN_ID, token $CLASP_API_KEY) and exits 0; the server ends the run.`,
+($CLASP_RUN_ID, token $CLASP_API_KEY) and exits 0 (1 when that work failed);
+the server ends the run.`,
 		Example: `  CLASP_URL=http://127.0.0.1:3100 CLASP_TOKEN=clasp_ak_... clasp agent work --slow 200ms`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -18,10 +18,11 @@ const (
 	EventConflict   = "conflict"    // issue=, run=, reason=: a checkout answered 409
 	EventDone       = "done"        // issue=, run=, epoch=, sha256=: result and status done written in one PATCH by the run holding the lock at epoch
 	EventLockLost   = "lock_lost"   // issue=, run=, code=: the PATCH answered 409, the lock was taken over
+	EventBlocked    = "blocked"     // issue=, run=, error=: the work failed; the issue was set blocked with a comment saying why, its lock released
 	EventRunLost    = "run_lost"    // run=, issue= if any: the run was swept under this process (a stall past the TTL); its work is dropped
 	EventRunClosed  = "run_closed"  // run=, status=
 	EventWaiting    = "waiting"     // issue=: an inbox issue is still held by a dead process's live lease
-	EventExit       = "exit"        // reason=no_work|signal|error, done=, conflicts=
+	EventExit       = "exit"        // reason=no_work|signal|error|work_failed, done=, conflicts=, blocked=
 )
 
 // Event is one parsed event line: Name is the value of "event", Fields the

@@ -54,8 +54,7 @@ func (w *Worker) RunMCP(ctx context.Context, mcpCommand []string) error {
 		w.ev.Emit(EventExit, "reason", reason, "done", w.done, "conflicts", w.conflicts, "error", err)
 		return err
 	}
-	w.ev.Emit(EventExit, "reason", reason, "done", w.done, "conflicts", w.conflicts)
-	return nil
+	return w.exit(reason)
 }
 
 // startMCP starts the `clasp mcp` process from a goroutine locked to its
@@ -218,19 +217,24 @@ func (w *Worker) mcpLoop(ctx context.Context, cs *sdk.ClientSession) error {
 }
 
 // mcpWork hashes the claimed issue's file and sets it done with the result
-// in one update_issue_status call (one atomic PATCH on the server).
+// in one update_issue_status call (one atomic PATCH on the server). When the
+// file cannot be read it sets the issue blocked instead, with a
+// FailurePrefix comment saying why (the same call releases the lock).
 func (w *Worker) mcpWork(ctx context.Context, cs *sdk.ClientSession, c *mcpAnswer) error {
 	sum, herr := HashFile(ctx, c.Issue.Description, w.cfg.Slow)
-	result := ResultPrefix + sum
+	status, result := "done", ResultPrefix+sum
 	if herr != nil {
-		w.log.Warn("cannot hash the issue's file", "issue", c.Issue.Identifier, "err", herr)
-		result = ResultPrefix + "error: " + herr.Error()
+		w.log.Warn("cannot hash the issue's file; setting the issue blocked", "issue", c.Issue.Identifier, "err", herr)
+		status, result = "blocked", FailurePrefix+herr.Error()
 	}
-	d, err := w.callTool(ctx, cs, "update_issue_status", map[string]any{"issue": c.Issue.ID, "status": "done", "comment": result})
+	d, err := w.callTool(ctx, cs, "update_issue_status", map[string]any{"issue": c.Issue.ID, "status": status, "comment": result})
 	if err != nil {
 		return err
 	}
 	switch {
+	case !d.isError && herr != nil:
+		w.blocked = append(w.blocked, c.Issue.Identifier)
+		w.ev.Emit(EventBlocked, "issue", c.Issue.Identifier, "run", c.RunID, "error", herr)
 	case !d.isError:
 		w.done++
 		w.ev.Emit(EventDone, "issue", c.Issue.Identifier, "run", c.RunID, "epoch", c.CheckoutEpoch, "sha256", strings.TrimPrefix(result, ResultPrefix))

@@ -18,9 +18,20 @@ import (
 	"github.com/clasp-dev/clasp/client"
 )
 
-// ResultPrefix starts every result comment an agent writes: "sha256 <hex>",
-// or "sha256 error: <why>" when the file could not be read.
+// ResultPrefix starts every result comment an agent writes: "sha256 <hex>".
+// (Results written before failed work was told apart may read "sha256
+// error: <why>".)
 const ResultPrefix = "sha256 "
+
+// FailurePrefix starts the comment an agent writes when it could not do the
+// work (the file cannot be read): "work failed: <why>". The issue is then
+// set blocked in the same write, never done, and its lock is released.
+const FailurePrefix = "work failed: "
+
+// ErrWorkFailed is returned (wrapped) by Run and RunMCP when the loop ended
+// normally but some work failed: those issues were left blocked, each with
+// a comment saying why.
+var ErrWorkFailed = errors.New("work failed")
 
 // WorkerConfig configures one agent process (`clasp agent work`).
 type WorkerConfig struct {
@@ -68,8 +79,9 @@ type Worker struct {
 	log *slog.Logger
 	me  *clasp.Agent
 
-	done      int // issues this process set done
-	conflicts int // checkouts answered 409
+	done      int      // issues this process set done
+	conflicts int      // checkouts answered 409
+	blocked   []string // issues whose work failed, set blocked by this process
 }
 
 // NewWorker returns a Worker for cfg, filling in defaults.
@@ -135,23 +147,33 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.ev.Emit(EventExit, "reason", "error", "done", w.done, "conflicts", w.conflicts, "error", err)
 			return err
 		}
-		w.ev.Emit(EventExit, "reason", "one_run", "done", w.done, "conflicts", w.conflicts)
-		return nil
+		return w.exit("one_run")
 	}
 	for {
 		err := w.turn(ctx)
 		switch {
 		case ctx.Err() != nil:
-			w.ev.Emit(EventExit, "reason", "signal", "done", w.done, "conflicts", w.conflicts)
-			return nil
+			return w.exit("signal")
 		case errors.Is(err, errNoWork):
-			w.ev.Emit(EventExit, "reason", "no_work", "done", w.done, "conflicts", w.conflicts)
-			return nil
+			return w.exit("no_work")
 		case err != nil:
 			w.ev.Emit(EventExit, "reason", "error", "done", w.done, "conflicts", w.conflicts, "error", err)
 			return err
 		}
 	}
+}
+
+// exit prints the exit event of a loop that ended by itself (reason) and
+// returns nil, or, when some work failed, an ErrWorkFailed naming the
+// issues it left blocked (the exit event's reason is then work_failed).
+func (w *Worker) exit(reason string) error {
+	if len(w.blocked) == 0 {
+		w.ev.Emit(EventExit, "reason", reason, "done", w.done, "conflicts", w.conflicts)
+		return nil
+	}
+	err := fmt.Errorf("%w on %d issue(s), left blocked with a comment saying why: %s", ErrWorkFailed, len(w.blocked), strings.Join(w.blocked, ", "))
+	w.ev.Emit(EventExit, "reason", "work_failed", "done", w.done, "conflicts", w.conflicts, "blocked", len(w.blocked), "error", err)
+	return err
 }
 
 // turn is one run: open, find, work, finish. It returns errNoWork when there
@@ -508,9 +530,11 @@ func (w *Worker) conflict(issue, run string, err error) {
 }
 
 // work hashes the issue's file (the heartbeat still running), then writes
-// the result and finishes the run. It returns nil whether the issue ended
-// done or was lost to a takeover; an error only when the server cannot be
-// reached for good. ctx ends only when the run is lost.
+// the result and finishes the run. When the file cannot be read the issue
+// is set blocked instead, with a FailurePrefix comment, and the run
+// finished failed. It returns nil whether the issue ended done, blocked or
+// was lost to a takeover; an error only when the server cannot be reached
+// for good. ctx ends only when the run is lost.
 func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, iss *clasp.Issue, stopHeartbeat func()) error {
 	sum, herr := HashFile(ctx, iss.Description, w.cfg.Slow)
 	if lost := context.Cause(ctx); lost != nil {
@@ -521,10 +545,14 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 	// From here on the calls must not be cut short: a PATCH cancelled
 	// client-side may still commit.
 	ctx = context.WithoutCancel(ctx)
-	result := ResultPrefix + sum
+	status, result, kind := clasp.IssueDone, ResultPrefix+sum, "done-"
 	if herr != nil {
-		w.log.Warn("cannot hash the issue's file", "issue", iss.Identifier, "err", herr)
-		result = ResultPrefix + "error: " + herr.Error()
+		// Work that failed never marks the issue done: it goes to blocked
+		// with a comment saying why, in one PATCH that also releases the
+		// lock (rule L6), so a human sees it and no agent takes it again
+		// (claims take todo issues only).
+		w.log.Warn("cannot hash the issue's file; setting the issue blocked", "issue", iss.Identifier, "err", herr)
+		status, result, kind = clasp.IssueBlocked, FailurePrefix+herr.Error(), "blocked-"
 	}
 
 	// The result comment and status done go in ONE PATCH: the server writes
@@ -543,10 +571,9 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 	// stable across the retries of this run's result for this issue: the
 	// server applies the PATCH once and answers a repeat with the issue as
 	// it is now, writing nothing (RULES.md, Errors and requests).
-	done := clasp.IssueDone
-	dctx := client.WithIdempotencyKey(ctx, "done-"+run.ID+"-"+iss.ID)
+	dctx := client.WithIdempotencyKey(ctx, kind+run.ID+"-"+iss.ID)
 	err := w.retry(ctx, func() error {
-		_, err := rc.IssueUpdate(dctx, iss.ID, client.IssueUpdateRequest{Status: &done, Comment: &result})
+		_, err := rc.IssueUpdate(dctx, iss.ID, client.IssueUpdateRequest{Status: &status, Comment: &result})
 		return err
 	})
 	var lockErr error
@@ -564,6 +591,12 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 	if lockErr != nil {
 		w.ev.Emit(EventLockLost, "issue", iss.Identifier, "run", run.ID, "code", clasp.ErrorCode(lockErr))
 		w.finish(ctx, rc, run.ID, clasp.RunFailed, "lock taken over: "+lockErr.Error())
+		return nil
+	}
+	if herr != nil {
+		w.blocked = append(w.blocked, iss.Identifier)
+		w.ev.Emit(EventBlocked, "issue", iss.Identifier, "run", run.ID, "error", herr)
+		w.finish(ctx, rc, run.ID, clasp.RunFailed, "work on "+iss.Identifier+" failed (issue set blocked): "+herr.Error())
 		return nil
 	}
 	w.done++

@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/client"
@@ -239,5 +241,101 @@ func waitRunEnded(ctx context.Context, t *testing.T, board *client.Client, runID
 			t.Fatal(ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// TestAgentWorkFailedWork runs `clasp agent work` (and `--mcp`) on a
+// backlog where one issue's description names no readable file. That issue
+// must never be marked done: it ends blocked, unlocked and still assigned,
+// with one comment saying why and no result comment, checked out once (no
+// claim takes it again); its run ends failed (the MCP session's run is the
+// session's); the other issues are done; the exit event says work_failed
+// and the process exits 1.
+func TestAgentWorkFailedWork(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, time.Minute, time.Hour)
+	for _, mode := range []string{"api", "mcp"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			f := newAgentFixture(t, srv, "FAIL"+strings.ToUpper(mode), "a", "b")
+			bad, err := f.board.IssueCreate(ctx, f.company.ID, client.IssueCreateRequest{Title: "Fix the build", Description: "/nonexistent/file", Status: clasp.IssueTodo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var args []string
+			if mode == "mcp" {
+				args = append(args, "--mcp")
+			}
+			cmd, events := f.startAgent(t, args...)
+			var evs []swarm.Event
+			for ev := range events {
+				evs = append(evs, ev)
+			}
+			err = cmd.Wait()
+			if code := cmd.ProcessState.ExitCode(); code != 1 {
+				t.Errorf("agent work exited %d (%v), want 1: some work failed (events %v)", code, err, evs)
+			}
+
+			var blocked, done []swarm.Event
+			checkouts := map[string]int{}
+			for _, ev := range evs {
+				switch ev.Name {
+				case swarm.EventBlocked:
+					blocked = append(blocked, ev)
+				case swarm.EventDone:
+					done = append(done, ev)
+				case swarm.EventCheckedOut:
+					checkouts[ev.Fields["issue"]]++
+				}
+			}
+			if len(blocked) != 1 || blocked[0].Fields["issue"] != bad.Identifier || len(done) != 2 {
+				t.Fatalf("events %v: want 1 blocked (%s) and 2 done", evs, bad.Identifier)
+			}
+			if n := checkouts[bad.Identifier]; n != 1 {
+				t.Errorf("%s checked out %d times, want once", bad.Identifier, n)
+			}
+			if last := evs[len(evs)-1]; last.Name != swarm.EventExit || last.Fields["reason"] != "work_failed" || last.Fields["blocked"] != "1" {
+				t.Errorf("last event %v, want exit reason=work_failed blocked=1", last)
+			}
+
+			iss, err := f.board.IssueGet(ctx, bad.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if iss.Status != clasp.IssueBlocked || iss.CheckoutRunID != nil || iss.ExecutionRunID != nil || iss.AssigneeAgentID == nil {
+				t.Errorf("%s: status %s, locks %v/%v, assignee %v; want blocked, no lock, assigned", bad.Identifier, iss.Status, iss.CheckoutRunID, iss.ExecutionRunID, iss.AssigneeAgentID)
+			}
+			cs, err := f.board.CommentList(ctx, bad.ID, client.CommentListParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cs) != 1 || !strings.HasPrefix(cs[0].Body, swarm.FailurePrefix) || !strings.Contains(cs[0].Body, "/nonexistent/file") {
+				t.Fatalf("comments on %s: %v, want one %q comment naming the file", bad.Identifier, cs, swarm.FailurePrefix)
+			}
+			if mode == "api" {
+				run, err := f.board.RunGet(ctx, blocked[0].Fields["run"])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if run.Status != clasp.RunFailed || run.Error == nil || !strings.Contains(*run.Error, bad.Identifier) {
+					t.Errorf("run of the failed work: %s, error %v; want failed naming %s", run.Status, run.Error, bad.Identifier)
+				}
+			}
+
+			// The rest passes the swarm's checks; the blocked issue is
+			// reported, as not done and without a result.
+			delete(f.expected, bad.ID)
+			_, vs := swarm.Check(ctx, f.board, f.company.ID, f.expected)
+			var got []string
+			for _, v := range vs {
+				got = append(got, v.Issue+" "+v.Check)
+			}
+			want := []string{bad.Identifier + " " + swarm.CheckUnexpected, bad.Identifier + " " + swarm.CheckNotDone,
+				bad.Identifier + " " + swarm.CheckResultCount, bad.Identifier + " " + swarm.CheckDoneCount}
+			if diff := cmp.Diff(want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				t.Errorf("violations (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
