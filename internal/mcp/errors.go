@@ -39,7 +39,11 @@ func (s *Session) fail(ctx context.Context, env *Envelope, ref string, err error
 		env.Outcome = OutcomeRunLost
 		env.ReleasedIssues = lost.released
 		held := "It held no issue."
-		if len(lost.released) > 0 {
+		switch len(lost.released) {
+		case 0:
+		case 1:
+			held = "The issue it held was released (" + lost.released[0] + "): stop working on it; another agent may take it."
+		default:
 			held = "Every issue it held was released (" + strings.Join(lost.released, ", ") + "): stop working on them; another agent may take them."
 		}
 		next := "Nothing was written. Call claim_next_issue (or checkout_issue) to take work again in the new run."
@@ -88,7 +92,12 @@ func (s *Session) fail(ctx context.Context, env *Envelope, ref string, err error
 	case clasp.CodeForbidden, clasp.CodeAgentMismatch, clasp.CodeRunNotOwned:
 		env.Message = fmt.Sprintf("The clasp server does not let this agent do that (%d %s): %s Do not retry.", e.Status, e.Code, e.Message)
 	case clasp.CodeNotFound:
-		env.Message = fmt.Sprintf("%s was not found (404): no such issue in this agent's company. Check the identifier (e.g. with list_my_issues); retrying as is fails again.", issue)
+		what := "The issue was not found"
+		if ref != "" {
+			// Quoted: the argument may be any text ("not an issue").
+			what = fmt.Sprintf("Issue %q was not found", ref)
+		}
+		env.Message = what + " (404): there is no such issue in this agent's company. Check the identifier (e.g. with list_my_issues); retrying as is fails again."
 	case clasp.CodeInvalidRequest, clasp.CodePreconditionFailed, clasp.CodeIdempotencyKeyReused, clasp.CodeRunNotFound, clasp.CodeBodyTooLarge:
 		env.Message = fmt.Sprintf("The clasp server refused the request (%d %s): %s Fix the arguments; retrying as is fails again.", e.Status, e.Code, e.Message)
 	case clasp.CodeUnavailable, clasp.CodeRequestTimeout, clasp.CodeIdempotencyInFlight:

@@ -38,3 +38,23 @@ func TestFailSentences(t *testing.T) {
 		}
 	}
 }
+
+// TestRunLostSentence: the run_lost sentence reads right for no, one and
+// several released issues, and ReleasedIssues lists them as they are.
+func TestRunLostSentence(t *testing.T) {
+	s := NewSession(Config{URL: "http://127.0.0.1:1", Token: "clasp_ak_x"}, Options{})
+	for _, tc := range []struct {
+		released []string
+		says     string
+	}{
+		{nil, "It held no issue."},
+		{[]string{"ACME-3"}, "The issue it held was released (ACME-3): stop working on it; another agent may take it."},
+		{[]string{"ACME-3", "ACME-4"}, "Every issue it held was released (ACME-3, ACME-4): stop working on them; another agent may take them."},
+	} {
+		env := &Envelope{}
+		s.fail(context.Background(), env, "", &errRunLost{runID: "01a23557-6438-75fc-8bb7-1d3dd328d8df", released: tc.released, cause: errors.New("run not live")})
+		if env.Outcome != OutcomeRunLost || len(env.ReleasedIssues) != len(tc.released) || !strings.Contains(env.Message, tc.says) {
+			t.Errorf("released %v: outcome %q released %v message %q; want run_lost saying %q", tc.released, env.Outcome, env.ReleasedIssues, env.Message, tc.says)
+		}
+	}
+}

@@ -252,8 +252,10 @@ func (s *Session) sessionStatus(ctx context.Context, _ NoInput, out *StatusOut) 
 		out.Message = fmt.Sprintf("Connected as agent %s; the run is the one the credential names. Next: claim_next_issue.", me.Name)
 	case out.RunID == "":
 		out.Message = fmt.Sprintf("Connected to %s as agent %s; no run yet (the first claim opens one). Next: claim_next_issue.", s.cfg.URL, me.Name)
-	case len(held) > 0:
-		out.Message = fmt.Sprintf("Connected as agent %s in run %s, holding %s. Finish them with update_issue_status.", me.Name, short(out.RunID), strings.Join(held, ", "))
+	case len(held) == 1:
+		out.Message = fmt.Sprintf("Connected as agent %s in run %s, holding %s. Finish it with update_issue_status.", me.Name, short(out.RunID), held[0])
+	case len(held) > 1:
+		out.Message = fmt.Sprintf("Connected as agent %s in run %s, holding %d issues: %s. Finish them with update_issue_status.", me.Name, short(out.RunID), len(held), strings.Join(held, ", "))
 	default:
 		out.Message = fmt.Sprintf("Connected as agent %s in run %s, holding no issue. Next: claim_next_issue.", me.Name, short(out.RunID))
 	}

@@ -362,7 +362,7 @@ func TestErrorSentences(t *testing.T) {
 	w := newWorld(t, "", 30*time.Second, 1)
 	cs, _ := w.agentSession(0)
 	nf := call(t, cs, "get_issue", map[string]any{"issue": "ACME-999"})
-	if !nf.IsError || nf.str("error", "code") != "not_found" || !strings.Contains(nf.str("message"), "ACME-999 was not found") {
+	if !nf.IsError || nf.str("error", "code") != "not_found" || !strings.HasPrefix(nf.str("message"), `Issue "ACME-999" was not found (404)`) {
 		t.Errorf("404: %+v", nf.S)
 	}
 	bad, _ := connect(t, mcp.Config{URL: w.url, Token: "clasp_ak_notakey"})
@@ -498,5 +498,33 @@ func TestClaimWaits(t *testing.T) {
 	c := call(t, cs, "checkout_issue", map[string]any{"issue": iss.Identifier})
 	if !c.IsError || c.str("outcome") != "conflict" || c.str("reason") != "status_not_expected" || !strings.Contains(c.str("message"), "status is done") {
 		t.Errorf("checkout of a done issue: %+v", c.S)
+	}
+}
+
+// TestSentencesForOneAndMany: the sentences read right for one issue and
+// for several, and for an argument that is not an identifier at all; the
+// structured fields stay as they are.
+func TestSentencesForOneAndMany(t *testing.T) {
+	w := newWorld(t, "", 30*time.Second, 2)
+	cs, _ := w.agentSession(0)
+	first := call(t, cs, "claim_next_issue", nil)
+	one := call(t, cs, "session_status", nil)
+	want := "holding " + first.str("issue", "identifier") + ". Finish it with update_issue_status."
+	if one.IsError || one.str("outcome") != "ok" || !strings.HasSuffix(one.str("message"), want) {
+		t.Errorf("session_status holding one issue: message %q, want it to end %q (%+v)", one.str("message"), want, one.S)
+	}
+	second := call(t, cs, "claim_next_issue", nil)
+	two := call(t, cs, "session_status", nil)
+	want = "holding 2 issues: "
+	if two.IsError || two.str("outcome") != "ok" || !strings.Contains(two.str("message"), want) ||
+		!strings.HasSuffix(two.str("message"), ". Finish them with update_issue_status.") ||
+		!strings.Contains(two.str("message"), first.str("issue", "identifier")) || !strings.Contains(two.str("message"), second.str("issue", "identifier")) {
+		t.Errorf("session_status holding two issues: message %q, want %q and both identifiers (%+v)", two.str("message"), want, two.S)
+	}
+
+	nf := call(t, cs, "get_issue", map[string]any{"issue": "not an issue"})
+	want = `Issue "not an issue" was not found (404): there is no such issue in this agent's company.`
+	if !nf.IsError || nf.str("outcome") != "error" || nf.str("error", "code") != "not_found" || !strings.HasPrefix(nf.str("message"), want) {
+		t.Errorf("get_issue of %q: %+v; want isError not_found, message starting %q", "not an issue", nf.S, want)
 	}
 }
