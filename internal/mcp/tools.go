@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -33,9 +34,83 @@ const retryAfterSeconds = 30
 func NewServer(sess *Session) *sdk.Server {
 	srv := sdk.NewServer(&sdk.Implementation{Name: ServerName, Title: "clasp: take and finish work items", Version: Version},
 		&sdk.ServerOptions{Instructions: Instructions, SchemaCache: schemaCache})
-	addTools(srv, sess)
+	ts := &toolSet{srv: srv, checks: map[string]func(json.RawMessage) *sdk.CallToolResult{}}
+	addTools(ts, sess)
 	addResources(srv, sess)
+	srv.AddReceivingMiddleware(ts.checkArguments)
 	return srv
+}
+
+// toolSet is a server being given its tools, and the check of each tool's
+// arguments against its input schema.
+type toolSet struct {
+	srv *sdk.Server
+	// checks answers a tools/call whose arguments do not fit the tool's
+	// input schema (nil when they fit); written while the tools are added,
+	// read-only once the server serves.
+	checks map[string]func(args json.RawMessage) *sdk.CallToolResult
+}
+
+// checkArguments is the server's receiving middleware: a tools/call whose
+// arguments do not fit the tool's input schema is answered as every other
+// refusal is, an isError result with the tool's structured answer (outcome
+// error, error.code invalid_request, error.field the argument), instead of
+// the SDK's plain text, and reaches no handler.
+func (ts *toolSet) checkArguments(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if r, ok := req.(*sdk.CallToolRequest); ok && method == "tools/call" && r.Params != nil {
+			if check := ts.checks[r.Params.Name]; check != nil {
+				if res := check(r.Params.Arguments); res != nil {
+					return res, nil
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// argumentError reports how args (a tool call's raw arguments) fail the
+// input schema: the argument concerned ("" when the arguments as a whole
+// are not an object) and a sentence; ok when they fit.
+func argumentError(schema *jsonschema.Schema, resolved *jsonschema.Resolved, args json.RawMessage) (field, why string, ok bool) {
+	var v any = map[string]any{}
+	if len(args) > 0 && string(args) != "null" {
+		if err := json.Unmarshal(args, &v); err != nil {
+			return "", fmt.Sprintf("the arguments are not JSON (%v)", err), false
+		}
+	}
+	err := resolved.Validate(v)
+	if err == nil {
+		return "", "", true
+	}
+	obj, isObj := v.(map[string]any)
+	if !isObj {
+		return "", "the arguments must be a JSON object", false
+	}
+	for _, name := range schema.Required {
+		if _, ok := obj[name]; !ok {
+			return name, fmt.Sprintf("argument %q is required", name), false
+		}
+	}
+	names := make([]string, 0, len(obj))
+	for name := range obj {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		ps := schema.Properties[name]
+		if ps == nil {
+			return name, fmt.Sprintf("there is no argument %q", name), false
+		}
+		pr, rerr := ps.Resolve(nil)
+		if rerr != nil {
+			continue
+		}
+		if perr := pr.Validate(obj[name]); perr != nil {
+			return name, fmt.Sprintf("argument %q: %s", name, strings.TrimPrefix(perr.Error(), "validating root: ")), false
+		}
+	}
+	return "", strings.TrimPrefix(err.Error(), "validating root: "), false
 }
 
 // schemaCache keeps the tools' schemas across servers: the HTTP endpoint
@@ -59,8 +134,37 @@ type outPtr[T any] interface {
 // addTool registers a tool whose handler fills out and returns the
 // failure, if any; a failure becomes an isError answer (Session.fail)
 // whose structured content is out with its Envelope filled.
-func addTool[In any, T any, P outPtr[T]](srv *sdk.Server, sess *Session, t *sdk.Tool, ref func(In) string, h func(ctx context.Context, in In, out P) error) {
-	sdk.AddTool(srv, t, func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, P, error) {
+//
+// Arguments that do not fit the input schema get the same kind of answer
+// (ts.checks, toolSet.checkArguments): out with outcome error and error
+// code invalid_request naming the argument.
+func addTool[In any, T any, P outPtr[T]](ts *toolSet, sess *Session, t *sdk.Tool, ref func(In) string, h func(ctx context.Context, in In, out P) error) {
+	schema, _ := t.InputSchema.(*jsonschema.Schema)
+	if schema == nil {
+		schema = inputSchema[In]()
+	}
+	// Resolved at the tool's first call: the HTTP endpoint builds a server
+	// per request, which calls one tool.
+	resolve := sync.OnceValues(func() (*jsonschema.Resolved, error) { return schema.Resolve(nil) })
+	ts.checks[t.Name] = func(args json.RawMessage) *sdk.CallToolResult {
+		resolved, err := resolve()
+		if err != nil {
+			return nil // the SDK's own check answers (the input types are static: not reached)
+		}
+		field, why, ok := argumentError(schema, resolved, args)
+		if ok {
+			return nil
+		}
+		out := P(new(T))
+		env := out.env()
+		env.Outcome = OutcomeError
+		env.Message = fmt.Sprintf("The arguments of %s do not fit its input schema: %s. Fix the arguments; retrying as is fails again.", t.Name, why)
+		env.Error = &ErrorInfo{Code: clasp.CodeInvalidRequest, Field: field}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		return &sdk.CallToolResult{IsError: true, StructuredContent: out,
+			Content: []sdk.Content{&sdk.TextContent{Text: env.Message + "\n\n" + string(b)}}}
+	}
+	sdk.AddTool(ts.srv, t, func(ctx context.Context, req *sdk.CallToolRequest, in In) (*sdk.CallToolResult, P, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(sess.calls, cancel)()
@@ -125,7 +229,7 @@ func inputSchema[T any]() *jsonschema.Schema {
 	return s
 }
 
-func addTools(srv *sdk.Server, s *Session) {
+func addTools(srv *toolSet, s *Session) {
 	f := false
 	addTool(srv, s, &sdk.Tool{
 		Name:  "session_status",

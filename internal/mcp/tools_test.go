@@ -528,3 +528,32 @@ func TestSentencesForOneAndMany(t *testing.T) {
 		t.Errorf("get_issue of %q: %+v; want isError not_found, message starting %q", "not an issue", nf.S, want)
 	}
 }
+
+// TestArgumentsOutsideTheSchema: arguments that do not fit a tool's input
+// schema get the answer every refusal gets, isError with the tool's
+// structured answer: outcome error, error.code invalid_request and
+// error.field the argument.
+func TestArgumentsOutsideTheSchema(t *testing.T) {
+	w := newWorld(t, "", 30*time.Second, 1)
+	cs, _ := w.agentSession(0)
+	for _, tc := range []struct {
+		tool  string
+		args  map[string]any
+		field string
+	}{
+		{"claim_next_issue", map[string]any{"waitSeconds": "x"}, "waitSeconds"},
+		{"get_issue", map[string]any{}, "issue"},
+		{"get_issue", map[string]any{"issue": "ACME-1", "extra": 1}, "extra"},
+		{"update_issue_status", map[string]any{"issue": "ACME-1", "status": "todo"}, "status"},
+	} {
+		r := call(t, cs, tc.tool, tc.args)
+		if !r.IsError || r.str("outcome") != "error" || r.str("error", "code") != "invalid_request" || r.str("error", "field") != tc.field ||
+			!strings.Contains(r.str("message"), tc.field) || !strings.Contains(r.str("message"), "retrying as is fails again") {
+			t.Errorf("%s %v: %+v (text %q); want isError, outcome error, invalid_request naming %q", tc.tool, tc.args, r.S, r.Text, tc.field)
+		}
+	}
+	// Nothing was claimed by the refused call.
+	if c := call(t, cs, "claim_next_issue", nil); c.IsError || c.str("outcome") != "claimed" {
+		t.Errorf("claim after the refusals: %+v", c.S)
+	}
+}

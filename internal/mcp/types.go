@@ -52,6 +52,7 @@ type ErrorInfo struct {
 	Status    int    `json:"status,omitempty" jsonschema:"HTTP status of the clasp server's answer (0: no answer)"`
 	Retryable bool   `json:"retryable" jsonschema:"true when the same call may succeed later as is"`
 	Setting   string `json:"setting,omitempty" jsonschema:"the missing setting, e.g. CLASP_API_KEY"`
+	Field     string `json:"field,omitempty" jsonschema:"the tool argument that is missing or does not fit the input schema (invalid_request)"`
 	Server    string `json:"serverMessage,omitempty" jsonschema:"the clasp server's own message"`
 }
 
