@@ -14,7 +14,8 @@
 # run has it: never retried, the heartbeat just ends), read its heartbeat
 # context, "work" (the SHA-256 of the file the description names, after
 # work-seconds), then write the result comment and status done in one
-# PATCH. Exit 0: the run succeeded.
+# PATCH. Exit 0: the run succeeded. A file it cannot read sets the issue
+# blocked with the reason instead (exit 1: the run failed).
 set -eu
 
 : "${PAPERCLIP_API_URL:?PAPERCLIP_API_URL is not set}"
@@ -73,11 +74,13 @@ file=$(printf '%s' "$ctx" | jq -r .issue.description)
 echo "agent: working on $ident ($(printf '%s' "$ctx" | jq -r '.comments | length') comments so far)"
 
 sleep "$work_seconds"
-if sum=$(sha256sum <"$file" 2>/dev/null); then
-	result="sha256 ${sum%% *}"
-else
-	result="sha256 error: cannot read $file"
+if ! sum=$(sha256sum <"$file" 2>/dev/null); then
+	# Work that failed never marks the issue done: it becomes blocked with
+	# the reason (the same write releases the lock), and the run fails.
+	body=$(jq -nc --arg c "work failed: cannot read $file" '{status: "blocked", comment: $c}')
+	api PATCH "/issues/$task" "$body" | jq -r '"agent: \(.identifier) is \(.status): work failed"'
+	exit 1
 fi
 
-body=$(jq -nc --arg c "$result" '{status: "done", comment: $c}')
+body=$(jq -nc --arg c "sha256 ${sum%% *}" '{status: "done", comment: $c}')
 api PATCH "/issues/$task" "$body" | jq -r '"agent: \(.identifier) is \(.status)"'
