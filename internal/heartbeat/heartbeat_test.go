@@ -71,10 +71,12 @@ type fixture struct {
 var board = store.Actor{Type: clasp.ActorBoard}
 
 // agentScript waits for the file release-<runId> in its directory (the
-// test's signal to finish), then exits 0; it records its environment.
+// test's signal to finish), then exits 0; it records its environment. It
+// exits 1 once the directory is gone, so that a run a test left running
+// (a retry no test releases) does not outlive the test.
 const agentScript = `#!/bin/sh
 env | grep -E '^(CLASP|PAPERCLIP)_' > "$DIR/env-$CLASP_RUN_ID"
-while [ ! -e "$DIR/release-$CLASP_RUN_ID" ]; do sleep 0.05; done
+while [ ! -e "$DIR/release-$CLASP_RUN_ID" ]; do [ -d "$DIR" ] || exit 1; sleep 0.05; done
 echo "done $CLASP_RUN_ID"
 `
 

@@ -19,7 +19,7 @@ const orphanScript = `#!/bin/sh
 sleep 1017 &
 echo $! > "$DIR/child-$CLASP_RUN_ID"
 env | grep -E '^(CLASP|PAPERCLIP)_' > "$DIR/env-$CLASP_RUN_ID"
-while [ ! -e "$DIR/release-$CLASP_RUN_ID" ]; do sleep 0.05; done
+while [ ! -e "$DIR/release-$CLASP_RUN_ID" ]; do [ -d "$DIR" ] || exit 1; sleep 0.05; done
 echo "done $CLASP_RUN_ID"
 `
 
