@@ -111,6 +111,11 @@ type Server struct {
 // over (Shutdown closes it). The sweeper and the scheduler run until ctx
 // ends or Shutdown is called; requests' contexts do not end with ctx.
 //
+// Unless GOGC is set, the process's garbage collector is paced for a
+// server's small live heap from then on (gctune.go: the heap grows to
+// GCHeapFloor, at most GCMaxPercent over the live data, before a
+// collection).
+//
 // It returns an error (and closes ln) if the board cannot be built or the
 // sweeper or the scheduler cannot start.
 func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
@@ -124,6 +129,7 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	tuneGC()
 	log := cfg.Logger
 	s := &Server{cfg: cfg, served: make(chan error, 1)}
 	s.url = "http://" + ln.Addr().String()
