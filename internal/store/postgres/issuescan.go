@@ -23,10 +23,16 @@ type issueRow struct {
 
 // dest returns the scan destinations of store.IssueCols, in order.
 func (r *issueRow) dest(i *clasp.Issue) []any {
+	return r.appendDest(make([]any, 0, 18), i)
+}
+
+// appendDest appends the scan destinations of store.IssueCols, in order,
+// to dst and returns it.
+func (r *issueRow) appendDest(dst []any, i *clasp.Issue) []any {
 	r.iss = i
-	return []any{&i.ID, &i.CompanyID, &i.Identifier, &i.Title, &i.Description, &i.Status, &i.Priority, &i.AssigneeAgentID,
+	return append(dst, &i.ID, &i.CompanyID, &i.Identifier, &i.Title, &i.Description, &i.Status, &i.Priority, &i.AssigneeAgentID,
 		&i.CheckoutRunID, &i.CheckoutEpoch, &i.ExecutionRunID, &i.ExecutionAgentNameKey, &r.lockedAt,
-		&r.started, &r.completed, &r.cancelled, &r.created, &r.updated}
+		&r.started, &r.completed, &r.cancelled, &r.created, &r.updated)
 }
 
 // done stores the scanned times into the issue; the nullable ones share

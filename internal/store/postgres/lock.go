@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -78,28 +79,39 @@ func checkoutRunEnded(err error) bool {
 // old_checkout, old_execution, checkout_state, execution_state,
 // caller_agent, caller_company, caller_state, owned_by_caller,
 // agent_active, assignee_in_company, ok. name is the statement's, whose
-// scan plans are kept (plannedRow).
+// scan plans are kept (plannedRow). The answer, its issue and every scan
+// destination are one allocation (lockScan).
 func scanLockAnswer(name string, row pgx.Row) (*lockAnswer, error) {
-	var (
-		l                              lockAnswer
-		iss                            clasp.Issue
-		ir                             issueRow
-		owned, active, assigneeCompany *bool
-	)
-	dest := make([]any, 0, 32)
-	dest = append(append(dest, &l.changed), ir.dest(&iss)...)
+	ls := &lockScan{}
+	l := &ls.l
+	dest := append(ls.dest[:0], &l.changed)
+	dest = ls.ir.appendDest(dest, &ls.iss)
 	dest = append(dest, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
-		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &owned, &active, &assigneeCompany, &l.ok)
-	if err := row.Scan(plannedRow{name: name, dest: dest}); err != nil {
+		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &ls.owned, &ls.active, &ls.assigneeCompany, &l.ok)
+	ls.row = plannedRow{name: name, dest: dest}
+	if err := row.Scan(&ls.row); err != nil {
 		return nil, err
 	}
-	if err := ir.done(); err != nil {
+	if err := ls.ir.done(); err != nil {
 		return nil, err
 	}
-	l.issue, l.IssueID, l.CompanyID = &iss, iss.ID, iss.CompanyID
-	l.OwnedByCaller, l.AgentActive, l.AssigneeInCompany = owned != nil && *owned, active != nil && *active,
-		assigneeCompany != nil && *assigneeCompany
-	return &l, nil
+	l.issue, l.IssueID, l.CompanyID = &ls.iss, ls.iss.ID, ls.iss.CompanyID
+	l.OwnedByCaller = ls.owned.Valid && ls.owned.Bool
+	l.AgentActive = ls.active.Valid && ls.active.Bool
+	l.AssigneeInCompany = ls.assigneeCompany.Valid && ls.assigneeCompany.Bool
+	return l, nil
+}
+
+// lockScan is what scanLockAnswer scans one answer into: the answer, its
+// issue, the issue's times, the three nullable flags (NULL is false) and
+// the destinations (1 + 18 issue columns + 13).
+type lockScan struct {
+	l                              lockAnswer
+	iss                            clasp.Issue
+	ir                             issueRow
+	owned, active, assigneeCompany pgtype.Bool
+	dest                           [32]any
+	row                            plannedRow
 }
 
 // lockArgs are the arguments every lock rule statement takes: the issue

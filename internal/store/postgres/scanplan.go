@@ -63,7 +63,8 @@ type plannedRow struct {
 	dest []any
 }
 
-// ScanRow implements pgx.RowScanner.
+// ScanRow implements pgx.RowScanner (also through a pointer, which
+// passes to Scan without a copy of its own).
 func (p plannedRow) ScanRow(rows pgx.Rows) error {
 	fds, values := rows.FieldDescriptions(), rows.RawValues()
 	if len(fds) != len(p.dest) || len(values) != len(fds) {
