@@ -372,10 +372,15 @@ func OrNil(p *string) any {
 // rident: SplitRef) within actor a's scope (company: Scope), a's run and
 // agent, and whether a is the board.
 func LockArgs(ref string, a Actor) Args {
-	rid, rident := SplitRef(ref)
 	// Sized for what the lock rules add (ActorArgs, the checkout's and the
 	// PATCH's arguments), so that the map is allocated once.
-	args := make(Args, lockArgsSize)
+	return FillLockArgs(make(Args, lockArgsSize), ref, a)
+}
+
+// FillLockArgs is LockArgs into args, an empty map (one a dialect reuses),
+// which it returns.
+func FillLockArgs(args Args, ref string, a Actor) Args {
+	rid, rident := SplitRef(ref)
 	args["rid"], args["rident"], args["company"] = rid, rident, Scope(a)
 	args["run"], args["agent"], args["board"] = a.RunID, a.AgentID, a.IsBoard()
 	return args

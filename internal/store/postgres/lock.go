@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -121,6 +122,28 @@ func lockArgs(ref string, a store.Actor) namedArgs {
 	return actorArgs(namedArgs(store.LockArgs(ref, a)), a)
 }
 
+// pooledLockArgs is lockArgs in a map taken from lockArgsPool, for the
+// rules run on every checkout and release; give it back with
+// putLockArgs once its statement has run (pgx keeps no reference to it:
+// RewriteQuery copies the values out).
+func pooledLockArgs(ref string, a store.Actor) namedArgs {
+	m, _ := lockArgsPool.Get().(namedArgs)
+	if m == nil {
+		return lockArgs(ref, a)
+	}
+	return actorArgs(namedArgs(store.FillLockArgs(store.Args(m), ref, a)), a)
+}
+
+// putLockArgs empties args and keeps it for pooledLockArgs.
+func putLockArgs(args namedArgs) {
+	clear(args)
+	lockArgsPool.Put(args)
+}
+
+// lockArgsPool holds emptied argument maps of lock rules (their buckets
+// stay allocated).
+var lockArgsPool sync.Pool
+
 // byRef names the variant of a lock rule statement that finds the issue
 // the way args name it (store.LockArgs): byID when the reference is an id
 // (@rid), byIdent when it is an identifier (@rident, also for a reference
@@ -152,7 +175,8 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 		return nil, err
 	}
 	a := p.Actor
-	args := lockArgs(p.Ref, a)
+	args := pooledLockArgs(p.Ref, a)
+	defer putLockArgs(args)
 	args["agent"], args["expected"] = p.AgentID, expected
 	if a.IsBoard() {
 		l, err := s.lockRule(ctx, "BoardCheckout", "board checkout of issue", p.Ref, args)
@@ -273,7 +297,8 @@ func (s *Store) IssueRelease(ctx context.Context, p *store.IssueReleaseParams) (
 	if err := store.ValidateRelease(p.Actor); err != nil {
 		return nil, err
 	}
-	args := lockArgs(p.Ref, p.Actor)
+	args := pooledLockArgs(p.Ref, p.Actor)
+	defer putLockArgs(args)
 	args["unassign"] = p.Unassign
 	l, err := s.lockRule(ctx, byRef(args, "Release", "ReleaseByIdentifier"), "release issue", p.Ref, args)
 	if err != nil || l.changed {
