@@ -21,11 +21,6 @@ type issueRow struct {
 	created, updated                        pgtype.Timestamptz
 }
 
-// dest returns the scan destinations of store.IssueCols, in order.
-func (r *issueRow) dest(i *clasp.Issue) []any {
-	return r.appendDest(make([]any, 0, 18), i)
-}
-
 // appendDest appends the scan destinations of store.IssueCols, in order,
 // to dst and returns it.
 func (r *issueRow) appendDest(dst []any, i *clasp.Issue) []any {
