@@ -42,8 +42,14 @@ func gcPercentFor(live uint64) int {
 	if live == 0 {
 		return GCMaxPercent
 	}
-	p := (GCHeapFloor - int64(live)) * 100 / int64(live)
-	return int(min(max(p, gcMinPercent), GCMaxPercent))
+	if live >= GCHeapFloor/2 {
+		return gcMinPercent
+	}
+	p := (GCHeapFloor - live) * 100 / live // live < GCHeapFloor/2: no wrap
+	if p >= GCMaxPercent {
+		return GCMaxPercent
+	}
+	return int(max(p, gcMinPercent)) // #nosec G115 -- p is in [100, 400)
 }
 
 var gcTuneOnce sync.Once
