@@ -153,24 +153,24 @@ func TestLocalTrustedNeedsNoSignIn(t *testing.T) {
 	}
 }
 
-// TestUnknownIssuePageIs404: an issue page for an identifier, UUID or
-// malformed reference that names no issue answers 404 with the API's
-// message on a page, never a 500 from rendering the issue template
-// without its issue.
+// TestUnknownIssuePageIs404: an issue page for an identifier or UUID that
+// names no issue answers 404, and one for a reference that cannot be an
+// issue's 400, as the API answers, with the API's message on a page, never
+// a 500 from rendering the issue template without its issue.
 func TestUnknownIssuePageIs404(t *testing.T) {
 	u, _ := newBoard(t, board.Config{LocalTrusted: true})
 	res, body := do(t, "POST", u+"/api/companies", `{"name":"Acme","issuePrefix":"ACME"}`, map[string]string{"Content-Type": "application/json"})
 	if res.StatusCode != http.StatusCreated {
 		t.Fatalf("create company: %d %s", res.StatusCode, body)
 	}
-	for _, ref := range []string{"ACME-999", "NOPE-1", "0194c5a0-0000-7000-8000-000000000000", "%ff"} {
+	for ref, want := range map[string]int{"ACME-999": 404, "NOPE-1": 404, "0194c5a0-0000-7000-8000-000000000000": 404, "%ff": 400, "not-an-issue": 400} {
 		res, body := do(t, "GET", u+"/issues/"+ref, "", nil)
-		if res.StatusCode != http.StatusNotFound {
-			t.Errorf("GET /issues/%s: %d, want 404\n%s", ref, res.StatusCode, body)
+		if res.StatusCode != want {
+			t.Errorf("GET /issues/%s: %d, want %d\n%s", ref, res.StatusCode, want, body)
 			continue
 		}
 		if !strings.Contains(body, `role="alert"`) || !strings.Contains(body, "Back to the board") {
-			t.Errorf("GET /issues/%s: the 404 page shows no message or no way back:\n%s", ref, body)
+			t.Errorf("GET /issues/%s: the %d page shows no message or no way back:\n%s", ref, want, body)
 		}
 	}
 }

@@ -84,7 +84,7 @@ func (s *Server) companyList(ctx context.Context, c *call) (int, any, error) {
 
 // companyGet: GET /api/companies/{companyId} (board). 404 not_found.
 func (s *Server) companyGet(ctx context.Context, c *call) (int, any, error) {
-	id, _ := parseUUID(c.r.PathValue("companyId")) // prepare checked it
+	id := pathUUID(c, "companyId")
 	co, err := s.st.CompanyGet(ctx, id)
 	if err != nil {
 		return 0, nil, err
@@ -97,7 +97,7 @@ func (s *Server) companyGet(ctx context.Context, c *call) (int, any, error) {
 // list of a missing company is not an empty list; an agent's own company
 // exists (prepare allowed only that one).
 func (s *Server) companyID(ctx context.Context, c *call) (string, error) {
-	id, _ := parseUUID(c.r.PathValue("companyId"))
+	id := pathUUID(c, "companyId")
 	if c.who.board {
 		if _, err := s.st.CompanyGet(ctx, id); err != nil {
 			return "", err
@@ -145,7 +145,7 @@ func (in *agentCreateIn) validate() error {
 // already_exists for a taken name key. The adapter, validated before
 // anything is written, is stored right after the agent.
 func (s *Server) agentCreate(ctx context.Context, c *call, in *agentCreateIn) (int, any, error) {
-	cid, _ := parseUUID(c.r.PathValue("companyId"))
+	cid := pathUUID(c, "companyId")
 	p := &store.AgentCreateParams{CompanyID: cid, Name: *in.Name, Actor: c.actor()}
 	if in.Role != nil {
 		p.Role = *in.Role
@@ -190,24 +190,16 @@ func (s *Server) agentList(ctx context.Context, c *call) (int, any, error) {
 	return http.StatusOK, list(items), nil
 }
 
-// pathAgentID returns the {id} of an agent route; 404 if it is not a UUID.
-func pathAgentID(c *call) (string, error) {
-	id, ok := parseUUID(c.r.PathValue("id"))
-	if !ok {
-		return "", clasp.Errorf(clasp.CodeNotFound, "Agent %q does not exist.", truncate(c.r.PathValue("id"), 64))
-	}
-	return id, nil
-}
+// pathAgentID returns the {id} of an agent route, canonical (prepare
+// refused the request unless it is a UUID).
+func pathAgentID(c *call) string { return pathUUID(c, "id") }
 
 // agentGet: GET /api/agents/{id} (board: the agent with its "adapter",
 // null for none; an agent: an agent of its own company, without adapter
 // settings, RULES.md, Actors and credentials). 404 not_found, also for an agent of another
 // company.
 func (s *Server) agentGet(ctx context.Context, c *call) (int, any, error) {
-	id, err := pathAgentID(c)
-	if err != nil {
-		return 0, nil, err
-	}
+	id := pathAgentID(c)
 	a, err := s.st.AgentGet(ctx, id)
 	if err != nil {
 		return 0, nil, err
@@ -264,10 +256,7 @@ func (in *agentUpdateIn) validate() error {
 // already_exists for a taken name; 422 precondition_failed for an adapter
 // of a terminated agent.
 func (s *Server) agentUpdate(ctx context.Context, c *call, in *agentUpdateIn) (int, any, error) {
-	id, err := pathAgentID(c)
-	if err != nil {
-		return 0, nil, err
-	}
+	id := pathAgentID(c)
 	hst, _ := s.st.(store.HeartbeatStore)
 	if in.Adapter != nil {
 		if hst == nil {
@@ -278,6 +267,7 @@ func (s *Server) agentUpdate(ctx context.Context, c *call, in *agentUpdateIn) (i
 		}
 	}
 	var a *clasp.Agent
+	var err error
 	if in.Status != nil || in.Name != nil || in.Role != nil {
 		a, err = s.st.AgentUpdate(ctx, &store.AgentUpdateParams{AgentID: id, Status: in.Status, Name: in.Name, Role: in.Role, Actor: c.actor()})
 		s.creds.forgetAgent(id) // its status, keys and runs may have changed
@@ -322,10 +312,7 @@ func (in *keyCreateIn) validate() error {
 // stored only as its hash; name defaults to "default". 404 for a missing
 // agent.
 func (s *Server) agentKeyCreate(ctx context.Context, c *call, in *keyCreateIn) (int, any, error) {
-	id, err := pathAgentID(c)
-	if err != nil {
-		return 0, nil, err
-	}
+	id := pathAgentID(c)
 	token, hash := NewToken(TokenAgentKey)
 	name := ""
 	if in.Name != nil {
@@ -341,10 +328,7 @@ func (s *Server) agentKeyCreate(ctx context.Context, c *call, in *keyCreateIn) (
 
 // agentKeyList: GET /api/agents/{id}/keys (board): the keys, never secrets.
 func (s *Server) agentKeyList(ctx context.Context, c *call) (int, any, error) {
-	id, err := pathAgentID(c)
-	if err != nil {
-		return 0, nil, err
-	}
+	id := pathAgentID(c)
 	if _, err := s.st.AgentGet(ctx, id); err != nil {
 		return 0, nil, err
 	}
@@ -358,14 +342,8 @@ func (s *Server) agentKeyList(ctx context.Context, c *call) (int, any, error) {
 // agentKeyRevoke: DELETE /api/agents/{id}/keys/{keyId} (board). 200 key
 // (revoking twice answers the key unchanged); 404 for no such key.
 func (s *Server) agentKeyRevoke(ctx context.Context, c *call) (int, any, error) {
-	id, err := pathAgentID(c)
-	if err != nil {
-		return 0, nil, err
-	}
-	keyID, ok := parseUUID(c.r.PathValue("keyId"))
-	if !ok {
-		return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Key %q does not exist.", truncate(c.r.PathValue("keyId"), 64))
-	}
+	id := pathAgentID(c)
+	keyID := pathUUID(c, "keyId")
 	k, err := s.st.AgentKeyRevoke(ctx, id, keyID, c.actor())
 	s.creds.forgetAgent(id)
 	if err != nil {

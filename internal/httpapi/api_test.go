@@ -372,10 +372,10 @@ func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 	}
 	res = b.do("PUT", "/api/companies", req{})
 	wantErr(t, res, 405, clasp.CodeMethodNotAllowed, "")
-	// Ids that cannot exist.
-	wantErr(t, b.do("GET", "/api/companies/nope", req{}), 404, clasp.CodeNotFound, "")
+	// Ids that cannot be ids (400), and ids of nothing (404).
+	wantErr(t, b.do("GET", "/api/companies/nope", req{}), 400, clasp.CodeInvalidRequest, "companyId")
 	wantErr(t, b.do("GET", "/api/companies/0b0e2b53-6f42-4d6e-8f0c-2b7c1b9d1c3e/issues", req{}), 404, clasp.CodeNotFound, "")
-	wantErr(t, b.do("GET", "/api/runs/nope", req{}), 404, clasp.CodeNotFound, "")
+	wantErr(t, b.do("GET", "/api/runs/nope", req{}), 400, clasp.CodeInvalidRequest, "id")
 	wantErr(t, b.do("GET", "/api/agents/0b0e2b53-6f42-4d6e-8f0c-2b7c1b9d1c3e", req{}), 404, clasp.CodeNotFound, "")
 	wantErr(t, b.do("GET", "/api/issues/NOPE-1", req{}), 404, clasp.CodeNotFound, "")
 }

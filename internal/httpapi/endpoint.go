@@ -57,6 +57,9 @@ type endpoint struct {
 	idempotent bool
 	// serve does the work and returns the status and value of a success.
 	serve func(ctx context.Context, c *call) (int, any, error)
+	// params are the pattern's path wildcards and the ids they take, set
+	// by Server.handle (pathParams).
+	params []pathID
 }
 
 // call is one request being served.
@@ -124,12 +127,14 @@ func noBody(fn func(ctx context.Context, c *call) (int, any, error)) func(contex
 
 // handle registers ep on the mux and records its pattern in s.patterns.
 func (s *Server) handle(ep endpoint) {
+	ep.params = pathParams(ep.pattern)
 	s.patterns = append(s.patterns, ep.pattern)
 	s.mux.HandleFunc(ep.pattern, func(w http.ResponseWriter, r *http.Request) { s.serveEndpoint(w, r, &ep) })
 }
 
 // serveEndpoint runs the common steps of every /api endpoint, in order:
-// authenticate (401/403), check access (403), read the run header (400) and
+// authenticate (401/403), check access (403), check the ids in the path
+// (400, checkPathIDs), read the run header (400) and
 // the run rules (401 run_id_required), check the company of a company route
 // (403), read the capped body (413, or 408 if it does not arrive in time),
 // read Idempotency-Key (400), then serve. A creation the store replayed for
@@ -256,6 +261,9 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep *endpoint) (
 			return c, clasp.InvalidField("query", "The query string is malformed (%v); escape %% as %%25.", err)
 		}
 	}
+	if err := checkPathIDs(r, ep.params); err != nil {
+		return c, err
+	}
 	c2, err := s.prepareCall(c)
 	if c2 == nil {
 		c2 = c
@@ -284,10 +292,7 @@ func (s *Server) prepareCall(c *call) (*call, error) {
 			c.runID = who.tokenRun.ID
 		}
 		if ep.run == runInPath {
-			pathRun, ok := parseUUID(r.PathValue("id"))
-			if !ok {
-				return nil, clasp.Errorf(clasp.CodeNotFound, "Run %q does not exist.", truncate(r.PathValue("id"), 64))
-			}
+			pathRun, _ := parseUUID(r.PathValue("id")) // checkPathIDs checked it
 			switch {
 			case c.runID == "":
 				c.runID = pathRun
@@ -306,14 +311,9 @@ func (s *Server) prepareCall(c *call) (*call, error) {
 			return nil, clasp.Errorf(clasp.CodeUnauthenticated, "This server accepts only run tokens for this call (--require-run-token); authenticate with the runToken of your run.")
 		}
 	}
-	if cid := r.PathValue("companyId"); cid != "" {
-		id, ok := parseUUID(cid)
-		if !who.board {
-			if !ok || id != who.agent.CompanyID {
-				return nil, clasp.Errorf(clasp.CodeForbidden, "An agent may act only in its own company.")
-			}
-		} else if !ok {
-			return nil, clasp.Errorf(clasp.CodeNotFound, "Company %q does not exist.", truncate(cid, 64))
+	if cid := r.PathValue("companyId"); cid != "" && !who.board {
+		if id, _ := parseUUID(cid); id != who.agent.CompanyID { // checkPathIDs checked it
+			return nil, clasp.Errorf(clasp.CodeForbidden, "An agent may act only in its own company.")
 		}
 	}
 	if err := checkContentType(r); err != nil {

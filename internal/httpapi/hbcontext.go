@@ -66,13 +66,14 @@ type hbActions struct {
 // (board, or an agent of the issue's company; read-only, Paperclip's
 // route): what an agent reads at the start of a heartbeat. 404 for an
 // issue not visible to the caller; a wakeCommentId that is no comment of
-// the issue gives wakeComment null, as in Paperclip.
+// the issue gives wakeComment null, as in Paperclip, and one that is not a
+// UUID 400 invalid_request naming it (uuidParam).
 func (s *Server) heartbeatContext(ctx context.Context, c *call) (int, any, error) {
-	ref, err := issueRef(c)
+	wakeID, err := uuidParam(c.r.URL.Query(), "wakeCommentId", "a comment id (a UUID)")
 	if err != nil {
 		return 0, nil, err
 	}
-	iss, err := s.st.IssueGet(ctx, c.scope(), ref)
+	iss, err := s.st.IssueGet(ctx, c.scope(), issueRef(c))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -84,14 +85,12 @@ func (s *Server) heartbeatContext(ctx context.Context, c *call) (int, any, error
 	if len(cs) > 0 {
 		out.CommentCursor = hbCommentCursor{LatestCommentID: &cs[0].ID, LatestCommentAt: &cs[0].CreatedAt}
 	}
-	if v := c.r.URL.Query().Get("wakeCommentId"); v != "" {
-		if id, ok := parseUUID(v); ok {
-			wc, err := s.st.CommentGet(ctx, c.scope(), iss.ID, id)
-			if err != nil && clasp.ErrorCode(err) != clasp.CodeNotFound {
-				return 0, nil, err
-			}
-			out.WakeComment = wc
+	if wakeID != "" {
+		wc, err := s.st.CommentGet(ctx, c.scope(), iss.ID, wakeID)
+		if err != nil && clasp.ErrorCode(err) != clasp.CodeNotFound {
+			return 0, nil, err
 		}
+		out.WakeComment = wc
 	}
 	// The holder's run decides L1, L4 and L5: live or dead.
 	var holder *clasp.Run

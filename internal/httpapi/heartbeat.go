@@ -103,8 +103,8 @@ func (in *agentWakeupIn) validate() error {
 			return clasp.InvalidField("reason", "Field \"reason\" must be one of on_demand (the default), timer, assignment; not %q.", truncate(*in.Reason, 64))
 		}
 	}
-	if in.IssueID != nil && !validRef(*in.IssueID) {
-		return clasp.InvalidField("issueId", "Field \"issueId\" must be an issue id or identifier.")
+	if in.IssueID != nil && !validIssueRef(*in.IssueID) {
+		return clasp.InvalidField("issueId", "Field \"issueId\" must be an issue's UUID or its identifier (PREFIX-N, such as ENG-12), not %q.", truncate(*in.IssueID, 64))
 	}
 	if in.IdempotencyKey != nil && (*in.IdempotencyKey == "" || len(*in.IdempotencyKey) > maxIdempotencyKey) {
 		return clasp.InvalidField("idempotencyKey", "Field \"idempotencyKey\" must be 1 to %d characters.", maxIdempotencyKey)
@@ -133,10 +133,7 @@ type wakeOut struct {
 // store.WakeIssueRefusal), 409 checkout_conflict (another agent's issue)
 // or 422 precondition_failed (done or cancelled), nothing written.
 func (s *Server) agentWakeup(ctx context.Context, c *call, in *agentWakeupIn) (int, any, error) {
-	id, err := pathAgentID(c)
-	if err != nil {
-		return 0, nil, err
-	}
+	id := pathAgentID(c)
 	if !c.who.board && c.who.agent.ID != id {
 		if a, err := s.st.AgentGet(ctx, id); err != nil || a.CompanyID != c.who.agent.CompanyID {
 			return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Agent %s does not exist.", id)
@@ -189,10 +186,7 @@ const (
 // visibleRun returns the run of the path's {id}: 404 not_found for a
 // missing run or, for an agent, another agent's run (the board sees all).
 func (s *Server) visibleRun(ctx context.Context, c *call) (*clasp.Run, error) {
-	id, ok := parseUUID(c.r.PathValue("id"))
-	if !ok {
-		return nil, clasp.Errorf(clasp.CodeNotFound, "Run %q does not exist.", truncate(c.r.PathValue("id"), 64))
-	}
+	id := pathUUID(c, "id")
 	run, err := s.st.RunGet(ctx, id)
 	if err != nil {
 		return nil, err

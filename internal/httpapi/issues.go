@@ -12,15 +12,9 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// issueRef returns the {id} of an issue route (a UUID or an identifier);
-// 404 for values no issue can have.
-func issueRef(c *call) (string, error) {
-	ref := c.r.PathValue("id")
-	if !validRef(ref) {
-		return "", clasp.Errorf(clasp.CodeNotFound, "Issue %q does not exist.", truncate(ref, 64))
-	}
-	return ref, nil
-}
+// issueRef returns the {id} of an issue route: a UUID or an identifier
+// (prepare refused the request unless it has that shape, validIssueRef).
+func issueRef(c *call) string { return c.r.PathValue("id") }
 
 // scope returns the company an agent's lookups are limited to ("" for the board).
 func (c *call) scope() string {
@@ -71,7 +65,7 @@ func (s *Server) issueCreate(ctx context.Context, c *call, in *issueCreateIn) (i
 	if err := bodyIdempotencyKey(c, in.IdempotencyKey); err != nil {
 		return 0, nil, err
 	}
-	cid, _ := parseUUID(c.r.PathValue("companyId"))
+	cid := pathUUID(c, "companyId")
 	p := &store.IssueCreateParams{CompanyID: cid, Title: *in.Title, Actor: c.actor(), Idempotency: c.idem}
 	if in.Description != nil {
 		p.Description = *in.Description
@@ -142,15 +136,12 @@ func (s *Server) issueList(ctx context.Context, c *call) (int, any, error) {
 		}
 	}
 	switch v := q.Get("assigneeAgentId"); v {
-	case "":
 	case "none", "null":
 		p.Unassigned = true
 	default:
-		id, ok := parseUUID(v)
-		if !ok {
-			return 0, nil, clasp.InvalidField("assigneeAgentId", "Query parameter assigneeAgentId must be a UUID or \"none\", not %q.", truncate(v, 64))
+		if p.AssigneeAgentID, err = uuidParam(q, "assigneeAgentId", `an agent id (a UUID) or "none"`); err != nil {
+			return 0, nil, err
 		}
-		p.AssigneeAgentID = id
 	}
 	switch v := q.Get("unassigned"); v {
 	case "", "false":
@@ -176,10 +167,7 @@ func (s *Server) issueList(ctx context.Context, c *call) (int, any, error) {
 // issueGet: GET /api/issues/{id} (UUID or identifier, case-insensitive).
 // 404 not_found, also for another company's issue.
 func (s *Server) issueGet(ctx context.Context, c *call) (int, any, error) {
-	ref, err := issueRef(c)
-	if err != nil {
-		return 0, nil, err
-	}
+	ref := issueRef(c)
 	iss, err := s.st.IssueGet(ctx, c.scope(), ref)
 	if err != nil {
 		return 0, nil, err
@@ -296,10 +284,7 @@ func (in *issueUpdateIn) validate() error {
 // issue as it is now, with Idempotent-Replayed: true; the same key with
 // another body: 422 idempotency_key_reused. 200 issue.
 func (s *Server) issueUpdate(ctx context.Context, c *call, in *issueUpdateIn) (int, any, error) {
-	ref, err := issueRef(c)
-	if err != nil {
-		return 0, nil, err
-	}
+	ref := issueRef(c)
 	if !c.who.board && in.Status != nil && *in.Status == clasp.IssueInProgress {
 		return 0, nil, errAgentInProgress()
 	}
@@ -360,10 +345,7 @@ func (in *checkoutIn) validate() error {
 // issue; 409 checkout_conflict with the holder in details; 404 for an
 // issue not visible to the caller.
 func (s *Server) issueCheckout(ctx context.Context, c *call, in *checkoutIn) (status int, v any, err error) {
-	ref, err := issueRef(c)
-	if err != nil {
-		return 0, nil, err
-	}
+	ref := issueRef(c)
 	var res store.CheckoutResult
 	defer func() { s.countCheckout(&res, err) }()
 	if err := refusePaused(c, "check out issues"); err != nil {
@@ -427,10 +409,7 @@ func (in *releaseIn) compatFields() map[string]compatField { return releaseCompa
 // cleared, in_progress becomes todo, the assignee kept unless unassign.
 // 200 issue (also when there was no lock); 409 ownership_conflict.
 func (s *Server) issueRelease(ctx context.Context, c *call, in *releaseIn) (int, any, error) {
-	ref, err := issueRef(c)
-	if err != nil {
-		return 0, nil, err
-	}
+	ref := issueRef(c)
 	iss, err := s.st.IssueRelease(ctx, &store.IssueReleaseParams{Ref: ref, Unassign: in.Unassign, Actor: c.actor()})
 	if err != nil {
 		return 0, nil, err
@@ -452,10 +431,7 @@ func (in *forceReleaseIn) validate() error {
 // clears every lock whoever holds it, audited with
 // issue.admin_force_release {previousCheckoutRunId, previousExecutionRunId, reason}.
 func (s *Server) issueForceRelease(ctx context.Context, c *call, in *forceReleaseIn) (int, any, error) {
-	ref, err := issueRef(c)
-	if err != nil {
-		return 0, nil, err
-	}
+	ref := issueRef(c)
 	iss, err := s.st.IssueForceRelease(ctx, &store.IssueForceReleaseParams{Ref: ref, Reason: *in.Reason, ClearAssignee: in.ClearAssignee, Actor: c.actor()})
 	if err != nil {
 		return 0, nil, err
@@ -482,10 +458,7 @@ func (in *commentCreateIn) validate() error {
 // issue's company, with its run if it names one). 201 comment; a repeat
 // with the same Idempotency-Key answers the comment created first.
 func (s *Server) commentCreate(ctx context.Context, c *call, in *commentCreateIn) (int, any, error) {
-	ref, err := issueRef(c)
-	if err != nil {
-		return 0, nil, err
-	}
+	ref := issueRef(c)
 	if in.AuthorType != nil {
 		own := map[bool]map[string]bool{true: {"user": true, "board": true}, false: {"agent": true}}[c.who.board]
 		if !own[*in.AuthorType] {
@@ -525,10 +498,7 @@ func (s *Server) commentCreate(ctx context.Context, c *call, in *commentCreateIn
 // parameter for a bad order, or an after or cursor that is no comment id
 // of the issue.
 func (s *Server) commentList(ctx context.Context, c *call) (int, any, error) {
-	ref, err := issueRef(c)
-	if err != nil {
-		return 0, nil, err
-	}
+	ref := issueRef(c)
 	q := c.r.URL.Query()
 	page, err := pageParams(q)
 	if err != nil {
@@ -542,17 +512,11 @@ func (s *Server) commentList(ctx context.Context, c *call) (int, any, error) {
 	default:
 		return 0, nil, clasp.InvalidField("order", "Query parameter order must be asc (oldest first) or desc (newest first, the default), not %q.", truncate(v, 32))
 	}
-	for _, f := range []struct {
-		name string
-		dst  *string
-	}{{"after", &p.After}, {"cursor", &p.Cursor}} {
-		if v := q.Get(f.name); v != "" {
-			id, ok := parseUUID(v)
-			if !ok {
-				return 0, nil, clasp.InvalidField(f.name, "Query parameter %s must be a comment id (a UUID).", f.name)
-			}
-			*f.dst = id
-		}
+	if p.After, err = uuidParam(q, "after", "a comment id (a UUID)"); err != nil {
+		return 0, nil, err
+	}
+	if p.Cursor, err = uuidParam(q, "cursor", "a comment id (a UUID)"); err != nil {
+		return 0, nil, err
 	}
 	items, err := s.st.CommentList(ctx, p)
 	if err != nil {
@@ -568,14 +532,8 @@ func (s *Server) commentList(ctx context.Context, c *call) (int, any, error) {
 // of the issue's company): one comment. 404 not_found for an issue not
 // visible to the caller, or a comment that is not of that issue.
 func (s *Server) commentGet(ctx context.Context, c *call) (int, any, error) {
-	ref, err := issueRef(c)
-	if err != nil {
-		return 0, nil, err
-	}
-	id, ok := parseUUID(c.r.PathValue("commentId"))
-	if !ok {
-		return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Comment %q does not exist.", truncate(c.r.PathValue("commentId"), 64))
-	}
+	ref := issueRef(c)
+	id := pathUUID(c, "commentId")
 	cm, err := s.st.CommentGet(ctx, c.scope(), ref, id)
 	if err != nil {
 		return 0, nil, err
@@ -583,19 +541,23 @@ func (s *Server) commentGet(ctx context.Context, c *call) (int, any, error) {
 	return http.StatusOK, cm, nil
 }
 
-// activityFilters reads action and entityId.
+// activityFilters reads action and entityId (an entity's UUID: an issue,
+// agent, run or company; 400 invalid_request naming it otherwise, as every
+// id filter, uuidParam).
 func activityFilters(c *call, p *store.ActivityListParams) error {
 	q := c.r.URL.Query()
-	p.Action, p.EntityID = q.Get("action"), q.Get("entityId")
-	return firstErr(maxText("action", p.Action, maxRefLen), maxText("entityId", p.EntityID, maxRefLen))
+	p.Action = q.Get("action")
+	if err := maxText("action", p.Action, maxRefLen); err != nil {
+		return err
+	}
+	var err error
+	p.EntityID, err = uuidParam(q, "entityId", "an entity id (a UUID)")
+	return err
 }
 
 // issueActivity: GET /api/issues/{id}/activity?action=&limit=&cursor=, newest first.
 func (s *Server) issueActivity(ctx context.Context, c *call) (int, any, error) {
-	ref, err := issueRef(c)
-	if err != nil {
-		return 0, nil, err
-	}
+	ref := issueRef(c)
 	page, err := pageParams(c.r.URL.Query())
 	if err != nil {
 		return 0, nil, err

@@ -16,19 +16,20 @@ import (
 
 // Malformed requests: references, query strings, paths and bodies each get a JSON error and change nothing.
 
-// TestNULInIssueReferenceIsNotFound: an issue reference holding NUL or
-// invalid UTF-8 (/api/issues/%00) names no issue: 404 on every route, on
-// PostgreSQL too, which refuses such text parameters (they never reach
-// it). A wake naming such an issue is 400 naming issueId.
-func TestNULInIssueReferenceIsNotFound(t *testing.T) {
+// TestNULInIssueReferenceIsRefused: an issue reference holding NUL or
+// invalid UTF-8 (/api/issues/%00) is no issue reference: 400
+// invalid_request naming id on every route, on PostgreSQL too, which
+// refuses such text parameters (they never reach it). A wake naming such
+// an issue is 400 naming issueId.
+func TestNULInIssueReferenceIsRefused(t *testing.T) {
 	t.Parallel()
 	bothStores(t, func(t *testing.T, b *bundle) {
 		w := b.world("NU")
 		for _, ref := range []string{"%00", "NU-%00", "a%00b", "%ff%fe"} {
-			wantErr(t, b.do("GET", "/api/issues/"+ref, req{}), http.StatusNotFound, clasp.CodeNotFound, "")
-			wantErr(t, b.do("PATCH", "/api/issues/"+ref, req{body: map[string]any{"title": "x"}}), http.StatusNotFound, clasp.CodeNotFound, "")
-			wantErr(t, b.do("GET", "/api/issues/"+ref+"/activity", req{}), http.StatusNotFound, clasp.CodeNotFound, "")
-			wantErr(t, b.checkout(ref, w.ka, w.ra1.ID, w.a.ID, clasp.IssueTodo), http.StatusNotFound, clasp.CodeNotFound, "")
+			wantErr(t, b.do("GET", "/api/issues/"+ref, req{}), http.StatusBadRequest, clasp.CodeInvalidRequest, "id")
+			wantErr(t, b.do("PATCH", "/api/issues/"+ref, req{body: map[string]any{"title": "x"}}), http.StatusBadRequest, clasp.CodeInvalidRequest, "id")
+			wantErr(t, b.do("GET", "/api/issues/"+ref+"/activity", req{}), http.StatusBadRequest, clasp.CodeInvalidRequest, "id")
+			wantErr(t, b.checkout(ref, w.ka, w.ra1.ID, w.a.ID, clasp.IssueTodo), http.StatusBadRequest, clasp.CodeInvalidRequest, "id")
 		}
 		wantErr(t, b.do("POST", "/api/agents/"+w.a.ID+"/wakeup", req{body: map[string]any{"issueId": "a\u0000"}}),
 			http.StatusBadRequest, clasp.CodeInvalidRequest, "issueId")

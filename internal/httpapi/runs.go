@@ -31,8 +31,8 @@ type runOpenIn struct {
 }
 
 func (in *runOpenIn) validate() error {
-	if in.IssueID != nil && !validRef(*in.IssueID) {
-		return clasp.InvalidField("issueId", "Field \"issueId\" must be an issue id or identifier.")
+	if in.IssueID != nil && !validIssueRef(*in.IssueID) {
+		return clasp.InvalidField("issueId", "Field \"issueId\" must be an issue's UUID or its identifier (PREFIX-N, such as ENG-12), not %q.", truncate(*in.IssueID, 64))
 	}
 	if in.InvocationSource != nil {
 		if err := requiredText("invocationSource", in.InvocationSource, maxSourceLen); err != nil {
@@ -127,11 +127,7 @@ func (in *runFinishIn) validate() error {
 func (s *Server) runFinish(ctx context.Context, c *call, in *runFinishIn) (int, any, error) {
 	runID := c.runID // the agent's: checked and touched
 	if c.who.board {
-		id, ok := parseUUID(c.r.PathValue("id"))
-		if !ok {
-			return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Run %q does not exist.", truncate(c.r.PathValue("id"), 64))
-		}
-		runID = id
+		runID = pathUUID(c, "id")
 	}
 	run, err := s.st.RunFinish(ctx, &store.RunFinishParams{RunID: runID, Status: *in.Status, ExitCode: in.ExitCode, Error: in.Error, Actor: c.actor()})
 	s.creds.forgetRun(runID)
@@ -143,10 +139,7 @@ func (s *Server) runFinish(ctx context.Context, c *call, in *runFinishIn) (int, 
 
 // runGet: GET /api/runs/{id} (board, or an agent of the run's company). 404 not_found.
 func (s *Server) runGet(ctx context.Context, c *call) (int, any, error) {
-	id, ok := parseUUID(c.r.PathValue("id"))
-	if !ok {
-		return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Run %q does not exist.", truncate(c.r.PathValue("id"), 64))
-	}
+	id := pathUUID(c, "id")
 	run, err := s.st.RunGet(ctx, id)
 	if err != nil {
 		return 0, nil, err
@@ -175,12 +168,8 @@ func (s *Server) runList(ctx context.Context, c *call) (int, any, error) {
 			p.Statuses = append(p.Statuses, st)
 		}
 	}
-	if v := q.Get("agentId"); v != "" {
-		id, ok := parseUUID(v)
-		if !ok {
-			return 0, nil, clasp.InvalidField("agentId", "Query parameter agentId must be a UUID, not %q.", truncate(v, 64))
-		}
-		p.AgentID = id
+	if p.AgentID, err = uuidParam(q, "agentId", "an agent id (a UUID)"); err != nil {
+		return 0, nil, err
 	}
 	if p.CompanyID, err = s.companyID(ctx, c); err != nil {
 		return 0, nil, err

@@ -88,9 +88,3 @@ func firstErr(errs ...error) error {
 	}
 	return nil
 }
-
-// validRef reports whether a path's issue reference (UUID or identifier)
-// is worth looking up; others answer 404 without a query.
-func validRef(ref string) bool {
-	return ref != "" && len(ref) <= maxRefLen && utf8.ValidString(ref) && !strings.ContainsRune(ref, 0)
-}

@@ -21,6 +21,8 @@ import (
 //   - 409 ownership_conflict: ownership_lost, stop working on the issue;
 //   - 409 run_not_live (errRunLost): run_lost, the released issues, a new
 //     run opened, nothing retried;
+//   - 400 for an issue argument that is no issue reference: error.field
+//     "issue";
 //   - 401, 403, 404, 400/422, 429/503, no answer: one sentence each.
 func (s *Session) fail(ctx context.Context, env *Envelope, ref string, err error) {
 	issue := ref
@@ -99,6 +101,13 @@ func (s *Session) fail(ctx context.Context, env *Envelope, ref string, err error
 		}
 		env.Message = what + " (404): there is no such issue in this agent's company. Check the identifier (e.g. with list_my_issues); retrying as is fails again."
 	case clasp.CodeInvalidRequest, clasp.CodePreconditionFailed, clasp.CodeIdempotencyKeyReused, clasp.CodeRunNotFound, clasp.CodeBodyTooLarge:
+		if f, _ := e.Details["field"].(string); e.Code == clasp.CodeInvalidRequest && f == "id" && ref != "" {
+			// The server refused the issue route's path id: the issue
+			// argument has neither an identifier's nor a UUID's shape.
+			env.Error.Field = "issue"
+			env.Message = fmt.Sprintf("%q is not an issue reference (400 invalid_request): give the issue's identifier (e.g. ACME-12) or UUID. Check it (e.g. with list_my_issues); retrying as is fails again.", ref)
+			return
+		}
 		env.Message = fmt.Sprintf("The clasp server refused the request (%d %s): %s Fix the arguments; retrying as is fails again.", e.Status, e.Code, e.Message)
 	case clasp.CodeUnavailable, clasp.CodeRequestTimeout, clasp.CodeIdempotencyInFlight:
 		env.Message = fmt.Sprintf("The clasp server is busy or unavailable (%d %s). Retry in a few seconds.", e.Status, e.Code)

@@ -60,7 +60,7 @@ func addResources(srv *sdk.Server, s *Session) {
 		out := &IssueOut{}
 		if err := s.getIssue(ctx, IssueIn{Issue: id}, out); err != nil {
 			s.fail(ctx, &out.Envelope, id, err)
-			if out.Error != nil && out.Error.Code == "not_found" {
+			if out.Error != nil && (out.Error.Code == "not_found" || out.Error.Field == "issue") {
 				return nil, sdk.ResourceNotFoundError(req.Params.URI)
 			}
 		}

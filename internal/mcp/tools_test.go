@@ -382,7 +382,8 @@ func TestErrorSentences(t *testing.T) {
 }
 
 // TestResourcesAndPrompt reads clasp://run, clasp://issues/{id} and the
-// work_loop prompt.
+// work_loop prompt; a missing issue, or a reference that cannot be one, is
+// no resource.
 func TestResourcesAndPrompt(t *testing.T) {
 	w := newWorld(t, "", 30*time.Second, 1)
 	cs, _ := w.agentSession(0)
@@ -399,6 +400,9 @@ func TestResourcesAndPrompt(t *testing.T) {
 	}
 	if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "clasp://issues/ACME-404"}); err == nil {
 		t.Errorf("a missing issue's resource answered")
+	}
+	if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "clasp://issues/not-an-issue"}); err == nil {
+		t.Errorf("the resource of a reference that cannot be an issue answered")
 	}
 	p, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "work_loop"})
 	if err != nil || p.Messages[0].Content.(*sdk.TextContent).Text != mcp.Instructions {
@@ -522,10 +526,15 @@ func TestSentencesForOneAndMany(t *testing.T) {
 		t.Errorf("session_status holding two issues: message %q, want %q and both identifiers (%+v)", two.str("message"), want, two.S)
 	}
 
-	nf := call(t, cs, "get_issue", map[string]any{"issue": "not an issue"})
-	want = `Issue "not an issue" was not found (404): there is no such issue in this agent's company.`
+	nf := call(t, cs, "get_issue", map[string]any{"issue": "ACME-999"})
+	want = `Issue "ACME-999" was not found (404): there is no such issue in this agent's company.`
 	if !nf.IsError || nf.str("outcome") != "error" || nf.str("error", "code") != "not_found" || !strings.HasPrefix(nf.str("message"), want) {
-		t.Errorf("get_issue of %q: %+v; want isError not_found, message starting %q", "not an issue", nf.S, want)
+		t.Errorf("get_issue of %q: %+v; want isError not_found, message starting %q", "ACME-999", nf.S, want)
+	}
+	bad := call(t, cs, "get_issue", map[string]any{"issue": "not an issue"})
+	want = `"not an issue" is not an issue reference (400 invalid_request): give the issue's identifier (e.g. ACME-12) or UUID.`
+	if !bad.IsError || bad.str("outcome") != "error" || bad.str("error", "code") != "invalid_request" || bad.str("error", "field") != "issue" || !strings.HasPrefix(bad.str("message"), want) {
+		t.Errorf("get_issue of %q: %+v; want isError invalid_request naming issue, message starting %q", "not an issue", bad.S, want)
 	}
 }
 
