@@ -171,6 +171,52 @@ func (s *Set) Derive(name, from, old, new, doc string) error {
 	return nil
 }
 
+// Cut adds statement name: statement from without its marked regions,
+// and doc as its Doc. A region runs from a line that is exactly begin
+// (leading and trailing blanks aside) through the next line that is
+// exactly end, both included. It fails, adding nothing, when from does
+// not exist, name already does, from has no region, or a begin line has
+// no end line after it or an end line no begin before it (so an edit of
+// from that breaks a region fails at load, not at run time).
+func (s *Set) Cut(name, from, begin, end, doc string) error {
+	src, ok := s.byName[from]
+	if !ok {
+		return fmt.Errorf("cut statement %s: no statement %s", name, from)
+	}
+	if prev, ok := s.byName[name]; ok {
+		return fmt.Errorf("cut statement %s: it is already defined at %s:%d", name, prev.File, prev.Line)
+	}
+	var (
+		kept    []string
+		in      bool
+		regions int
+	)
+	for _, line := range strings.Split(src.SQL, "\n") {
+		switch t := strings.TrimSpace(line); {
+		case t == begin && in, t == end && !in:
+			return fmt.Errorf("cut statement %s from %s (%s:%d): %q where a region does not allow it", name, from, src.File, src.Line, t)
+		case t == begin:
+			in, regions = true, regions+1
+		case t == end:
+			in = false
+		case !in:
+			kept = append(kept, line)
+		}
+	}
+	switch {
+	case in:
+		return fmt.Errorf("cut statement %s from %s (%s:%d): a region %q has no %q after it", name, from, src.File, src.Line, begin, end)
+	case regions == 0:
+		return fmt.Errorf("cut statement %s from %s (%s:%d): no region %q", name, from, src.File, src.Line, begin)
+	}
+	st := src
+	st.Name, st.Doc, st.SQL = name, doc, strings.Join(kept, "\n")
+	s.byName[name] = st
+	s.names = append(s.names, name)
+	sort.Strings(s.names)
+	return nil
+}
+
 // Names returns every statement name, sorted.
 func (s *Set) Names() []string { return append([]string(nil), s.names...) }
 

@@ -144,3 +144,42 @@ func TestDerive(t *testing.T) {
 		t.Errorf("a failed Derive added a statement: %v", set.Names())
 	}
 }
+
+// TestCut: a cut statement is its source without its marked regions,
+// listed among the names; a source missing, a name taken, no region, or a
+// marker out of place is an error that adds nothing.
+func TestCut(t *testing.T) {
+	fsys := fstest.MapFS{"sql/a.sql": {Data: []byte("-- name: A\nSELECT a,\n  -- [opt\n  b,\n  -- ]\n  c FROM t\n  -- [opt\n  JOIN u\n  -- ]\n" +
+		"-- name: B\nSELECT 1\n-- [opt\n-- name: C\nSELECT 1\n-- ]\n-- name: D\nSELECT 1\n-- [opt\n-- [opt\n-- ]\n")}}
+	set, err := Load(fsys, "sql/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Cut("APlain", "A", "-- [opt", "-- ]", "A without its options."); err != nil {
+		t.Fatalf("Cut: %v", err)
+	}
+	if st, ok := set.Get("APlain"); !ok || st.SQL != "SELECT a,\n  c FROM t" || st.Doc != "A without its options." {
+		t.Errorf("cut statement: %+v, %v", st, ok)
+	}
+	if st, _ := set.Get("A"); !strings.Contains(st.SQL, "b,") {
+		t.Errorf("Cut changed its source: %q", st.SQL)
+	}
+	if got := strings.Join(set.Names(), ","); got != "A,APlain,B,C,D" {
+		t.Errorf("Names after Cut = %s, want A,APlain,B,C,D", got)
+	}
+	for _, c := range []struct{ name, from, want string }{
+		{"E", "Z", "no statement Z"},
+		{"B", "A", "already defined"},
+		{"E", "APlain", "no region"},
+		{"E", "B", "has no"},
+		{"E", "C", "does not allow"},
+		{"E", "D", "does not allow"},
+	} {
+		if err := set.Cut(c.name, c.from, "-- [opt", "-- ]", ""); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Cut(%s from %s): %v, want an error saying %q", c.name, c.from, err, c.want)
+		}
+	}
+	if _, ok := set.Get("E"); ok || len(set.Names()) != 5 {
+		t.Errorf("a failed Cut added a statement: %v", set.Names())
+	}
+}
