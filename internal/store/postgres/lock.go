@@ -325,7 +325,9 @@ func (s *Store) IssueForceRelease(ctx context.Context, p *store.IssueForceReleas
 }
 
 // IssueUpdate applies a PATCH under rules L5 and L6 in one conditional
-// statement (Patch); Comment, when set, is written by the same statement.
+// statement (Patch, or PatchPlain for a PATCH with neither Comment nor
+// Idempotency, each by id or ByIdentifier as byRef picks); Comment, when
+// set, is written by the same statement.
 // While the issue is locked an agent's PATCH must come from its owner (the
 // holding run, or a live run of the assignee over a dead holder, which then
 // takes both locks over, as L3); moving the issue out of in_progress or
@@ -341,11 +343,15 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 		return nil, err
 	}
 	args := namedArgs(store.PatchArgs(store.Args(lockArgs(p.Ref, p.Actor)), p))
-	args["comment"], args["comment_id"] = p.Comment, s.newID()
-	idemArgs(args, p.Idempotency, store.IdemIssueUpdate)
+	name := byRef(args, "PatchPlain", "PatchPlainByIdentifier")
+	if p.Comment != nil || p.Idempotency != nil {
+		name = byRef(args, "Patch", "PatchByIdentifier")
+		args["comment"], args["comment_id"] = p.Comment, s.newID()
+		idemArgs(args, p.Idempotency, store.IdemIssueUpdate)
+	}
 	replay := func(id string) (*clasp.Issue, error) { return s.IssueGet(ctx, "", id) }
 	update := func() (*clasp.Issue, error) {
-		l, err := s.lockRule(ctx, "Patch", "update issue", p.Ref, args)
+		l, err := s.lockRule(ctx, name, "update issue", p.Ref, args)
 		if err != nil || l.changed {
 			return answer(l, err)
 		}

@@ -54,7 +54,7 @@ func TestIssueLookupPlanIgnoresStaleStatistics(t *testing.T) {
 	args := actorArgs(namedArgs{"rid": iss.ID, "rident": "", "company": co.ID, "run": "r", "agent": "a", "expected": []string{"todo"},
 		"status": "done", "board": false, "set_assignee": false, "unassign": false},
 		store.Actor{Type: clasp.ActorAgent, AgentID: "a", CompanyID: co.ID, RunID: "r"})
-	for _, name := range []string{"IssueGet", "IssueRef", "CommentInsert", "Checkout", "CheckoutWaitersRead", "BoardCheckout", "Release", "Patch", "ForceRelease"} {
+	for _, name := range []string{"IssueGet", "IssueRef", "CommentInsert", "Checkout", "CheckoutWaitersRead", "BoardCheckout", "Release", "Patch", "PatchPlain", "ForceRelease"} {
 		text := explainPlan(ctx, t, s.pool, name, args)
 		if !strings.Contains(text, "using issues_pkey on issues i") {
 			t.Errorf("%s: the issue is not looked up by primary key:\n%s", name, text)

@@ -232,13 +232,14 @@ func backoff(attempt int) time.Duration {
 var sqlFiles embed.FS
 
 // statements are the named statements of sql/*.sql and the variants
-// derived from them (byIdentifier); statementsErr says why they did not
+// derived from them (PatchPlain, byIdentifier); statementsErr says why they did not
 // load (a block that does not parse, a name defined twice, a variant whose
-// replaced line is not there exactly once), and Open returns it.
+// replaced line is not there exactly once or whose cut regions are not
+// well marked), and Open returns it.
 var statements, statementsErr = loadStatements()
 
-// The look-up of the issue in CTE old of Checkout and Release, by id, and
-// the same look-up by identifier.
+// The look-up of the issue in CTE old of Checkout, Release and Patch, by
+// id, and the same look-up by identifier.
 const (
 	lookupByID         = "WHERE i.id = @rid::text AND"
 	lookupByIdentifier = "WHERE i.identifier = @rident::text AND"
@@ -249,12 +250,24 @@ const (
 // statement with its look-up by id replaced by the look-up by identifier,
 // so that each variant finds the issue with one index look-up and no
 // other (lock.go's byRef picks one from the reference).
-var byIdentifier = []string{"Checkout", "Release"}
+var byIdentifier = []string{"Checkout", "Release", "Patch", "PatchPlain"}
 
-// loadStatements loads sql/*.sql and derives the byIdentifier variants.
+// The marker lines around the parts of Patch that only a PATCH with a
+// comment or an Idempotency-Key needs (sqlfile.Set.Cut).
+const (
+	patchExtraBegin = "-- [comment or Idempotency-Key"
+	patchExtraEnd   = "-- ]"
+)
+
+// loadStatements loads sql/*.sql and derives PatchPlain (Patch without
+// its comment and Idempotency-Key parts) and the byIdentifier variants.
 func loadStatements() (*sqlfile.Set, error) {
 	set, err := sqlfile.Load(sqlFiles, "sql/*.sql")
 	if err != nil {
+		return nil, err
+	}
+	if err := set.Cut("PatchPlain", "Patch", patchExtraBegin, patchExtraEnd,
+		"Patch for a PATCH with neither comment nor Idempotency-Key: no CTE com or rec, no issue.commented row."); err != nil {
 		return nil, err
 	}
 	for _, name := range byIdentifier {

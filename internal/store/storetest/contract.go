@@ -413,8 +413,8 @@ func testIssueListFilters(t *testing.T, open opener) {
 }
 
 // IssueGet finds an issue by UUID or by identifier in any case; a companyID
-// scope hides other companies' issues; unknown refs are 404. Checkout takes
-// identifiers too.
+// scope hides other companies' issues; unknown refs are 404. Checkout,
+// release and PATCH (with a comment and without) take identifiers too.
 func testIssueGetByIdentifier(t *testing.T, open opener) {
 	e := newEnv(t, open)
 	ctx := t.Context()
@@ -458,6 +458,26 @@ func testIssueGetByIdentifier(t *testing.T, open opener) {
 	if got.ID != i1.ID || got.CheckoutRunID != nil || got.ExecutionRunID != nil || got.Status != clasp.IssueTodo {
 		t.Errorf("release by identifier: got issue %s locks %v %v status %s, want %s unlocked, todo",
 			got.ID, got.CheckoutRunID, got.ExecutionRunID, got.Status, i1.ID)
+	}
+
+	// A PATCH takes identifiers too, with a comment and without.
+	for _, ref := range []string{"ACME-2", "garbage"} {
+		_, err := e.st.IssueUpdate(ctx, &store.IssueUpdateParams{Ref: ref, Title: ptr("x"), Actor: runActor(r1)})
+		wantCode(t, fmt.Sprintf("update %q", ref), err, clasp.CodeNotFound)
+		_, err = e.st.IssueUpdate(ctx, &store.IssueUpdateParams{Ref: ref, Title: ptr("x"), Comment: ptr("c"), Actor: runActor(r1)})
+		wantCode(t, fmt.Sprintf("update %q with a comment", ref), err, clasp.CodeNotFound)
+	}
+	got, err = e.st.IssueUpdate(ctx, &store.IssueUpdateParams{Ref: "acme-1", Title: ptr("renamed"), Actor: runActor(r1)})
+	if err != nil || got.ID != i1.ID || got.Title != "renamed" {
+		t.Fatalf("update by identifier: got %+v, %v; want %s renamed", got, err, i1.ID)
+	}
+	got, err = e.st.IssueUpdate(ctx, &store.IssueUpdateParams{Ref: "Acme-1", Status: ptr(clasp.IssueDone), Comment: ptr("shipped"), Actor: runActor(r1)})
+	if err != nil || got.ID != i1.ID || got.Status != clasp.IssueDone {
+		t.Fatalf("update by identifier with a comment: got %+v, %v; want %s done", got, err, i1.ID)
+	}
+	cs, err := e.st.CommentList(ctx, &store.CommentListParams{Ref: i1.ID})
+	if err != nil || len(cs) != 1 || cs[0].Body != "shipped" {
+		t.Errorf("comments after the update by identifier: got %v, %v; want the one comment shipped", cs, err)
 	}
 }
 

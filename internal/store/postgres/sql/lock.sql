@@ -407,7 +407,14 @@ FROM old o LEFT JOIN upd u ON true
 -- took them over; then issue.updated {changes: {field: {from, to}},
 -- locksCleared, ...}; then the comment @comment (if any) and its
 -- issue.commented {commentId}. With an Idempotency-Key (@idem_key) it
--- records it (CTE rec) when it wrote the issue.
+-- records it (CTE rec) when it wrote the issue. Issue @rid (its id);
+-- PatchByIdentifier is derived from it as CheckoutByIdentifier is from
+-- Checkout. PatchPlain, for a PATCH with neither comment nor
+-- Idempotency-Key, is this text without the regions marked
+-- "-- [comment or Idempotency-Key" (CTEs com and rec, the
+-- issue.commented row), and PatchPlainByIdentifier its look-up by
+-- identifier: their plans hold no insert into comments or
+-- idempotency_keys, which every execution would set up.
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
@@ -431,7 +438,7 @@ WITH old AS MATERIALIZED (
 		(NOT @set_assignee::boolean OR @assignee::text IS NULL
 			OR EXISTS (SELECT 1 FROM agents a WHERE a.id = @assignee::text AND a.company_id = i.company_id)) AS assignee_in_company
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
-	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
+	WHERE i.id = @rid::text AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 ),
 f AS MATERIALIZED (
 	SELECT o.id,
@@ -499,6 +506,7 @@ upd AS (
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
 ),
+-- [comment or Idempotency-Key
 com AS (
 	INSERT INTO comments (id, company_id, issue_id, body, author_agent_id, author_board, run_id, created_at)
 	SELECT @comment_id::text, u.company_id, u.id, @comment::text, nullif(@agent::text, ''), @board::boolean, @actor_run::text, now()
@@ -510,6 +518,7 @@ rec AS (
 	SELECT @idem_actor::text, @idem_key::text, @idem_hash::text, @idem_type::text, upd.id, now()
 	FROM upd WHERE @idem_key::text IS NOT NULL
 ),
+-- ]
 act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
 	SELECT u.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, a.action, 'issue', u.id, a.details
@@ -540,8 +549,10 @@ act AS (
 			|| CASE WHEN o.assignee_agent_id IS DISTINCT FROM u.assignee_agent_id
 				THEN jsonb_build_object('assigneeAgentId', jsonb_build_object('from', o.assignee_agent_id, 'to', u.assignee_agent_id)) ELSE '{}'::jsonb END)
 			|| CASE WHEN c.cleared THEN jsonb_build_object('locksCleared', true,
-				'previousCheckoutRunId', o.checkout_run_id, 'previousExecutionRunId', o.execution_run_id) ELSE '{}'::jsonb END),
-		(5, 'issue.commented', @comment::text IS NOT NULL, jsonb_build_object('commentId', @comment_id::text))
+				'previousCheckoutRunId', o.checkout_run_id, 'previousExecutionRunId', o.execution_run_id) ELSE '{}'::jsonb END)
+		-- [comment or Idempotency-Key
+		, (5, 'issue.commented', @comment::text IS NOT NULL, jsonb_build_object('commentId', @comment_id::text))
+		-- ]
 	) AS a(ord, action, keep, details)
 	WHERE a.keep ORDER BY a.ord
 )

@@ -2,25 +2,24 @@
 -- $2 = @assignee
 -- $3 = @run
 -- $4 = @rid
--- $5 = @rident
--- $6 = @company
--- $7 = @status
--- $8 = @board
--- $9 = @agent
--- $10 = @title
--- $11 = @description
--- $12 = @priority
--- $13 = @priority_rank
--- $14 = @comment_id
--- $15 = @comment
--- $16 = @actor_run
--- $17 = @idem_actor
--- $18 = @idem_key
--- $19 = @idem_hash
--- $20 = @idem_type
--- $21 = @actor_type
--- $22 = @actor_id
--- $23 = @actor_request
+-- $5 = @company
+-- $6 = @status
+-- $7 = @board
+-- $8 = @agent
+-- $9 = @title
+-- $10 = @description
+-- $11 = @priority
+-- $12 = @priority_rank
+-- $13 = @comment_id
+-- $14 = @comment
+-- $15 = @actor_run
+-- $16 = @idem_actor
+-- $17 = @idem_key
+-- $18 = @idem_hash
+-- $19 = @idem_type
+-- $20 = @actor_type
+-- $21 = @actor_id
+-- $22 = @actor_request
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
@@ -44,34 +43,34 @@ WITH old AS MATERIALIZED (
 		(NOT $1::boolean OR $2::text IS NULL
 			OR EXISTS (SELECT 1 FROM agents a WHERE a.id = $2::text AND a.company_id = i.company_id)) AS assignee_in_company
 	FROM issues i LEFT JOIN runs c ON c.id = $3::text
-	WHERE i.id = coalesce(nullif($4::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $5::text)) AND ($6::text = '' OR i.company_id IS NOT DISTINCT FROM $6::text)
+	WHERE i.id = $4::text AND ($5::text = '' OR i.company_id IS NOT DISTINCT FROM $5::text)
 ),
 f AS MATERIALIZED (
 	SELECT o.id,
 		(o.checkout_run_id IS NOT NULL OR o.execution_run_id IS NOT NULL) AS locked,
 		-- L6: the PATCH moves the issue out of in_progress or changes its assignee
-		(coalesce($7::text, o.status) <> 'in_progress'
+		(coalesce($6::text, o.status) <> 'in_progress'
 			OR ($1::boolean AND $2::text IS DISTINCT FROM o.assignee_agent_id)) AS releases,
 		-- L5/L3: an agent's run writes over lock columns that are not all its own
 		-- (d checks that the others name dead runs): it takes both over
-		(NOT $8::boolean AND (o.checkout_run_id IS NOT NULL OR o.execution_run_id IS NOT NULL)
+		(NOT $7::boolean AND (o.checkout_run_id IS NOT NULL OR o.execution_run_id IS NOT NULL)
 			AND NOT (o.checkout_run_id IS NOT DISTINCT FROM $3::text AND o.execution_run_id IS NOT DISTINCT FROM $3::text)) AS adopts,
 		-- L5: the owner: the caller's run is live, the agent's and in the issue's company; each lock
 		-- column is empty, the run, or names a dead run; and the run holds a lock or the agent is
 		-- the assignee adopting a dead holder (L3)
-		coalesce(o.caller_state = 'live' AND o.caller_agent = $9::text AND o.caller_company = o.company_id
+		coalesce(o.caller_state = 'live' AND o.caller_agent = $8::text AND o.caller_company = o.company_id
 			AND (o.checkout_run_id IS NULL OR o.checkout_run_id = $3::text OR o.c_state <> 'live')
 			AND (o.execution_run_id IS NULL OR o.execution_run_id = $3::text OR o.e_state <> 'live')
-			AND (o.checkout_run_id = $3::text OR o.execution_run_id = $3::text OR o.assignee_agent_id = $9::text),
+			AND (o.checkout_run_id = $3::text OR o.execution_run_id = $3::text OR o.assignee_agent_id = $8::text),
 			false) AS owned_by_caller
 	FROM old o
 ),
 d AS MATERIALIZED (
 	SELECT o.id, coalesce(
 		-- L5: the board, an unlocked issue, or the owner
-		($8::boolean OR NOT f.locked OR f.owned_by_caller)
+		($7::boolean OR NOT f.locked OR f.owned_by_caller)
 		-- L5: entering in_progress takes an assignee
-		AND NOT ($7::text IS NOT DISTINCT FROM 'in_progress' AND o.status <> 'in_progress'
+		AND NOT ($6::text IS NOT DISTINCT FROM 'in_progress' AND o.status <> 'in_progress'
 			AND (CASE WHEN $1::boolean THEN $2::text ELSE o.assignee_agent_id END) IS NULL)
 		-- L5: a new assignee is an agent of the issue's company
 		AND o.assignee_in_company,
@@ -86,20 +85,20 @@ lk AS MATERIALIZED (
 ),
 upd AS (
 	UPDATE issues i SET
-		title = coalesce($10::text, i.title),
-		description = coalesce($11::text, i.description),
-		priority = coalesce($12::text, i.priority),
-		priority_rank = coalesce($13::integer, i.priority_rank),
-		status = coalesce($7::text, i.status),
+		title = coalesce($9::text, i.title),
+		description = coalesce($10::text, i.description),
+		priority = coalesce($11::text, i.priority),
+		priority_rank = coalesce($12::integer, i.priority_rank),
+		status = coalesce($6::text, i.status),
 		assignee_agent_id = CASE WHEN $1::boolean THEN $2::text ELSE i.assignee_agent_id END,
-		started_at = CASE WHEN $7::text = 'in_progress' THEN coalesce(i.started_at, now()) ELSE i.started_at END,
-		completed_at = CASE WHEN $7::text = 'done' AND i.status <> 'done' THEN now() ELSE i.completed_at END,
-		cancelled_at = CASE WHEN $7::text = 'cancelled' AND i.status <> 'cancelled' THEN now() ELSE i.cancelled_at END,
+		started_at = CASE WHEN $6::text = 'in_progress' THEN coalesce(i.started_at, now()) ELSE i.started_at END,
+		completed_at = CASE WHEN $6::text = 'done' AND i.status <> 'done' THEN now() ELSE i.completed_at END,
+		cancelled_at = CASE WHEN $6::text = 'cancelled' AND i.status <> 'cancelled' THEN now() ELSE i.cancelled_at END,
 		-- L6 clears, L5/L3 adoption takes over, otherwise unchanged
 		checkout_run_id = CASE WHEN f.releases THEN NULL WHEN f.adopts THEN $3::text ELSE i.checkout_run_id END,
 		execution_run_id = CASE WHEN f.releases THEN NULL WHEN f.adopts THEN $3::text ELSE i.execution_run_id END,
 		execution_agent_name_key = CASE WHEN f.releases THEN NULL
-			WHEN f.adopts THEN (SELECT a.name_key FROM agents a WHERE a.id = $9::text)
+			WHEN f.adopts THEN (SELECT a.name_key FROM agents a WHERE a.id = $8::text)
 			ELSE i.execution_agent_name_key END,
 		execution_locked_at = CASE WHEN f.releases THEN NULL WHEN f.adopts THEN now() ELSE i.execution_locked_at END,
 		checkout_epoch = CASE WHEN NOT f.releases AND f.adopts THEN i.checkout_epoch + 1 ELSE i.checkout_epoch END,
@@ -112,20 +111,22 @@ upd AS (
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
 ),
+-- [comment or Idempotency-Key
 com AS (
 	INSERT INTO comments (id, company_id, issue_id, body, author_agent_id, author_board, run_id, created_at)
-	SELECT $14::text, u.company_id, u.id, $15::text, nullif($9::text, ''), $8::boolean, $16::text, now()
-	FROM upd u WHERE $15::text IS NOT NULL
+	SELECT $13::text, u.company_id, u.id, $14::text, nullif($8::text, ''), $7::boolean, $15::text, now()
+	FROM upd u WHERE $14::text IS NOT NULL
 ),
 rec AS (
 	-- the Idempotency-Key's record names the issue upd wrote; nothing when it wrote nothing
 	INSERT INTO idempotency_keys (actor_id, key, request_hash, resource_type, resource_id, created_at)
-	SELECT $17::text, $18::text, $19::text, $20::text, upd.id, now()
-	FROM upd WHERE $18::text IS NOT NULL
+	SELECT $16::text, $17::text, $18::text, $19::text, upd.id, now()
+	FROM upd WHERE $17::text IS NOT NULL
 ),
+-- ]
 act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
-	SELECT u.company_id, $21::text, $22::text, $16::text, $23::text, a.action, 'issue', u.id, a.details
+	SELECT u.company_id, $20::text, $21::text, $15::text, $22::text, a.action, 'issue', u.id, a.details
 	FROM upd u JOIN old o ON o.id = u.id JOIN f ON f.id = u.id,
 	LATERAL (SELECT f.locked AND u.checkout_run_id IS NULL AND u.execution_run_id IS NULL AS cleared,
 		$3::text <> '' AND f.locked
@@ -140,7 +141,7 @@ act AS (
 				OR (o.execution_run_id IS NOT NULL AND o.execution_run_id <> $3::text)),
 			jsonb_build_object('previousCheckoutRunId', o.checkout_run_id, 'previousExecutionRunId', o.execution_run_id,
 				'why', CASE WHEN o.checkout_run_id IS NOT NULL AND o.checkout_run_id <> $3::text THEN o.c_state ELSE o.e_state END)),
-		(3, 'issue.checked_out', c.adopted, jsonb_build_object('agentId', $9::text, 'runId', $3::text, 'checkoutEpoch', u.checkout_epoch)),
+		(3, 'issue.checked_out', c.adopted, jsonb_build_object('agentId', $8::text, 'runId', $3::text, 'checkoutEpoch', u.checkout_epoch)),
 		(4, 'issue.updated', true, jsonb_build_object('changes',
 			CASE WHEN o.title <> u.title
 				THEN jsonb_build_object('title', jsonb_build_object('from', o.title, 'to', u.title)) ELSE '{}'::jsonb END
@@ -153,8 +154,10 @@ act AS (
 			|| CASE WHEN o.assignee_agent_id IS DISTINCT FROM u.assignee_agent_id
 				THEN jsonb_build_object('assigneeAgentId', jsonb_build_object('from', o.assignee_agent_id, 'to', u.assignee_agent_id)) ELSE '{}'::jsonb END)
 			|| CASE WHEN c.cleared THEN jsonb_build_object('locksCleared', true,
-				'previousCheckoutRunId', o.checkout_run_id, 'previousExecutionRunId', o.execution_run_id) ELSE '{}'::jsonb END),
-		(5, 'issue.commented', $15::text IS NOT NULL, jsonb_build_object('commentId', $14::text))
+				'previousCheckoutRunId', o.checkout_run_id, 'previousExecutionRunId', o.execution_run_id) ELSE '{}'::jsonb END)
+		-- [comment or Idempotency-Key
+		, (5, 'issue.commented', $14::text IS NOT NULL, jsonb_build_object('commentId', $13::text))
+		-- ]
 	) AS a(ord, action, keep, details)
 	WHERE a.keep ORDER BY a.ord
 )
