@@ -18,6 +18,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/client"
 )
 
 var (
@@ -147,8 +148,12 @@ func TestBinaryStdio(t *testing.T) {
 		t.Fatalf("after SIGTERM: run %s, lock %v; want cancelled and released", r.Status, iss.CheckoutRunID)
 	}
 
-	// SIGKILL: the lock stays until the lease runs out, then the sweeper
-	// clears it.
+	// SIGKILL: the process neither finishes its run nor releases the issue;
+	// the lease runs out and the sweeper fails the run (pass 1) and clears
+	// the lock (pass 2). The two need not be seen in that order: a lease
+	// that runs out between the passes of one sweep has its lock cleared
+	// by that sweep's pass 2 and its run failed by the next one's pass 1
+	// (RULES.md, The sweeper). So the test waits for both.
 	p = startMCP(t, env...)
 	c = call(t, p.cs, "claim_next_issue", nil)
 	runID, ident = c.str("runId"), c.str("issue", "identifier")
@@ -158,18 +163,32 @@ func TestBinaryStdio(t *testing.T) {
 	// The SDK's command transport reaps the process (cmd.Wait); a second
 	// Wait here would race it. The session ends once the process is gone.
 	_ = p.cs.Wait()
-	iss, _ = w.board.IssueGet(ctx, ident)
-	r, _ = w.board.RunGet(ctx, runID)
-	if iss.CheckoutRunID == nil || *iss.CheckoutRunID != runID || r.Status != clasp.RunRunning {
-		t.Fatalf("right after SIGKILL: lock %v, run %s; want still held by the running run", iss.CheckoutRunID, r.Status)
-	}
-	eventually(t, "the sweeper releases the killed session's issue", func() bool {
+	eventually(t, "the sweeper fails the killed session's run and releases its issue", func() bool {
 		iss, err := w.board.IssueGet(ctx, ident)
-		return err == nil && iss.CheckoutRunID == nil
+		if err != nil || iss.CheckoutRunID != nil || iss.ExecutionRunID != nil {
+			return false
+		}
+		r, err := w.board.RunGet(ctx, runID)
+		return err == nil && r.Status.Terminal()
 	})
 	r, _ = w.board.RunGet(ctx, runID)
-	if r.Status != clasp.RunFailed {
-		t.Errorf("killed session's run: %s; want failed (lease expired)", r.Status)
+	if r.Status != clasp.RunFailed || r.ErrorCode == nil || *r.ErrorCode != clasp.RunErrorLeaseExpired {
+		t.Errorf("killed session's run: %s, errorCode %v; want failed, lease_expired (the sweeper's, not a finish)", r.Status, r.ErrorCode)
+	}
+	// The only lock change since the claim is the sweeper's.
+	acts, err := w.board.IssueActivity(ctx, ident, client.ActivityListParams{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var since []string // newest first, down to the claim's checkout
+	for _, a := range acts.Items {
+		if a.Action == clasp.ActionIssueCheckedOut && strings.Contains(string(a.Details), runID) {
+			break
+		}
+		since = append(since, a.Action+" by "+string(a.ActorType)+" "+string(a.Details))
+	}
+	if len(since) != 1 || !strings.HasPrefix(since[0], clasp.ActionIssueStaleLockCleared+" by system ") || !strings.Contains(since[0], runID) {
+		t.Errorf("activity of %s after the killed session's checkout: %q; want one issue.stale_lock_cleared by system naming %s", ident, since, runID)
 	}
 }
 

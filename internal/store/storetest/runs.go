@@ -147,6 +147,60 @@ func testS20SweepExpiredLease(t *testing.T, open opener) {
 	e.wantLockActivity(t, "after second sweep", i1.ID, map[string]int{clasp.ActionIssueCheckedOut: 1, clasp.ActionIssueStaleLockCleared: 1})
 }
 
+// S20, the lease running out between the passes: R1 holds I1 and is live
+// at pass 1, which fails nothing; its lease expires before pass 2, which
+// finds R1 dead (lost) and clears I1's locks, why lost, while R1 still
+// reads running. The next sweep's pass 1 fails R1 (lease_expired, one
+// run.lost) though it holds no lock any more, and its pass 2 clears
+// nothing: between two sweeps a swept issue's lost run may still read
+// running (RULES.md, The sweeper), and one sweep later it is failed.
+func testS20LeaseExpiresBetweenPasses(t *testing.T, open opener) {
+	e := newEnv(t, open)
+	ctx := t.Context()
+	i1 := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+	r1 := openRun(t, e.st, e.a)
+	mustCheckout(t, e.st, r1, i1.ID, clasp.IssueTodo)
+
+	if n, err := e.st.SweepExpiredRuns(ctx); err != nil || n != 0 {
+		t.Fatalf("pass 1 while R1 is live: got %d, %v, want 0, nil", n, err)
+	}
+	if err := e.h.ExpireRunLease(ctx, r1.ID); err != nil {
+		t.Fatalf("setup: expire R1: %v", err)
+	}
+	if n, err := e.st.SweepStaleLocks(ctx); err != nil || n != 1 {
+		t.Fatalf("pass 2 after R1's lease ran out: got %d, %v, want 1, nil", n, err)
+	}
+	row := getIssue(t, e.st, i1.ID)
+	if row.CheckoutRunID != nil || row.ExecutionRunID != nil {
+		t.Errorf("I1 after pass 2: got locks %q/%q, want none", deref(row.CheckoutRunID), deref(row.ExecutionRunID))
+	}
+	checkL7(t, "after pass 2", row)
+	a := e.oneActivity(t, i1.ID, clasp.ActionIssueStaleLockCleared)
+	wantDetails(t, "stale lock", a, map[string]string{"clearedCheckoutRunId": r1.ID, "clearedExecutionRunId": r1.ID, "why": "lost"})
+	if r := getRun(t, e.st, r1.ID); r.Status != clasp.RunRunning || r.FinishedAt != nil {
+		t.Errorf("R1 after pass 2: got status %s finishedAt %v, want running (lost, not yet failed by a pass 1)", r.Status, r.FinishedAt)
+	}
+
+	res, err := sweepOnce(ctx, e.st)
+	if err != nil {
+		t.Fatalf("next sweep: %v", err)
+	}
+	if res != (store.SweepResult{RunsExpired: 1}) {
+		t.Errorf("next sweep: got %+v, want R1 expired and no lock cleared", res)
+	}
+	r := getRun(t, e.st, r1.ID)
+	if r.Status != clasp.RunFailed || deref(r.ErrorCode) != clasp.RunErrorLeaseExpired || r.FinishedAt == nil {
+		t.Errorf("R1 after the next sweep: got status %s errorCode %q finishedAt %v, want failed, lease_expired, set", r.Status, deref(r.ErrorCode), r.FinishedAt)
+	}
+	if rows := allActivity(t, e.st, store.ActivityListParams{CompanyID: e.co.ID, EntityID: r1.ID, Action: clasp.ActionRunLost}); len(rows) != 1 {
+		t.Errorf("run.lost rows of R1: got %d, want 1", len(rows))
+	}
+	e.wantLockActivity(t, "end", i1.ID, map[string]int{clasp.ActionIssueCheckedOut: 1, clasp.ActionIssueStaleLockCleared: 1})
+	if res, err := sweepOnce(ctx, e.st); err != nil || res != (store.SweepResult{}) {
+		t.Errorf("third sweep: got %+v, %v, want nothing changed", res, err)
+	}
+}
+
 // S21: a run with a real 300 ms lease that renews it every 100 ms
 // (RunTouch with Force) for 5 TTLs while sweepers run without pause is never
 // swept and keeps its lock (the lease counts from the last sign of life).

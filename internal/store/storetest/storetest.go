@@ -97,6 +97,7 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"L6_RunFinishedDetails", testL6RunFinishedDetails},
 		{"L6_RunFinishDuringCheckout", testL6RunFinishDuringCheckout},
 		{"S20_SweepExpiredLease", testS20SweepExpiredLease},
+		{"S20_LeaseExpiresBetweenPasses", testS20LeaseExpiresBetweenPasses},
 		{"S22_SweepLeavesLiveHolders", testS22SweepLeavesLiveHolders},
 		{"S23_ConcurrentSweepers", testS23ConcurrentSweepers},
 		{"S24_AdoptLostHolderBeforeSweep", testS24AdoptLostHolderBeforeSweep},
