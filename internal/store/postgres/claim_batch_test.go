@@ -107,8 +107,9 @@ func (c *claimCallResult) actor() store.Actor {
 }
 
 // heldClaims holds the company's queue of claims of unassigned todo
-// issues, starts a claim (scope unassigned) for each of runs, waits until
-// they all wait in the queue, runs meanwhile, lets them go (batches) and
+// issues, starts a claim (scope unassigned) for each of runs, one after
+// the other (each waits in the queue before the next starts: they arrive
+// in the order of runs), runs meanwhile, lets them go (batches) and
 // returns what each got. ctxs, when not nil, is each call's context.
 func (e *batchEnv) heldClaims(t *testing.T, runs []*clasp.Run, ctxs []context.Context, meanwhile func(waiting func() int)) []*claimCallResult {
 	t.Helper()
@@ -128,9 +129,9 @@ func (e *batchEnv) heldClaims(t *testing.T, runs []*clasp.Run, ctxs []context.Co
 		wg.Go(func() {
 			c.iss, c.err = e.s.IssueClaim(ctx, &store.IssueClaimParams{Scope: store.ClaimUnassigned, Actor: c.actor(), Result: &c.res})
 		})
-	}
-	for waiting() != len(runs) {
-		runtime.Gosched()
+		for waiting() != i+1 {
+			runtime.Gosched()
+		}
 	}
 	if meanwhile != nil {
 		meanwhile(waiting)
@@ -244,6 +245,11 @@ func TestClaimBatchEachIssueOnce(t *testing.T) {
 				}
 			}
 			served := min(tc.calls, tc.issues)
+			for i, c := range calls[:min(served, claimBatchMax)] { // one batch: call i gets the i-th issue in claim order
+				if c.iss != nil && c.iss.ID != order[i] {
+					t.Errorf("call %d (arrival order) got %s, want the %d-th issue in claim order %s", i, c.iss.ID, i, order[i])
+				}
+			}
 			if len(claimed) != served || none != tc.calls-served {
 				t.Errorf("%d calls on %d issues: %d served, %d answered none; want %d and %d", tc.calls, tc.issues, len(claimed), none, served, tc.calls-served)
 			}
@@ -392,29 +398,30 @@ func TestClaimBatchAdoptsDeadHolder(t *testing.T) {
 }
 
 // TestClaimBatchOwnRunIssue: an unassigned issue whose execution lock
-// names a call's own live run is eligible for that call only (L1/L3) and
-// a batch never picks it; the call gets it (as statement Claim gives it)
-// and the other call of the batch, with nothing else eligible, gets none.
+// names a call's own live run is eligible for that call only (L1/L3): in
+// a batch where that call comes first, it still gets that issue, the most
+// urgent it may take (as statement Claim gives it), and the next call
+// gets the other issue, never the one naming a live run.
 func TestClaimBatchOwnRunIssue(t *testing.T) {
 	t.Parallel()
 	e := newBatchEnv(t, 2)
-	order := e.issues(t, 1)
+	order := e.issues(t, 2) // order[0] critical, order[1] low
 	own := e.runs[1]
 	if err := e.h.ForceIssueLocks(t.Context(), order[0], clasp.IssueTodo, nil, nil, &own.ID); err != nil {
 		t.Fatal(err)
 	}
-	calls := e.heldClaims(t, e.runs, nil, nil)
-	if c := calls[0]; c.err != nil || c.iss != nil {
-		t.Errorf("claim of run %s: got %v, %v; want none", c.run.ID, c.iss, c.err)
-	}
-	c := calls[1]
+	calls := e.heldClaims(t, []*clasp.Run{own, e.runs[0]}, nil, nil)
+	c := calls[0]
 	if c.err != nil || c.iss == nil || c.iss.ID != order[0] {
-		t.Fatalf("claim of run %s: got %v, %v; want the issue naming its run", c.run.ID, c.iss, c.err)
+		t.Fatalf("claim of run %s: got %v, %v; want the issue naming its run, %s", c.run.ID, c.iss, c.err, order[0])
 	}
 	if c.iss.CheckoutEpoch != 1 || c.res.AdoptedWhy != "" {
 		t.Errorf("claim of its own run's issue: epoch %d adopted %q, want 1 and none", c.iss.CheckoutEpoch, c.res.AdoptedWhy)
 	}
 	e.wantCheckedOut(t, c, clasp.ActionIssueCheckedOut)
+	if c := calls[1]; c.err != nil || c.iss == nil || c.iss.ID != order[1] {
+		t.Errorf("claim of run %s: got %v, %v; want %s", c.run.ID, c.iss, c.err, order[1])
+	}
 }
 
 // TestClaimBatchPlanUsesIndexes pins the plan of the batch statement over

@@ -144,26 +144,28 @@ FROM upd u, cand o
 --     order (LockRows over the ordered read): two batches, or a batch and
 --     any lock rule, take run locks in one order, runs before issues, so
 --     they never deadlock; a concurrent finish of a run waits for this
---     statement and then clears the new lock (L6), as for Claim.
---   - CTE kept is the calls that may be served (L1): their run is live,
---     the agent's and of @company. A call is left out when an unassigned
---     issue it could take names its own run in a lock column (Claim's
---     "the caller's run" case of L1/L3, with L2's exclusion): such a row
---     is eligible for that call only, and this statement never picks a
---     row that names a live run; IssueClaim answers that call with
---     statement Claim. kept numbers the calls served, k, in arrival order.
+--     statement and then clears the new lock (L6), as for Claim. CTE calls
+--     keeps the calls whose run is live, the agent's and of @company (L1).
 --   - CTE cand picks, for each status a claim may take (the constant list
 --     kept by array_position, as in Claim: one generic plan), up to as
---     many eligible issues as kept has calls, from one ordered range of
+--     many issues as calls has rows, from one ordered range of
 --     issues_claim_unassigned, FOR UPDATE SKIP LOCKED: unassigned, in
---     @company, each lock column empty or naming a dead run (L1/L3). A row
---     another statement holds is skipped, never waited for.
---   - CTE pick numbers those rows in claim order (priority_rank,
---     created_at, id; FOR UPDATE cannot sit under a window function, so
---     the numbering is outside cand) and pairs the k-th with the k-th
---     kept call: the calls, in arrival order, get the issues in claim
---     order, as the same calls made one after the other would. With
---     several statuses, rows locked beyond the count stay untouched.
+--     @company, each lock column empty, naming a dead run, or naming one
+--     of @runs (L1/L3). A row another statement holds is skipped, never
+--     waited for.
+--   - A row of cand that names a live run (one of the calls', c_state or
+--     e_state 'live') is eligible for that call only (Claim's "the
+--     caller's run" case, with L2's exclusion), so CTE kept leaves such a
+--     call out (IssueClaim answers it with statement Claim) and the row
+--     is never given to another. An issue naming the run of a call kept
+--     is therefore after every row cand read in claim order: less urgent
+--     than what the call is given, as for Claim.
+--   - CTE pick numbers the rows naming no live run in claim order
+--     (priority_rank, created_at, id; FOR UPDATE cannot sit under a window
+--     function, so the numbering is outside cand) and pairs the k-th with
+--     the k-th kept call: the calls, in arrival order, get the issues in
+--     claim order, as the same calls made one after the other would. Rows
+--     cand locked and pick does not pair stay untouched.
 --   - CTE upd checks each paired row out for its call (Claim's SET, with
 --     the call's agent, run and the agent's name key), act writes per
 --     pair, call after call, issue.checkout_lock_adopted when a dead
@@ -179,46 +181,50 @@ WITH lk AS MATERIALIZED (
 	ORDER BY r.id
 	FOR SHARE OF r
 ),
-kept AS MATERIALIZED (
+calls AS MATERIALIZED (
 	SELECT c.ord, c.run, c.agent, c.actor_type, c.actor_id, c.actor_run, c.actor_request,
-		(SELECT a.name_key FROM agents a WHERE a.id = c.agent) AS name_key,
-		row_number() OVER (ORDER BY c.ord) AS k
+		(SELECT a.name_key FROM agents a WHERE a.id = c.agent) AS name_key
 	FROM unnest(@runs::text[], @agents::text[], @actor_types::text[], @actor_ids::text[], @actor_runs::text[], @actor_requests::text[])
 		WITH ORDINALITY AS c(run, agent, actor_type, actor_id, actor_run, actor_request, ord)
 	-- L1: the run is live (lk), the agent's and of the company
 	JOIN lk ON lk.id = c.run AND lk.agent_id = c.agent AND lk.company_id = @company::text
-	-- L1/L3: no issue it could take names its own run (Claim answers it)
-	WHERE NOT EXISTS (SELECT 1 FROM issues i WHERE i.execution_run_id = c.run AND i.company_id = @company::text
-			AND i.assignee_agent_id IS NULL AND array_position(@unassigned::text[], i.status) IS NOT NULL)
-		AND NOT EXISTS (SELECT 1 FROM issues i WHERE i.checkout_run_id = c.run AND i.company_id = @company::text
-			AND i.assignee_agent_id IS NULL AND array_position(@unassigned::text[], i.status) IS NOT NULL)
 ),
 cand AS MATERIALIZED (
 	SELECT p.* FROM unnest('{backlog,todo,in_progress,in_review,blocked}'::text[]) AS s(st) CROSS JOIN LATERAL (
 		SELECT i.id, i.priority_rank, i.created_at, i.checkout_run_id, i.execution_run_id,
 			CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
+				WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
 				WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
 			CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT CASE
+				WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
 				WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
 		FROM issues i
 		-- L1: unassigned, in the company, with a status the claim takes
 		WHERE i.company_id = @company::text AND i.assignee_agent_id IS NULL AND i.status = s.st
-			-- L1/L3: each lock column is empty or names a dead run (scalar subqueries by primary key, as in Claim)
-			AND (i.checkout_run_id IS NULL
+			-- L1/L3: each lock column is empty, a call's run, or names a dead run (scalar
+			-- subqueries by primary key, as in Claim)
+			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = ANY(@runs::text[])
 				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 					FROM runs r WHERE r.id = i.checkout_run_id), false))
-			AND (i.execution_run_id IS NULL
+			AND (i.execution_run_id IS NULL OR i.execution_run_id = ANY(@runs::text[])
 				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 					FROM runs r WHERE r.id = i.execution_run_id), false))
 		ORDER BY i.priority_rank, i.created_at, i.id
-		LIMIT (SELECT count(*) FROM kept)
+		LIMIT (SELECT count(*) FROM calls)
 		FOR UPDATE OF i SKIP LOCKED
 	) p
 	WHERE array_position(@unassigned::text[], s.st) IS NOT NULL
 ),
+kept AS MATERIALIZED (
+	SELECT c.*, row_number() OVER (ORDER BY c.ord) AS k FROM calls c
+	-- L1/L3: no row read names the call's own run (Claim answers it)
+	WHERE NOT EXISTS (SELECT 1 FROM cand x WHERE (x.c_state = 'live' AND x.checkout_run_id = c.run)
+		OR (x.e_state = 'live' AND x.execution_run_id = c.run))
+),
 pick AS MATERIALIZED (
 	SELECT x.*, c.ord, c.run, c.agent, c.name_key, c.actor_type, c.actor_id, c.actor_run, c.actor_request
-	FROM (SELECT cand.*, row_number() OVER (ORDER BY cand.priority_rank, cand.created_at, cand.id) AS k FROM cand) x
+	FROM (SELECT cand.*, row_number() OVER (ORDER BY cand.priority_rank, cand.created_at, cand.id) AS k FROM cand
+		WHERE cand.c_state IS DISTINCT FROM 'live' AND cand.e_state IS DISTINCT FROM 'live') x
 	JOIN kept c ON c.k = x.k
 ),
 upd AS (
@@ -230,7 +236,7 @@ upd AS (
 		execution_agent_name_key = o.name_key,
 		execution_locked_at = now(),
 		started_at = coalesce(i.started_at, now()),
-		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: cand never picks a row naming a live run
+		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: pick never pairs a row naming a live run
 		updated_at = now()
 	FROM pick o
 	WHERE i.id = o.id

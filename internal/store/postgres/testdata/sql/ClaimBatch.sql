@@ -14,46 +14,50 @@ WITH lk AS MATERIALIZED (
 	ORDER BY r.id
 	FOR SHARE OF r
 ),
-kept AS MATERIALIZED (
+calls AS MATERIALIZED (
 	SELECT c.ord, c.run, c.agent, c.actor_type, c.actor_id, c.actor_run, c.actor_request,
-		(SELECT a.name_key FROM agents a WHERE a.id = c.agent) AS name_key,
-		row_number() OVER (ORDER BY c.ord) AS k
+		(SELECT a.name_key FROM agents a WHERE a.id = c.agent) AS name_key
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
 		WITH ORDINALITY AS c(run, agent, actor_type, actor_id, actor_run, actor_request, ord)
 	-- L1: the run is live (lk), the agent's and of the company
 	JOIN lk ON lk.id = c.run AND lk.agent_id = c.agent AND lk.company_id = $7::text
-	-- L1/L3: no issue it could take names its own run (Claim answers it)
-	WHERE NOT EXISTS (SELECT 1 FROM issues i WHERE i.execution_run_id = c.run AND i.company_id = $7::text
-			AND i.assignee_agent_id IS NULL AND array_position($8::text[], i.status) IS NOT NULL)
-		AND NOT EXISTS (SELECT 1 FROM issues i WHERE i.checkout_run_id = c.run AND i.company_id = $7::text
-			AND i.assignee_agent_id IS NULL AND array_position($8::text[], i.status) IS NOT NULL)
 ),
 cand AS MATERIALIZED (
 	SELECT p.* FROM unnest('{backlog,todo,in_progress,in_review,blocked}'::text[]) AS s(st) CROSS JOIN LATERAL (
 		SELECT i.id, i.priority_rank, i.created_at, i.checkout_run_id, i.execution_run_id,
 			CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
+				WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
 				WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
 			CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT CASE
+				WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
 				WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
 		FROM issues i
 		-- L1: unassigned, in the company, with a status the claim takes
 		WHERE i.company_id = $7::text AND i.assignee_agent_id IS NULL AND i.status = s.st
-			-- L1/L3: each lock column is empty or names a dead run (scalar subqueries by primary key, as in Claim)
-			AND (i.checkout_run_id IS NULL
+			-- L1/L3: each lock column is empty, a call's run, or names a dead run (scalar
+			-- subqueries by primary key, as in Claim)
+			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = ANY($1::text[])
 				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 					FROM runs r WHERE r.id = i.checkout_run_id), false))
-			AND (i.execution_run_id IS NULL
+			AND (i.execution_run_id IS NULL OR i.execution_run_id = ANY($1::text[])
 				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 					FROM runs r WHERE r.id = i.execution_run_id), false))
 		ORDER BY i.priority_rank, i.created_at, i.id
-		LIMIT (SELECT count(*) FROM kept)
+		LIMIT (SELECT count(*) FROM calls)
 		FOR UPDATE OF i SKIP LOCKED
 	) p
 	WHERE array_position($8::text[], s.st) IS NOT NULL
 ),
+kept AS MATERIALIZED (
+	SELECT c.*, row_number() OVER (ORDER BY c.ord) AS k FROM calls c
+	-- L1/L3: no row read names the call's own run (Claim answers it)
+	WHERE NOT EXISTS (SELECT 1 FROM cand x WHERE (x.c_state = 'live' AND x.checkout_run_id = c.run)
+		OR (x.e_state = 'live' AND x.execution_run_id = c.run))
+),
 pick AS MATERIALIZED (
 	SELECT x.*, c.ord, c.run, c.agent, c.name_key, c.actor_type, c.actor_id, c.actor_run, c.actor_request
-	FROM (SELECT cand.*, row_number() OVER (ORDER BY cand.priority_rank, cand.created_at, cand.id) AS k FROM cand) x
+	FROM (SELECT cand.*, row_number() OVER (ORDER BY cand.priority_rank, cand.created_at, cand.id) AS k FROM cand
+		WHERE cand.c_state IS DISTINCT FROM 'live' AND cand.e_state IS DISTINCT FROM 'live') x
 	JOIN kept c ON c.k = x.k
 ),
 upd AS (
@@ -65,7 +69,7 @@ upd AS (
 		execution_agent_name_key = o.name_key,
 		execution_locked_at = now(),
 		started_at = coalesce(i.started_at, now()),
-		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: cand never picks a row naming a live run
+		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: pick never pairs a row naming a live run
 		updated_at = now()
 	FROM pick o
 	WHERE i.id = o.id
