@@ -82,7 +82,10 @@ func (s *Server) authenticate(r *http.Request, ep *endpoint) (principal, error) 
 	}
 	if kind == TokenAgentKey || kind == "" {
 		named := namedRun(r, ep)
-		if a, run, ok := s.creds.get(hash, named); ok {
+		if a, run, ok, refresh := s.creds.get(hash, named); ok {
+			if refresh {
+				s.refreshCredential(hash, named)
+			}
 			// The run is believed fresh as the store would judge it now:
 			// live, its last sign of life less than minRenew old.
 			if now := s.now(); run != nil && (!run.Live(now) || run.LastSignOfLifeAt == nil || now.Sub(*run.LastSignOfLifeAt) >= s.minRenew) {
@@ -111,6 +114,22 @@ func (s *Server) authenticate(r *http.Request, ep *endpoint) (principal, error) 
 		}
 	}
 	return principal{}, clasp.Errorf(clasp.CodeUnauthenticated, "The bearer token is unknown, revoked, or belongs to a terminated agent or an ended run.")
+}
+
+// refreshCredential reads agent key hash and named run from the store
+// again in a goroutine of its own (store.AgentAuthenticateRun, as a
+// request that found no cached entry would) and hands the answer to the
+// credential cache (credCache.refreshed). It is bounded by the cache's
+// ttl: an answer later than that would only replace an expired entry,
+// which the next request reads itself.
+func (s *Server) refreshCredential(hash, named string) {
+	at, gen := s.creds.begin()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.creds.ttl)
+		defer cancel()
+		a, run, err := s.st.AgentAuthenticateRun(ctx, hash, named, s.minRenew)
+		s.creds.refreshed(at, gen, hash, named, a, run, err)
+	}()
 }
 
 // namedRun is the run a request names, for AgentAuthenticateRun to look

@@ -38,9 +38,10 @@ type credCache struct {
 type credKey struct{ hash, run string }
 
 type credEntry struct {
-	at    time.Time // when the store verified it, on the server's clock
-	agent clasp.Agent
-	run   *clasp.Run // nil: not found fresh
+	at         time.Time // when the store verified it, on the server's clock
+	agent      clasp.Agent
+	run        *clasp.Run // nil: not found fresh
+	refreshing bool       // a background read of it is under way (get)
 }
 
 // newCredCache returns a cache keeping entries for ttl as now measures it
@@ -54,24 +55,35 @@ func newCredCache(ttl time.Duration, now func() time.Time) *credCache {
 
 // get returns a copy of the agent (and of the run, nil when the store did
 // not find it fresh) the store verified for key hash and named run less
-// than ttl ago. The caller judges whether the run is still fresh.
-func (c *credCache) get(hash, run string) (*clasp.Agent, *clasp.Run, bool) {
+// than ttl ago. The caller judges whether the run is still fresh. refresh
+// is true for the one caller that finds the entry in the last quarter of
+// its ttl with no refresh begun: that caller reads the store again in the
+// background (Server.refreshCredential) and ends the refresh with
+// refreshed, so that a key in steady use is verified again before its
+// entry expires instead of on a request's path; the entry is still
+// believed only for ttl from its own verification.
+func (c *credCache) get(hash, run string) (a *clasp.Agent, r *clasp.Run, ok, refresh bool) {
 	if c == nil {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
+	k := credKey{hash, run}
 	c.mu.Lock()
-	e, ok := c.m[credKey{hash, run}]
-	c.mu.Unlock()
-	if !ok || c.now().Sub(e.at) >= c.ttl {
-		return nil, nil, false
+	e, ok := c.m[k]
+	age := c.now().Sub(e.at)
+	if ok && age < c.ttl && age >= c.ttl-c.ttl/4 && !e.refreshing {
+		e.refreshing, refresh = true, true
+		c.m[k] = e
 	}
-	a := e.agent
-	var r *clasp.Run
+	c.mu.Unlock()
+	if !ok || age >= c.ttl {
+		return nil, nil, false, false
+	}
+	ag := e.agent
 	if e.run != nil {
 		cp := *e.run
 		r = &cp
 	}
-	return &a, r, true
+	return &ag, r, true, refresh
 }
 
 // begin is called before asking the store: it returns the time and the
@@ -113,6 +125,43 @@ func (c *credCache) put(at time.Time, gen uint64, hash, run string, a *clasp.Age
 		}
 	}
 	c.m[credKey{hash, run}] = e
+}
+
+// refreshed ends the background refresh that get asked for, of key hash
+// and named run, begun (begin) at at and gen: with the store's answer
+// (err nil) the entry is replaced as put does; when the store refused
+// the key (401) the entry is dropped, so the next request asks the store
+// and is refused; on any other error, or when a forget ran since, the
+// entry is left as it was, to expire at its own ttl, and the next request
+// in its last quarter may refresh it again.
+func (c *credCache) refreshed(at time.Time, gen uint64, hash, run string, a *clasp.Agent, r *clasp.Run, err error) {
+	if c == nil {
+		return
+	}
+	k := credKey{hash, run}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || !e.refreshing {
+		return // forgotten, or replaced by a request's own read
+	}
+	switch {
+	case c.gen != gen:
+		e.refreshing = false
+		c.m[k] = e
+	case err == nil && a != nil:
+		ne := credEntry{at: at, agent: *a}
+		if r != nil {
+			cp := *r
+			ne.run = &cp
+		}
+		c.m[k] = ne
+	case clasp.ErrorCode(err) == clasp.CodeUnauthenticated:
+		delete(c.m, k)
+	default:
+		e.refreshing = false
+		c.m[k] = e
+	}
 }
 
 // forgetAgent drops every entry of agent id: its keys or status changed.
