@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -255,10 +256,14 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep *endpoint) (
 		return c, clasp.Errorf(clasp.CodeForbidden, "Only an agent may call %s; the board has no agent identity.", routeLabel(ep.pattern))
 	}
 	if r.URL.RawQuery != "" { // an empty query parses to an empty map
-		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		vals, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
 			// r.URL.Query() drops a malformed pair silently: a bad cursor
 			// would answer the first page again.
 			return c, clasp.InvalidField("query", "The query string is malformed (%v); escape %% as %%25.", err)
+		}
+		if err := checkQueryText(vals); err != nil {
+			return c, err
 		}
 	}
 	if err := checkPathIDs(r, ep.params); err != nil {
@@ -438,4 +443,23 @@ func closeIfBodyUnread(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	w.Header().Set("Connection", "close")
+}
+
+// checkQueryText refuses a query whose names or values, once unescaped,
+// are not UTF-8 text or hold a NUL: no filter can match such text, and
+// PostgreSQL refuses it as a parameter (SQLSTATE 22021) where SQLite
+// would only match nothing, so both stores answer alike. It returns 400
+// invalid_request naming the parameter (details.field), or nil.
+func checkQueryText(vals url.Values) error {
+	for name, vs := range vals {
+		if !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0 {
+			return clasp.InvalidField("query", "A query parameter name is not UTF-8 text or holds a NUL (%q); send percent-escaped UTF-8.", truncate(name, 64))
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+				return clasp.InvalidField(name, "Query parameter %s is not UTF-8 text or holds a NUL (%q); send percent-escaped UTF-8.", name, truncate(v, 64))
+			}
+		}
+	}
+	return nil
 }
