@@ -96,7 +96,6 @@ type Store struct {
 	w watch // live events: WatchActivity channels, notifier, listener (watch.go)
 
 	checkouts store.Inflight // this process's checkouts of one issue, queued behind the one running (IssueCheckout)
-	claims    claimQueues    // this process's claims of unassigned issues, batched behind the one running (IssueClaim)
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value
