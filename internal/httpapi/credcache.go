@@ -12,8 +12,10 @@ import (
 // without asking the store again. It bounds how long a change made
 // elsewhere (a key revoked, an agent terminated, a run ended through
 // another replica, the sweeper or the scheduler) can go unseen by this
-// server: half a second, so that revocation reaches every replica within
-// 1 s. Changes made through this server's own API are seen at once (the
+// server: half a second, so that a revocation or a pause reaches every
+// replica within 0.5 s (sooner where an event stream of the company is
+// open: its activity rows make the server forget the entries they name,
+// see credCache.forgetRevoked). Changes made through this server's own API are seen at once (the
 // handlers forget the entries they invalidate).
 const DefaultCredentialCacheTTL = 500 * time.Millisecond
 
