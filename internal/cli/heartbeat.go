@@ -39,19 +39,23 @@ func (a *app) newAgentSetAdapterCmd() *cobra.Command {
 		Long: `Set the process adapter of an agent: the server then runs the agent itself.
 When the agent is woken (on a timer every --heartbeat-interval, when an issue is
 assigned to it with --wake-on-assignment, or by 'clasp agent wake'), the server
-queues a run and starts --command with its --arg values in --cwd, in its own
-process group, with the run's credentials in the environment: CLASP_API_URL,
-CLASP_API_KEY (a key valid only for this run), CLASP_RUN_ID, CLASP_AGENT_ID,
+queues a run and starts --command (an absolute path on the server's machine:
+the server looks up no PATH and resolves no relative path) with its --arg
+values in --cwd, in its own process group, with the run's credentials in the
+environment: CLASP_API_URL, CLASP_API_KEY (a key valid only for this run), CLASP_RUN_ID, CLASP_AGENT_ID,
 CLASP_COMPANY_ID, CLASP_ISSUE_ID and CLASP_WAKE_REASON (and the same values as
 PAPERCLIP_*). Exit 0 makes the run succeeded, another exit failed, a kill
 process_lost (retried once); the run ends when --command itself exits, and the
 rest of its process group gets SIGTERM, then SIGKILL, before it does; past
 --timeout the process group gets SIGTERM, then SIGKILL, and the run is
-timed_out. Output goes to the run log ('clasp run log'). --clear removes the
-adapter. Setting it replaces the whole previous config.`,
-		Example: `  clasp agent set-adapter <agent-id> --command ./examples/shell-agent/agent.sh \
+timed_out. Without --cwd each run works in a fresh empty directory,
+<data-dir>/runs/<runId> on the server, removed when its process group is gone;
+a --cwd directory (absolute, existing) is used as is and kept. Output goes to
+the run log ('clasp run log'). --clear removes the adapter. Setting it
+replaces the whole previous config.`,
+		Example: `  clasp agent set-adapter <agent-id> --command /bin/sh --arg "$PWD/examples/shell-agent/agent.sh" \
       --env AGENT_DEBUG=1 --timeout 5m --heartbeat-interval 30s --wake-on-assignment
-  clasp agent set-adapter <agent-id> --command go --arg run --arg ./examples/goagent --cwd /src/clasp
+  clasp agent set-adapter <agent-id> --command /usr/local/go/bin/go --arg run --arg ./examples/goagent --cwd /src/clasp
   clasp agent set-adapter <agent-id> --clear`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, pos []string) error {
@@ -95,9 +99,9 @@ adapter. Setting it replaces the whole previous config.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&command, "command", "", "the program to run (a path, or a name looked up in the server's PATH)")
+	f.StringVar(&command, "command", "", "absolute path of the program to run, on the server's machine (no PATH lookup)")
 	f.StringArrayVar(&args, "arg", nil, "an argument of the command (repeat for more)")
-	f.StringVar(&cwd, "cwd", "", "working directory of the process (default: the server's)")
+	f.StringVar(&cwd, "cwd", "", "absolute working directory of the process, kept across runs (default: a fresh <data-dir>/runs/<runId>, removed after the run)")
 	f.StringArrayVar(&env, "env", nil, "NAME=VALUE added to the process environment (repeat for more)")
 	f.DurationVar(&timeout, "timeout", 0, "longest a run may take, in whole seconds, e.g. 10m (0: no limit)")
 	f.DurationVar(&interval, "heartbeat-interval", 0, "wake the agent this often, e.g. 30s (0: no timer wakes)")

@@ -218,3 +218,52 @@ func TestShellExampleManagedAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestSetAdapterHelpTrue: the help of agent set-adapter says what the
+// server accepts (clasp.AdapterConfig.Normalize): every --command and
+// --cwd of its examples is a config the server takes, the flags say the
+// command is an absolute path with no PATH lookup, and --cwd's default
+// is the run's own directory under the data directory.
+func TestSetAdapterHelpTrue(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, nil, "", "agent", "set-adapter", "--help")
+	if r.code != ExitOK {
+		t.Fatalf("set-adapter --help: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, want := range []string{"absolute path of the program", "no PATH lookup", "<data-dir>/runs/<runId>"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("set-adapter --help does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	for _, wrong := range []string{"looked up in the server's PATH", "default: the server's"} {
+		if strings.Contains(r.stdout, wrong) {
+			t.Errorf("set-adapter --help still says %q, which the server does not do", wrong)
+		}
+	}
+	examples := 0
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "clasp agent set-adapter <agent-id> ") {
+			continue // not an example
+		}
+		f := strings.Fields(line)
+		cfg := clasp.AdapterConfig{Type: clasp.AdapterProcess}
+		for i := 0; i+1 < len(f); i++ {
+			switch f[i] {
+			case "--command":
+				cfg.Command = f[i+1]
+			case "--cwd":
+				cfg.Cwd = f[i+1]
+			}
+		}
+		if cfg.Command == "" {
+			continue
+		}
+		examples++
+		if err := cfg.Normalize(); err != nil {
+			t.Errorf("set-adapter example %q: the server refuses it: %v", strings.TrimSpace(line), err)
+		}
+	}
+	if examples == 0 {
+		t.Errorf("set-adapter --help shows no example with --command:\n%s", r.stdout)
+	}
+}
