@@ -96,6 +96,7 @@ type Store struct {
 	w watch // live events: WatchActivity channels, notifier, listener (watch.go)
 
 	checkouts store.Inflight // this process's checkouts of one issue, queued behind the one running (IssueCheckout)
+	claims    claimQueues    // this process's claims of unassigned issues, batched behind the one running (IssueClaim)
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value
@@ -115,6 +116,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if opts.StatementTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(max(1, opts.StatementTimeout.Milliseconds()), 10)
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
+		// Every statement of the store touches a few rows by index. JIT
+		// compilation costs 0.1 to 1 s of CPU and pays off only on scans of
+		// millions of rows, yet the planner's estimate for a limit it cannot
+		// see (a count, a parameter) crosses jit_above_cost once a company
+		// holds a million issues. A jit=on in the URL still wins.
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}
 	if opts.Schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -39,7 +40,12 @@ func testURL(tb testing.TB) string {
 // server, closed and dropped at cleanup.
 func openTest(tb testing.TB, opts Options) *Store {
 	tb.Helper()
-	url := testURL(tb)
+	return openTestURL(tb, testURL(tb), opts)
+}
+
+// openTestURL is openTest on the server at url.
+func openTestURL(tb testing.TB, url string, opts Options) *Store {
+	tb.Helper()
 	ctx := context.Background()
 	b := make([]byte, 6)
 	rand.Read(b)
@@ -68,6 +74,33 @@ func openTest(tb testing.TB, opts Options) *Store {
 
 // TestContract runs the contract suite every store passes, each test on a
 // store in its own fresh schema.
+// TestConnectionsRunWithoutJIT checks the pool's sessions start with jit
+// off (the store's statements are index reads of a few rows, and JIT
+// compilation of one costs more CPU than the statement), and that a jit
+// setting in the URL is kept.
+func TestConnectionsRunWithoutJIT(t *testing.T) {
+	t.Parallel()
+	base := testURL(t)
+	for _, tc := range []struct{ param, want string }{{"", "off"}, {"jit=on", "on"}} {
+		url := base
+		if tc.param != "" {
+			sep := "?"
+			if strings.Contains(url, "?") {
+				sep = "&"
+			}
+			url += sep + tc.param
+		}
+		s := openTestURL(t, url, Options{MaxConns: 2})
+		var got string
+		if err := s.pool.QueryRow(t.Context(), "SHOW jit").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("URL parameter %q: SHOW jit = %q, want %q", tc.param, got, tc.want)
+		}
+	}
+}
+
 func TestContract(t *testing.T) {
 	testURL(t)
 	storetest.Run(t, func(t *testing.T) (store.Store, storetest.Hooks) {
