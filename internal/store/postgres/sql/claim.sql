@@ -220,7 +220,9 @@ cand AS MATERIALIZED (
 		LIMIT 64 -- claimBatchMax: a constant the planner sees
 		FOR UPDATE OF i SKIP LOCKED
 		) q
-		-- LockRows locks a row as the Limit above pulls it: as many rows as calls
+		-- LockRows locks a row only when this LIMIT pulls it, in the inner
+		-- ORDER BY's order (a subquery scan passes rows on as they come):
+		-- the first rows, as many as calls
 		LIMIT (SELECT count(*) FROM calls)
 	) p
 	WHERE array_position(@unassigned::text[], s.st) IS NOT NULL
