@@ -344,18 +344,22 @@ func (s *Server) prepareCall(c *call) (*call, error) {
 // request_timeout): a client that announces a body and never sends it
 // would otherwise hold the request forever, since the http.Server has no
 // ReadTimeout (it would cut the event stream). The read deadline is set on
-// the connection for the read only and cleared after it. A timed-out
-// answer closes the connection, so that the server does not wait for the
-// rest of the body to reuse it.
+// the connection for the read and cleared after it, except after a
+// timeout: that answer carries Connection: close and the expired deadline
+// stays, so that net/http, which reads what is left of a body before it
+// closes a connection, fails that read at once and closes the connection
+// right after the 408 instead of waiting for the rest of the body.
 func (s *Server) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	// A socket deadline is wall-clock time, not the store's clock (Config.Now).
-	if err := rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)); err == nil {
-		defer rc.SetReadDeadline(time.Time{})
-	}
+	deadlineSet := rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)) == nil
 	body, err := readBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if clasp.ErrorCode(err) == clasp.CodeRequestTimeout {
 		w.Header().Set("Connection", "close")
+		return body, err
+	}
+	if deadlineSet {
+		_ = rc.SetReadDeadline(time.Time{})
 	}
 	return body, err
 }

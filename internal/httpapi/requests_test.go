@@ -65,7 +65,8 @@ func TestUncleanPathIsJSON404(t *testing.T) {
 // TestBodyNeverArrivesAnswers408: a request body that stops arriving (a
 // Content-Length of 100 and 4 bytes sent) is cut by the body read deadline
 // (Config.BodyReadTimeout): 408 request_timeout as a JSON error, with
-// Connection: close, and nothing is created.
+// Connection: close, then the server closes the connection (the client
+// reads EOF), and nothing is created.
 func TestBodyNeverArrivesAnswers408(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *setupOpts) { o.bodyReadTimeout = 300 * time.Millisecond })
@@ -80,12 +81,18 @@ func TestBodyNeverArrivesAnswers408(t *testing.T) {
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	fmt.Fprintf(conn, "POST /api/companies/%s/issues HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
 		"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"ti", co.ID, b.ts.Listener.Addr(), b.board)
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatalf("read answer: %v", err)
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
+	// The server closes the connection after the answer: the next read
+	// ends with EOF, not with the safety net's deadline.
+	if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Errorf("read after the 408: %d bytes, error %v; want EOF (the server closed the connection)", n, err)
+	}
 	if res.StatusCode != http.StatusRequestTimeout {
 		t.Fatalf("status %d, want 408; body %s", res.StatusCode, body)
 	}
