@@ -39,8 +39,13 @@ var streamed = new(struct{})
 // on PostgreSQL, within the 1 s re-read at worst) it authenticates its
 // request again and ends with a last comment line if that fails. Open
 // streams are capped per credential and in total (Limits): one more
-// answers 429 rate_limited. HEAD answers the stream's headers and ends at
+// answers 429 rate_limited with Retry-After: 5 (streamRetryAfter). HEAD answers the stream's headers and ends at
 // once.
+// streamRetryAfter is the Retry-After, in seconds, of an event stream
+// refused at its cap: a slot comes back only when an open stream ends, so
+// a client is told to wait a few seconds rather than retry at once.
+const streamRetryAfter = 5
+
 func (s *Server) companyEvents(ctx context.Context, c *call) (int, any, error) {
 	src := s.st
 	companyID, err := s.companyID(ctx, c)
@@ -69,8 +74,9 @@ func (s *Server) companyEvents(ctx context.Context, c *call) (int, any, error) {
 	}
 	release, which, ok := s.streams.acquire(credentialKey(c.r))
 	if !ok {
-		return 0, nil, clasp.Errorf(clasp.CodeRateLimited, "Too many open event streams for this %s; close one first.", which).
-			WithDetails("limit", "event streams per "+which)
+		c.w.Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
+		return 0, nil, clasp.Errorf(clasp.CodeRateLimited, "Too many open event streams for this %s; close one first, or retry after %d s.", which, streamRetryAfter).
+			WithDetails("limit", "event streams per "+which).WithDetails("retryAfterSeconds", streamRetryAfter)
 	}
 	defer release()
 	// Subscribe before reading the start, so no commit falls between.

@@ -321,7 +321,8 @@ func TestSecurityCommentCapPerRun(t *testing.T) {
 }
 
 // TestSecurityStreamCaps: a credential may hold StreamsPerCredential open
-// event streams and the server Streams in all; one more answers 429, and a
+// event streams and the server Streams in all; one more answers 429 with
+// Retry-After (and the same seconds in details.retryAfterSeconds), and a
 // closed stream gives its slot back.
 func TestSecurityStreamCaps(t *testing.T) {
 	t.Parallel()
@@ -333,14 +334,24 @@ func TestSecurityStreamCaps(t *testing.T) {
 	if res, _ := b.openStream(ctx1, path, w.ka, nil); res.StatusCode != 200 {
 		t.Fatalf("first stream: %d", res.StatusCode)
 	}
-	wantErr(t, b.do("GET", path, req{token: w.ka}), 429, clasp.CodeRateLimited, "")
+	r := b.do("GET", path, req{token: w.ka})
+	e := wantErr(t, r, 429, clasp.CodeRateLimited, "")
+	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Errorf("stream over the cap: Retry-After %q, want a positive number of seconds", r.header.Get("Retry-After"))
+	} else if got, _ := e.Details["retryAfterSeconds"].(float64); int(got) != ra {
+		t.Errorf("stream over the cap: details.retryAfterSeconds %v, want the Retry-After %d", e.Details["retryAfterSeconds"], ra)
+	}
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	if res, _ := b.openStream(ctx2, path, "", nil); res.StatusCode != 200 {
 		t.Fatalf("board stream: %d", res.StatusCode)
 	}
 	_, kb := b.agent(w.c.ID, "third")
-	wantErr(t, b.do("GET", path, req{token: kb}), 429, clasp.CodeRateLimited, "")
+	r = b.do("GET", path, req{token: kb})
+	wantErr(t, r, 429, clasp.CodeRateLimited, "")
+	if r.header.Get("Retry-After") == "" {
+		t.Errorf("stream over the server's cap: 429 without Retry-After")
+	}
 	// Closing the first stream frees a slot (the handler ends when the
 	// client goes away; retry until it has).
 	cancel1()
