@@ -32,6 +32,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/clasp-dev/clasp/internal/httpapi"
 )
 
 //go:embed assets templates
@@ -157,11 +159,11 @@ func (b *Board) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		if fromBrowser && unsafeMethod(r.Method) {
 			if err := b.cop.Check(r); err != nil {
-				writeAPIError(w, http.StatusForbidden, "forbidden", "Cross-origin requests that change state are refused.")
+				writeAPIError(w, r, http.StatusForbidden, "forbidden", "Cross-origin requests that change state are refused.")
 				return
 			}
 			if b.cfg.ReadOnly {
-				writeAPIError(w, http.StatusForbidden, "forbidden", "The board is read-only on this server (serve --board-read-only): it makes no changes.")
+				writeAPIError(w, r, http.StatusForbidden, "forbidden", "The board is read-only on this server (serve --board-read-only): it makes no changes.")
 				return
 			}
 		}
@@ -169,12 +171,22 @@ func (b *Board) serveAPI(w http.ResponseWriter, r *http.Request) {
 	b.cfg.API.ServeHTTP(w, r)
 }
 
-// writeAPIError writes the API's JSON error body (RULES.md, Errors and requests).
-func writeAPIError(w http.ResponseWriter, status int, code, msg string) {
+// writeAPIError writes, for a request r the board refuses before the API
+// sees it, the API's JSON error (RULES.md, Errors and requests) with
+// status, code and msg: details.requestId and the X-Request-Id header are
+// r's id as the API takes it (a valid X-Request-Id, else a new one).
+func writeAPIError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	rid := httpapi.RequestIDOf(r)
+	w.Header().Set(httpapi.RequestIDHeader, rid)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": msg, "code": code, "details": map[string]any{}})
+	_ = json.NewEncoder(w).Encode(struct {
+		Error   string            `json:"error"`
+		Code    string            `json:"code"`
+		Details map[string]string `json:"details"`
+	}{msg, code, map[string]string{"requestId": rid}})
 }
 
 // apiError is a non-2xx answer of the API: its status and JSON error body.

@@ -2,6 +2,7 @@ package board_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -99,9 +100,28 @@ func TestSignInCookie(t *testing.T) {
 	}
 }
 
+// wantRequestID checks that the JSON error body of res names its request
+// as every API error does (RULES.md, Errors and requests): a
+// details.requestId equal to the X-Request-Id header, and want when the
+// request sent one.
+func wantRequestID(t *testing.T, what string, res *http.Response, body, want string) {
+	t.Helper()
+	var e struct {
+		Details map[string]any `json:"details"`
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		t.Fatalf("%s: body %q is not JSON: %v", what, body, err)
+	}
+	rid, _ := e.Details["requestId"].(string)
+	if rid == "" || rid != res.Header.Get("X-Request-Id") || want != "" && rid != want {
+		t.Errorf("%s: details.requestId %q, X-Request-Id %q; want the same non-empty id (%q when sent)", what, rid, res.Header.Get("X-Request-Id"), want)
+	}
+}
+
 // TestCookieWritesAreSameOriginOnly: a write that carries the board cookie
 // from another origin is refused (403, nothing created); the same write
-// from the page's origin goes through the API.
+// from the page's origin goes through the API. The refusal names its
+// request id as the API's errors do.
 func TestCookieWritesAreSameOriginOnly(t *testing.T) {
 	u, token := newBoard(t, board.Config{})
 	hdr := map[string]string{"Cookie": board.CookieName + "=" + token, "Content-Type": "application/json", "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
@@ -109,6 +129,11 @@ func TestCookieWritesAreSameOriginOnly(t *testing.T) {
 	if res.StatusCode != http.StatusForbidden || !strings.Contains(body, `"code":"forbidden"`) {
 		t.Fatalf("cross-origin write: %d %s, want 403 forbidden", res.StatusCode, body)
 	}
+	wantRequestID(t, "cross-origin write", res, body, "")
+	hdr["X-Request-Id"] = "caller-id-1"
+	res, body = do(t, "POST", u+"/api/companies", `{"name":"Evil","issuePrefix":"EVL"}`, hdr)
+	wantRequestID(t, "cross-origin write with X-Request-Id", res, body, "caller-id-1")
+	delete(hdr, "X-Request-Id")
 	_, list := do(t, "GET", u+"/api/companies", "", map[string]string{"Authorization": "Bearer " + token})
 	if strings.Contains(list, "Evil") {
 		t.Fatalf("the refused write created a company: %s", list)
@@ -133,6 +158,7 @@ func TestReadOnly(t *testing.T) {
 	if res.StatusCode != http.StatusForbidden || !strings.Contains(body, "read-only") {
 		t.Fatalf("board write in read-only mode: %d %s, want 403", res.StatusCode, body)
 	}
+	wantRequestID(t, "board write in read-only mode", res, body, "")
 	for _, p := range []string{"/", "/agents", "/runs"} {
 		res, body := do(t, "GET", u+p, "", cookie)
 		if res.StatusCode != 200 || strings.Contains(body, `class="action`) || !strings.Contains(body, "read-only") {
