@@ -12,12 +12,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/clasp-dev/clasp"
 )
 
 var updateAPIReference = flag.Bool("update", false, "rewrite docs/api.md from openapi.json")
@@ -525,4 +528,40 @@ func anchor(h string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestOpenAPIPageLimit: every documented limit parameter says what
+// pageParams does: a maximum of maxPageLimit in its schema, a description
+// that names the 400 and promises no clamped page, and the route refuses
+// maxPageLimit+1 with 400 naming limit while it serves maxPageLimit.
+func TestOpenAPIPageLimit(t *testing.T) {
+	t.Parallel()
+	o := loadOpenAPI(t)
+	b := setup(t)
+	co := b.company("PL")
+	iss := b.issue(co.ID, nil)
+	n := 0
+	for path, ops := range o.doc.Paths {
+		for method, op := range ops {
+			for _, prm := range op.Parameters {
+				if prm.Name != "limit" || prm.In != "query" {
+					continue
+				}
+				n++
+				p := strings.ToUpper(method) + " " + path
+				if max, _ := prm.Schema["maximum"].(float64); int(max) != maxPageLimit {
+					t.Errorf("%s: limit's schema maximum is %v, want %d", p, prm.Schema["maximum"], maxPageLimit)
+				}
+				if !strings.Contains(prm.Description, "400") || strings.Contains(prm.Description, "are returned") {
+					t.Errorf("%s: limit's description %q does not say that a limit above %d is a 400", p, prm.Description, maxPageLimit)
+				}
+				url := strings.NewReplacer("{companyId}", co.ID, "{id}", iss.ID).Replace(path)
+				wantErr(t, b.do(strings.ToUpper(method), url+"?limit="+strconv.Itoa(maxPageLimit+1), req{}), http.StatusBadRequest, clasp.CodeInvalidRequest, "limit")
+				b.must(http.StatusOK, strings.ToUpper(method), url+"?limit="+strconv.Itoa(maxPageLimit), req{}, nil)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no operation documents a limit parameter")
+	}
 }
