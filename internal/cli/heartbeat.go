@@ -51,8 +51,12 @@ rest of its process group gets SIGTERM, then SIGKILL, before it does; past
 timed_out. Without --cwd each run works in a fresh empty directory,
 <data-dir>/runs/<runId> on the server, removed when its process group is gone;
 a --cwd directory (absolute, existing) is used as is and kept. Output goes to
-the run log ('clasp run log'). --clear removes the adapter. Setting it
-replaces the whole previous config.`,
+the run log ('clasp run log'). The run's process (its pid) is a small watcher,
+this same clasp binary, that leads the process group, starts --command, writes
+its stdout and stderr to the run log and records its exit status: a server that
+crashes or restarts leaves both running, and the server that re-adopts the run
+ends it by that exit status. --clear removes the adapter. Setting it replaces
+the whole previous config.`,
 		Example: `  clasp agent set-adapter <agent-id> --command /bin/sh --arg "$PWD/examples/shell-agent/agent.sh" \
       --env AGENT_DEBUG=1 --timeout 5m --heartbeat-interval 30s --wake-on-assignment
   clasp agent set-adapter <agent-id> --command /usr/local/go/bin/go --arg run --arg ./examples/goagent --cwd /src/clasp
@@ -189,7 +193,8 @@ func (a *app) newRunLogCmd() *cobra.Command {
 		Use:   "log RUN_ID [--follow]",
 		Short: "Print the output of a server-managed run (board, or the run's agent)",
 		Long: `Print what a run's process wrote to stdout and stderr, as captured by the server
-(capped in size). --follow keeps printing new output until the run ends.
+(capped in size; also while the server was down or restarting). --follow keeps
+printing new output until the run ends.
 Runs the server did not start have no log (404 not_found, exit 1).`,
 		Example: `  clasp run log <run-id>
   clasp run log <run-id> --follow`,

@@ -293,6 +293,7 @@ func (s *Scheduler) takeOver(ctx context.Context) error {
 				defer s.wg.Done()
 				s.terminate(pid, func() bool { return Alive(pid, start) })
 				s.removeRunDir(id)
+				s.removeStatus(id)
 			}()
 		}
 	}
@@ -410,7 +411,8 @@ func (s *Scheduler) assignmentWakes(ctx context.Context, aa *store.AgentAdapter)
 
 // checkHost compares this instance's running managed runs with the
 // processes: a run not watched here whose process is alive (same pid and
-// start time) is re-adopted; one whose process is gone is failed with
+// start time) is re-adopted; one whose process is gone ends by the exit
+// status its shim recorded (endByStatus), or without one is failed with
 // process_lost (and retried once, by the store); one whose pid is not
 // recorded yet is left to its lease (its process may have started). A
 // watched process whose run is no longer running here (it ended by any
@@ -449,6 +451,13 @@ func (s *Scheduler) checkHost(ctx context.Context) error {
 			s.adopt(ctx, m.Run, pid, m.ProcStart)
 			continue
 		}
+		// The status file goes once the run is ended by it: a pass whose
+		// statement failed finds it again.
+		if es, ok := readStatus(s.cfg.LogDir, m.Run.ID); ok {
+			s.endByStatus(ctx, m.Run.ID, es)
+			s.removeStatus(m.Run.ID)
+			continue
+		}
 		s.lost(ctx, m.Run.ID, fmt.Sprintf("process lost: pid %d is gone", pid))
 	}
 	return nil
@@ -467,8 +476,9 @@ func (s *Scheduler) lost(ctx context.Context, runID, msg string) {
 
 // adopt watches a live process of this host's run that this scheduler did
 // not start (after a restart): its lease is renewed while the pid (with
-// its start time) lives; when it is gone the run is lost, since its exit
-// status cannot be known.
+// its start time) lives; when it is gone the run ends by the exit status
+// its shim recorded (endByStatus), or is lost when there is none (the
+// shim was killed).
 func (s *Scheduler) adopt(ctx context.Context, run *clasp.Run, pid int, start int64) {
 	p := newProc(ctx, run)
 	p.pid, p.start, p.adopted = pid, start, true
@@ -493,6 +503,7 @@ func (s *Scheduler) adopt(ctx context.Context, run *clasp.Run, pid int, start in
 			case st := <-p.stopping:
 				s.terminate(pid, func() bool { return Alive(pid, start) })
 				s.removeRunDir(run.ID)
+				s.removeStatus(run.ID)
 				if st != runEnded {
 					s.finish(context.WithoutCancel(ctx), run.ID, st, nil, "")
 				}
@@ -508,7 +519,12 @@ func (s *Scheduler) adopt(ctx context.Context, run *clasp.Run, pid int, start in
 				if !Alive(pid, start) {
 					_ = signalGroup(pid, syscall.SIGKILL)
 					s.removeRunDir(run.ID)
-					s.lost(context.WithoutCancel(ctx), run.ID, fmt.Sprintf("process lost: re-adopted pid %d is gone", pid))
+					if es, ok := readStatus(s.cfg.LogDir, run.ID); ok {
+						s.endByStatus(context.WithoutCancel(ctx), run.ID, es)
+						s.removeStatus(run.ID)
+					} else {
+						s.lost(context.WithoutCancel(ctx), run.ID, fmt.Sprintf("process lost: re-adopted pid %d is gone", pid))
+					}
 					return
 				}
 			}

@@ -375,8 +375,13 @@ func TestRestartReadoptsLiveRecoversDead(t *testing.T) {
 		syscall.Kill(*dead.PID, syscall.SIGKILL)
 		eventually(t, "dead process gone", func() bool { return !Alive(*dead.PID, procStartOf(t, *dead.PID, live)) })
 
-		s2 := newScheduler(t, st, "host-a")
-		_ = s2
+		// The same log directory, as a restarted server's: the exit status
+		// of a re-adopted process is recorded there.
+		s2 := New(st, Config{HostID: "host-a", Interval: 50 * time.Millisecond, LogDir: s1.LogDir(), KillGrace: 300 * time.Millisecond})
+		if err := s2.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s2.Stop)
 		eventually(t, "dead run recovered", func() bool { return f.run(t, dead.ID).Status == clasp.RunFailed })
 		if got := f.run(t, live.ID); got.Status != clasp.RunRunning {
 			t.Fatalf("live run after restart: got %s, want running (re-adopted)", got.Status)
@@ -386,9 +391,16 @@ func TestRestartReadoptsLiveRecoversDead(t *testing.T) {
 		if f.retryOf(t, live.ID) != nil {
 			t.Errorf("the live run was retried")
 		}
-		// The re-adopted process exits: its run is lost (exit status unknown) and retried once.
+		// The re-adopted process exits 0: its run succeeded (the exit status
+		// its shim recorded), with no retry.
 		os.WriteFile(filepath.Join(f.dir, "release-"+live.ID), nil, 0o600)
 		eventually(t, "re-adopted run ended", func() bool { return f.run(t, live.ID).Status != clasp.RunRunning })
+		if got := f.run(t, live.ID); got.Status != clasp.RunSucceeded || got.ExitCode == nil || *got.ExitCode != 0 {
+			t.Errorf("re-adopted run that exited 0: %s exit %v %q, want succeeded exit 0", got.Status, got.ExitCode, deref(got.Error))
+		}
+		if f.retryOf(t, live.ID) != nil {
+			t.Errorf("the re-adopted run was retried")
+		}
 	})
 }
 

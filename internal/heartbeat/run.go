@@ -76,32 +76,45 @@ func (s *Scheduler) env(run *clasp.Run, c *clasp.AdapterConfig, token string) []
 	return env
 }
 
-// spawn starts the run's process in its own process group, records its
-// pid and start time, and watches it until it ends.
+// spawn starts the run's shim (shim.go), which starts the adapter's
+// command, in a process group of its own, records the shim's pid and
+// start time (the run's process), and watches it until it ends. A
+// command that cannot be resolved, or a working directory or log that
+// cannot be made, is an error and nothing is left running.
 func (s *Scheduler) spawn(ctx context.Context, p *proc, c *clasp.AdapterConfig, token string) error {
 	run := p.run
-	lg, err := openLog(s.cfg.LogDir, run.ID, s.cfg.MaxLogBytes)
+	agent := exec.Command(c.Command, c.Args...) // #nosec G204 -- the agent command the board configured, run without a shell in the agent's isolation
+	if agent.Err != nil {
+		return agent.Err
+	}
+	lf, err := openLogFile(s.cfg.LogDir, run.ID)
 	if err != nil {
 		return err
 	}
-	lg.secrets = []string{token}
+	defer lf.Close() // the shim holds its own copy
+	sf, err := openStatus(s.cfg.LogDir, run.ID)
+	if err != nil {
+		return err
+	}
+	defer sf.Close()
 	dir, err := s.runDir(run.ID, c.Cwd)
 	if err != nil {
-		_ = lg.Close() // nothing was written yet; the run-directory error is the one returned
+		s.removeStatus(run.ID)
 		return err
 	}
-	cmd := exec.Command(c.Command, c.Args...) // #nosec G204 -- the agent command the board configured, run without a shell in the agent's isolation
+	cmd := exec.Command("/proc/self/exe") // #nosec G204 -- this same binary, as the run's shim
+	cmd.Args = append([]string{"clasp"}, shimArgs(s.cfg.MaxLogBytes, agent.Path, agent.Args)...)
 	cmd.Dir = dir
 	cmd.Env = s.env(run, c, token)
-	cmd.Stdout, cmd.Stderr = lg, lg
-	// Wait also waits for the output pipe to close, which a child that
-	// outlives the main process holds open: the run ends when the main
-	// process exits, its remaining output is read for outputDrain at most.
-	cmd.WaitDelay = outputDrain
+	cmd.ExtraFiles = []*os.File{lf, sf}
 	cmd.SysProcAttr = s.sysProcAttr()
 	if err := cmd.Start(); err != nil {
-		_ = lg.Close() // nothing was written yet; the setup error is the one returned
 		s.removeRunDir(run.ID)
+		s.removeStatus(run.ID)
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			pe.Path = agent.Path // the command that could not start, not the shim's path
+		}
 		return err
 	}
 	p.pid = cmd.Process.Pid
@@ -111,22 +124,22 @@ func (s *Scheduler) spawn(ctx context.Context, p *proc, c *clasp.AdapterConfig, 
 	}
 	s.log.Info("heartbeat: started run", "run", run.ID, "agent", run.AgentID, "pid", p.pid, "reason", run.InvocationSource)
 	s.wg.Add(1)
-	go s.watch(ctx, p, cmd, lg, time.Duration(c.TimeoutSec)*time.Second)
+	go s.watch(ctx, p, cmd, time.Duration(c.TimeoutSec)*time.Second)
 	return nil
 }
 
-// outputDrain bounds the reading of a run's output after its main process
+// outputDrain bounds the reading of a run's output after its command
 // exited: output that the rest of its process group writes later is dropped.
 const outputDrain = time.Second
 
-// watch waits for a child: it renews the run's lease while it lives,
-// stops its group on timeout or cancel, and ends the run by how its main
-// process ended, whatever other processes of its group still run: exit 0
-// succeeded, another exit failed (exitCode), killed by a signal this
-// scheduler did not send: process lost (one retry); timeout timed_out;
-// cancel cancelled. Before the run ends, the rest of its process group is
-// stopped (SIGTERM, SIGKILL after KillGrace), its lease renewed meanwhile.
-func (s *Scheduler) watch(ctx context.Context, p *proc, cmd *exec.Cmd, lg *cappedLog, timeout time.Duration) {
+// watch waits for a run's shim: it renews the run's lease while it lives,
+// stops its group on timeout or cancel, and ends the run by how its
+// command ended (the status file of its shim; the shim's own end when it
+// recorded none), whatever other processes of its group still run (see
+// endByStatus); timeout timed_out; cancel cancelled. Before the run ends,
+// the rest of its process group is stopped (SIGTERM, SIGKILL after
+// KillGrace), its lease renewed meanwhile.
+func (s *Scheduler) watch(ctx context.Context, p *proc, cmd *exec.Cmd, timeout time.Duration) {
 	defer s.wg.Done()
 	defer s.untrack(p)
 	exited := make(chan error, 1)
@@ -155,10 +168,8 @@ loop:
 			break loop
 		case <-ctx.Done():
 			// The server stops, or another instance took the run over: the
-			// process keeps running; the instance that takes it over re-adopts it.
-			if err := lg.Close(); err != nil {
-				s.log.Warn("heartbeat: close run log", "run", p.run.ID, "err", err)
-			}
+			// process keeps running (its shim keeps writing its log); the
+			// instance that takes it over re-adopts it.
 			return
 		case <-timer:
 			stop(clasp.RunTimedOut)
@@ -190,12 +201,14 @@ loop:
 			}
 		}
 	}
-	if err := lg.Close(); err != nil {
-		s.log.Warn("heartbeat: close run log (its tail may be missing)", "run", p.run.ID, "err", err)
-	}
 	s.removeRunDir(p.run.ID)
-	code := cmd.ProcessState.ExitCode()
-	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	es, ok := readStatus(s.cfg.LogDir, p.run.ID)
+	s.removeStatus(p.run.ID)
+	if !ok && cmd.ProcessState != nil {
+		// The shim recorded nothing (it was killed): its own end stands.
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		es, ok = exitStatus{signaled: ws.Signaled(), signal: ws.Signal(), code: ws.ExitStatus()}, true
+	}
 	switch {
 	case stopped == runEnded:
 		s.log.Info("heartbeat: stopped the process of an ended run", "run", p.run.ID, "pid", p.pid)
@@ -204,17 +217,28 @@ loop:
 		s.finish(bg, p.run.ID, clasp.RunTimedOut, nil, fmt.Sprintf("timed out: the process outlived timeoutSec (%s)", timeout))
 	case stopped != "":
 		s.finish(bg, p.run.ID, stopped, nil, "cancelled: the process group was stopped")
-	case werr == nil || errors.Is(werr, exec.ErrWaitDelay):
-		// ErrWaitDelay: exit 0, output of the rest of the group dropped.
-		s.finish(bg, p.run.ID, clasp.RunSucceeded, &code, "")
-	case ws.Signaled():
-		s.lost(bg, p.run.ID, fmt.Sprintf("process lost: killed by signal %s", ws.Signal()))
+	case !ok:
+		s.lost(bg, p.run.ID, fmt.Sprintf("process lost: %v", werr))
 	default:
-		var ee *exec.ExitError
-		msg := fmt.Sprintf("the process exited with %d", code)
-		if !errors.As(werr, &ee) {
-			msg = werr.Error()
-		}
-		s.finish(bg, p.run.ID, clasp.RunFailed, &code, msg)
+		s.endByStatus(bg, p.run.ID, es)
+	}
+}
+
+// endByStatus ends run runID by how its command ended: exit 0 succeeded,
+// another exit failed (exitCode), killed by a signal this scheduler did
+// not send: process lost (one retry), a command that could not start:
+// failed with spawn_failed.
+func (s *Scheduler) endByStatus(ctx context.Context, runID string, es exitStatus) {
+	switch {
+	case es.spawnErr != "":
+		s.finishCode(ctx, runID, clasp.RunFailed, nil, "spawn failed: "+es.spawnErr, clasp.RunErrorSpawnFailed)
+	case es.signaled:
+		s.lost(ctx, runID, fmt.Sprintf("process lost: killed by signal %s", es.signal))
+	case es.code == 0:
+		code := 0
+		s.finish(ctx, runID, clasp.RunSucceeded, &code, "")
+	default:
+		code := es.code
+		s.finish(ctx, runID, clasp.RunFailed, &code, fmt.Sprintf("the process exited with %d", code))
 	}
 }

@@ -34,7 +34,9 @@ type cappedLog struct {
 	pend    []byte   // held back: may be the start of a credential
 }
 
-func openLog(dir, runID string, max int64) (*cappedLog, error) {
+// openLogFile opens (creating it, mode 0600) run runID's log in dir for
+// appending, for the run's shim to write.
+func openLogFile(dir, runID string) (*os.File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("run log dir: %w", err)
 	}
@@ -42,12 +44,18 @@ func openLog(dir, runID string, max int64) (*cappedLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run log: %w", err)
 	}
-	st, _ := f.Stat()
+	return f, nil
+}
+
+// newCappedLog returns a cappedLog of max bytes over f (opened for
+// appending), counting what f already holds: a log already past its cap
+// (truncated) takes nothing more.
+func newCappedLog(f *os.File, max int64) *cappedLog {
 	var n int64
-	if st != nil {
+	if st, err := f.Stat(); err == nil {
 		n = st.Size()
 	}
-	return &cappedLog{f: f, n: n, max: max}, nil
+	return &cappedLog{f: f, n: n, max: max, dropped: n > max}
 }
 
 // LogPath is the file of run runID's log in dir.
