@@ -80,7 +80,7 @@ func shimMain(args []string) int {
 	if tok := os.Getenv("CLASP_API_KEY"); tok != "" {
 		lg.secrets = []string{tok}
 	}
-	cmd := exec.Command(args[1]) // #nosec G204 -- the agent command the board configured, resolved by the server, run without a shell
+	cmd := exec.Command(args[1]) // #nosec G204 G702 -- the agent command the board configured (resolved by the server), run without a shell
 	cmd.Args = args[2:]
 	cmd.Stdout, cmd.Stderr = lg, lg
 	// Wait also waits for the output pipe to close, which a child that
@@ -95,7 +95,7 @@ func shimMain(args []string) int {
 	_ = cmd.Wait() // ErrWaitDelay only drops late output: how the command ended is in ProcessState
 	_ = lg.Close()
 	if cmd.ProcessState == nil {
-		return shimSpawnFail // not waited for: nothing recorded, the run is lost
+		return shimSpawnFail // not waited for: nothing recorded, the run ends by this exit
 	}
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	code := ws.ExitStatus()
