@@ -191,6 +191,38 @@ func PatchActivity(before *AuditFields, old *LockState, iss *clasp.Issue, p *Iss
 	return append(rows, issueRow(iss, clasp.ActionIssueUpdated, details))
 }
 
+// CauseAgentTerminated is the cause of the rows written for the issues a
+// terminated agent was assigned (TerminateUnassignActivity).
+const CauseAgentTerminated = "agent_terminated"
+
+// TerminateUnassignActivity is what terminating an agent (rule L6, agent
+// terminated) writes for one open issue it was assigned, old being the
+// issue's status, assignee and locks before the statement that unassigned
+// it and iss the issue after it: issue.released {previousCheckoutRunId,
+// previousExecutionRunId, unassigned: true, cause: "agent_terminated"}
+// when that statement cleared a lock (L7), then issue.updated {changes:
+// {assigneeAgentId, and status when in_progress became todo}, cause:
+// "agent_terminated", and locksCleared, previousCheckoutRunId,
+// previousExecutionRunId when it cleared a lock}.
+func TerminateUnassignActivity(old *LockState, iss *clasp.Issue) []Activity {
+	var rows []Activity
+	changes := map[string]any{"assigneeAgentId": map[string]any{"from": OrNil(old.Assignee), "to": iss.AssigneeAgentID}}
+	if old.Status != string(iss.Status) {
+		changes["status"] = map[string]any{"from": old.Status, "to": iss.Status}
+	}
+	details := map[string]any{"changes": changes, "cause": CauseAgentTerminated}
+	if old.Locked() {
+		rows = append(rows, issueRow(iss, clasp.ActionIssueReleased, releasedDetails{
+			PreviousCheckoutRunID: OrNil(old.Checkout), PreviousExecutionRunID: OrNil(old.Execution),
+			Unassigned: true, Cause: CauseAgentTerminated,
+		}))
+		details["locksCleared"] = true
+		details["previousCheckoutRunId"] = OrNil(old.Checkout)
+		details["previousExecutionRunId"] = OrNil(old.Execution)
+	}
+	return append(rows, issueRow(iss, clasp.ActionIssueUpdated, details))
+}
+
 // StaleLock is a candidate of sweeper pass 2: an issue, its lock columns
 // and the states of the runs they name (RunLost, RunTerminal or
 // RunMissing).

@@ -71,8 +71,9 @@ type AgentCreateParams struct {
 
 // AgentUpdateParams changes an agent. Nil fields are left as they are.
 // Terminating an agent is final and, in the same transaction, revokes its
-// keys and ends its queued and running runs as cancelled (errorCode
-// agent_terminated), releasing their locks (rule L6). See Store.AgentUpdate.
+// keys, ends its queued and running runs as cancelled (errorCode
+// agent_terminated), releasing their locks, and unassigns its issues that
+// are not done or cancelled (rule L6). See Store.AgentUpdate.
 type AgentUpdateParams struct {
 	AgentID string
 	Status  *clasp.AgentStatus
@@ -406,7 +407,10 @@ type Store interface {
 	// transaction: revokes its keys, ends its queued and running runs as
 	// cancelled with errorCode agent_terminated (one run.finished row
 	// each), and clears every lock naming those runs with one
-	// issue.lock_released row per issue (rule L6, as RunFinish).
+	// issue.lock_released row per issue (rule L6, as RunFinish); then every
+	// issue assigned to it that is not done or cancelled loses its
+	// assignee and any lock left on it, in_progress becoming todo, with
+	// the rows of TerminateUnassignActivity (rule L6, agent terminated).
 	// terminated is final: 422 precondition_failed (details.field status)
 	// for a change to any other status. 404 not_found.
 	AgentUpdate(ctx context.Context, p *AgentUpdateParams) (*clasp.Agent, error)

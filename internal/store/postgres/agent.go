@@ -15,11 +15,13 @@ import (
 // AgentUpdate changes an agent's status, name or role. Terminating it, in
 // the same transaction, ends its queued and running runs as cancelled
 // (errorCode agent_terminated, one run.finished each), clears every lock
-// naming them (one issue.lock_released per issue, rule L6) and revokes its
-// keys. 400 invalid_request for a bad status or an empty name, 404
-// not_found, 409 already_exists for a taken name, 422 precondition_failed
-// (field status) for a terminated agent given another status (terminated
-// is final).
+// naming them (one issue.lock_released per issue, rule L6), unassigns
+// every issue assigned to it that is not done or cancelled (in_progress
+// becomes todo, any lock left is cleared; statement AgentUnassignIssues)
+// and revokes its keys. 400 invalid_request for a bad status or an empty
+// name, 404 not_found, 409 already_exists for a taken name, 422
+// precondition_failed (field status) for a terminated agent given another
+// status (terminated is final).
 func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*clasp.Agent, error) {
 	c, err := p.Validate()
 	if err != nil {
@@ -48,6 +50,11 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 				if err := s.releaseRunLocks(ctx, tx, p.Actor, clasp.RunCancelled, runs); err != nil {
 					return err
 				}
+			}
+			// Then its open issues lose it as their assignee (L6).
+			var n int64
+			if err := tx.QueryRow(ctx, q("AgentUnassignIssues"), actorArgs(namedArgs{"agent": p.AgentID}, p.Actor)).Scan(&n); err != nil {
+				return wrap(err, "unassign the issues of agent %s", p.AgentID)
 			}
 		}
 		a, err := store.ScanAgent(tx.QueryRow(ctx, q("AgentUpdate"), args))

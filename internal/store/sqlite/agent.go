@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/clasp-dev/clasp"
@@ -15,7 +17,9 @@ import (
 // terminated, in the same transaction: revokes its keys, ends its queued
 // and running runs as cancelled with errorCode agent_terminated (one
 // run.finished row each), and clears every lock naming those runs with one
-// issue.lock_released {runId, runStatus} per issue (rule L6, as RunFinish).
+// issue.lock_released {runId, runStatus} per issue (rule L6, as RunFinish),
+// then unassigns every issue assigned to it that is not done or cancelled
+// (in_progress becomes todo, any lock left is cleared; unassignOpenIssues).
 // terminated is final. Errors: 400 invalid_request for a bad status or an
 // empty name, 404 not_found, 409 already_exists for a taken name, 422
 // precondition_failed (details.field status) for a terminated agent set to
@@ -61,8 +65,9 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 
 // agentTerminate does the rest of a termination of agent a: it revokes its
 // keys, ends its queued and running runs as cancelled (agent_terminated)
-// with a run.finished row each, and releases every lock naming them (rule
-// L6, releaseRunLocks: one issue.lock_released per issue).
+// with a run.finished row each, releases every lock naming them (rule
+// L6, releaseRunLocks: one issue.lock_released per issue), and unassigns
+// its open issues (unassignOpenIssues).
 func (t *wtx) agentTerminate(ctx context.Context, a *clasp.Agent, actor store.Actor) error {
 	if _, err := t.exec(ctx, "AgentRevokeKeys", sql.Named("agent", a.ID), sql.Named("now", t.now)); err != nil {
 		return fmt.Errorf("revoke keys of agent %s: %w", a.ID, err)
@@ -82,6 +87,53 @@ func (t *wtx) agentTerminate(ctx context.Context, a *clasp.Agent, actor store.Ac
 		if err := t.logActivity(ctx, run.CompanyID, actor, clasp.ActionRunFinished, "run", run.ID, map[string]any{
 			"status": run.Status, "exitCode": run.ExitCode, "error": run.Error, "errorCode": run.ErrorCode,
 		}); err != nil {
+			return err
+		}
+	}
+	return t.unassignOpenIssues(ctx, a.ID, actor)
+}
+
+// unassignOpenIssues is the last step of terminating agent agentID (rule
+// L6, agent terminated; statement AgentUnassignIssues): every issue
+// assigned to it that is not done or cancelled loses its assignee and any
+// lock left on it, in_progress becoming todo, with the rows of
+// store.TerminateUnassignActivity each. AgentOpenIssues, read just before
+// in the same write transaction, gives those rows the issues' state before
+// the statement; it decides nothing.
+func (t *wtx) unassignOpenIssues(ctx context.Context, agentID string, actor store.Actor) error {
+	rows, err := t.query(ctx, "AgentOpenIssues", sql.Named("agent", agentID))
+	if err != nil {
+		return fmt.Errorf("read the open issues of agent %s: %w", agentID, err)
+	}
+	before, err := scanRows(rows, func(l *store.LockState) []any {
+		return []any{&l.IssueID, &l.CompanyID, &l.Status, &l.Assignee, &l.Checkout, &l.Execution}
+	})
+	if err != nil {
+		return fmt.Errorf("read the open issues of agent %s: %w", agentID, err)
+	}
+	if len(before) == 0 {
+		return nil
+	}
+	old := make(map[string]*store.LockState, len(before))
+	for i := range before {
+		old[before[i].IssueID] = &before[i]
+	}
+	rows, err = t.query(ctx, "AgentUnassignIssues", sql.Named("agent", agentID), sql.Named("now", t.now))
+	if err != nil {
+		return fmt.Errorf("unassign the issues of agent %s: %w", agentID, err)
+	}
+	issues, err := scanAll(rows, store.ScanIssue)
+	if err != nil {
+		return fmt.Errorf("unassign the issues of agent %s: %w", agentID, err)
+	}
+	// In issue id order, as PostgreSQL writes them.
+	slices.SortFunc(issues, func(x, y *clasp.Issue) int { return strings.Compare(x.ID, y.ID) })
+	for _, iss := range issues {
+		o, ok := old[iss.ID]
+		if !ok { // the write transaction is the only writer: cannot happen
+			return fmt.Errorf("unassign the issues of agent %s: issue %s was not read before", agentID, iss.ID)
+		}
+		if err := t.logAll(ctx, actor, store.TerminateUnassignActivity(o, iss)...); err != nil {
 			return err
 		}
 	}

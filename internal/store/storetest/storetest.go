@@ -126,6 +126,7 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"Idempotency_PatchReplayWritesOnce", testIdempotencyPatchReplayWritesOnce},
 		{"Agent_TerminateEndsRunsAndReleasesLocks", testAgentTerminateEndsRunsAndLocks},
 		{"Agent_TerminatedIsFinal", testAgentTerminatedIsFinal},
+		{"Agent_TerminateUnassignsOpenIssues", testAgentTerminateUnassignsOpenIssues},
 		{"Settings", testSettings},
 		// Claim-next, rules L1-L3 on the most urgent eligible issue.
 		{"Claim_PriorityThenAge", testClaimPriorityThenAge},

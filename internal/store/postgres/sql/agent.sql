@@ -56,6 +56,55 @@ WHERE r.agent_id = @agent::text AND r.status IN ('queued', 'running')
 RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
 
+-- name: AgentUnassignIssues
+-- L6, agent terminated: every issue assigned to agent @agent that is not
+-- done or cancelled loses its assignee and, as at every change of
+-- assignee, both locks (its runs' ends released theirs just before; left
+-- are those of runs that ended earlier and were not swept yet);
+-- in_progress becomes todo (as a release, L4); checkout_epoch stays. The
+-- issues are then free for any agent's checkout and claim. They are
+-- locked in id order, as the sweeper and ReleaseRunLocks lock issues, and
+-- re-checked on their latest version (FOR UPDATE). Per issue, issue.released {previousCheckoutRunId,
+-- previousExecutionRunId, unassigned, cause} when a lock was cleared, then
+-- issue.updated {changes, cause, and locksCleared, previousCheckoutRunId,
+-- previousExecutionRunId when a lock was cleared}; the number of issues.
+WITH old AS MATERIALIZED (
+	SELECT id, status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues
+	WHERE assignee_agent_id = @agent::text AND status NOT IN ('done', 'cancelled')
+	ORDER BY id FOR UPDATE
+), upd AS (
+	UPDATE issues i SET
+		assignee_agent_id = NULL,
+		status = CASE WHEN i.status = 'in_progress' THEN 'todo' ELSE i.status END,
+		checkout_run_id = NULL,
+		execution_run_id = NULL,
+		execution_agent_name_key = NULL,
+		execution_locked_at = NULL,
+		updated_at = now()
+	FROM old o WHERE i.id = o.id
+	RETURNING i.id, i.company_id, i.status, o.status AS old_status, o.assignee_agent_id AS old_assignee,
+		o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution,
+		(o.checkout_run_id IS NOT NULL OR o.execution_run_id IS NOT NULL) AS cleared
+), act AS (
+	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
+	SELECT company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, action, 'issue', id, details FROM (
+		SELECT u.id, 1 AS ord, u.company_id, 'issue.released' AS action,
+			jsonb_build_object('previousCheckoutRunId', u.old_checkout, 'previousExecutionRunId', u.old_execution,
+				'unassigned', true, 'cause', 'agent_terminated') AS details
+		FROM upd u WHERE u.cleared
+		UNION ALL
+		SELECT u.id, 2, u.company_id, 'issue.updated',
+			jsonb_build_object('changes', jsonb_build_object('assigneeAgentId', jsonb_build_object('from', u.old_assignee, 'to', NULL))
+				|| CASE WHEN u.status <> u.old_status
+					THEN jsonb_build_object('status', jsonb_build_object('from', u.old_status, 'to', u.status)) ELSE '{}' END,
+				'cause', 'agent_terminated')
+			|| CASE WHEN u.cleared THEN jsonb_build_object('locksCleared', true,
+				'previousCheckoutRunId', u.old_checkout, 'previousExecutionRunId', u.old_execution) ELSE '{}' END
+		FROM upd u
+	) x ORDER BY id, ord
+)
+SELECT count(*) FROM upd
+
 -- name: AgentHeartbeat
 UPDATE agents SET last_heartbeat_at = now() WHERE id = @agent::text
 

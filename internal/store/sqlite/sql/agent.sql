@@ -42,6 +42,35 @@ WHERE agent_id = :agent AND status IN ('queued', 'running')
 RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
 
+-- name: AgentOpenIssues
+-- The issues assigned to agent :agent that are not done or cancelled, with
+-- their status and locks, read in the write transaction of its termination
+-- just before AgentUnassignIssues, for the activity rows of that statement
+-- (it decides nothing).
+SELECT id, company_id, status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues
+WHERE assignee_agent_id = :agent AND status NOT IN ('done', 'cancelled')
+ORDER BY id
+
+-- name: AgentUnassignIssues
+-- L6, agent terminated: every issue assigned to agent :agent that is not
+-- done or cancelled loses its assignee and, as at every change of
+-- assignee, both locks (its runs' ends released theirs just before; left
+-- are those of runs that ended earlier and were not swept yet);
+-- in_progress becomes todo (as a release, L4); checkout_epoch stays. The
+-- issues are then free for any agent's checkout and claim.
+UPDATE issues SET
+	assignee_agent_id = NULL,
+	status = CASE WHEN status = 'in_progress' THEN 'todo' ELSE status END,
+	checkout_run_id = NULL,
+	execution_run_id = NULL,
+	execution_agent_name_key = NULL,
+	execution_locked_at = NULL,
+	updated_at = :now
+WHERE assignee_agent_id = :agent AND status NOT IN ('done', 'cancelled')
+RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at
+
 -- name: AgentHeartbeat
 UPDATE agents SET last_heartbeat_at = :now WHERE id = :agent
 

@@ -1,0 +1,12 @@
+UPDATE issues SET
+	assignee_agent_id = NULL,
+	status = CASE WHEN status = 'in_progress' THEN 'todo' ELSE status END,
+	checkout_run_id = NULL,
+	execution_run_id = NULL,
+	execution_agent_name_key = NULL,
+	execution_locked_at = NULL,
+	updated_at = :now
+WHERE assignee_agent_id = :agent AND status NOT IN ('done', 'cancelled')
+RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
+	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
+	started_at, completed_at, cancelled_at, created_at, updated_at
