@@ -14,8 +14,10 @@ import (
 func (a *app) newAgentCmd() *cobra.Command {
 	g := a.newGroup("agent", "Manage agents and their API keys",
 		`An agent is a worker identity in a company. The board creates agents and
-their API keys, and pauses, resumes or terminates them (terminating revokes
-every key). An agent, authenticated with its key or a run token, can read
+their API keys, and pauses, resumes or terminates them (terminating is final:
+it revokes every key, cancels the agent's runs, releasing their locks, and
+unassigns its issues that are not done or cancelled, in_progress ones back to
+todo, so that any agent can take them). An agent, authenticated with its key or a run token, can read
 itself (agent me) and its inbox (agent inbox).`,
 		`  clasp agent create builder-1 --company <company-id> --role engineer
   clasp agent key create <agent-id>          # prints the key once
@@ -37,7 +39,7 @@ The server stores only their hash: the key is printed once, by 'key create'.`,
 		a.newAgentShowCmd(),
 		a.newAgentStatusCmd("pause", clasp.AgentPaused, "Pause an agent (status paused)"),
 		a.newAgentStatusCmd("resume", clasp.AgentActive, "Resume a paused agent (status active)"),
-		a.newAgentStatusCmd("terminate", clasp.AgentTerminated, "Terminate an agent: its keys are revoked and answer 401"),
+		a.newAgentStatusCmd("terminate", clasp.AgentTerminated, "Terminate an agent (final): its keys answer 401, its runs are cancelled, its open issues go back unassigned"),
 		a.newAgentMeCmd(),
 		a.newAgentInboxCmd(),
 		a.newAgentSetAdapterCmd(),

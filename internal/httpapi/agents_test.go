@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
 
@@ -79,6 +80,59 @@ func TestTerminateAgentEndsRunsAndLocks(t *testing.T) {
 	if rb.Status != clasp.RunRunning {
 		t.Errorf("B's run: got %s, want running", rb.Status)
 	}
+}
+
+// TestTerminatedAgentsIssuesGoToOthers: terminating an agent hands back,
+// in the same transaction, the open issues it was assigned: the one its
+// run held becomes todo with no assignee and no lock (issue.updated with
+// cause agent_terminated), the one waiting for it loses its assignee, a
+// done one keeps it. Another agent then checks out the first and claims
+// the second, with no board write in between.
+func TestTerminatedAgentsIssuesGoToOthers(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, b *bundle) {
+		w := b.world("TG")
+		heldIss := b.issue(w.c.ID, map[string]any{"title": "held", "status": "todo"})
+		waiting := b.issue(w.c.ID, map[string]any{"title": "waiting", "status": "todo", "assigneeAgentId": w.a.ID})
+		done := b.issue(w.c.ID, map[string]any{"title": "done", "status": "done", "assigneeAgentId": w.a.ID})
+		if r := b.checkout(heldIss.ID, w.ra1.RunToken, "", w.a.ID); r.status != http.StatusOK {
+			t.Fatalf("checkout by A: %d %s", r.status, r.body)
+		}
+		b.must(http.StatusOK, "PATCH", "/api/agents/"+w.a.ID, req{body: map[string]any{"status": "terminated"}}, nil)
+
+		for _, c := range []struct {
+			iss    *clasp.Issue
+			status clasp.IssueStatus
+		}{{heldIss, clasp.IssueTodo}, {waiting, clasp.IssueTodo}} {
+			got := b.getIssue(c.iss.ID)
+			if got.Status != c.status || got.AssigneeAgentID != nil || got.CheckoutRunID != nil || got.ExecutionRunID != nil {
+				t.Errorf("%s after terminating its assignee: status %s, assignee %q, locks %q/%q; want %s, no assignee, no lock",
+					c.iss.Title, got.Status, deref(got.AssigneeAgentID), deref(got.CheckoutRunID), deref(got.ExecutionRunID), c.status)
+			}
+			n := 0
+			for _, a := range b.activity(c.iss.ID) {
+				var d struct{ Cause string }
+				if a.Action == clasp.ActionIssueUpdated && json.Unmarshal(a.Details, &d) == nil && d.Cause == "agent_terminated" {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%s: issue.updated rows with cause agent_terminated: got %d, want 1", c.iss.Title, n)
+			}
+		}
+		if got := b.getIssue(done.ID); got.AssigneeAgentID == nil || *got.AssigneeAgentID != w.a.ID {
+			t.Errorf("done issue: assignee %q, want %s kept", deref(got.AssigneeAgentID), w.a.ID)
+		}
+
+		if r := b.checkout(heldIss.ID, w.rb.RunToken, "", w.b.ID); r.status != http.StatusOK {
+			t.Errorf("B's checkout of the issue A held: %d %s, want 200", r.status, r.body)
+		}
+		var claimed clasp.Issue
+		b.must(http.StatusOK, "POST", "/api/agents/me/claim", req{token: w.rb.RunToken, body: map[string]any{"scope": "unassigned"}}, &claimed)
+		if claimed.ID != waiting.ID {
+			t.Errorf("B's claim: got %s (%s), want %s", claimed.Identifier, claimed.Title, waiting.Identifier)
+		}
+	})
 }
 
 // TestRelativeAdapterCommandIsRefused: a process adapter's command must be
