@@ -200,8 +200,8 @@ func (p CommentListParams) values() url.Values {
 
 // ActivityListParams filters the activity endpoints (newest first).
 type ActivityListParams struct {
-	Action   string // company activity only
-	EntityID string // company activity only
+	Action   string // an action to keep, on both endpoints
+	EntityID string // an entity's id (on an issue's activity, its own id keeps every row, another none)
 	Limit    int
 	Cursor   string
 }

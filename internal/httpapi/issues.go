@@ -555,7 +555,11 @@ func activityFilters(c *call, p *store.ActivityListParams) error {
 	return err
 }
 
-// issueActivity: GET /api/issues/{id}/activity?action=&limit=&cursor=, newest first.
+// issueActivity: GET /api/issues/{id}/activity?action=&entityId=&limit=&cursor=,
+// newest first: the rows whose entity is the issue. entityId filters them
+// as it does a company's activity: the issue's own id keeps them all,
+// another entity's id keeps none (an empty list); anything but a UUID is
+// 400 invalid_request naming it (activityFilters).
 func (s *Server) issueActivity(ctx context.Context, c *call) (int, any, error) {
 	ref := issueRef(c)
 	page, err := pageParams(c.r.URL.Query())
@@ -569,6 +573,9 @@ func (s *Server) issueActivity(ctx context.Context, c *call) (int, any, error) {
 	iss, err := s.st.IssueGet(ctx, c.scope(), ref)
 	if err != nil {
 		return 0, nil, err
+	}
+	if p.EntityID != "" && p.EntityID != iss.ID {
+		return http.StatusOK, list([]*clasp.Activity(nil)), nil // no row of this issue has another entity
 	}
 	p.CompanyID, p.EntityID = iss.CompanyID, iss.ID
 	items, next, err := s.st.ActivityList(ctx, p)

@@ -171,3 +171,35 @@ func TestRefusedBeforeBodyAnswersAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestIssueActivityFiltersByEntityID: entityId on an issue's activity is
+// applied, not read and ignored: the issue's own id keeps its rows,
+// another entity's id (another issue's) keeps none, and a value that is
+// no UUID is 400 naming entityId; the company's activity filters the same.
+func TestIssueActivityFiltersByEntityID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	co := b.company("EA")
+	one := b.issue(co.ID, map[string]any{"title": "one"})
+	two := b.issue(co.ID, map[string]any{"title": "two"})
+	rowsOf := func(path string) []clasp.Activity {
+		t.Helper()
+		return *decode[[]clasp.Activity](t, b.must(http.StatusOK, "GET", path, req{}, nil))
+	}
+	all := rowsOf("/api/issues/" + one.ID + "/activity")
+	if len(all) == 0 {
+		t.Fatalf("issue %s has no activity, want its creation", one.ID)
+	}
+	if got := rowsOf("/api/issues/" + one.ID + "/activity?entityId=" + one.ID); len(got) != len(all) {
+		t.Errorf("entityId = the issue: %d rows, want its %d", len(got), len(all))
+	}
+	if got := rowsOf("/api/issues/" + one.ID + "/activity?entityId=" + two.ID); len(got) != 0 {
+		t.Errorf("entityId = another issue: %d rows, want none (the filter is applied)", len(got))
+	}
+	wantErr(t, b.do("GET", "/api/issues/"+one.ID+"/activity?entityId=nope", req{}), http.StatusBadRequest, clasp.CodeInvalidRequest, "entityId")
+	for _, a := range rowsOf("/api/companies/" + co.ID + "/activity?entityId=" + two.ID) {
+		if a.EntityID != two.ID {
+			t.Errorf("company activity with entityId=%s holds a row of %s", two.ID, a.EntityID)
+		}
+	}
+}
