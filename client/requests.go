@@ -11,10 +11,12 @@ import (
 )
 
 // CompanyCreateRequest is the body of POST /api/companies. IssuePrefix is
-// 2-10 upper-case letters, unique across companies (409 already_exists).
+// 2-10 upper-case letters, unique across companies (409 already_exists);
+// empty, it is not sent and the server derives one from Name
+// (clasp.IssuePrefixCandidates: the first one no other company has).
 type CompanyCreateRequest struct {
 	Name        string `json:"name"`
-	IssuePrefix string `json:"issuePrefix"`
+	IssuePrefix string `json:"issuePrefix,omitempty"`
 }
 
 // AgentCreateRequest is the body of POST /api/companies/{companyId}/agents.

@@ -58,7 +58,7 @@ the server ends the run.`,
 		Example: `  CLASP_URL=http://127.0.0.1:3100 CLASP_TOKEN=clasp_ak_... clasp agent work --slow 200ms`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			token := firstNonEmpty(a.token, a.getenv(EnvToken))
+			token := a.bearer()
 			url := firstNonEmpty(a.baseURL, a.url, a.getenv(EnvURL), DefaultURL)
 			runID, issueID := "", ""
 			if oneRun {

@@ -201,12 +201,19 @@ func (a *app) caFile() string { return firstNonEmpty(a.caCert, a.getenv(EnvCACer
 func (a *app) client() *client.Client {
 	u := firstNonEmpty(a.baseURL, a.url, a.getenv(EnvURL), DefaultURL)
 	return client.New(u,
-		client.WithToken(firstNonEmpty(a.token, a.getenv(EnvToken))),
+		client.WithToken(a.bearer()),
 		client.WithRunID(firstNonEmpty(a.runID, a.getenv(EnvRunID))),
 		client.WithUserAgent("clasp-cli"),
 		client.WithHTTPClient(a.hc),
 		a.caOption(),
 	)
+}
+
+// bearer is the token the client commands send: --token (or what
+// --token-file read), else $CLASP_TOKEN, without surrounding space; ""
+// when neither holds one (an empty or blank $CLASP_TOKEN is unset).
+func (a *app) bearer() string {
+	return strings.TrimSpace(firstNonEmpty(a.token, a.getenv(EnvToken)))
 }
 
 // caOption is client.WithCACert of caFile, or nothing without one.
@@ -224,7 +231,7 @@ func (a *app) companyID(ctx context.Context, c *client.Client, flag string) (str
 	if id := firstNonEmpty(flag, a.getenv(EnvCompanyID)); id != "" {
 		return id, nil
 	}
-	if firstNonEmpty(a.token, a.getenv(EnvToken)) == "" || isBoardToken(firstNonEmpty(a.token, a.getenv(EnvToken))) {
+	if a.bearer() == "" || isBoardToken(a.bearer()) {
 		return "", usageErr(errors.New("--company is required (or set " + EnvCompanyID + ")"))
 	}
 	me, err := c.Me(ctx)
@@ -240,7 +247,13 @@ func (a *app) agentID(ctx context.Context, c *client.Client, flag string) (strin
 	if flag != "" {
 		return flag, nil
 	}
-	if isBoardToken(firstNonEmpty(a.token, a.getenv(EnvToken))) {
+	if isBoardToken(a.bearer()) {
+		if run, from := a.runID, "--run"; run != "" || a.getenv(EnvRunID) != "" {
+			if run == "" {
+				run, from = a.getenv(EnvRunID), EnvRunID
+			}
+			return "", usageErr(fmt.Errorf("the board token never acts in a run (%s %s): to act as the agent, use its run token, or its API key with --run; to act for it as the board, drop %s and name the agent with --agent", from, run, from))
+		}
 		return "", usageErr(errors.New("--agent is required with the board token"))
 	}
 	me, err := c.Me(ctx)
@@ -399,4 +412,14 @@ func (a *app) printError(err error) {
 	if len(parts) > 0 {
 		fmt.Fprintf(a.stderr, "details: %s\n", strings.Join(parts, " "))
 	}
+	if e.Code == clasp.CodeUnauthenticated && a.bearer() == "" {
+		fmt.Fprint(a.stderr, noTokenHint)
+	}
 }
+
+// noTokenHint follows a 401 to a command that sent no token: an empty
+// $CLASP_TOKEN counts as unset, so say where a token comes from.
+const noTokenHint = `No token was sent: --token and --token-file are not given and ` + EnvToken + ` is unset or empty.
+Set ` + EnvToken + ` to the board token (the file board-token in the server's data directory),
+an agent API key ('clasp agent key create') or a run token.
+`

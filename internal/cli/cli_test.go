@@ -123,8 +123,9 @@ func TestUsageErrors(t *testing.T) {
 		{"agent", "key", "bogus"},
 		{"issue", "show"},
 		{"issue", "list", "--bogus"},
-		{"company", "create", "Acme"}, // --prefix is required
-		{"issue", "update", "ENG-1"},  // nothing to update
+		{"company", "create", "Acme", "--prefix", ""}, // an empty prefix
+		{"issue", "show", "ENG-1", "--run", "nope"},   // not a run id
+		{"issue", "update", "ENG-1"},                  // nothing to update
 		{"issue", "update", "ENG-1", "--status", "doing"},
 		{"issue", "update", "ENG-1", "--assignee", "a1", "--unassign"},
 		{"issue", "checkout", "ENG-1", "--expect", "doing"},
@@ -194,7 +195,8 @@ func TestConflictExitCode(t *testing.T) {
 			reply(w, 404, map[string]any{"error": "No such thing.", "code": "not_found", "details": map[string]any{}})
 		}
 	})
-	env := map[string]string{EnvURL: f.URL, EnvToken: "clasp_ak_x", EnvRunID: "r2"}
+	const r2 = "01a23800-0000-7000-8000-000000000002" // a run id is a UUID (checkRunID)
+	env := map[string]string{EnvURL: f.URL, EnvToken: "clasp_ak_x", EnvRunID: r2}
 
 	r := runCLI(t, env, "", "issue", "checkout", "ENG-1")
 	if r.code != ExitConflict {
@@ -207,7 +209,7 @@ func TestConflictExitCode(t *testing.T) {
 	}
 	reqs := f.requests()
 	last := reqs[len(reqs)-1]
-	if last.Auth != "Bearer clasp_ak_x" || last.Run != "r2" {
+	if last.Auth != "Bearer clasp_ak_x" || last.Run != r2 {
 		t.Errorf("checkout sent Authorization %q, run %q; want the env's", last.Auth, last.Run)
 	}
 	var body map[string]any
@@ -328,5 +330,48 @@ func TestCompanyFromAgent(t *testing.T) {
 	reqs := f.requests()
 	if len(reqs) != 2 || reqs[1].Path != "/api/companies/c7/issues" || reqs[1].Query != "status=todo" {
 		t.Errorf("requests = %+v, want /agents/me then c7's issues with status=todo", reqs)
+	}
+}
+
+// TestCLIHintsNameTheMistake: against a real server, each mistake is
+// answered by a sentence about that mistake: a --run (or $CLASP_RUN_ID)
+// that is no run id says so, before any other flag's complaint; the board
+// token with a run says the board never acts in one; an empty or blank
+// $CLASP_TOKEN counts as unset and the 401 says where a token comes from;
+// company create without --prefix gets one derived from the name.
+func TestCLIHintsNameTheMistake(t *testing.T) {
+	t.Parallel()
+	info, _, _ := startServer(t, t.TempDir())
+	board := map[string]string{EnvURL: info.URL, EnvToken: info.BoardToken}
+	var co clasp.Company
+	mustCLIJSON(t, board, &co, "company", "create", "Delta Works")
+	if co.IssuePrefix != "DEL" {
+		t.Errorf("company create without --prefix: issuePrefix %q, want DEL (derived from the name)", co.IssuePrefix)
+	}
+	withRun := map[string]string{EnvURL: info.URL, EnvToken: info.BoardToken, EnvRunID: "nope"}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"--run not a run id", board, []string{"issue", "checkout", "DEL-1", "--run", "nope"}, `--run "nope" is not a run id`},
+		{"CLASP_RUN_ID not a run id", withRun, []string{"issue", "checkout", "DEL-1"}, `CLASP_RUN_ID "nope" is not a run id`},
+		{"board token with a run", board, []string{"issue", "checkout", "DEL-1", "--run", "01a237fc-4e5d-7723-bfc7-d8c5d3a763e9"}, "the board token never acts in a run (--run"},
+	} {
+		r := runCLI(t, tc.env, "", tc.args...)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "--agent is required") {
+			t.Errorf("%s: exit %d, stderr %q; want %d and %q", tc.name, r.code, r.stderr, ExitUsage, tc.want)
+		}
+	}
+	for _, tok := range []string{"", "  "} {
+		r := runCLI(t, map[string]string{EnvURL: info.URL, EnvToken: tok}, "", "company", "list")
+		if r.code != ExitError || !strings.Contains(r.stderr, "(unauthenticated)") || !strings.Contains(r.stderr, "No token was sent") || !strings.Contains(r.stderr, "board-token") {
+			t.Errorf("CLASP_TOKEN=%q: exit %d, stderr %q; want the 401 and a hint saying no token was sent and where one comes from", tok, r.code, r.stderr)
+		}
+	}
+	r := runCLI(t, map[string]string{EnvURL: info.URL, EnvToken: "clasp_bt_wrong"}, "", "company", "list")
+	if r.code != ExitError || strings.Contains(r.stderr, "No token was sent") {
+		t.Errorf("a wrong token: exit %d, stderr %q; want the 401 without the no-token hint", r.code, r.stderr)
 	}
 }

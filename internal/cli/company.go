@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -23,14 +24,20 @@ exactly one. These commands need the board token (or a server started with
 func (a *app) newCompanyCreateCmd() *cobra.Command {
 	var prefix string
 	cmd := &cobra.Command{
-		Use:   "create NAME --prefix PREFIX",
+		Use:   "create NAME [--prefix PREFIX]",
 		Short: "Create a company",
 		Long: `Create a company. Its issues are identified PREFIX-1, PREFIX-2, ...; the
 prefix is 2-10 upper-case letters and unique across companies (a taken prefix
-answers 409 already_exists, exit code 3).`,
-		Example: `  clasp company create "Acme Robotics" --prefix ACME`,
-		Args:    cobra.ExactArgs(1),
+answers 409 already_exists, exit code 3). Without --prefix the server derives
+one from the name: its first three letters upper-cased ("Acme Robotics": ACM),
+else longer ones (ACME, ...) when that is taken; the company printed shows it.`,
+		Example: `  clasp company create "Acme Robotics" --prefix ACME
+  clasp company create "Beta Labs"`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("prefix") && prefix == "" {
+				return usageErr(errors.New("--prefix is empty: give 2-10 upper-case letters, or leave --prefix out to have one derived from the name"))
+			}
 			co, err := a.client().CompanyCreate(cmd.Context(), client.CompanyCreateRequest{Name: args[0], IssuePrefix: prefix})
 			if err != nil {
 				return err
@@ -38,8 +45,7 @@ answers 409 already_exists, exit code 3).`,
 			return a.emit(co, func(w io.Writer) { printCompany(w, co) })
 		},
 	}
-	cmd.Flags().StringVar(&prefix, "prefix", "", "issue identifier prefix, 2-10 upper-case letters (required)")
-	_ = cmd.MarkFlagRequired("prefix")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "issue identifier prefix, 2-10 upper-case letters (default: derived from the name by the server)")
 	return cmd
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
 
@@ -18,7 +19,8 @@ import (
 //     a loopback host:port without a scheme ("127.0.0.1:3100",
 //     "localhost:3100") is taken as http://host:port;
 //   - --limit, where a command has it, must be 1 to 1000 (the most rows a
-//     server returns per page).
+//     server returns per page);
+//   - the run named by --run, else $CLASP_RUN_ID, must be a UUID.
 //
 // It sets a.baseURL to the URL the client commands call.
 func (a *app) checkClientFlags(cmd *cobra.Command, _ []string) error {
@@ -35,6 +37,11 @@ func (a *app) checkClientFlags(cmd *cobra.Command, _ []string) error {
 			return usageErr(err)
 		}
 		a.baseURL = u
+	}
+	if f := cmd.Flags().Lookup("run"); f != nil {
+		if err := a.checkRunID(f.Value.String()); err != nil {
+			return err
+		}
 	}
 	if f := cmd.Flags().Lookup("limit"); f != nil && f.Changed {
 		n, err := strconv.Atoi(f.Value.String())
@@ -78,4 +85,29 @@ func serverURL(raw, from string) (string, error) {
 		parts[i] = p
 	}
 	return strings.Join(parts, ","), nil
+}
+
+// checkRunID refuses, as a usage error, a run named by --run (flag, the
+// command's --run value) or else $CLASP_RUN_ID that is not a run id (a
+// UUID): the server would refuse it on every request (400), and a command
+// that resolves other flags first would report those instead of the run.
+func (a *app) checkRunID(flag string) error {
+	raw, from := flag, "--run"
+	if raw == "" {
+		raw, from = a.getenv(EnvRunID), EnvRunID
+	}
+	if v := strings.TrimSpace(raw); v != "" {
+		if _, err := uuid.Parse(v); err != nil || len(v) != 36 {
+			return usageErr(fmt.Errorf("%s %q is not a run id: a run id is a UUID, as 'clasp run list' and 'clasp run open' print it", from, truncateArg(raw)))
+		}
+	}
+	return nil
+}
+
+// truncateArg shortens a value the user gave to 64 bytes for a message.
+func truncateArg(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return s[:64] + "..."
 }
