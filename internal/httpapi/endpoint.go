@@ -321,6 +321,10 @@ func (s *Server) prepareCall(c *call) (*call, error) {
 			return nil, clasp.Errorf(clasp.CodeForbidden, "An agent may act only in its own company.")
 		}
 	}
+	if err := checkContentEncoding(r); err != nil {
+		w.Header().Set("Accept-Encoding", "identity") // RFC 7694: the codings a request body may have
+		return nil, err
+	}
 	if err := checkContentType(r); err != nil {
 		return nil, err
 	}

@@ -404,6 +404,28 @@ func jsonContentType(v string) bool {
 	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
 }
 
+// checkContentEncoding refuses a POST, PUT or PATCH whose body is sent
+// with a Content-Encoding other than identity (gzip, deflate, br, ...):
+// 415 unsupported_media_type naming Content-Encoding. The server decodes
+// no content coding, so such a body would otherwise be judged as JSON
+// text and refused for what the compression made of it.
+func checkContentEncoding(r *http.Request) error {
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		return nil
+	}
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for _, coding := range strings.Split(v, ",") {
+			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
+				return clasp.Errorf(clasp.CodeUnsupportedMediaType, "Request bodies must be sent uncompressed: Content-Encoding %s is not accepted; send the JSON as is, without Content-Encoding.", truncate(c, 32)).
+					WithDetails("field", "Content-Encoding")
+			}
+		}
+	}
+	return nil
+}
+
 // checkContentType enforces JSON bodies on writes: a POST, PUT or PATCH
 // that carries a body (or announces one) must say Content-Type:
 // application/json, else 415 unsupported_media_type. A write without a

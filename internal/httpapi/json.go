@@ -49,12 +49,17 @@ func readBody(r io.Reader) ([]byte, error) {
 	return data, nil
 }
 
+// utf8BOM is the UTF-8 byte order mark, which some editors and Windows
+// tools put before a text.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // decodeJSON reads a JSON object from r (capped by the caller with
 // http.MaxBytesReader) into v, a pointer to a struct whose fields carry json
 // tags. It is the only place request bodies are decoded (scenario
 // S26) and rejects, with 400 invalid_request:
-//   - bodies that are not valid UTF-8, not valid JSON, not an object, or
-//     followed by anything but white space;
+//   - bodies that start with a UTF-8 byte order mark (said so), that are
+//     not valid UTF-8, not valid JSON, not an object, or followed by
+//     anything but white space;
 //   - duplicate keys, and keys that differ only in case, in any object
 //     (encoding/json would silently let the last one win);
 //   - top-level keys that are not exactly (case-sensitively) a json tag of v
@@ -78,6 +83,9 @@ func decodeJSONBytes(data []byte, v any) error {
 		// field and passes every check: v stays as it is, and the two
 		// JSON decoders below are spared.
 		return nil
+	}
+	if bytes.HasPrefix(data, utf8BOM) {
+		return clasp.Errorf(clasp.CodeInvalidRequest, "The request body starts with a byte order mark (EF BB BF); send the JSON without it (RFC 8259 forbids adding one).")
 	}
 	if !utf8.Valid(data) {
 		return clasp.Errorf(clasp.CodeInvalidRequest, "The request body is not valid UTF-8 text.")

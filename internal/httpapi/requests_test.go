@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -202,4 +204,47 @@ func TestIssueActivityFiltersByEntityID(t *testing.T) {
 			t.Errorf("company activity with entityId=%s holds a row of %s", two.ID, a.EntityID)
 		}
 	}
+}
+
+// TestCompressedOrBOMBodyRefusedAndSaidSo: a write whose body is
+// gzip-compressed (Content-Encoding: gzip) answers 415 naming
+// Content-Encoding, with Accept-Encoding: identity, instead of a 400 about
+// the UTF-8 of the compressed bytes; Content-Encoding: identity is a plain
+// body. A body that starts with a UTF-8 byte order mark answers 400 saying
+// so, instead of a JSON syntax error. Neither refusal creates anything.
+func TestCompressedOrBOMBodyRefusedAndSaidSo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	co := b.company("CE")
+	path := "/api/companies/" + co.ID + "/issues"
+	plain := []byte(`{"title":"compressed"}`)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	if _, err := zw.Write(plain); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, enc := range []string{"gzip", "GZIP", "identity, gzip", "br"} {
+		r := b.do("POST", path, req{raw: gz.Bytes(), headers: map[string]string{"Content-Type": "application/json", "Content-Encoding": enc}})
+		e := wantErr(t, r, http.StatusUnsupportedMediaType, clasp.CodeUnsupportedMediaType, "Content-Encoding")
+		if !strings.Contains(e.Error, "Content-Encoding") || strings.Contains(e.Error, "UTF-8") {
+			t.Errorf("Content-Encoding %q: message %q, want it to name Content-Encoding", enc, e.Error)
+		}
+		if got := r.header.Get("Accept-Encoding"); got != "identity" {
+			t.Errorf("Content-Encoding %q: Accept-Encoding %q, want identity", enc, got)
+		}
+	}
+	bom := append([]byte("\xef\xbb\xbf"), plain...)
+	e := wantErr(t, b.do("POST", path, req{raw: bom, headers: map[string]string{"Content-Type": "application/json"}}), http.StatusBadRequest, clasp.CodeInvalidRequest, "")
+	if !strings.Contains(e.Error, "byte order mark") || strings.Contains(e.Error, "invalid character") {
+		t.Errorf("body with a BOM: message %q, want it to name the byte order mark", e.Error)
+	}
+	var issues []*clasp.Issue
+	b.must(http.StatusOK, "GET", path, req{}, &issues)
+	if len(issues) != 0 {
+		t.Errorf("%d issues after the refused writes, want 0", len(issues))
+	}
+	b.must(http.StatusCreated, "POST", path, req{raw: plain, headers: map[string]string{"Content-Type": "application/json", "Content-Encoding": "identity"}}, nil)
 }
