@@ -216,7 +216,9 @@ func (a *app) newAgentKeyRevokeCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "revoke AGENT_ID KEY_ID",
 		Short: "Revoke an agent's API key (it answers 401 from now on)",
-		Long: `Revoke an agent's API key: requests with it answer 401 from now on.
+		Long: `Revoke an agent's API key: requests with it answer 401 from now on on the
+server that revokes it, and within 0.5 s on every other replica of the same
+database (each believes a verified key for 0.5 s).
 
 Run tokens of runs already opened with the key stay valid until those runs
 end (a run token is a credential of its run, not of the key). If the key
