@@ -74,7 +74,7 @@ func openTestURL(tb testing.TB, url string, opts Options) *Store {
 
 // TestContract runs the contract suite every store passes, each test on a
 // store in its own fresh schema.
-// TestConnectionsRunWithoutJIT checks the pool's sessions start with jit
+// TestConnectionsRunWithoutJIT checks the pool's connections start with jit
 // off (the store's statements are index reads of a few rows, and JIT
 // compilation of one costs more CPU than the statement), and that a jit
 // setting in the URL is kept.
