@@ -65,26 +65,60 @@ func (s *Store) IssueClaim(ctx context.Context, p *store.IssueClaimParams) (*cla
 // mine as store.ValidateClaim returns them): the issue taken and the
 // adoption reason (L3, "" when none), or nil and the caller's run problem
 // (nil when the run is live and nothing was eligible).
+//
+// Claim skips rows other statements hold locked, and a concurrent claimer
+// holds the first eligible row of each status it walks until it commits,
+// though it takes one. So when Claim takes nothing, statement ClaimSeen
+// reads (no locks) whether an eligible issue is visible; while one is,
+// Claim runs again after a short pause (claimSeenPause, doubling, up to
+// claimSeenTries runs in all, the locks in the way being those of
+// statements in flight): nothing is answered while an issue is eligible,
+// short of that bound or ctx's end.
 func (s *Store) claimOne(ctx context.Context, a store.Actor, unassigned, mine []string) (*clasp.Issue, string, error) {
 	args := actorArgs(namedArgs{"run": a.RunID, "agent": a.AgentID, "unassigned": unassigned, "mine": mine}, a)
+	seenArgs := namedArgs{"run": a.RunID, "agent": a.AgentID, "unassigned": unassigned, "mine": mine}
 	var (
 		iss   clasp.Issue
 		why   string
 		taken bool
 	)
-	err := s.retry(ctx, func() error {
-		err := s.pool.QueryRow(ctx, q("Claim"), args).Scan(append(store.IssueDest(&iss), &why)...)
-		taken = err == nil
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // nothing taken: not an error to retry or translate
+	for try := 1; ; try++ {
+		err := s.retry(ctx, func() error {
+			err := s.pool.QueryRow(ctx, q("Claim"), args).Scan(append(store.IssueDest(&iss), &why)...)
+			taken = err == nil
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // nothing taken: not an error to retry or translate
+			}
+			return err
+		})
+		if err != nil {
+			return nil, "", wrap(err, "claim an issue")
 		}
-		return err
-	})
-	if err != nil {
-		return nil, "", wrap(err, "claim an issue")
-	}
-	if taken {
-		return &iss, why, nil
+		if taken {
+			return &iss, why, nil
+		}
+		if try == claimSeenTries {
+			break
+		}
+		var seen bool
+		if err := s.retryQuiet(ctx, func() error {
+			return s.pool.QueryRow(ctx, q("ClaimSeen"), seenArgs).Scan(&seen)
+		}); err != nil {
+			return nil, "", wrap(err, "claim an issue")
+		}
+		if !seen {
+			break
+		}
+		if s.claimSeen != nil {
+			s.claimSeen(try)
+		}
+		t := time.NewTimer(claimSeenPause << min(try-1, 5))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, "", wrap(ctx.Err(), "claim an issue")
+		case <-t.C:
+		}
 	}
 	// Nothing taken: explain a caller's run that is not live, else none.
 	r, err := callerRun(ctx, s.pool, a.RunID)
@@ -93,6 +127,15 @@ func (s *Store) claimOne(ctx context.Context, a store.Actor, unassigned, mine []
 	}
 	return nil, "", r.CallerProblem(a.RunID, a.AgentID, a.CompanyID)
 }
+
+// claimSeenTries bounds the runs of statement Claim in one claim whose
+// eligible issues stay locked by other statements; claimSeenPause is the
+// first pause between two (then 2, 4, 8, 16, and 32 times it for the rest:
+// 0.35 s of pauses in all before the claim answers none).
+const (
+	claimSeenTries = 16
+	claimSeenPause = time.Millisecond
+)
 
 // claimBatchMax bounds the calls one ClaimBatch statement serves; more
 // waiting calls form the next batch. Statement ClaimBatch repeats it as

@@ -97,6 +97,8 @@ type Store struct {
 
 	checkouts store.Inflight // this process's checkouts of one issue, queued behind the one running (IssueCheckout)
 	claims    claimQueues    // this process's claims of unassigned issues, batched behind the one running (IssueClaim)
+
+	claimSeen func(try int) // tests only: called when a claim that took nothing saw an eligible issue (claimOne), before its pause
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value

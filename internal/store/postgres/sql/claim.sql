@@ -131,6 +131,60 @@ SELECT u.*,
 		ELSE '' END AS adopted_why
 FROM upd u, cand o
 
+-- name: ClaimSeen
+-- Whether run @run of agent @agent, live, sees an issue that statement
+-- Claim with the same @unassigned and @mine would take, ignoring row locks:
+-- a read of Claim's cand predicates (the same two branches, per status, by
+-- the same indexes) with no FOR UPDATE. Claim skips a row another
+-- statement has locked (SKIP LOCKED), and a concurrent claimer locks the
+-- first eligible row of each status it walks while it keeps only one, so
+-- Claim can find nothing while an eligible issue is free a moment later.
+-- IssueClaim asks this after such an empty Claim and tries again while it
+-- answers true: a claim answers no issue only when none is eligible. It
+-- locks nothing and writes nothing.
+WITH lk AS (
+	SELECT r.company_id FROM runs r
+	WHERE r.id = @run::text AND r.agent_id = @agent::text
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+)
+SELECT EXISTS (
+	SELECT 1 FROM lk CROSS JOIN unnest('{backlog,todo,in_progress,in_review,blocked}'::text[]) AS s(st) CROSS JOIN LATERAL (
+		SELECT 1 FROM issues i
+		-- L1: unassigned, in the run's company, with a status the claim takes
+		WHERE i.company_id = lk.company_id AND i.assignee_agent_id IS NULL AND i.status = s.st
+			-- L1/L3: each lock column is empty, the caller's run, or names a dead run
+			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = @run::text
+				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+					FROM runs r WHERE r.id = i.checkout_run_id), false))
+			AND (i.execution_run_id IS NULL OR i.execution_run_id = @run::text
+				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+					FROM runs r WHERE r.id = i.execution_run_id), false))
+			-- L2: a claim never answers what the run holds
+			AND NOT (i.checkout_run_id IS NOT DISTINCT FROM @run::text AND i.execution_run_id IS NOT DISTINCT FROM @run::text)
+		ORDER BY i.priority_rank, i.created_at, i.id
+		LIMIT 1
+	) p
+	WHERE array_position(@unassigned::text[], s.st) IS NOT NULL
+) OR EXISTS (
+	SELECT 1 FROM lk CROSS JOIN unnest('{backlog,todo,in_progress,in_review,blocked}'::text[]) AS s(st) CROSS JOIN LATERAL (
+		SELECT 1 FROM issues i
+		-- L1: the agent's, in the run's company, with a status the claim takes
+		WHERE i.assignee_agent_id = @agent::text AND i.company_id = lk.company_id AND i.status = s.st
+			-- L1/L3: each lock column is empty, the caller's run, or names a dead run
+			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = @run::text
+				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+					FROM runs r WHERE r.id = i.checkout_run_id), false))
+			AND (i.execution_run_id IS NULL OR i.execution_run_id = @run::text
+				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+					FROM runs r WHERE r.id = i.execution_run_id), false))
+			-- L2: a claim never answers what the run holds
+			AND NOT (i.checkout_run_id IS NOT DISTINCT FROM @run::text AND i.execution_run_id IS NOT DISTINCT FROM @run::text)
+		ORDER BY i.priority_rank, i.created_at, i.id
+		LIMIT 1
+	) p
+	WHERE array_position(@mine::text[], s.st) IS NOT NULL
+)
+
 -- name: ClaimBatch
 -- Claim-next of unassigned issues for several calls at once (IssueClaim's
 -- batch of concurrent claims with scope unassigned): unassigned issues of
