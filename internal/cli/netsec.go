@@ -68,6 +68,19 @@ func (n NetConfig) validate(listenHost string) error {
 	return nil
 }
 
+// tls12Suites are the cipher suites offered to TLS 1.2 clients: ECDHE
+// key exchange with an AEAD only (AES-GCM, ChaCha20-Poly1305); the CBC
+// suites with SHA-1 and every RSA key exchange are left out. TLS 1.3's
+// suites are all AEAD and not configurable.
+var tls12Suites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
 // tlsConfig loads the certificate, key and client CA; nil without TLS.
 // Errors name the file that could not be read or parsed.
 func (n NetConfig) tlsConfig() (*tls.Config, error) {
@@ -78,7 +91,7 @@ func (n NetConfig) tlsConfig() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert %s / --tls-key %s: %w", n.TLSCert, n.TLSKey, err)
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, CipherSuites: tls12Suites, Certificates: []tls.Certificate{cert}}
 	if n.TLSClientCA != "" {
 		pool, err := loadCertPool(n.TLSClientCA)
 		if err != nil {

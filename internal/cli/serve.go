@@ -66,6 +66,10 @@ type ServeConfig struct {
 	// so a request the server gave up on is over on the database within
 	// twice this after it arrived. 0: DefaultRequestDeadline; negative: none.
 	RequestDeadline time.Duration
+	// BodyTimeout is how long a request's body may take to arrive, on
+	// every route (the API, /mcp, the board's forms): 408 request_timeout
+	// after it. 0: httpapi.DefaultBodyReadTimeout.
+	BodyTimeout     time.Duration
 	Listen          string        // host:port; port 0 picks a free one
 	LeaseTTL        time.Duration // lease every sign of life gives a run
 	SweepInterval   time.Duration // time between sweeper passes
@@ -303,6 +307,7 @@ func (m *serveMain) run(ctx context.Context) error {
 		Agents:          &server.Agents{WorkDir: filepath.Join(cfg.DataDir, RunWorkDirName), User: m.agentUser, CACert: m.agentCACert()},
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		RequestDeadline: max(cfg.RequestDeadline, 0),
+		BodyReadTimeout: cfg.BodyTimeout,
 	})
 	if err != nil {
 		return err
@@ -618,6 +623,9 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 			case cfg.RequestDeadline == 0:
 				cfg.RequestDeadline = -1
 			}
+			if cfg.BodyTimeout < 0 || f.Changed("body-timeout") && cfg.BodyTimeout == 0 {
+				return usageErr(fmt.Errorf("--body-timeout must be a positive duration such as 30s: a request body that never arrives would otherwise hold its connection forever"))
+			}
 			log, err := newLogger(a.stderr, logLevel)
 			if err != nil {
 				return err
@@ -637,6 +645,7 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 	f.IntVar(&cfg.DBMaxConns, "db-max-conns", 0, fmt.Sprintf("PostgreSQL only: most database connections this server opens, i.e. statements in flight; 0 takes the URL's pool_max_conns, else %d. Size it to the concurrent agents of the fleet, keeping (replicas x (this + 1)) under the database's max_connections", postgres.DefaultMaxConns))
 	f.DurationVar(&cfg.DBWait, "db-wait", DefaultDBWait, "PostgreSQL only: how long to keep trying at start while the database is unreachable (retrying with backoff up to 5 s, /readyz 503 meanwhile) before exiting; 0: exit at the first failure")
 	f.DurationVar(&cfg.RequestDeadline, "request-deadline", DefaultRequestDeadline, "longest an API request (but the event stream) may run: one cut at it answers 503 unavailable; on PostgreSQL also every statement's statement_timeout; 0: no deadline")
+	f.DurationVar(&cfg.BodyTimeout, "body-timeout", httpapi.DefaultBodyReadTimeout, "longest a request's body may take to arrive, on every route (the API, /mcp, the board's forms): 408 request_timeout after it, and the connection closes")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "lease a run gets from each sign of life: a run that stays silent this long is lost (writes are at most one per min(1s, TTL/3) per run, so a lease may run up to that much longer)")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", DefaultSweepInterval, "time between sweeper passes")
 	f.BoolVar(&cfg.LocalTrusted, "local-trusted", false, "requests without a token are the board (loopback --listen only)")

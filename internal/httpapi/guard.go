@@ -226,6 +226,29 @@ func (s *Server) clientAddr(r *http.Request) string {
 	return host
 }
 
+// ViaTLS reports whether r reached the client's side over TLS: it came
+// over TLS itself, or from a trusted proxy (Limits.TrustedProxies) that
+// says X-Forwarded-Proto: https. Answers over TLS carry
+// Strict-Transport-Security and set cookies Secure.
+func (s *Server) ViaTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if len(s.limits.TrustedProxies) == 0 || !strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https") {
+		return false
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	peer, err := netip.ParseAddr(host)
+	return err == nil && s.trusted(peer.Unmap())
+}
+
+// HSTS is the Strict-Transport-Security value of every answer over TLS
+// (ViaTLS): two years, subdomains included.
+const HSTS = "max-age=63072000; includeSubDomains"
+
 // trusted reports whether a is in Limits.TrustedProxies.
 func (s *Server) trusted(a netip.Addr) bool {
 	for _, p := range s.limits.TrustedProxies {

@@ -9,8 +9,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"path"
@@ -151,14 +153,21 @@ type durationKey struct {
 	status        int
 }
 
+// otherMethod is the method label of every request whose method is not
+// one of the standard ones: any client can send any method name, and each
+// distinct label value would be a new series kept for the process's life.
+const otherMethod = "OTHER"
+
 // observeDuration records d in the latency histogram's series for the
-// request. A request no route matched, or with a method outside the
-// standard ones (any client can send any), is not cached.
+// request. The label space is bounded: a method outside the standard ones
+// is labelled OTHER, and a request no route matched is labelled with the
+// route "unmatched" (routeLabel). A request no route matched is not cached.
 func (s *Server) observeDuration(method, pattern, route string, status int, d time.Duration) {
 	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions,
+		http.MethodConnect, http.MethodTrace:
 	default:
-		pattern = ""
+		method, pattern = otherMethod, ""
 	}
 	if pattern == "" {
 		s.m.HTTPRequestDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
@@ -434,6 +443,38 @@ func (s *Server) Guard(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), addrCountedKey{}, true)))
+	})
+}
+
+// BodyDeadline wraps next, a handler served beside the API on the same
+// listener (the MCP endpoint, the board's forms), in the API's body rules:
+// a request that carries a body must deliver all of it within
+// Config.BodyReadTimeout of real time (408 request_timeout, and the
+// connection closes) and within Config.MaxBodyBytes (413 body_too_large),
+// both as the API's JSON error. next then reads the body from memory, so
+// that a client sending one byte at a time cannot hold a handler that
+// reads without a deadline. Requests under /api/ pass unchanged: the API
+// reads its bodies by the same rules itself.
+func (s *Server) BodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/") || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := s.readRequestBody(w, r)
+		if err != nil {
+			if RequestIDFrom(r.Context()) == "" {
+				rid := requestIDOf(r)
+				r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
+				w.Header().Set(RequestIDHeader, rid)
+			}
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			s.writeError(w, r, err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -1,5 +1,5 @@
-// Package metrics defines the Prometheus metrics of the clasp server (issue
-// 2, "/metrics"): checkouts by outcome, checkout conflicts by reason, lock
+// Package metrics defines the Prometheus metrics of the clasp server
+// (served at /metrics): checkouts by outcome, checkout conflicts by reason, lock
 // adoptions, sweeper passes and what they changed, and HTTP request latency.
 //
 // One *Metrics is created per registry and shared by internal/httpapi and
@@ -33,8 +33,10 @@ type Metrics struct {
 	SweepRunsExpired prometheus.Counter
 	// SweepLocksCleared counts issues whose stale locks the sweeper cleared.
 	SweepLocksCleared prometheus.Counter
-	// HTTPRequestDuration observes request latency in seconds by method,
-	// route (the mux pattern's path, never the raw path) and status code.
+	// HTTPRequestDuration observes request latency in seconds by method
+	// (the standard ones, every other name as OTHER), route (the mux
+	// pattern's path, never the raw path; "unmatched" when none matched)
+	// and status code: a bounded label space whatever clients send.
 	HTTPRequestDuration *prometheus.HistogramVec
 }
 

@@ -82,6 +82,9 @@ type Config struct {
 	// RequestDeadline bounds every API request but the event stream
 	// (httpapi.Config.RequestDeadline). Zero: none.
 	RequestDeadline time.Duration
+	// BodyReadTimeout bounds the arrival of a request's body on every
+	// route (httpapi.Config.BodyReadTimeout). Zero: its default.
+	BodyReadTimeout time.Duration
 }
 
 // Agents configures the heartbeat scheduler (see heartbeat.Config).
@@ -161,6 +164,7 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 		RunLogDir:       cfg.RunLogDir,
 		Limits:          cfg.Limits,
 		RequestDeadline: cfg.RequestDeadline,
+		BodyReadTimeout: cfg.BodyReadTimeout,
 	})
 	// The web board at / in front of the API; /mcp: the stateless MCP
 	// endpoint, whose tools call the API in process.
@@ -171,7 +175,10 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 	}
 	// /mcp meets the API's header cap and per-address rate limit; the API
 	// calls its tools make in process are not counted twice.
-	mcpH, webH := s.api.Guard(mcp.NewHTTPHandler(s.api.Handler(), log, cfg.Limits.TrustedProxies)), web.Handler()
+	// Both read a request's body by the API's rules (its timeout and cap)
+	// before they see it.
+	mcpH := s.api.BodyDeadline(s.api.Guard(mcp.NewHTTPHandler(s.api.Handler(), log, cfg.Limits.TrustedProxies)))
+	webH := s.api.BodyDeadline(web.Handler())
 
 	s.sweeper = recovery.NewSweeper(cfg.Store, recovery.Config{Interval: cfg.SweepInterval, Logger: log, Metrics: m})
 	if err := s.sweeper.Start(ctx); err != nil {
@@ -189,6 +196,11 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 
 	s.hs = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s.api.ViaTLS(r) {
+				// Browsers that once reached the server over TLS never
+				// again send it a token in clear.
+				w.Header().Set("Strict-Transport-Security", httpapi.HSTS)
+			}
 			if r.URL.Path == "/mcp" {
 				mcpH.ServeHTTP(w, r)
 				return
