@@ -196,8 +196,8 @@ func pathAgentID(c *call) string { return pathUUID(c, "id") }
 
 // agentGet: GET /api/agents/{id} (board: the agent with its "adapter",
 // null for none; an agent: an agent of its own company, without adapter
-// settings, RULES.md, Actors and credentials). 404 not_found, also for an agent of another
-// company.
+// settings, RULES.md, Actors and credentials). 404 not_found, for an
+// agent of another company the very answer of an id that exists nowhere.
 func (s *Server) agentGet(ctx context.Context, c *call) (int, any, error) {
 	id := pathAgentID(c)
 	a, err := s.st.AgentGet(ctx, id)
@@ -206,7 +206,7 @@ func (s *Server) agentGet(ctx context.Context, c *call) (int, any, error) {
 	}
 	if !c.who.board {
 		if a.CompanyID != c.who.agent.CompanyID {
-			return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Agent %s does not exist.", id)
+			return 0, nil, notVisible("agent", id)
 		}
 		return http.StatusOK, a, nil
 	}

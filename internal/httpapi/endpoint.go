@@ -130,6 +130,7 @@ func noBody(fn func(ctx context.Context, c *call) (int, any, error)) func(contex
 func (s *Server) handle(ep endpoint) {
 	ep.params = pathParams(ep.pattern)
 	s.patterns = append(s.patterns, ep.pattern)
+	s.access[ep.pattern] = ep.access
 	s.mux.HandleFunc(ep.pattern, func(w http.ResponseWriter, r *http.Request) { s.serveEndpoint(w, r, &ep) })
 }
 

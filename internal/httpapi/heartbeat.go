@@ -136,7 +136,7 @@ func (s *Server) agentWakeup(ctx context.Context, c *call, in *agentWakeupIn) (i
 	id := pathAgentID(c)
 	if !c.who.board && c.who.agent.ID != id {
 		if a, err := s.st.AgentGet(ctx, id); err != nil || a.CompanyID != c.who.agent.CompanyID {
-			return 0, nil, clasp.Errorf(clasp.CodeNotFound, "Agent %s does not exist.", id)
+			return 0, nil, notVisible("agent", id)
 		}
 		return 0, nil, clasp.Errorf(clasp.CodeForbidden, "An agent may wake only itself.")
 	}

@@ -565,3 +565,48 @@ func TestOpenAPIPageLimit(t *testing.T) {
 		t.Fatal("no operation documents a limit parameter")
 	}
 }
+
+// whoMayCall is the "Who may call: ..." sentence of an operation's
+// description, "" when it has none.
+var whoMayCall = regexp.MustCompile(`Who may call: ([^.]*)\.`)
+
+// TestOpenAPISaysWhoMayCall: every route's entry says who may call it,
+// and what it says agrees with the route's access in routes.go: a
+// board-only route names the board and no agent, an agent-only route an
+// agent or run and not the board, a route open to both names both; the
+// routes outside Server.handle are anyone's, without a credential.
+func TestOpenAPISaysWhoMayCall(t *testing.T) {
+	t.Parallel()
+	o := loadOpenAPI(t)
+	b := setup(t)
+	for _, p := range append(append([]string(nil), b.srv.patterns...), fixedRoutes...) {
+		method, path, _ := strings.Cut(p, " ")
+		op := o.doc.Paths[path][strings.ToLower(method)]
+		if op == nil {
+			continue // TestOpenAPIRoutes reports it
+		}
+		m := whoMayCall.FindStringSubmatch(op.Description)
+		if m == nil {
+			t.Errorf("%s: its description does not say \"Who may call: ...\"", p)
+			continue
+		}
+		who := m[1]
+		board := strings.Contains(who, "board")
+		agent := strings.Contains(who, "agent") || strings.Contains(who, "run")
+		acc, handled := b.srv.access[p]
+		var ok bool
+		switch {
+		case !handled:
+			ok = strings.HasPrefix(who, "anyone")
+		case acc == boardOnly:
+			ok = board && !agent
+		case acc == agentOnly:
+			ok = agent && !board
+		case acc == anyone:
+			ok = board && agent
+		}
+		if !ok {
+			t.Errorf("%s: the document says %q, which does not match the route's access in routes.go", p, m[0])
+		}
+	}
+}

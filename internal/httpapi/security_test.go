@@ -8,6 +8,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -16,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/clasp-dev/clasp"
 )
@@ -460,4 +463,109 @@ func TestSecurityDeniedWritesLogged(t *testing.T) {
 			t.Errorf("log lacks %q; got:\n%s", want, logs)
 		}
 	}
+}
+
+// TestSecurityNoExistenceOracle: on every API route whose path takes an
+// id (read from routes.go, so a new route is covered when it is added),
+// an agent naming another company's objects gets exactly the answer it
+// gets for ids that exist nowhere: the same status and the same body
+// apart from the ids and the request id. A plausible body is sent to the
+// writes, so that they reach the lookup rather than stop at validation.
+func TestSecurityNoExistenceOracle(t *testing.T) {
+	eachStore(t, func(t *testing.T, pg bool) {
+		b := setup(t, onPG(pg))
+		w := b.world("EO")
+		o := b.world("EP") // another company, with its own agents, runs and issue
+		theirIssue := b.issue(o.c.ID, nil)
+		var cm clasp.Comment
+		b.must(http.StatusCreated, "POST", "/api/issues/"+theirIssue.ID+"/comments", req{body: map[string]any{"body": "theirs"}}, &cm)
+		var keys []clasp.APIKey
+		b.must(http.StatusOK, "GET", "/api/agents/"+o.a.ID+"/keys", req{}, &keys)
+		if len(keys) == 0 {
+			t.Fatal("the other company's agent has no key")
+		}
+		theirs := map[string]string{"{companyId}": o.c.ID, "{commentId}": cm.ID, "{keyId}": keys[0].ID}
+		idOf := map[string]string{"/api/agents/": o.a.ID, "/api/runs/": o.ra1.ID, "/api/issues/": theirIssue.ID}
+		missing := map[string]string{}
+		for _, k := range []string{"{id}", "{companyId}", "{commentId}", "{keyId}"} {
+			missing[k] = uuid.NewString()
+		}
+		bodies := map[string]any{
+			"POST /api/issues/{id}/checkout":            map[string]any{"agentId": w.a.ID, "expectedStatuses": []string{"todo"}},
+			"POST /api/issues/{id}/comments":            map[string]any{"body": "hello"},
+			"PATCH /api/issues/{id}":                    map[string]any{"title": "renamed"},
+			"POST /api/issues/{id}/admin/force-release": map[string]any{"reason": "probe"},
+			"POST /api/runs/{id}/finish":                map[string]any{"status": "succeeded"},
+			"PATCH /api/agents/{id}":                    map[string]any{"status": "paused"},
+			"POST /api/companies/{companyId}/issues":    map[string]any{"title": "probe"},
+			"POST /api/companies/{companyId}/agents":    map[string]any{"name": "probe"},
+		}
+		checked := 0
+		for _, pat := range routePatterns(t) {
+			method, path, _ := strings.Cut(pat, " ")
+			if !strings.HasPrefix(path, "/api/") || !strings.Contains(path, "{") {
+				continue
+			}
+			fill := func(ids map[string]string, own bool) string {
+				p := path
+				for k, v := range ids {
+					p = strings.ReplaceAll(p, k, v)
+				}
+				if own {
+					for prefix, id := range idOf {
+						if strings.HasPrefix(p, prefix+"{id}") {
+							p = strings.Replace(p, "{id}", id, 1)
+						}
+					}
+				}
+				return p
+			}
+			var body any
+			if method != "GET" && method != "DELETE" {
+				body = map[string]any{}
+				if bb, ok := bodies[pat]; ok {
+					body = bb
+				}
+			}
+			send := func(p string, ids []string) (int, string) {
+				r := b.do(method, p, req{token: w.ka, run: w.ra1.ID, body: body})
+				if r.status < 400 {
+					return r.status, "success"
+				}
+				e := r.errBody(t)
+				msg := e.Error
+				for _, id := range ids {
+					msg = strings.ReplaceAll(msg, id, "ID")
+				}
+				det := map[string]any{}
+				for k, v := range e.Details {
+					if k == "requestId" {
+						continue
+					}
+					if s, ok := v.(string); ok {
+						for _, id := range ids {
+							s = strings.ReplaceAll(s, id, "ID")
+						}
+						v = s
+					}
+					det[k] = v
+				}
+				return r.status, fmt.Sprintf("%s %s %v", e.Code, msg, det)
+			}
+			theirIDs := []string{o.c.ID, o.a.ID, o.ra1.ID, theirIssue.ID, cm.ID, keys[0].ID, theirIssue.Identifier}
+			missIDs := []string{}
+			for _, v := range missing {
+				missIDs = append(missIDs, v)
+			}
+			st1, a := send(fill(theirs, true), theirIDs)
+			st2, m := send(fill(missing, false), missIDs)
+			checked++
+			if st1 < 400 || st1 != st2 || a != m {
+				t.Errorf("%s: another company's ids answered %d %q, ids that exist nowhere %d %q; want one refusal", pat, st1, a, st2, m)
+			}
+		}
+		if checked < 15 {
+			t.Fatalf("only %d routes with ids checked; routes.go's patterns were not read as expected", checked)
+		}
+	})
 }

@@ -131,6 +131,7 @@ type Server struct {
 	// patterns are the mux patterns of the /api endpoints registered with
 	// handle, in order (the OpenAPI document must list each).
 	patterns []string
+	access   map[string]access // who may call each pattern of patterns
 	handler  http.Handler
 	stopping atomic.Bool
 	stopOnce sync.Once
@@ -220,6 +221,7 @@ func New(cfg Config) *Server {
 	s.byCred = newBuckets(s.limits.CredentialRate, s.limits.CredentialBurst)
 	s.comments = newBuckets(float64(s.limits.CommentsPerRunMinute)/60, s.limits.CommentsPerRunMinute)
 	s.streams = &streamSlots{perCred: s.limits.StreamsPerCredential, total: s.limits.Streams, open: map[string]int{}}
+	s.access = map[string]access{}
 	s.routes()
 	var h http.Handler = http.HandlerFunc(s.serveMux)
 	if cfg.LocalTrusted {
