@@ -138,8 +138,16 @@ func addNetFlags(f *pflag.FlagSet, n *NetConfig) {
 	f.IntVar(&n.Limits.AddressBurst, "rate-address-burst", 0, fmt.Sprintf("burst of --rate-address (0: %d)", httpapi.DefaultAddressBurst))
 	f.Float64Var(&n.Limits.CredentialRate, "rate-credential", 0, fmt.Sprintf("requests per second one credential (key, run token, board token) may send, sustained (0: %g; -1: no limit)", httpapi.DefaultCredentialRate))
 	f.IntVar(&n.Limits.CredentialBurst, "rate-credential-burst", 0, fmt.Sprintf("burst of --rate-credential (0: %d)", httpapi.DefaultCredentialBurst))
-	f.IntVar(&n.Limits.CommentsPerRunMinute, "rate-comments-per-run", 0, fmt.Sprintf("comments an agent may write per run per minute, on each replica (0: %d; -1: no limit)", httpapi.DefaultCommentsPerRunMinute))
-	f.IntVar(&n.Limits.StreamsPerCredential, "max-streams-per-credential", 0, fmt.Sprintf("open event streams per credential (0: %d; -1: no cap)", httpapi.DefaultStreamsPerCredential))
+	f.IntVar(&n.Limits.CommentsPerAgentMinute, "rate-comments-per-agent", 0, fmt.Sprintf("comments an agent may write per minute, all its runs and keys together, on each replica (0: %d; -1: no limit)", httpapi.DefaultCommentsPerAgentMinute))
+	f.IntVar(&n.Limits.CreatesPerAgentMinute, "rate-creates-per-agent", 0, fmt.Sprintf("issues, comments and runs an agent may create per minute together, on each replica (0: %d; -1: no limit)", httpapi.DefaultCreatesPerAgentMinute))
+	f.IntVar(&n.Limits.LiveRunsPerAgent, "max-live-runs-per-agent", 0, fmt.Sprintf("live runs (queued, or running with an unexpired lease) an agent may have at once, across every replica; one more open is 429 (0: %d; -1: no cap)", httpapi.DefaultLiveRunsPerAgent))
+	f.IntVar(&n.Limits.StreamsPerAgent, "max-streams-per-agent", 0, fmt.Sprintf("open event streams per agent, all its runs and keys together (the board: per credential), on each replica (0: %d; -1: no cap)", httpapi.DefaultStreamsPerAgent))
+	// The names these limits had when they were counted per run and per
+	// credential, kept working.
+	f.IntVar(&n.Limits.CommentsPerAgentMinute, "rate-comments-per-run", 0, "")
+	_ = f.MarkDeprecated("rate-comments-per-run", "use --rate-comments-per-agent: the allowance is the agent's, across all its runs")
+	f.IntVar(&n.Limits.StreamsPerAgent, "max-streams-per-credential", 0, "")
+	_ = f.MarkDeprecated("max-streams-per-credential", "use --max-streams-per-agent: an agent's streams are counted across all its keys and runs")
 	f.IntVar(&n.Limits.Streams, "max-streams", 0, fmt.Sprintf("open event streams of this server in all (0: %d; -1: no cap)", httpapi.DefaultStreams))
 	f.StringSliceVar(&n.TrustedProxies, "trusted-proxy", nil, "IP or CIDR of a reverse proxy whose X-Forwarded-For names the client (repeat or comma-separate); without it the header is ignored")
 }

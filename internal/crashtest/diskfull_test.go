@@ -124,7 +124,7 @@ func checkLocks(t *testing.T, ctx context.Context, board *client.Client, company
 
 // unlimitedArgs turn off serve's rate limits: the disk-full and backup
 // tests send writes as fast as the server answers them.
-var unlimitedArgs = []string{"--rate-address", "-1", "--rate-credential", "-1", "--rate-comments-per-run", "-1"}
+var unlimitedArgs = []string{"--rate-address", "-1", "--rate-credential", "-1", "--rate-comments-per-agent", "-1", "--rate-creates-per-agent", "-1"}
 
 // TestDiskFull_SQLite runs a real `clasp serve` whose data directory is on
 // a 16 MiB tmpfs, fills the filesystem, and checks: writes are answered

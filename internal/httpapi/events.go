@@ -72,7 +72,7 @@ func (s *Server) companyEvents(ctx context.Context, c *call) (int, any, error) {
 		after = n
 		break
 	}
-	release, which, ok := s.streams.acquire(credentialKey(c.r))
+	release, which, ok := s.streams.acquire(streamKey(c))
 	if !ok {
 		c.w.Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
 		return 0, nil, clasp.Errorf(clasp.CodeRateLimited, "Too many open event streams for this %s; close one first, or retry after %d s.", which, streamRetryAfter).

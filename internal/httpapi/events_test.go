@@ -131,10 +131,10 @@ func TestEventsStream(t *testing.T) {
 
 // TestEventsHead: HEAD on the event stream answers the stream's headers
 // with no body and ends at once, so it holds no stream slot: more HEADs
-// than the per-credential cap of open streams are all answered 200.
+// than the per-agent cap of open streams are all answered 200.
 func TestEventsHead(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(o *setupOpts) { o.limits = Limits{StreamsPerCredential: 2} })
+	b := setup(t, func(o *setupOpts) { o.limits = Limits{StreamsPerAgent: 2} })
 	w := b.world("EH")
 	for i := range 4 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

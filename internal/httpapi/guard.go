@@ -47,16 +47,29 @@ type Limits struct {
 	// board), counted after it authenticated.
 	CredentialRate  float64
 	CredentialBurst int
-	// CommentsPerRunMinute is the rate of comments an agent may write in
-	// one run, per minute, on this replica: a token bucket of that size
-	// refilled evenly, so a burst of that many is allowed at once and a
-	// sustained rate of that many a minute after it (at most twice that
-	// in the first minute).
-	CommentsPerRunMinute int
-	// StreamsPerCredential and Streams cap the open event streams of one
-	// credential and of the whole server; one more answers 429.
-	StreamsPerCredential int
-	Streams              int
+	// The limits below are an agent's, whatever credentials it uses: all
+	// its API keys and every run it opens share one allowance, so that
+	// opening more runs or keys never multiplies it.
+	//
+	// CommentsPerAgentMinute is the rate of comments an agent may write,
+	// per minute, on this replica: a token bucket of that size refilled
+	// evenly, so a burst of that many is allowed at once and a sustained
+	// rate of that many a minute after it (at most twice that in the
+	// first minute).
+	CommentsPerAgentMinute int
+	// CreatesPerAgentMinute is the same for every row an agent creates:
+	// issues, comments and runs together, so that one agent cannot fill
+	// the disk.
+	CreatesPerAgentMinute int
+	// LiveRunsPerAgent is the most live runs (queued, or running with an
+	// unexpired lease) an agent may have, across every replica (decided
+	// by the store, store.RunOpenParams.MaxLive); one more open is 429.
+	LiveRunsPerAgent int
+	// StreamsPerAgent caps the open event streams of one agent (of each
+	// board credential for the board) on this replica, Streams those of
+	// the whole server; one more answers 429.
+	StreamsPerAgent int
+	Streams         int
 	// TrustedProxies are the addresses whose X-Forwarded-For is believed:
 	// when the peer is one of them, the client address is the rightmost
 	// X-Forwarded-For entry that is not a trusted proxy. Empty: the header
@@ -74,9 +87,11 @@ const (
 	DefaultAddressBurst         = 10000
 	DefaultCredentialRate       = 2000.0
 	DefaultCredentialBurst      = 4000
-	DefaultCommentsPerRunMinute = 120
-	DefaultStreamsPerCredential = 16
-	DefaultStreams              = 1024
+	DefaultCommentsPerAgentMinute = 120
+	DefaultCreatesPerAgentMinute  = 600
+	DefaultLiveRunsPerAgent       = 16
+	DefaultStreamsPerAgent        = 16
+	DefaultStreams                = 1024
 )
 
 // withDefaults fills zero fields with the defaults.
@@ -93,11 +108,17 @@ func (l Limits) withDefaults() Limits {
 	if l.CredentialBurst == 0 {
 		l.CredentialBurst = DefaultCredentialBurst
 	}
-	if l.CommentsPerRunMinute == 0 {
-		l.CommentsPerRunMinute = DefaultCommentsPerRunMinute
+	if l.CommentsPerAgentMinute == 0 {
+		l.CommentsPerAgentMinute = DefaultCommentsPerAgentMinute
 	}
-	if l.StreamsPerCredential == 0 {
-		l.StreamsPerCredential = DefaultStreamsPerCredential
+	if l.CreatesPerAgentMinute == 0 {
+		l.CreatesPerAgentMinute = DefaultCreatesPerAgentMinute
+	}
+	if l.LiveRunsPerAgent == 0 {
+		l.LiveRunsPerAgent = DefaultLiveRunsPerAgent
+	}
+	if l.StreamsPerAgent == 0 {
+		l.StreamsPerAgent = DefaultStreamsPerAgent
 	}
 	if l.Streams == 0 {
 		l.Streams = DefaultStreams
@@ -370,7 +391,8 @@ func rateLimited(what string, st limitState) error {
 		WithDetails("limit", what).WithDetails("retryAfterSeconds", max(1, ceilSeconds(st.retry)))
 }
 
-// streamSlots counts open event streams per credential and in total.
+// streamSlots counts open event streams per key (an agent, or a board
+// credential: streamKey) and in total.
 type streamSlots struct {
 	perCred, total int
 	mu             sync.Mutex
@@ -378,8 +400,9 @@ type streamSlots struct {
 	n              int
 }
 
-// acquire takes a slot for credential cred; false when the credential or
-// the server is at its cap. The returned release gives the slot back.
+// acquire takes a slot for cred (a streamKey); false when it or the
+// server is at its cap, which then says whose cap: "agent", "credential"
+// or "server". The returned release gives the slot back.
 func (ss *streamSlots) acquire(cred string) (release func(), which string, ok bool) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -387,7 +410,11 @@ func (ss *streamSlots) acquire(cred string) (release func(), which string, ok bo
 		return nil, "server", false
 	}
 	if ss.perCred >= 0 && ss.open[cred] >= ss.perCred {
-		return nil, "credential", false
+		which = "credential"
+		if strings.HasPrefix(cred, "agent:") {
+			which = "agent"
+		}
+		return nil, which, false
 	}
 	ss.open[cred]++
 	ss.n++
@@ -402,6 +429,33 @@ func (ss *streamSlots) acquire(cred string) (release func(), which string, ok bo
 			}
 		})
 	}, "", true
+}
+
+// streamKey names whose allowance of event streams a call takes from: its
+// agent's, whatever key or run token it came with, or else (the board)
+// its credential's.
+func streamKey(c *call) string {
+	if c.who.agent != nil {
+		return "agent:" + c.who.agent.ID
+	}
+	return credentialKey(c.r)
+}
+
+// takeCreate takes one row from the calling agent's allowance of creates
+// (Limits.CreatesPerAgentMinute); the board is not limited. 429
+// rate_limited with Retry-After and RateLimit-* when it is used up.
+func (s *Server) takeCreate(c *call, what string) error {
+	if c.who.agent == nil {
+		return nil
+	}
+	st := s.creates.take(c.who.agent.ID, time.Now())
+	if st.ok {
+		return nil
+	}
+	st.setHeaders(c.w.Header())
+	retry := max(1, ceilSeconds(st.retry))
+	return clasp.Errorf(clasp.CodeRateLimited, "This agent has created as many rows as it may for now (%d issues, comments and runs a minute together, refilled continuously); %s refused, retry after %d s.", s.limits.CreatesPerAgentMinute, what, retry).
+		WithDetails("limit", "creates per agent per minute").WithDetails("retryAfterSeconds", retry)
 }
 
 // credentialKey names the credential of a request for the per-credential

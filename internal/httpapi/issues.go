@@ -65,6 +65,9 @@ func (s *Server) issueCreate(ctx context.Context, c *call, in *issueCreateIn) (i
 	if err := bodyIdempotencyKey(c, in.IdempotencyKey); err != nil {
 		return 0, nil, err
 	}
+	if err := s.takeCreate(c, "this issue is"); err != nil {
+		return 0, nil, err
+	}
 	cid := pathUUID(c, "companyId")
 	p := &store.IssueCreateParams{CompanyID: cid, Title: *in.Title, Actor: c.actor(), Idempotency: c.idem}
 	if in.Description != nil {
@@ -469,17 +472,16 @@ func (s *Server) commentCreate(ctx context.Context, c *call, in *commentCreateIn
 		return 0, nil, err
 	}
 	if !c.who.board {
-		// Limits.CommentsPerRunMinute: per run, or per agent for an agent
-		// that names none. A replayed Idempotency-Key counts too: it is
-		// still a request.
-		key := "agent:" + c.who.agent.ID
-		if c.runID != "" {
-			key = "run:" + c.runID
-		}
-		if st := s.comments.take(key, time.Now()); !st.ok {
+		// Limits.CommentsPerAgentMinute: one allowance per agent, shared
+		// by all its keys and runs. A replayed Idempotency-Key counts too:
+		// it is still a request.
+		if st := s.comments.take(c.who.agent.ID, time.Now()); !st.ok {
 			st.setHeaders(c.w.Header())
-			return 0, nil, clasp.Errorf(clasp.CodeRateLimited, "This run has used up its comment allowance (%d a minute, refilled continuously, with a burst of as many); retry after %d s.", s.limits.CommentsPerRunMinute, max(1, ceilSeconds(st.retry))).
-				WithDetails("limit", "comments per run per minute").WithDetails("retryAfterSeconds", max(1, ceilSeconds(st.retry)))
+			return 0, nil, clasp.Errorf(clasp.CodeRateLimited, "This agent has used up its comment allowance (%d a minute across all its runs and keys, refilled continuously, with a burst of as many); retry after %d s.", s.limits.CommentsPerAgentMinute, max(1, ceilSeconds(st.retry))).
+				WithDetails("limit", "comments per agent per minute").WithDetails("retryAfterSeconds", max(1, ceilSeconds(st.retry)))
+		}
+		if err := s.takeCreate(c, "this comment is"); err != nil {
+			return 0, nil, err
 		}
 	}
 	cm, err := s.st.CommentCreate(ctx, &store.CommentCreateParams{Ref: ref, Body: *in.Body, Actor: c.actor(), Idempotency: c.idem})

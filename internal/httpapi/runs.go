@@ -45,7 +45,10 @@ func (in *runOpenIn) validate() error {
 // runOpen: POST /api/agents/me/runs (agent). Opens a self-reported run,
 // running with lease now + LeaseTTL (+ the renewal interval, Server.lease), and answers 201 with the run and its
 // runToken (a credential bound to this run, shown this once). 404 if
-// issueId names no issue of the agent's company. A repeat with the same
+// issueId names no issue of the agent's company; 429 rate_limited when
+// the agent already has Limits.LiveRunsPerAgent live runs, or has used up
+// its creates (Limits.CreatesPerAgentMinute). Revoking the API key it was
+// opened with ends the run. A repeat with the same
 // Idempotency-Key opens nothing: it answers the run opened first with a
 // fresh runToken (the earlier token stops working, as only token hashes are
 // stored), or 409 run_not_live once that run has ended.
@@ -60,14 +63,21 @@ func (s *Server) runOpen(ctx context.Context, c *call, in *runOpenIn) (int, any,
 	if err := refusePaused(c, "open runs"); err != nil {
 		return 0, nil, err
 	}
+	if err := s.takeCreate(c, "this run is"); err != nil {
+		return 0, nil, err
+	}
 	token, hash := NewToken(TokenRun)
 	p := &store.RunOpenParams{
 		AgentID:          c.who.agent.ID,
 		InvocationSource: clasp.InvocationSelf,
 		LeaseTTL:         s.lease,
 		TokenHash:        hash,
-		Actor:            c.actor(),
-		Idempotency:      c.idem,
+		// Revoking the key ends the run (and its token); the agent's
+		// live runs are capped however many keys it holds.
+		KeyHash:     c.who.hash,
+		MaxLive:     max(s.limits.LiveRunsPerAgent, 0),
+		Actor:       c.actor(),
+		Idempotency: c.idem,
 	}
 	if c.idem != nil && c.who.key != "" {
 		// A replay answers the run opened first with the same token, so

@@ -301,41 +301,191 @@ func TestSecurityRateLimitPerCredential(t *testing.T) {
 	l.must(http.StatusOK, "GET", "/api/agents/me", req{token: k2}, nil)
 }
 
-// TestSecurityCommentCapPerRun: a run's agent writes at most
-// CommentsPerRunMinute comments a minute; the next is 429 and is not
-// written; another run of the same agent is not held back.
-func TestSecurityCommentCapPerRun(t *testing.T) {
+// TestSecurityCommentCapPerAgent: an agent writes at most
+// CommentsPerAgentMinute comments a minute whatever runs and credentials
+// it spreads them over (its key in one run, its key in another run, a
+// run token, a second key, no run at all); the next is 429 and is not
+// written; another agent of the company is not held back.
+func TestSecurityCommentCapPerAgent(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(o *setupOpts) { o.limits = Limits{CommentsPerRunMinute: 2} })
+	b := setup(t, func(o *setupOpts) { o.limits = Limits{CommentsPerAgentMinute: 3} })
 	w := b.world("CC")
 	iss := b.issue(w.c.ID, nil)
 	path := "/api/issues/" + iss.ID + "/comments"
-	for range 2 {
-		b.must(http.StatusCreated, "POST", path, req{token: w.ka, run: w.ra1.ID, body: map[string]any{"body": "hi"}}, nil)
+	b.must(http.StatusCreated, "POST", path, req{token: w.ka, run: w.ra1.ID, body: map[string]any{"body": "one"}}, nil)
+	b.must(http.StatusCreated, "POST", path, req{token: w.ka, run: w.ra2.ID, body: map[string]any{"body": "two"}}, nil)
+	b.must(http.StatusCreated, "POST", path, req{token: w.ra1.RunToken, body: map[string]any{"body": "three"}}, nil)
+	var k2 struct {
+		Token string `json:"token"`
 	}
-	wantErr(t, b.do("POST", path, req{token: w.ka, run: w.ra1.ID, body: map[string]any{"body": "spam"}}), 429, clasp.CodeRateLimited, "")
+	b.must(http.StatusCreated, "POST", "/api/agents/"+w.a.ID+"/keys", req{body: map[string]any{}}, &k2)
+	third := b.run(k2.Token)
+	for _, r := range []req{
+		{token: w.ka, run: w.ra1.ID},
+		{token: k2.Token, run: third.ID},
+		{token: third.RunToken},
+		{token: w.ka},
+	} {
+		r.body = map[string]any{"body": "spam"}
+		e := wantErr(t, b.do("POST", path, r), 429, clasp.CodeRateLimited, "")
+		if e.Details["limit"] != "comments per agent per minute" {
+			t.Errorf("comment over the cap: details.limit %v, want the per-agent comment limit", e.Details["limit"])
+		}
+	}
 	var list []clasp.Comment
 	b.must(http.StatusOK, "GET", path, req{}, &list)
-	if len(list) != 2 {
-		t.Errorf("%d comments stored, want 2 (the refused one is not written)", len(list))
+	if len(list) != 3 {
+		t.Errorf("%d comments stored, want 3 (the refused ones are not written)", len(list))
 	}
-	other := b.run(w.ka)
-	b.must(http.StatusCreated, "POST", path, req{token: w.ka, run: other.ID, body: map[string]any{"body": "other run"}}, nil)
+	b.must(http.StatusCreated, "POST", path, req{token: w.kb, run: w.rb.ID, body: map[string]any{"body": "another agent"}}, nil)
 }
 
-// TestSecurityStreamCaps: a credential may hold StreamsPerCredential open
-// event streams and the server Streams in all; one more answers 429 with
-// Retry-After (and the same seconds in details.retryAfterSeconds), and a
-// closed stream gives its slot back.
+// TestSecurityCreateCapPerAgent: the issues, comments and runs an agent
+// creates share one allowance a minute (CreatesPerAgentMinute), whatever
+// credential it uses; the next create of any kind is 429 naming the
+// limit, and nothing of it is written; another agent is not held back.
+func TestSecurityCreateCapPerAgent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOpts) { o.limits = Limits{CreatesPerAgentMinute: 3} })
+	w := b.world("CR") // opened ra1 and ra2 with ka: two creates of agent a
+	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/issues", req{token: w.ka, body: map[string]any{"title": "mine"}}, nil)
+	issues := func() []clasp.Issue {
+		var l []clasp.Issue
+		b.must(http.StatusOK, "GET", "/api/companies/"+w.c.ID+"/issues", req{}, &l)
+		return l
+	}
+	before := issues()
+	for _, try := range []struct {
+		method, path string
+		r            req
+	}{
+		{"POST", "/api/companies/" + w.c.ID + "/issues", req{token: w.ka, run: w.ra1.ID, body: map[string]any{"title": "flood"}}},
+		{"POST", "/api/issues/" + before[0].ID + "/comments", req{token: w.ra2.RunToken, body: map[string]any{"body": "flood"}}},
+		{"POST", "/api/agents/me/runs", req{token: w.ka, body: map[string]any{}}},
+	} {
+		e := wantErr(t, b.do(try.method, try.path, try.r), 429, clasp.CodeRateLimited, "")
+		if e.Details["limit"] != "creates per agent per minute" {
+			t.Errorf("%s %s over the cap: details.limit %v, want the per-agent create limit", try.method, try.path, e.Details["limit"])
+		}
+	}
+	if after := issues(); len(after) != len(before) {
+		t.Errorf("%d issues after the refused create, want %d", len(after), len(before))
+	}
+	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/issues", req{token: w.kb, body: map[string]any{"title": "another agent's"}}, nil)
+}
+
+// TestSecurityLiveRunCapPerAgent: an agent may have LiveRunsPerAgent live
+// runs, with any of its keys; one more open is 429 naming the limit, and
+// opens nothing; finishing one frees its place; another agent is not
+// held back.
+func TestSecurityLiveRunCapPerAgent(t *testing.T) {
+	eachStore(t, func(t *testing.T, pg bool) {
+		b := setup(t, onPG(pg), func(o *setupOpts) { o.limits = Limits{LiveRunsPerAgent: 3} })
+		w := b.world("LR") // a has ra1 and ra2 live
+		var k2 struct {
+			Token string `json:"token"`
+		}
+		b.must(http.StatusCreated, "POST", "/api/agents/"+w.a.ID+"/keys", req{body: map[string]any{}}, &k2)
+		third := b.run(k2.Token)
+		for _, k := range []string{w.ka, k2.Token} {
+			e := wantErr(t, b.do("POST", "/api/agents/me/runs", req{token: k, body: map[string]any{}}), 429, clasp.CodeRateLimited, "")
+			if e.Details["limit"] != "live runs per agent" {
+				t.Errorf("open over the cap: details.limit %v, want the live-run limit", e.Details["limit"])
+			}
+		}
+		var runs []clasp.Run
+		b.must(http.StatusOK, "GET", "/api/companies/"+w.c.ID+"/runs?agentId="+w.a.ID, req{}, &runs)
+		if len(runs) != 3 {
+			t.Errorf("agent has %d runs after the refused opens, want 3", len(runs))
+		}
+		b.must(http.StatusOK, "POST", "/api/runs/"+third.ID+"/finish", req{token: k2.Token, run: third.ID, body: map[string]any{"status": "succeeded"}}, nil)
+		b.run(w.ka)
+		b.run(w.kb)
+	})
+}
+
+// TestSecurityLiveRunCapConcurrent: 20 opens of one agent's runs sent at
+// once, on two servers of one database (PostgreSQL) or one (SQLite),
+// leave exactly LiveRunsPerAgent runs open: the limit is decided in the
+// store, not by a count read before the insert.
+func TestSecurityLiveRunCapConcurrent(t *testing.T) {
+	eachStore(t, func(t *testing.T, pg bool) {
+		const limit = 4
+		lim := func(o *setupOpts) { o.limits = Limits{LiveRunsPerAgent: limit} }
+		var b, other *bundle
+		if pg {
+			st, replica := openPostgresSchema(t)
+			t.Cleanup(func() { _ = st.Close() })
+			b = setup(t, lim, func(o *setupOpts) { o.store = st })
+			other = setup(t, lim, func(o *setupOpts) { o.store = replica() })
+		} else {
+			b = setup(t, lim)
+			other = setup(t, lim, func(o *setupOpts) { o.store = b.st })
+		}
+		other.board = b.board
+		co := b.company("LC")
+		ag, key := b.agent(co.ID, "many")
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		statuses := make([]int, 20)
+		for i := range statuses {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				srv := b
+				if i%2 == 1 {
+					srv = other
+				}
+				statuses[i] = srv.do("POST", "/api/agents/me/runs", req{token: key, body: map[string]any{}}).status
+			}()
+		}
+		close(start)
+		wg.Wait()
+		ok := 0
+		for _, st := range statuses {
+			switch st {
+			case http.StatusCreated:
+				ok++
+			case http.StatusTooManyRequests:
+			default:
+				t.Errorf("a concurrent open answered %d, want 201 or 429", st)
+			}
+		}
+		var runs []clasp.Run
+		b.must(http.StatusOK, "GET", "/api/companies/"+co.ID+"/runs?agentId="+ag.ID, req{}, &runs)
+		if ok != limit || len(runs) != limit {
+			t.Errorf("%d opens succeeded and the agent has %d runs, want exactly %d", ok, len(runs), limit)
+		}
+	})
+}
+
+// TestSecurityStreamCaps: an agent may hold StreamsPerAgent open event
+// streams whatever credentials it opens them with (its key, a run token,
+// another key), and the server Streams in all; one more answers 429 with
+// Retry-After (and the same seconds in details.retryAfterSeconds), while
+// another agent and the board still get theirs; a closed stream gives its
+// slot back.
 func TestSecurityStreamCaps(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(o *setupOpts) { o.limits = Limits{StreamsPerCredential: 1, Streams: 2} })
+	b := setup(t, func(o *setupOpts) { o.limits = Limits{StreamsPerAgent: 1, Streams: 3} })
 	w := b.world("SC")
 	path := "/api/companies/" + w.c.ID + "/events"
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	defer cancel1()
 	if res, _ := b.openStream(ctx1, path, w.ka, nil); res.StatusCode != 200 {
 		t.Fatalf("first stream: %d", res.StatusCode)
+	}
+	for _, tok := range []string{w.ra1.RunToken, w.ra2.RunToken} {
+		e := wantErr(t, b.do("GET", path, req{token: tok}), 429, clasp.CodeRateLimited, "")
+		if e.Details["limit"] != "event streams per agent" {
+			t.Errorf("a run token's stream over its agent's cap: details.limit %v, want event streams per agent", e.Details["limit"])
+		}
+	}
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	if res, _ := b.openStream(ctxB, path, w.kb, nil); res.StatusCode != 200 {
+		t.Fatalf("another agent's stream: %d", res.StatusCode)
 	}
 	r := b.do("GET", path, req{token: w.ka})
 	e := wantErr(t, r, 429, clasp.CodeRateLimited, "")
@@ -567,5 +717,77 @@ func TestSecurityNoExistenceOracle(t *testing.T) {
 		if checked < 15 {
 			t.Fatalf("only %d routes with ids checked; routes.go's patterns were not read as expected", checked)
 		}
+	})
+}
+
+// TestSecurityKeyRevocationEndsItsRuns: revoking an API key ends every
+// run opened with it, in the same transaction: on another replica its run
+// token answers 401 at once (heartbeat, checkout, /agents/me), the run is
+// cancelled with errorCode key_revoked and a run.finished row, the issue
+// it held is unlocked, and its event stream ends; a run opened with the
+// agent's other key is untouched.
+func TestSecurityKeyRevocationEndsItsRuns(t *testing.T) {
+	eachStore(t, func(t *testing.T, pg bool) {
+		var a, b *bundle
+		if pg {
+			st, replica := openPostgresSchema(t)
+			t.Cleanup(func() { _ = st.Close() })
+			a = setup(t, func(o *setupOpts) { o.store = st })
+			b = setup(t, func(o *setupOpts) { o.store = replica() })
+		} else {
+			a = setup(t)
+			b = setup(t, func(o *setupOpts) { o.store = a.st })
+		}
+		b.board = a.board
+		w := a.world("KR")
+		var k clasp.APIKey
+		a.must(http.StatusCreated, "POST", "/api/agents/"+w.a.ID+"/keys", req{body: map[string]any{}}, &k)
+		leaked := a.run(k.Token)
+		iss := a.issue(w.c.ID, map[string]any{"status": "todo"})
+		a.must(http.StatusOK, "POST", "/api/issues/"+iss.ID+"/checkout", req{token: leaked.RunToken,
+			body: map[string]any{"agentId": w.a.ID, "expectedStatuses": []string{"todo"}}}, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		res, events := b.openStream(ctx, "/api/companies/"+w.c.ID+"/events", leaked.RunToken, nil)
+		if res.StatusCode != 200 {
+			t.Fatalf("run token's event stream: %d", res.StatusCode)
+		}
+
+		a.must(http.StatusOK, "DELETE", "/api/agents/"+w.a.ID+"/keys/"+k.ID, req{}, nil)
+		start := time.Now()
+		for _, probe := range []struct{ method, path string }{
+			{"GET", "/api/agents/me"},
+			{"POST", "/api/runs/" + leaked.ID + "/heartbeat"},
+			{"POST", "/api/issues/" + iss.ID + "/checkout"},
+		} {
+			var body any
+			if probe.method == "POST" {
+				body = map[string]any{"agentId": w.a.ID}
+			}
+			wantErr(t, b.do(probe.method, probe.path, req{token: leaked.RunToken, body: body}), http.StatusUnauthorized, clasp.CodeUnauthenticated, "")
+		}
+		var run clasp.Run
+		b.must(http.StatusOK, "GET", "/api/runs/"+leaked.ID, req{}, &run)
+		if run.Status != clasp.RunCancelled || run.ErrorCode == nil || *run.ErrorCode != "key_revoked" {
+			t.Errorf("the revoked key's run: status %s, errorCode %v; want cancelled, key_revoked", run.Status, run.ErrorCode)
+		}
+		var got clasp.Issue
+		b.must(http.StatusOK, "GET", "/api/issues/"+iss.ID, req{}, &got)
+		if got.CheckoutRunID != nil || got.ExecutionRunID != nil {
+			t.Errorf("the revoked key's run still locks %s: checkout %v, execution %v", iss.Identifier, got.CheckoutRunID, got.ExecutionRunID)
+		}
+		finished := false
+		for _, row := range a.companyActivityRows(w.c.ID) {
+			if row.Action == clasp.ActionRunFinished && row.EntityID == leaked.ID {
+				finished = true
+			}
+		}
+		if !finished {
+			t.Errorf("no run.finished row for the revoked key's run")
+		}
+		streamEnds(t, events, start, "run token's stream after its key's revocation")
+		// The agent's other key and its runs go on.
+		b.must(http.StatusOK, "POST", "/api/runs/"+w.ra1.ID+"/heartbeat", req{token: w.ka, run: w.ra1.ID, body: map[string]any{}}, nil)
+		b.must(http.StatusOK, "GET", "/api/agents/me", req{token: w.ra2.RunToken}, nil)
 	})
 }

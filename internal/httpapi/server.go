@@ -140,7 +140,8 @@ type Server struct {
 	limits   Limits
 	byAddr   *buckets // Limits.AddressRate per client address
 	byCred   *buckets // Limits.CredentialRate per credential
-	comments *buckets // Limits.CommentsPerRunMinute per run
+	comments *buckets // Limits.CommentsPerAgentMinute per agent
+	creates  *buckets // Limits.CreatesPerAgentMinute per agent
 	streams  *streamSlots
 	creds    *credCache // nil: no credential cache
 	// durations holds the latency histogram's observer per matched
@@ -219,8 +220,9 @@ func New(cfg Config) *Server {
 	s.limits = cfg.Limits.withDefaults()
 	s.byAddr = newBuckets(s.limits.AddressRate, s.limits.AddressBurst)
 	s.byCred = newBuckets(s.limits.CredentialRate, s.limits.CredentialBurst)
-	s.comments = newBuckets(float64(s.limits.CommentsPerRunMinute)/60, s.limits.CommentsPerRunMinute)
-	s.streams = &streamSlots{perCred: s.limits.StreamsPerCredential, total: s.limits.Streams, open: map[string]int{}}
+	s.comments = newBuckets(float64(s.limits.CommentsPerAgentMinute)/60, s.limits.CommentsPerAgentMinute)
+	s.creates = newBuckets(float64(s.limits.CreatesPerAgentMinute)/60, s.limits.CreatesPerAgentMinute)
+	s.streams = &streamSlots{perCred: s.limits.StreamsPerAgent, total: s.limits.Streams, open: map[string]int{}}
 	s.access = map[string]access{}
 	s.routes()
 	var h http.Handler = http.HandlerFunc(s.serveMux)

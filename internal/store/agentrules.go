@@ -104,6 +104,16 @@ func (p *RunTouchParams) TTL() time.Duration {
 	return p.LeaseTTL
 }
 
+// ErrLiveRunsLimit is 429 rate_limited: agent agentID already has limit live
+// runs (RunOpenParams.MaxLive), its limit. details.limit names the limit, and
+// details.retryAfterSeconds is a lease's length at most: a run the agent
+// no longer uses ends by finishing it, or when its lease runs out.
+func ErrLiveRunsLimit(agentID string, limit int, lease time.Duration) *clasp.Error {
+	retry := max(int(lease.Seconds()), 1)
+	return clasp.Errorf(clasp.CodeRateLimited, "Agent %s already has %d live runs, its limit (serve --max-live-runs-per-agent): finish a run it no longer uses (POST /api/runs/{id}/finish) or wait for one's lease to run out; retry after %d s.", agentID, limit, retry).
+		WithDetails("limit", "live runs per agent").WithDetails("max", limit).WithDetails("retryAfterSeconds", retry)
+}
+
 // ErrAgentTerminated is 403 forbidden: a terminated agent opens no run.
 func ErrAgentTerminated(agentID string) *clasp.Error {
 	return clasp.Errorf(clasp.CodeForbidden, "Agent %s is terminated.", agentID)

@@ -113,8 +113,19 @@ type RunOpenParams struct {
 	// pure function of the id for the caller, e.g. a token derived from the
 	// caller's credential and the run id.
 	TokenHashFor func(runID string) string
-	Actor        Actor
-	Idempotency  *IdempotencyParams // optional: the request's Idempotency-Key
+	// KeyHash is the hash of the agent API key the run is opened with,
+	// recorded on the run: revoking that key ends the run
+	// (Store.AgentKeyRevoke). "" for none.
+	KeyHash string
+	// MaxLive, when positive, is the most live runs (queued, or running
+	// with an unexpired lease) the agent may have: opening one more is
+	// 429 rate_limited (ErrLiveRunsLimit), decided in the same write
+	// transaction as the insert, so concurrent opens on any number of
+	// replicas never pass it. A replay of an Idempotency-Key is not an
+	// open and is not counted.
+	MaxLive     int
+	Actor       Actor
+	Idempotency *IdempotencyParams // optional: the request's Idempotency-Key
 }
 
 // TokenHashOf returns the run token hash for run runID: TokenHashFor(runID)
@@ -417,7 +428,12 @@ type Store interface {
 	// AgentKeyCreate stores a key hash. 404 if the agent is missing.
 	AgentKeyCreate(ctx context.Context, p *AgentKeyCreateParams) (*clasp.APIKey, error)
 	// AgentKeyRevoke revokes a key of an agent; 404 if there is no such key.
-	// Revoking a revoked key answers the key unchanged.
+	// Revoking a revoked key answers the key unchanged. In the same
+	// transaction every queued or running run opened with the key
+	// (RunOpenParams.KeyHash) ends as cancelled with errorCode key_revoked
+	// (one run.finished row each) and every lock naming those runs is
+	// cleared (rule L6, as RunFinish): the run tokens they carry stop
+	// working with the key, and whoever held the key keeps no lock.
 	AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor Actor) (*clasp.APIKey, error)
 	// AgentKeyList lists an agent's keys (never the secrets).
 	AgentKeyList(ctx context.Context, agentID string) ([]*clasp.APIKey, error)

@@ -101,14 +101,31 @@ func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParam
 
 // AgentKeyRevoke revokes key keyID of agent agentID and answers it;
 // revoking a revoked key answers it unchanged. 404 not_found if the agent
-// has no such key.
+// has no such key. The runs opened with the key end first, in the same
+// transaction (statement KeyEndRuns, then releaseRunLocks), as
+// store.Store.AgentKeyRevoke says.
 func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor store.Actor) (*clasp.APIKey, error) {
 	args := actorArgs(namedArgs{"id": keyID, "agent": agentID}, actor)
 	var out *clasp.APIKey
-	err := s.retry(ctx, func() error {
-		k, err := store.ScanKey(s.pool.QueryRow(ctx, q("KeyRevoke"), args))
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		// The runs opened with the key end first (run rows, then their
+		// issues: the order every other writer locks them in).
+		rows, err := tx.Query(ctx, q("KeyEndRuns"), namedArgs{"id": keyID, "agent": agentID})
+		if err != nil {
+			return fmt.Errorf("end runs of key %s: %w", keyID, err)
+		}
+		runs, err := store.ScanAll(rows, store.ScanRun)
+		if err != nil {
+			return fmt.Errorf("end runs of key %s: %w", keyID, err)
+		}
+		if len(runs) > 0 {
+			if err := s.releaseRunLocks(ctx, tx, actor, clasp.RunCancelled, runs); err != nil {
+				return err
+			}
+		}
+		k, err := store.ScanKey(tx.QueryRow(ctx, q("KeyRevoke"), args))
 		if errors.Is(err, pgx.ErrNoRows) {
-			k, err = store.ScanKey(s.pool.QueryRow(ctx, q("KeyGet"), namedArgs{"id": keyID, "agent": agentID}))
+			k, err = store.ScanKey(tx.QueryRow(ctx, q("KeyGet"), namedArgs{"id": keyID, "agent": agentID}))
 			if errors.Is(err, pgx.ErrNoRows) {
 				return notFound("key", keyID)
 			}

@@ -24,7 +24,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 	newID := s.newID()
 	args := actorArgs(namedArgs{"id": newID, "agent": p.AgentID, "issue_ref": p.IssueID, "rid": rid, "rident": rident,
 		"source": source, "ttl_us": ttl.Microseconds(),
-		"token_hash": nullable(p.TokenHashOf(newID))}, p.Actor)
+		"token_hash": nullable(p.TokenHashOf(newID)), "key_hash": nullable(p.KeyHash), "max_live": p.MaxLive}, p.Actor)
 	idemArgs(args, p.Idempotency, store.IdemRun)
 	replay := func(id string) (*clasp.Run, error) {
 		var out *clasp.Run
@@ -45,13 +45,26 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 	}
 	return idempotent(ctx, s, p.Idempotency, store.IdemRun, replay, func() (*clasp.Run, error) {
 		var out *clasp.Run
-		err := s.retry(ctx, func() error {
-			r, err := store.ScanRun(s.pool.QueryRow(ctx, q("RunOpen"), args))
+		open := func(tx pgxQuerier) error {
+			if p.MaxLive > 0 {
+				// The agent's row lock, taken before RunOpen's snapshot,
+				// makes its count see every concurrent open's run.
+				if _, err := tx.Exec(ctx, q("RunOpenLockAgent"), namedArgs{"agent": p.AgentID}); err != nil {
+					return wrap(err, "open run of agent %s", p.AgentID)
+				}
+			}
+			r, err := store.ScanRun(tx.QueryRow(ctx, q("RunOpen"), args))
 			if errors.Is(err, pgx.ErrNoRows) {
-				return s.runOpenRefused(ctx, p)
+				return s.runOpenRefused(ctx, tx, p)
 			}
 			out = r
 			return wrap(err, "open run of agent %s", p.AgentID)
+		}
+		err := s.retry(ctx, func() error {
+			if p.MaxLive <= 0 {
+				return open(s.pool) // one statement: its own transaction
+			}
+			return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return open(tx) })
 		})
 		if err != nil {
 			return nil, err
@@ -60,14 +73,33 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 	})
 }
 
-// runOpenRefused explains a RunOpen that inserted nothing.
-func (s *Store) runOpenRefused(ctx context.Context, p *store.RunOpenParams) error {
-	a, err := s.AgentGet(ctx, p.AgentID)
+// runOpenRefused explains a RunOpen that inserted nothing, read in its
+// transaction: a missing or terminated agent, the agent's live-run limit,
+// else the issue it named was not found.
+//
+// Every read goes through tx, never a second pooled connection: opens
+// waiting for the agent's row lock each hold a connection, and one more
+// asked of a drained pool by the lock's holder would wait for them.
+func (s *Store) runOpenRefused(ctx context.Context, tx pgxQuerier, p *store.RunOpenParams) error {
+	a, err := store.ScanAgent(tx.QueryRow(ctx, q("AgentGet"), namedArgs{"id": p.AgentID}))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound("agent", p.AgentID)
+	}
 	if err != nil {
-		return err
+		return wrap(err, "get agent %s", p.AgentID)
 	}
 	if a.Status == clasp.AgentTerminated {
 		return store.ErrAgentTerminated(a.ID)
+	}
+	if p.MaxLive > 0 {
+		var n int
+		if err := tx.QueryRow(ctx, q("RunLiveCount"), namedArgs{"agent": p.AgentID}).Scan(&n); err != nil {
+			return wrap(err, "count live runs of agent %s", p.AgentID)
+		}
+		if n >= p.MaxLive {
+			ttl, _, _ := p.Check()
+			return store.ErrLiveRunsLimit(p.AgentID, p.MaxLive, ttl)
+		}
 	}
 	return notFound("issue", p.IssueID)
 }

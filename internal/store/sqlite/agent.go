@@ -171,6 +171,26 @@ func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParam
 func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor store.Actor) (*clasp.APIKey, error) {
 	var out *clasp.APIKey
 	err := s.write(ctx, func(tx *wtx) error {
+		// The runs opened with the key end first, their locks released
+		// (rule L6), as a termination ends an agent's runs.
+		rows, err := tx.query(ctx, "KeyEndRuns", sql.Named("id", keyID), sql.Named("agent", agentID), sql.Named("now", tx.now))
+		if err != nil {
+			return fmt.Errorf("end runs of key %s: %w", keyID, err)
+		}
+		runs, err := scanAll(rows, store.ScanRun)
+		if err != nil {
+			return fmt.Errorf("end runs of key %s: %w", keyID, err)
+		}
+		for _, run := range runs {
+			if err := tx.releaseRunLocks(ctx, run, actor); err != nil {
+				return err
+			}
+			if err := tx.logActivity(ctx, run.CompanyID, actor, clasp.ActionRunFinished, "run", run.ID, map[string]any{
+				"status": run.Status, "exitCode": run.ExitCode, "error": run.Error, "errorCode": run.ErrorCode,
+			}); err != nil {
+				return err
+			}
+		}
 		k, err := store.ScanKey(tx.queryRow(ctx, "KeyRevoke", sql.Named("id", keyID), sql.Named("agent", agentID), sql.Named("now", tx.now)))
 		if errors.Is(err, sql.ErrNoRows) {
 			out, err = store.ScanKey(tx.queryRow(ctx, "KeyGet", sql.Named("id", keyID), sql.Named("agent", agentID)))

@@ -55,7 +55,11 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 		id := tx.s.newID()
 		run, err := store.ScanRun(tx.queryRow(ctx, "RunOpen", sql.Named("id", id), sql.Named("company", a.CompanyID),
 			sql.Named("agent", a.ID), sql.Named("source", source), sql.Named("issue", issueID), sql.Named("now", tx.now),
-			sql.Named("ttl", ttl.Microseconds()), sql.Named("hash", nullable(p.TokenHashOf(id)))))
+			sql.Named("ttl", ttl.Microseconds()), sql.Named("hash", nullable(p.TokenHashOf(id))),
+			sql.Named("key_hash", nullable(p.KeyHash)), sql.Named("max_live", p.MaxLive)))
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrLiveRunsLimit(a.ID, p.MaxLive, ttl)
+		}
 		if err != nil {
 			return fmt.Errorf("open run of agent %s: %w", a.ID, err)
 		}

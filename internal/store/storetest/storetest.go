@@ -109,6 +109,8 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"Company_PrefixUnique", testCompanyPrefixUnique},
 		{"Agent_NameKeyUnique", testAgentNameKeyUnique},
 		{"AgentKey_AuthenticateRevokeTerminate", testAgentKeys},
+		{"AgentKey_RevokeEndsItsRuns", testKeyRevokeEndsItsRuns},
+		{"Run_LiveLimit", testRunLiveLimit},
 		{"Run_TokenAuthenticate", testRunAuthenticate},
 		{"AgentKey_AuthenticateWithRun", testAgentAuthenticateRun},
 		{"Run_List", testRunList},

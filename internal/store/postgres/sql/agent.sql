@@ -124,6 +124,21 @@ WITH a AS (
 )
 SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM k
 
+-- name: KeyEndRuns
+-- The queued and running runs opened with key @id of agent @agent, while
+-- the key is unrevoked, end as cancelled (key_revoked), guarded like a
+-- finish; their locks are released next, then the key is revoked
+-- (KeyRevoke): whoever held the key loses every run it opened.
+UPDATE runs r SET
+	status = 'cancelled',
+	error_code = 'key_revoked',
+	error = coalesce(r.error, 'the API key it was opened with was revoked'),
+	finished_at = now()
+WHERE r.key_hash = (SELECT token_hash FROM agent_api_keys WHERE id = @id::text AND agent_id = @agent::text AND revoked_at IS NULL)
+	AND r.status IN ('queued', 'running')
+RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+
 -- name: KeyRevoke
 -- Revokes an unrevoked key of an agent and writes its agent.key_revoked
 -- row; no row when there is no such unrevoked key.

@@ -8,18 +8,26 @@
 -- A running run of an active agent with a lease of @ttl_us from now, its
 -- issue (a reference in the agent's company) when @issue_ref is set, the
 -- agent's heartbeat, run.started, and the Idempotency-Key's record if any
--- (CTE rec). No row when the agent is missing or terminated or the issue
--- is not found (the caller then explains).
+-- (CTE rec). The run records @key_hash, the hash of the API key it is
+-- opened with (NULL for none), so that revoking the key ends it
+-- (KeyEndRuns). When @max_live is positive, the agent must have fewer
+-- live runs than that; the caller holds the agent's row lock
+-- (RunOpenLockAgent) since before this statement's snapshot, so the count
+-- sees every run a concurrent open committed. No row when the agent is
+-- missing or terminated, the issue is not found, or the agent is at its
+-- live-run limit (the caller then explains).
 WITH a AS (
 	SELECT id, company_id FROM agents WHERE id = @agent::text AND status <> 'terminated'
+		AND (@max_live::int <= 0 OR (SELECT count(*) FROM runs r WHERE r.agent_id = @agent::text
+			AND (r.status = 'queued' OR r.status = 'running' AND r.lease_expires_at > now())) < @max_live::int)
 ), iss AS (
 	SELECT i.id FROM issues i JOIN a ON i.company_id = a.company_id
 	WHERE @issue_ref::text <> '' AND (i.id = @rid::text OR i.identifier = @rident::text)
 ), made AS (
 	INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id, attempt,
-		lease_expires_at, last_sign_of_life_at, started_at, token_hash, created_at)
+		lease_expires_at, last_sign_of_life_at, started_at, token_hash, key_hash, created_at)
 	SELECT @id::text, a.company_id, a.id, 'running', @source::text, (SELECT id FROM iss), 1,
-		now() + @ttl_us::bigint * interval '1 microsecond', now(), now(), @token_hash::text, now()
+		now() + @ttl_us::bigint * interval '1 microsecond', now(), now(), @token_hash::text, @key_hash::text, now()
 	FROM a WHERE @issue_ref::text = '' OR EXISTS (SELECT 1 FROM iss)
 	RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 		lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
@@ -36,6 +44,18 @@ WITH a AS (
 )
 SELECT id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at FROM made
+
+-- name: RunOpenLockAgent
+-- The row lock that serializes the opens of one agent's runs under a
+-- live-run limit, taken in the open's transaction before RunOpen: a
+-- second open waits here until the first commits, then counts its run.
+SELECT 1 FROM agents WHERE id = @agent::text FOR UPDATE
+
+-- name: RunLiveCount
+-- The live runs of agent @agent (queued, or running with an unexpired
+-- lease), to explain a refused open.
+SELECT count(*) FROM runs WHERE agent_id = @agent::text
+	AND (status = 'queued' OR status = 'running' AND lease_expires_at > now())
 
 -- name: RunReplayOpen
 -- The replay of an open with an Idempotency-Key: the recorded run @id,

@@ -79,6 +79,21 @@ INSERT INTO agent_api_keys (id, agent_id, prefix, token_hash, created_at, name)
 VALUES (:id, :agent, :prefix, :hash, :now, :name)
 RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name
 
+-- name: KeyEndRuns
+-- The queued and running runs opened with key :id of agent :agent, while
+-- the key is unrevoked, end as cancelled (key_revoked); their locks are
+-- released next, then the key is revoked (KeyRevoke): whoever held the
+-- key loses every run it opened.
+UPDATE runs SET
+	status = 'cancelled',
+	error_code = 'key_revoked',
+	error = coalesce(error, 'the API key it was opened with was revoked'),
+	finished_at = :now
+WHERE key_hash = (SELECT token_hash FROM agent_api_keys WHERE id = :id AND agent_id = :agent AND revoked_at IS NULL)
+	AND status IN ('queued', 'running')
+RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+
 -- name: KeyRevoke
 -- No row when agent :agent has no such unrevoked key.
 UPDATE agent_api_keys SET revoked_at = :now WHERE id = :id AND agent_id = :agent AND revoked_at IS NULL

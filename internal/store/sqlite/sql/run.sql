@@ -4,10 +4,17 @@
 -- when it is queued, or running with a lease that has not expired.
 
 -- name: RunOpen
--- A running run with a lease of :ttl from now and its token's hash.
+-- A running run with a lease of :ttl from now, its token's hash and the
+-- hash of the API key it is opened with (:key_hash, NULL for none), so
+-- that revoking the key ends it (KeyEndRuns). When :max_live is positive
+-- the agent must have fewer live runs than that; SQLite has one writer,
+-- so the count and the insert see no concurrent open. No row at the
+-- limit.
 INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id, attempt,
-	lease_expires_at, last_sign_of_life_at, started_at, token_hash, created_at)
-VALUES (:id, :company, :agent, 'running', :source, :issue, 1, :now + :ttl, :now, :now, :hash, :now)
+	lease_expires_at, last_sign_of_life_at, started_at, token_hash, key_hash, created_at)
+SELECT :id, :company, :agent, 'running', :source, :issue, 1, :now + :ttl, :now, :now, :hash, :key_hash, :now
+WHERE :max_live <= 0 OR (SELECT count(*) FROM runs r WHERE r.agent_id = :agent
+	AND (r.status = 'queued' OR r.status = 'running' AND r.lease_expires_at > :now)) < :max_live
 RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
 

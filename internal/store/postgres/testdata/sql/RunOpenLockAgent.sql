@@ -1,0 +1,2 @@
+-- $1 = @agent
+SELECT 1 FROM agents WHERE id = $1::text FOR UPDATE
