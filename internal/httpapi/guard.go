@@ -83,10 +83,10 @@ type Limits struct {
 // clients on one address stand for agents on 32 machines, and together
 // they send more than 5,000 requests a second.)
 const (
-	DefaultAddressRate          = 5000.0
-	DefaultAddressBurst         = 10000
-	DefaultCredentialRate       = 2000.0
-	DefaultCredentialBurst      = 4000
+	DefaultAddressRate            = 5000.0
+	DefaultAddressBurst           = 10000
+	DefaultCredentialRate         = 2000.0
+	DefaultCredentialBurst        = 4000
 	DefaultCommentsPerAgentMinute = 120
 	DefaultCreatesPerAgentMinute  = 600
 	DefaultLiveRunsPerAgent       = 16
