@@ -20,8 +20,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/heartbeat"
 	"github.com/clasp-dev/clasp/internal/httpapi"
+	"github.com/clasp-dev/clasp/internal/secret"
 	"github.com/clasp-dev/clasp/internal/server"
 	"github.com/clasp-dev/clasp/internal/store"
 	"github.com/clasp-dev/clasp/internal/store/postgres"
@@ -469,14 +471,20 @@ func isLoopbackHost(host string) bool {
 // settingStore is the part of the store ensureBoardToken needs.
 type settingStore interface {
 	SettingPutIfAbsent(ctx context.Context, key, value string) (string, error)
+	OperatorTokenCreate(ctx context.Context, p *store.OperatorTokenCreateParams) (*clasp.OperatorToken, error)
+	OperatorTokenFind(ctx context.Context, tokenHash string) (*clasp.OperatorToken, error)
 }
 
 // ensureBoardToken creates the board token at first start: it stores the
-// token's hash (setting board_token_hash, if absent) and writes the token
-// to info.BoardTokenFile (mode 0600). It reports whether this call created
+// token's hash (setting board_token_hash, if absent) and the token as the
+// admin operator token "board" of every company, and writes the token to
+// info.BoardTokenFile (mode 0600). It reports whether this call created
 // it (then an error is only the failure to write the file, and
-// info.BoardToken is set). Otherwise it reads info.BoardToken back from the file when the file
-// still holds the token whose hash is stored.
+// info.BoardToken is set). Otherwise it reads info.BoardToken back from
+// the file when the file still holds the first token (stored as the
+// "board" operator token now if it was not yet: servers from before
+// operator tokens) or a usable admin operator token (the board token
+// after clasp board-token rotate).
 func ensureBoardToken(ctx context.Context, st settingStore, info *ServeInfo) (bool, error) {
 	token, hash := httpapi.NewToken(httpapi.TokenBoard)
 	stored, err := st.SettingPutIfAbsent(ctx, boardTokenSetting, hash)
@@ -484,6 +492,9 @@ func ensureBoardToken(ctx context.Context, st settingStore, info *ServeInfo) (bo
 		return false, fmt.Errorf("store board token hash: %w", err)
 	}
 	if stored == hash {
+		if err := adoptBoardToken(ctx, st, token); err != nil {
+			return false, err
+		}
 		info.BoardToken = token
 		if err := writeSecretFile(info.BoardTokenFile, token+"\n"); err != nil {
 			return true, fmt.Errorf("write board token file: %w", err)
@@ -494,10 +505,37 @@ func ensureBoardToken(ctx context.Context, st settingStore, info *ServeInfo) (bo
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("read board token file: %w", err)
 	}
-	if t := strings.TrimSpace(string(b)); t != "" && httpapi.HashToken(t) == stored {
-		info.BoardToken = t
+	t := strings.TrimSpace(string(b))
+	switch {
+	case t == "":
+	case httpapi.HashToken(t) == stored:
+		if err := adoptBoardToken(ctx, st, t); err != nil {
+			return false, err
+		}
+		if op, err := st.OperatorTokenFind(ctx, stored); err == nil && op.Usable(time.Now()) {
+			info.BoardToken = t
+		}
+	default:
+		if op, err := st.OperatorTokenFind(ctx, httpapi.HashToken(t)); err == nil && op.Usable(time.Now()) && op.Role == clasp.RoleAdmin {
+			info.BoardToken = t
+		}
 	}
 	return false, nil
+}
+
+// adoptBoardToken stores the board token as the admin operator token
+// "board" of every company, unless a token with its hash is stored
+// already (then, even revoked, it is left as it is).
+func adoptBoardToken(ctx context.Context, st settingStore, token string) error {
+	prefix := secret.ID(token)
+	if prefix == "" {
+		prefix = secret.Prefix + secret.Board
+	}
+	_, err := st.OperatorTokenCreate(ctx, &store.OperatorTokenCreateParams{Name: "board", Role: clasp.RoleAdmin, TokenHash: httpapi.HashToken(token), Prefix: prefix, At: time.Now()})
+	if err != nil && clasp.ErrorCode(err) != clasp.CodeAlreadyExists {
+		return fmt.Errorf("store the board token as an operator token: %w", err)
+	}
+	return nil
 }
 
 // writeSecretFile writes s to path with mode 0600, replacing any file there.
