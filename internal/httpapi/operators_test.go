@@ -216,11 +216,14 @@ func session(t *testing.T, b *bundle, tok string) string {
 }
 
 // TestRevokedOperatorTokenEndsEverywhere: once revoked, the token answers
-// 401 at once, its board sessions end, and its open event streams (of the
-// token and of its sessions) end within a second; other tokens go on.
+// 401 at once, on this server and on another replica of the same database
+// that had just served it, its board sessions end, and its open event
+// streams (of the token and of its sessions) end within a second; other
+// tokens go on.
 func TestRevokedOperatorTokenEndsEverywhere(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	replica := setup(t, func(o *setupOpts) { o.store = b.st })
 	w := b.world("ROT")
 	op := b.operatorToken("operator", "")
 	other := b.operatorToken("viewer", "")
@@ -229,11 +232,16 @@ func TestRevokedOperatorTokenEndsEverywhere(t *testing.T) {
 	streams := []<-chan struct{}{openStream(t, b, w.c.ID, op.Token), openStream(t, b, w.c.ID, sess)}
 	otherStream := openStream(t, b, w.c.ID, other.Token)
 
+	replica.must(http.StatusOK, "GET", "/api/companies", req{token: op.Token}, nil)
+	replica.must(http.StatusOK, "GET", "/api/companies", req{token: sess}, nil)
 	b.must(http.StatusOK, "DELETE", "/api/operators/tokens/"+op.ID, req{}, nil)
 	revoked := time.Now()
 	for name, tok := range map[string]string{"token": op.Token, "session": sess} {
 		if res := b.do("GET", "/api/companies", req{token: tok}); res.status != http.StatusUnauthorized {
 			t.Errorf("revoked operator's %s: got %d, want 401", name, res.status)
+		}
+		if res := replica.do("GET", "/api/companies", req{token: tok}); res.status != http.StatusUnauthorized {
+			t.Errorf("revoked operator's %s on the other replica: got %d, want 401", name, res.status)
 		}
 	}
 	var wg sync.WaitGroup
