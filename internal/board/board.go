@@ -5,10 +5,14 @@
 //
 // The board reads and acts only through the public API: pages are built
 // from in-process GET requests to the API handler, and the page's actions
-// are fetch() calls from the browser to /api/... . A signed-in browser
-// carries the board token in an HttpOnly, SameSite=Strict cookie; Handler
-// turns that cookie into the board's bearer token for /api requests that
-// have no Authorization header, after refusing cross-origin writes
+// are fetch() calls from the browser to /api/... . Signing in with an
+// operator token opens a board session (POST /api/sessions); a signed-in
+// browser carries only that session's secret, never the token, in an
+// HttpOnly, SameSite=Strict cookie (Secure when the request came over TLS,
+// directly or through a trusted proxy saying X-Forwarded-Proto: https),
+// and signing out ends the session on the server. Handler turns the
+// cookie into the bearer of /api requests that have no Authorization
+// header, after refusing cross-origin writes
 // (net/http's CrossOriginProtection: Sec-Fetch-Site, else Origin against
 // Host). So every action is the API's own handler, validation and audit
 // row, and CSRF needs both the SameSite cookie and a same-origin request.
@@ -28,18 +32,22 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/clasp-dev/clasp/internal/httpapi"
+	"github.com/clasp-dev/clasp/internal/secret"
 )
 
 //go:embed assets templates
 var files embed.FS
 
-// CookieName is the cookie that holds the board token of a signed-in browser.
+// CookieName is the cookie that holds the board session secret of a
+// signed-in browser (a clasp_bs_ credential, never an operator token).
 const CookieName = "clasp_board"
 
 // CSP is the Content-Security-Policy of every board response.
@@ -61,6 +69,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock the pages are rendered with. Default time.Now.
 	Now func() time.Time
+	// TrustedProxies are the reverse proxies (serve --trusted-proxy) whose
+	// X-Forwarded-Proto is believed: a sign-in through one of them saying
+	// https sets a Secure cookie.
+	TrustedProxies []netip.Prefix
 }
 
 // Board serves the web board. Build it with New; safe for concurrent use.
@@ -137,6 +149,21 @@ func (b *Board) Handler() http.Handler {
 	})
 }
 
+// sessionCookie returns the board session secret r's cookie carries, ""
+// for none. A cookie holding anything but a session secret (such as the
+// operator token itself, as boards before sessions stored) is ignored:
+// that browser signs in again.
+func sessionCookie(r *http.Request) string {
+	c, err := r.Cookie(CookieName)
+	if err != nil {
+		return ""
+	}
+	if kind, form := secret.Check(c.Value); kind != secret.Session || form != secret.Current {
+		return ""
+	}
+	return c.Value
+}
+
 // unsafeMethod reports whether m changes state (anything but GET, HEAD, OPTIONS).
 func unsafeMethod(m string) bool {
 	return m != http.MethodGet && m != http.MethodHead && m != http.MethodOptions
@@ -150,10 +177,10 @@ func unsafeMethod(m string) bool {
 func (b *Board) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Authorization") == "" {
 		fromBrowser := false
-		if c, err := r.Cookie(CookieName); err == nil && c.Value != "" {
+		if v := sessionCookie(r); v != "" {
 			fromBrowser = true
 			r = r.Clone(r.Context())
-			r.Header.Set("Authorization", "Bearer "+c.Value)
+			r.Header.Set("Authorization", "Bearer "+v)
 		} else if b.cfg.LocalTrusted && r.Header.Get("Sec-Fetch-Site") != "" {
 			fromBrowser = true
 		}
@@ -232,7 +259,12 @@ type client struct {
 // the Link rel="next" URL ("" for none) and an *apiError for a non-2xx
 // answer.
 func (c *client) get(path string, out any) (next string, err error) {
-	req, err := http.NewRequestWithContext(c.r.Context(), http.MethodGet, path, nil)
+	return c.call(http.MethodGet, path, out)
+}
+
+// call is get with any method (a body-less request).
+func (c *client) call(method, path string, out any) (next string, err error) {
+	req, err := http.NewRequestWithContext(c.r.Context(), method, path, nil)
 	if err != nil {
 		return "", err
 	}
@@ -294,10 +326,12 @@ func (b *Board) loginForm(w http.ResponseWriter, r *http.Request) {
 
 type loginView struct{ Error string }
 
-// login: POST /login with the form field token. The token is checked by
-// calling GET /api/companies with it; on 200 it is stored in the cookie
-// (HttpOnly, SameSite=Strict, Secure over TLS) and the browser is sent to
-// /; otherwise the form comes back with a message (401).
+// login: POST /login with the form field token, an operator token. It
+// opens a board session with it (POST /api/sessions); on success the
+// session's secret, not the token, is stored in the cookie (HttpOnly,
+// SameSite=Strict, Secure as secureRequest says, expiring with the
+// session) and the browser is sent to /; otherwise the form comes back
+// with a message (401).
 func (b *Board) login(w http.ResponseWriter, r *http.Request) {
 	if err := b.cop.Check(r); err != nil {
 		http.Error(w, "Cross-origin sign-in is refused.", http.StatusForbidden)
@@ -306,14 +340,18 @@ func (b *Board) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	msg := ""
+	var sess struct {
+		Session   string    `json:"session"`
+		ExpiresAt time.Time `json:"expiresAt"`
+	}
 	if token == "" {
-		msg = "Enter the board token (printed by clasp serve at first start, and kept in <data-dir>/board-token)."
+		msg = "Enter an operator token (the board token is printed by clasp serve at first start, and kept in <data-dir>/board-token)."
 	} else {
 		c := &client{b: b, r: r, token: token}
-		if _, err := c.get("/api/companies?limit=1", nil); err != nil {
+		if _, err := c.call(http.MethodPost, "/api/sessions", &sess); err != nil {
 			var ae *apiError
 			if errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden) {
-				msg = "That token is not the board token of this server."
+				msg = "That token is not the board token or an operator token of this server, or it is revoked or expired."
 			} else {
 				msg = "The server could not check the token: " + err.Error()
 			}
@@ -323,17 +361,54 @@ func (b *Board) login(w http.ResponseWriter, r *http.Request) {
 		b.render(w, r, "login", http.StatusUnauthorized, &view{Title: "Sign in", Data: loginView{Error: msg}})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: token, Path: "/", HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode}) // #nosec G124 -- Secure whenever the request came over TLS; plain HTTP is served only on loopback or with --insecure-http, where a Secure cookie would never come back
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: sess.Session, Path: "/", Expires: sess.ExpiresAt, HttpOnly: true, Secure: b.secureRequest(r), SameSite: http.SameSiteStrictMode}) // #nosec G124 -- Secure whenever the request came over TLS, directly or through a trusted proxy; plain HTTP is served only on loopback or with --insecure-http, where a Secure cookie would never come back
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// logout: POST /logout clears the cookie and shows the sign-in form.
+// secureRequest reports whether r came over TLS: directly, or through one
+// of Config.TrustedProxies saying X-Forwarded-Proto: https.
+func (b *Board) secureRequest(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if !strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https") {
+		return false
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range b.cfg.TrustedProxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// logout: POST /logout ends the board session on the server (DELETE
+// /api/sessions/current), so its secret works nowhere any more, clears
+// the cookie and shows the sign-in form.
 func (b *Board) logout(w http.ResponseWriter, r *http.Request) {
 	if err := b.cop.Check(r); err != nil {
 		http.Error(w, "Cross-origin sign-out is refused.", http.StatusForbidden)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode}) // #nosec G124 -- deletes the cookie; Secure as when it was set
+	if v := sessionCookie(r); v != "" {
+		c := &client{b: b, r: r, token: v}
+		if _, err := c.call(http.MethodDelete, "/api/sessions/current", nil); err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized { // 401: it had ended already
+				b.cfg.Logger.Warn("board sign-out: the session could not be ended", "err", err)
+			}
+		}
+	}
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: b.secureRequest(r), SameSite: http.SameSiteStrictMode}) // #nosec G124 -- deletes the cookie; Secure as when it was set
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
@@ -341,7 +416,7 @@ func (b *Board) logout(w http.ResponseWriter, r *http.Request) {
 // template when the request asks for a fragment (X-Board-Fragment: 1,
 // which the live layer sends).
 func (b *Board) render(w http.ResponseWriter, r *http.Request, name string, status int, v *view) {
-	v.ReadOnly = b.cfg.ReadOnly
+	v.ReadOnly = v.ReadOnly || b.cfg.ReadOnly
 	v.LocalTrusted = b.cfg.LocalTrusted
 	v.Page = name
 	v.ServerNow = b.cfg.Now().UnixMilli()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -61,10 +62,24 @@ func do(t *testing.T, method, u string, body string, hdr map[string]string) (*ht
 	return res, string(b)
 }
 
+// signIn signs in on the board with token and returns the cookie header
+// of the signed-in browser.
+func signIn(t *testing.T, u, token string) map[string]string {
+	t.Helper()
+	res, body := do(t, "POST", u+"/login", url.Values{"token": {token}}.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+	if res.StatusCode != http.StatusSeeOther || len(res.Cookies()) != 1 {
+		t.Fatalf("sign in: %d cookies=%v %s", res.StatusCode, res.Cookies(), body)
+	}
+	return map[string]string{"Cookie": board.CookieName + "=" + res.Cookies()[0].Value}
+}
+
 // TestSignInCookie: a page without the cookie redirects to /login; a bad
-// token gets the form back with 401 and no cookie; the board token sets an
-// HttpOnly, SameSite=Strict cookie (not Secure over plain HTTP) that the
-// pages and the API then accept; sign-out clears it.
+// token gets the form back with 401 and no cookie; the board token opens a
+// board session whose secret, never the token, is the HttpOnly,
+// SameSite=Strict cookie (not Secure over plain HTTP) that the pages and
+// the API then accept; sign-out ends the session on the server, so the
+// cookie's value works nowhere after it; a cookie holding the token itself
+// is not accepted.
 func TestSignInCookie(t *testing.T) {
 	u, token := newBoard(t, board.Config{})
 	res, _ := do(t, "GET", u+"/", "", nil)
@@ -84,10 +99,13 @@ func TestSignInCookie(t *testing.T) {
 		t.Fatalf("good token: %d cookies=%v", res.StatusCode, res.Cookies())
 	}
 	c := res.Cookies()[0]
-	if c.Name != board.CookieName || c.Value != token || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure {
+	if c.Name != board.CookieName || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure {
 		t.Fatalf("cookie = %+v, want HttpOnly SameSite=Strict, not Secure over HTTP", c)
 	}
-	cookie := map[string]string{"Cookie": board.CookieName + "=" + token}
+	if c.Value == token || strings.Contains(c.Value, token[:20]) || !strings.HasPrefix(c.Value, "clasp_bs_") {
+		t.Fatalf("cookie value %.14s...: want a board session secret, not the token", c.Value)
+	}
+	cookie := map[string]string{"Cookie": board.CookieName + "=" + c.Value}
 	if res, _ := do(t, "GET", u+"/api/companies", "", cookie); res.StatusCode != 200 {
 		t.Fatalf("GET /api/companies with the cookie: %d", res.StatusCode)
 	}
@@ -97,6 +115,24 @@ func TestSignInCookie(t *testing.T) {
 	res, _ = do(t, "POST", u+"/logout", "", cookie)
 	if res.StatusCode != http.StatusSeeOther || len(res.Cookies()) != 1 || res.Cookies()[0].MaxAge >= 0 {
 		t.Fatalf("logout: %d %v", res.StatusCode, res.Cookies())
+	}
+	// A copy of the cookie kept after sign-out opens nothing.
+	if res, _ := do(t, "GET", u+"/api/companies", "", cookie); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("API with the cookie after sign-out: %d, want 401", res.StatusCode)
+	}
+	if res, _ := do(t, "GET", u+"/api/companies", "", map[string]string{"Authorization": "Bearer " + c.Value}); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the session secret as a bearer after sign-out: %d, want 401", res.StatusCode)
+	}
+	if res, _ := do(t, "GET", u+"/", "", cookie); res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {
+		t.Fatalf("page with the cookie after sign-out: %d, want 303 to /login", res.StatusCode)
+	}
+	// A cookie holding the token itself is no sign-in.
+	raw := map[string]string{"Cookie": board.CookieName + "=" + token}
+	if res, _ := do(t, "GET", u+"/", "", raw); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("page with the token as cookie: %d, want 303 to /login", res.StatusCode)
+	}
+	if res, _ := do(t, "GET", u+"/api/companies", "", raw); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("API with the token as cookie: %d, want 401", res.StatusCode)
 	}
 }
 
@@ -124,7 +160,8 @@ func wantRequestID(t *testing.T, what string, res *http.Response, body, want str
 // request id as the API's errors do.
 func TestCookieWritesAreSameOriginOnly(t *testing.T) {
 	u, token := newBoard(t, board.Config{})
-	hdr := map[string]string{"Cookie": board.CookieName + "=" + token, "Content-Type": "application/json", "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
+	hdr := signIn(t, u, token)
+	hdr["Content-Type"], hdr["Origin"], hdr["Sec-Fetch-Site"] = "application/json", "https://evil.example", "cross-site"
 	res, body := do(t, "POST", u+"/api/companies", `{"name":"Evil","issuePrefix":"EVL"}`, hdr)
 	if res.StatusCode != http.StatusForbidden || !strings.Contains(body, `"code":"forbidden"`) {
 		t.Fatalf("cross-origin write: %d %s, want 403 forbidden", res.StatusCode, body)
@@ -153,7 +190,8 @@ func TestReadOnly(t *testing.T) {
 	if res, body := do(t, "POST", u+"/api/companies", `{"name":"Acme","issuePrefix":"ACM"}`, bearer); res.StatusCode != http.StatusCreated {
 		t.Fatalf("API client write: %d %s", res.StatusCode, body)
 	}
-	cookie := map[string]string{"Cookie": board.CookieName + "=" + token, "Content-Type": "application/json", "Origin": u, "Sec-Fetch-Site": "same-origin"}
+	cookie := signIn(t, u, token)
+	cookie["Content-Type"], cookie["Origin"], cookie["Sec-Fetch-Site"] = "application/json", u, "same-origin"
 	res, body := do(t, "POST", u+"/api/companies", `{"name":"Other","issuePrefix":"OTH"}`, cookie)
 	if res.StatusCode != http.StatusForbidden || !strings.Contains(body, "read-only") {
 		t.Fatalf("board write in read-only mode: %d %s, want 403", res.StatusCode, body)
@@ -197,6 +235,114 @@ func TestUnknownIssuePageIs404(t *testing.T) {
 		}
 		if !strings.Contains(body, `role="alert"`) || !strings.Contains(body, "Back to the board") {
 			t.Errorf("GET /issues/%s: the %d page shows no message or no way back:\n%s", ref, want, body)
+		}
+	}
+}
+
+// operatorToken creates an operator token through the API as the board
+// token and returns its secret.
+func operatorToken(t *testing.T, u, board, role, companyID string) string {
+	t.Helper()
+	body := `{"name":"op","role":"` + role + `"`
+	if companyID != "" {
+		body += `,"companyId":"` + companyID + `"`
+	}
+	res, out := do(t, "POST", u+"/api/operators/tokens", body+"}", map[string]string{"Authorization": "Bearer " + board, "Content-Type": "application/json"})
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("create operator token: %d %s", res.StatusCode, out)
+	}
+	var tok struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(out), &tok); err != nil {
+		t.Fatal(err)
+	}
+	return tok.Token
+}
+
+// company creates a company through the API and returns its id.
+func company(t *testing.T, u, board, name, prefix string) string {
+	t.Helper()
+	res, out := do(t, "POST", u+"/api/companies", `{"name":"`+name+`","issuePrefix":"`+prefix+`"}`, map[string]string{"Authorization": "Bearer " + board, "Content-Type": "application/json"})
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("create company: %d %s", res.StatusCode, out)
+	}
+	var co struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal([]byte(out), &co)
+	return co.ID
+}
+
+// TestOperatorsOnTheBoard: signed in with a viewer token, the pages show
+// no actions and the board's writes are refused (403); signed in with a
+// token scoped to company A, the pages list A alone and another company's
+// page answers as a company that does not exist; revoking the token ends
+// its board session.
+func TestOperatorsOnTheBoard(t *testing.T) {
+	u, token := newBoard(t, board.Config{})
+	a := company(t, u, token, "Alpha", "ALPHA")
+	bID := company(t, u, token, "Beta", "BETA")
+
+	viewer := signIn(t, u, operatorToken(t, u, token, "viewer", ""))
+	for _, p := range []string{"/", "/agents", "/runs", "/locks", "/activity"} {
+		res, body := do(t, "GET", u+p, "", viewer)
+		if res.StatusCode != 200 || strings.Contains(body, `class="action`) || !strings.Contains(body, "read-only") {
+			t.Errorf("GET %s as a viewer: %d, has actions=%v, want 200 with none", p, res.StatusCode, strings.Contains(body, `class="action`))
+		}
+	}
+	viewer["Content-Type"], viewer["Origin"], viewer["Sec-Fetch-Site"] = "application/json", u, "same-origin"
+	if res, body := do(t, "POST", u+"/api/companies/"+a+"/issues", `{"title":"no"}`, viewer); res.StatusCode != http.StatusForbidden || !strings.Contains(body, "read-only") {
+		t.Errorf("viewer's write from the board: %d %s, want 403 read-only", res.StatusCode, body)
+	}
+
+	scopedTok := operatorToken(t, u, token, "operator", a)
+	scoped := signIn(t, u, scopedTok)
+	res, body := do(t, "GET", u+"/", "", scoped)
+	if res.StatusCode != 200 || !strings.Contains(body, "Alpha") || strings.Contains(body, "Beta") {
+		t.Errorf("board of an operator of Alpha: %d, shows Alpha=%v Beta=%v; want Alpha alone", res.StatusCode, strings.Contains(body, "Alpha"), strings.Contains(body, "Beta"))
+	}
+	resB, _ := do(t, "GET", u+"/?company="+bID, "", scoped)
+	resX, _ := do(t, "GET", u+"/?company=00000000-0000-4000-8000-000000000000", "", scoped)
+	if resB.StatusCode != http.StatusNotFound || resX.StatusCode != resB.StatusCode {
+		t.Errorf("another company's board page: %d, an unknown company's %d; want 404 for both", resB.StatusCode, resX.StatusCode)
+	}
+	if res, _ := do(t, "GET", u+"/api/companies/"+bID+"/issues", "", scoped); res.StatusCode != http.StatusNotFound {
+		t.Errorf("another company's issues through the board: %d, want 404", res.StatusCode)
+	}
+
+	// Revoking the token ends its session.
+	res, out := do(t, "GET", u+"/api/operators/me", "", scoped)
+	var me struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(out), &me); err != nil || res.StatusCode != 200 {
+		t.Fatalf("operators/me: %d %s", res.StatusCode, out)
+	}
+	if res, out := do(t, "DELETE", u+"/api/operators/tokens/"+me.ID, "", map[string]string{"Authorization": "Bearer " + token}); res.StatusCode != 200 {
+		t.Fatalf("revoke: %d %s", res.StatusCode, out)
+	}
+	if res, _ := do(t, "GET", u+"/", "", scoped); res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {
+		t.Errorf("board page after the token's revocation: %d, want 303 to /login", res.StatusCode)
+	}
+}
+
+// TestSecureCookieBehindTrustedProxy: the session cookie is Secure when a
+// trusted proxy says X-Forwarded-Proto: https, and not when an untrusted
+// client says it.
+func TestSecureCookieBehindTrustedProxy(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		proxies []netip.Prefix
+		want    bool
+	}{
+		{"trusted proxy", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, true},
+		{"untrusted client", nil, false},
+	} {
+		u, token := newBoard(t, board.Config{TrustedProxies: tc.proxies})
+		res, _ := do(t, "POST", u+"/login", url.Values{"token": {token}}.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded", "X-Forwarded-Proto": "https"})
+		if res.StatusCode != http.StatusSeeOther || len(res.Cookies()) != 1 || res.Cookies()[0].Secure != tc.want {
+			t.Errorf("%s: sign-in %d cookies %v, want Secure=%v", tc.name, res.StatusCode, res.Cookies(), tc.want)
 		}
 	}
 }

@@ -46,12 +46,11 @@ func (b *Board) page(name string, fill func(c *client, v *view) error) http.Hand
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := &client{b: b, r: r}
 		if !b.cfg.LocalTrusted {
-			ck, err := r.Cookie(CookieName)
-			if err != nil || ck.Value == "" {
+			c.token = sessionCookie(r)
+			if c.token == "" {
 				http.Redirect(w, r, "/login", http.StatusSeeOther)
 				return
 			}
-			c.token = ck.Value
 		}
 		v := &view{Title: strings.ToUpper(name[:1]) + name[1:]}
 		if _, err := c.get("/api/companies?limit=1000", &v.Companies); err != nil {
@@ -64,6 +63,12 @@ func (b *Board) page(name string, fill func(c *client, v *view) error) http.Hand
 			v.Error = "The companies could not be read: " + err.Error()
 			b.render(w, r, "nocompany", http.StatusBadGateway, v)
 			return
+		}
+		var me struct {
+			Role string `json:"role"`
+		}
+		if _, err := c.get("/api/operators/me", &me); err == nil && me.Role == string(clasp.RoleViewer) {
+			v.ReadOnly = true // a viewer's token makes no changes: the page shows no actions
 		}
 		want := r.URL.Query().Get("company")
 		for i := range v.Companies {

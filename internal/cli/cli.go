@@ -105,7 +105,8 @@ to it.
 
 Start a server with 'clasp serve'; client commands call it at $CLASP_URL
 (default ` + DefaultURL + `) with the bearer token in $CLASP_TOKEN: the board token
-printed at first start, an agent API key, or a run token. Agents acting with an
+printed at first start (an admin operator token), another operator token
+(clasp operator token create), an agent API key, or a run token. Agents acting with an
 API key name their run in $CLASP_RUN_ID.
 
 Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409).`,
@@ -136,6 +137,8 @@ Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409).`
 		a.newBackupCmd(),
 		a.newRestoreCmd(),
 		a.newCompanyCmd(),
+		a.newOperatorCmd(),
+		a.newBoardTokenCmd(),
 		agent,
 		a.newIssueCmd(),
 		a.newRunCmd(),
@@ -188,7 +191,7 @@ func (a *app) newGroup(use, short, long, example string) *cobra.Command {
 func (a *app) addClientFlags(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
 	f.StringVar(&a.url, "url", "", "server root URL (default $"+EnvURL+" or "+DefaultURL+")")
-	f.StringVar(&a.token, "token", "", "bearer token: board token, agent API key or run token (default $"+EnvToken+")")
+	f.StringVar(&a.token, "token", "", "bearer token: an operator token (the board token is one), an agent API key or a run token (default $"+EnvToken+")")
 	f.StringVar(&a.runID, "run", "", "run id to act in, sent as X-Clasp-Run-Id (default $"+EnvRunID+")")
 	f.BoolVar(&a.jsonOut, "json", false, "print the resource JSON instead of a table")
 	f.StringVar(&a.caCert, "ca-cert", "", "PEM file of CA certificates to trust for an https:// server, besides the system's (default $"+EnvCACert+")")

@@ -218,8 +218,8 @@ func printActivity(w io.Writer, as []*clasp.Activity) {
 	t := newTable(w, "ID", "TIME", "ACTOR", "ACTION", "ENTITY", "RUN", "DETAILS")
 	for _, ac := range as {
 		actor := string(ac.ActorType)
-		if ac.ActorType == clasp.ActorAgent {
-			actor += " " + ac.ActorID
+		if ac.ActorType == clasp.ActorAgent || ac.ActorType == clasp.ActorBoard && ac.ActorID != "" && ac.ActorID != "board" {
+			actor += " " + ac.ActorID // the agent, or the operator token the board acted with
 		}
 		details := strings.TrimSpace(string(ac.Details))
 		if details == "{}" || details == "null" {

@@ -7,10 +7,15 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/client"
 )
 
 // TestServePprof: --pprof serves /debug/pprof/ on its own loopback
-// listener, not on the API's.
+// listener, not on the API's, to admin operator tokens only: without a
+// token, with an unknown one, or with a viewer's, it answers a JSON error
+// (401, 401, 403) and shows nothing, not even the command line.
 func TestServePprof(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -35,8 +40,15 @@ func TestServePprof(t *testing.T) {
 	if info.PprofAddr == "" || info.PprofAddr == info.Addr {
 		t.Fatalf("PprofAddr %q (API %q): want a listener of its own", info.PprofAddr, info.Addr)
 	}
-	get := func(url string) (int, string) {
-		res, err := http.Get(url)
+	get := func(url, token string) (int, string) {
+		req, err := http.NewRequest("GET", url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("GET %s: %v", url, err)
 		}
@@ -44,11 +56,31 @@ func TestServePprof(t *testing.T) {
 		b, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(b)
 	}
-	if st, body := get("http://" + info.PprofAddr + "/debug/pprof/"); st != http.StatusOK || !strings.Contains(body, "goroutine") {
-		t.Errorf("pprof index: status %d, body %.100q; want 200 listing the profiles", st, body)
+	if st, body := get("http://"+info.PprofAddr+"/debug/pprof/", info.BoardToken); st != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Errorf("pprof index with the board token: status %d, body %.100q; want 200 listing the profiles", st, body)
 	}
-	if st, _ := get("http://" + info.Addr + "/debug/pprof/"); st == http.StatusOK {
+	if st, _ := get("http://"+info.Addr+"/debug/pprof/", info.BoardToken); st == http.StatusOK {
 		t.Errorf("the API listener serves /debug/pprof/ (status %d); want it only on --pprof's", st)
+	}
+	viewer, err := client.New(info.URL, client.WithToken(info.BoardToken)).OperatorTokenCreate(ctx, client.OperatorTokenCreateRequest{Name: "v", Role: clasp.RoleViewer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, token string
+		status      int
+		code        string
+	}{
+		{"no token", "", http.StatusUnauthorized, "unauthenticated"},
+		{"unknown token", "clasp_ot_nope", http.StatusUnauthorized, "unauthenticated"},
+		{"viewer token", viewer.Token, http.StatusForbidden, "forbidden"},
+	} {
+		for _, p := range []string{"/debug/pprof/", "/debug/pprof/cmdline"} {
+			st, body := get("http://"+info.PprofAddr+p, tc.token)
+			if st != tc.status || !strings.Contains(body, `"code":"`+tc.code+`"`) || strings.Contains(body, "goroutine") || strings.Contains(body, "127.0.0.1") {
+				t.Errorf("%s %s: status %d body %.120q; want %d %s and nothing of the profiler", tc.name, p, st, body, tc.status, tc.code)
+			}
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,13 +16,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/heartbeat"
 	"github.com/clasp-dev/clasp/internal/httpapi"
+	"github.com/clasp-dev/clasp/internal/secret"
 	"github.com/clasp-dev/clasp/internal/server"
 	"github.com/clasp-dev/clasp/internal/store"
 	"github.com/clasp-dev/clasp/internal/store/postgres"
@@ -160,6 +164,7 @@ type serveMain struct {
 
 	ln        net.Listener
 	stopPprof func()
+	pprofGate *pprofGate // the admin check of --pprof's listener, given the store once it is open
 	st        migratedStore
 	unlockDir func() // releases the data directory's locks (the serve lock; with SQLite also the database's)
 	srv       *server.Server
@@ -217,7 +222,8 @@ func (m *serveMain) setup(ctx context.Context) error {
 		return fmt.Errorf("--local-trusted: %s is not a loopback address", ln.Addr())
 	}
 	if cfg.Pprof != "" {
-		stop, addr, err := servePprof(cfg.Pprof, log)
+		m.pprofGate = &pprofGate{}
+		stop, addr, err := servePprof(cfg.Pprof, log, m.pprofGate)
 		if err != nil {
 			return err
 		}
@@ -247,6 +253,9 @@ func (m *serveMain) setup(ctx context.Context) error {
 	}
 	if m.st, err = m.openStoreWaiting(ctx); err != nil {
 		return err
+	}
+	if m.pprofGate != nil {
+		m.pprofGate.set(m.st)
 	}
 	if cfg.DatabaseURL != "" {
 		info.DBPath = redactURL(cfg.DatabaseURL)
@@ -421,10 +430,91 @@ func (c ServeConfig) validate() error {
 	return nil
 }
 
+// pprofGate lets only admins read the profiler: a profile shows the
+// server's memory, goroutines and command line, which any local user
+// could read on a loopback listener without it.
+type pprofGate struct {
+	mu sync.Mutex
+	st pprofStore // nil until the store is open
+}
+
+// pprofStore is the part of the store the gate reads.
+type pprofStore interface {
+	OperatorTokenFind(ctx context.Context, tokenHash string) (*clasp.OperatorToken, error)
+	SettingGet(ctx context.Context, key string) (string, error)
+}
+
+func (g *pprofGate) set(st pprofStore) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.st = st
+}
+
+// check answers nil for a request whose Authorization: Bearer is a usable
+// admin operator token (the board token is one, also before it was first
+// used); otherwise the refusal: 401 unauthenticated (no, unknown, revoked
+// or expired token), 403 forbidden (a token that is not an admin's), 503
+// unavailable (the store is not open yet or failed).
+func (g *pprofGate) check(r *http.Request) *clasp.Error {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return clasp.Errorf(clasp.CodeUnauthenticated, "The profiler needs an admin operator token: send Authorization: Bearer <token> (the board token is one).")
+	}
+	g.mu.Lock()
+	st := g.st
+	g.mu.Unlock()
+	if st == nil {
+		return clasp.Errorf(clasp.CodeUnavailable, "The server is starting; retry shortly.")
+	}
+	hash := httpapi.HashToken(token)
+	t, err := st.OperatorTokenFind(r.Context(), hash)
+	if clasp.ErrorCode(err) == clasp.CodeNotFound {
+		// The board token of a server from before operator tokens, not
+		// yet stored as one.
+		if want, serr := st.SettingGet(r.Context(), boardTokenSetting); serr == nil && want == hash {
+			return nil
+		}
+		return clasp.Errorf(clasp.CodeUnauthenticated, "The bearer token is unknown, revoked or expired.")
+	}
+	if err != nil {
+		return clasp.Errorf(clasp.CodeUnavailable, "The token could not be checked; retry shortly.")
+	}
+	if !t.Usable(time.Now()) {
+		return clasp.Errorf(clasp.CodeUnauthenticated, "The bearer token is unknown, revoked or expired.")
+	}
+	if t.Role != clasp.RoleAdmin {
+		return clasp.Errorf(clasp.CodeForbidden, "The profiler is for admin operator tokens only; this token's role is %s.", t.Role)
+	}
+	return nil
+}
+
+// handler wraps h with check, answering refusals as the API's JSON errors.
+func (g *pprofGate) handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if e := g.check(r); e != nil {
+			status := map[string]int{clasp.CodeUnauthenticated: http.StatusUnauthorized, clasp.CodeForbidden: http.StatusForbidden}[e.Code]
+			if status == 0 {
+				status = http.StatusServiceUnavailable
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			if status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="clasp pprof"`)
+			}
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": e.Message, "code": e.Code, "details": map[string]any{}})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // servePprof serves net/http/pprof's handlers on a listener of their own
 // at addr (checked loopback by validate; the bound address is checked
-// again). It returns a stop function and the bound host:port.
-func servePprof(addr string, log *slog.Logger) (stop func(), bound string, err error) {
+// again), to admin operator tokens only (gate). It returns a stop function
+// and the bound host:port.
+func servePprof(addr string, log *slog.Logger, gate *pprofGate) (stop func(), bound string, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("--pprof: listen on %s: %w", addr, err)
@@ -439,7 +529,7 @@ func servePprof(addr string, log *slog.Logger) (stop func(), bound string, err e
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	hs := &http.Server{Handler: loopbackHostOnly(mux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: loopbackHostOnly(gate.handler(mux)), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -474,14 +564,20 @@ func isLoopbackHost(host string) bool {
 // settingStore is the part of the store ensureBoardToken needs.
 type settingStore interface {
 	SettingPutIfAbsent(ctx context.Context, key, value string) (string, error)
+	OperatorTokenCreate(ctx context.Context, p *store.OperatorTokenCreateParams) (*clasp.OperatorToken, error)
+	OperatorTokenFind(ctx context.Context, tokenHash string) (*clasp.OperatorToken, error)
 }
 
 // ensureBoardToken creates the board token at first start: it stores the
-// token's hash (setting board_token_hash, if absent) and writes the token
-// to info.BoardTokenFile (mode 0600). It reports whether this call created
+// token's hash (setting board_token_hash, if absent) and the token as the
+// admin operator token "board" of every company, and writes the token to
+// info.BoardTokenFile (mode 0600). It reports whether this call created
 // it (then an error is only the failure to write the file, and
-// info.BoardToken is set). Otherwise it reads info.BoardToken back from the file when the file
-// still holds the token whose hash is stored.
+// info.BoardToken is set). Otherwise it reads info.BoardToken back from
+// the file when the file still holds the first token (stored as the
+// "board" operator token now if it was not yet: servers from before
+// operator tokens) or a usable admin operator token (the board token
+// after clasp board-token rotate).
 func ensureBoardToken(ctx context.Context, st settingStore, info *ServeInfo) (bool, error) {
 	token, hash := httpapi.NewToken(httpapi.TokenBoard)
 	stored, err := st.SettingPutIfAbsent(ctx, boardTokenSetting, hash)
@@ -489,6 +585,9 @@ func ensureBoardToken(ctx context.Context, st settingStore, info *ServeInfo) (bo
 		return false, fmt.Errorf("store board token hash: %w", err)
 	}
 	if stored == hash {
+		if err := adoptBoardToken(ctx, st, token); err != nil {
+			return false, err
+		}
 		info.BoardToken = token
 		if err := writeSecretFile(info.BoardTokenFile, token+"\n"); err != nil {
 			return true, fmt.Errorf("write board token file: %w", err)
@@ -499,10 +598,37 @@ func ensureBoardToken(ctx context.Context, st settingStore, info *ServeInfo) (bo
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("read board token file: %w", err)
 	}
-	if t := strings.TrimSpace(string(b)); t != "" && httpapi.HashToken(t) == stored {
-		info.BoardToken = t
+	t := strings.TrimSpace(string(b))
+	switch {
+	case t == "":
+	case httpapi.HashToken(t) == stored:
+		if err := adoptBoardToken(ctx, st, t); err != nil {
+			return false, err
+		}
+		if op, err := st.OperatorTokenFind(ctx, stored); err == nil && op.Usable(time.Now()) {
+			info.BoardToken = t
+		}
+	default:
+		if op, err := st.OperatorTokenFind(ctx, httpapi.HashToken(t)); err == nil && op.Usable(time.Now()) && op.Role == clasp.RoleAdmin {
+			info.BoardToken = t
+		}
 	}
 	return false, nil
+}
+
+// adoptBoardToken stores the board token as the admin operator token
+// "board" of every company, unless a token with its hash is stored
+// already (then, even revoked, it is left as it is).
+func adoptBoardToken(ctx context.Context, st settingStore, token string) error {
+	prefix := secret.ID(token)
+	if prefix == "" {
+		prefix = secret.Prefix + secret.Board
+	}
+	_, err := st.OperatorTokenCreate(ctx, &store.OperatorTokenCreateParams{Name: "board", Role: clasp.RoleAdmin, TokenHash: httpapi.HashToken(token), Prefix: prefix, At: time.Now()})
+	if err != nil && clasp.ErrorCode(err) != clasp.CodeAlreadyExists {
+		return fmt.Errorf("store the board token as an operator token: %w", err)
+	}
+	return nil
 }
 
 // writeSecretFile writes s to path with mode 0600, replacing any file there.
@@ -652,7 +778,7 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 	f.BoolVar(&cfg.BoardReadOnly, "board-read-only", false, "the web board at / shows everything and changes nothing (it hides and refuses every action)")
 	f.BoolVar(&cfg.RequireRunToken, "require-run-token", false, "checkout, release, issue PATCH, run heartbeat and run finish by agents accept only run tokens")
 	f.StringVar(&cfg.Sync, "sync", "full", "SQLite durability: full (an acknowledged write survives power loss) or normal (an acknowledged write may be lost on power loss, not on a process crash)")
-	f.StringVar(&cfg.Pprof, "pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port, a listener of its own (e.g. 127.0.0.1:6060)")
+	f.StringVar(&cfg.Pprof, "pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port, a listener of its own (e.g. 127.0.0.1:6060), to admin operator tokens only (Authorization: Bearer, e.g. the board token)")
 	addNetFlags(f, &cfg.Net)
 	f.StringVar(&cfg.AgentCACert, "ca-cert", "", "with TLS: PEM file of the CA certificates server-managed agents are told to trust for this server (CLASP_CA_CERT, NODE_EXTRA_CA_CERTS); default $"+EnvCACert+", else the --tls-cert file")
 	f.StringVar(&cfg.AgentUser, "agent-user", "", "run server-managed agent processes as this user (name or uid; the server must run as root); the data directory, database and board token are then unreadable to them")

@@ -74,6 +74,14 @@ func (s *Server) companyList(ctx context.Context, c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if scope := c.who.company(); scope != "" {
+		// A company-scoped operator's list is its company alone.
+		co, err := s.st.CompanyGet(ctx, scope)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, []*clasp.Company{co}, nil
+	}
 	items, next, err := s.st.CompanyList(ctx, p)
 	if err != nil {
 		return 0, nil, err
@@ -150,6 +158,11 @@ func (s *Server) agentCreate(ctx context.Context, c *call, in *agentCreateIn) (i
 	if in.Role != nil {
 		p.Role = *in.Role
 	}
+	if in.adapter != nil {
+		if err := adminForAdapter(c); err != nil {
+			return 0, nil, err
+		}
+	}
 	hst, _ := s.st.(store.HeartbeatStore)
 	if in.adapter != nil && hst == nil {
 		return 0, nil, errNoHeartbeat()
@@ -210,6 +223,9 @@ func (s *Server) agentGet(ctx context.Context, c *call) (int, any, error) {
 		}
 		return http.StatusOK, a, nil
 	}
+	if !c.sees(a.CompanyID) {
+		return 0, nil, notVisible("agent", id)
+	}
 	return s.agentAnswer(ctx, a)
 }
 
@@ -257,8 +273,14 @@ func (in *agentUpdateIn) validate() error {
 // of a terminated agent.
 func (s *Server) agentUpdate(ctx context.Context, c *call, in *agentUpdateIn) (int, any, error) {
 	id := pathAgentID(c)
+	if err := s.checkAgentVisible(ctx, c, id); err != nil {
+		return 0, nil, err
+	}
 	hst, _ := s.st.(store.HeartbeatStore)
 	if in.Adapter != nil {
+		if err := adminForAdapter(c); err != nil {
+			return 0, nil, err
+		}
 		if hst == nil {
 			return 0, nil, errNoHeartbeat()
 		}
@@ -313,6 +335,9 @@ func (in *keyCreateIn) validate() error {
 // agent.
 func (s *Server) agentKeyCreate(ctx context.Context, c *call, in *keyCreateIn) (int, any, error) {
 	id := pathAgentID(c)
+	if err := s.checkAgentVisible(ctx, c, id); err != nil {
+		return 0, nil, err
+	}
 	token, hash := NewToken(TokenAgentKey)
 	name := ""
 	if in.Name != nil {
@@ -329,8 +354,10 @@ func (s *Server) agentKeyCreate(ctx context.Context, c *call, in *keyCreateIn) (
 // agentKeyList: GET /api/agents/{id}/keys (board): the keys, never secrets.
 func (s *Server) agentKeyList(ctx context.Context, c *call) (int, any, error) {
 	id := pathAgentID(c)
-	if _, err := s.st.AgentGet(ctx, id); err != nil {
+	if a, err := s.st.AgentGet(ctx, id); err != nil {
 		return 0, nil, err
+	} else if !c.sees(a.CompanyID) {
+		return 0, nil, notVisible("agent", id)
 	}
 	keys, err := s.st.AgentKeyList(ctx, id)
 	if err != nil {
@@ -344,6 +371,9 @@ func (s *Server) agentKeyList(ctx context.Context, c *call) (int, any, error) {
 func (s *Server) agentKeyRevoke(ctx context.Context, c *call) (int, any, error) {
 	id := pathAgentID(c)
 	keyID := pathUUID(c, "keyId")
+	if err := s.checkAgentVisible(ctx, c, id); err != nil {
+		return 0, nil, err
+	}
 	k, err := s.st.AgentKeyRevoke(ctx, id, keyID, c.actor())
 	s.creds.forgetAgent(id)
 	if err != nil {

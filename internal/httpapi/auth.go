@@ -23,9 +23,14 @@ const (
 const boardTokenSetting = "board_token_hash"
 
 // principal is who is calling: the board, or an agent (possibly through a
-// run token, which binds the request to one run).
+// run token, which binds the request to one run). A board principal
+// always carries its operator (op): the operator token it authenticated
+// with (directly, or through a board session), or the tokenless admin of
+// --local-trusted.
 type principal struct {
 	board    bool
+	op       *operator
+	session  string // the hash of the board session the request came with, "" for none
 	agent    *clasp.Agent
 	tokenRun *clasp.Run // set when the bearer is a run token
 	// freshRun is the run the request names when the agent key's
@@ -41,9 +46,9 @@ type principal struct {
 }
 
 // authenticate resolves the caller (RULES.md, Actors and credentials). A bearer token is
-// matched, by its kind, against the board token hash (constant time), the
-// agent API keys and the run tokens; tokens without a clasp prefix are tried
-// against all three. A clasp-prefixed token that fails its format or
+// matched, by its kind, against the operator tokens (the board token is
+// one), the board sessions, the agent API keys and the run tokens; tokens
+// without a clasp prefix are tried against all but the sessions. A clasp-prefixed token that fails its format or
 // checksum (package secret) is refused before any lookup. Without Authorization, only LocalTrusted mode with a
 // loopback Host makes the board. Errors: 401 unauthenticated (no, bad,
 // revoked or terminated credentials), 403 forbidden (no token on a
@@ -52,12 +57,12 @@ func (s *Server) authenticate(r *http.Request, ep *endpoint) (principal, error) 
 	authz := r.Header.Get("Authorization")
 	if authz == "" {
 		if !s.cfg.LocalTrusted {
-			return principal{}, clasp.Errorf(clasp.CodeUnauthenticated, "Send Authorization: Bearer <token> (an agent API key, a run token or the board token).")
+			return principal{}, clasp.Errorf(clasp.CodeUnauthenticated, "Send Authorization: Bearer <token> (an agent API key, a run token or an operator token such as the board token).")
 		}
 		if !loopbackHost(r.Host) {
 			return principal{}, clasp.Errorf(clasp.CodeForbidden, "This server trusts requests without a token only when addressed by a loopback name (localhost, 127.0.0.1, [::1]), not %q.", r.Host)
 		}
-		return principal{board: true}, nil
+		return principal{board: true, op: localOperator}, nil
 	}
 	scheme, token, ok := strings.Cut(authz, " ")
 	token = strings.TrimSpace(token)
@@ -71,13 +76,16 @@ func (s *Server) authenticate(r *http.Request, ep *endpoint) (principal, error) 
 	}
 	ctx := r.Context()
 	hash := HashToken(token)
-	if kind == TokenBoard || kind == "" {
-		ok, err := s.isBoardToken(ctx, hash)
+	if kind == TokenSession {
+		return s.authenticateSession(ctx, hash)
+	}
+	if kind == TokenBoard || kind == TokenOperator || kind == "" {
+		op, err := s.authenticateOperator(ctx, token, hash, kind)
 		if err != nil {
 			return principal{}, err
 		}
-		if ok {
-			return principal{board: true}, nil
+		if op != nil {
+			return principal{board: true, op: op}, nil
 		}
 	}
 	if kind == TokenAgentKey || kind == "" {
@@ -223,12 +231,14 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// actor returns the store actor of a call: the board, or the agent with its
-// company and (when it names one) its run.
+// actor returns the store actor of a call: the board with its operator
+// (whose id every activity row it writes names, and whose company scope
+// confines the store's lookups), or the agent with its company and (when
+// it names one) its run.
 func (c *call) actor() store.Actor {
 	rid := RequestIDFrom(c.r.Context())
 	if c.who.board {
-		return store.Actor{Type: clasp.ActorBoard, RequestID: rid}
+		return store.Actor{Type: clasp.ActorBoard, OperatorID: c.who.op.id, CompanyID: c.who.op.company, RequestID: rid}
 	}
 	return store.Actor{Type: clasp.ActorAgent, AgentID: c.who.agent.ID, CompanyID: c.who.agent.CompanyID, RunID: c.runID, RequestID: rid}
 }

@@ -10,9 +10,9 @@ import (
 // Credentials: what each token may do.
 
 // TestRunTokenCannotOpenRunsAfterKeyRevoked: a run token acts for its own
-// run only, so it cannot open runs (403 forbidden), before and after the
-// key that minted it is revoked (revoking a key ends every token it led
-// to); the revoked key itself is 401.
+// run only, so it cannot open runs (403 forbidden); once the key that
+// opened its run is revoked, the run has ended with the key and the token
+// is 401 like the key itself (revoking a key ends every token it led to).
 func TestRunTokenCannotOpenRunsAfterKeyRevoked(t *testing.T) {
 	t.Parallel()
 	bothStores(t, func(t *testing.T, b *bundle) {
@@ -26,7 +26,7 @@ func TestRunTokenCannotOpenRunsAfterKeyRevoked(t *testing.T) {
 			t.Fatalf("agent has %d keys, want 1", len(keys))
 		}
 		b.must(http.StatusOK, "DELETE", "/api/agents/"+ag.ID+"/keys/"+keys[0].ID, req{}, nil)
-		wantErr(t, b.do("POST", "/api/agents/me/runs", req{token: run.RunToken, body: map[string]any{}}), http.StatusForbidden, clasp.CodeForbidden, "")
+		wantErr(t, b.do("POST", "/api/agents/me/runs", req{token: run.RunToken, body: map[string]any{}}), http.StatusUnauthorized, clasp.CodeUnauthenticated, "")
 		wantErr(t, b.do("POST", "/api/agents/me/runs", req{token: key, body: map[string]any{}}), http.StatusUnauthorized, clasp.CodeUnauthenticated, "")
 	})
 }

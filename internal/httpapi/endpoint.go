@@ -25,6 +25,7 @@ const (
 	boardOnly access = iota + 1 // agents get 403 forbidden
 	agentOnly                   // the board gets 403 forbidden
 	anyone                      // the board or an agent
+	adminOnly                   // the board with an operator token of role admin (others: 403)
 )
 
 // runRule says how an endpoint treats the run an agent names.
@@ -56,6 +57,12 @@ type endpoint struct {
 	// and PATCH of an issue): prepare fills call.idem, which serve passes
 	// to the store's create (or update).
 	idempotent bool
+	// anyRole: a write that an operator token of role viewer may make too
+	// (signing in and out of the board).
+	anyRole bool
+	// unscoped: only an operator of every company may call it (creating a
+	// company).
+	unscoped bool
 	// serve does the work and returns the status and value of a success.
 	serve func(ctx context.Context, c *call) (int, any, error)
 	// params are the pattern's path wildcards and the ids they take, set
@@ -250,11 +257,8 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep *endpoint) (
 		st.setHeaders(w.Header())
 		return c, rateLimited("credential", st)
 	}
-	switch {
-	case ep.access == boardOnly && !who.board:
-		return c, clasp.Errorf(clasp.CodeForbidden, "Only the board may call %s.", routeLabel(ep.pattern))
-	case ep.access == agentOnly && who.board:
-		return c, clasp.Errorf(clasp.CodeForbidden, "Only an agent may call %s; the board has no agent identity.", routeLabel(ep.pattern))
+	if err := s.authorize(c); err != nil {
+		return c, err
 	}
 	if r.URL.RawQuery != "" { // an empty query parses to an empty map
 		vals, err := url.ParseQuery(r.URL.RawQuery)
@@ -317,10 +321,8 @@ func (s *Server) prepareCall(c *call) (*call, error) {
 			return nil, clasp.Errorf(clasp.CodeUnauthenticated, "This server accepts only run tokens for this call (--require-run-token); authenticate with the runToken of your run.")
 		}
 	}
-	if cid := r.PathValue("companyId"); cid != "" && !who.board {
-		if id, _ := parseUUID(cid); id != who.agent.CompanyID { // checkPathIDs checked it
-			return nil, clasp.Errorf(clasp.CodeForbidden, "An agent may act only in its own company.")
-		}
+	if err := c.companyRoute(); err != nil {
+		return nil, err
 	}
 	if err := checkContentEncoding(r); err != nil {
 		w.Header().Set("Accept-Encoding", "identity") // RFC 7694: the codings a request body may have

@@ -137,6 +137,13 @@ func (s *Server) companyEvents(ctx context.Context, c *call) (int, any, error) {
 				// of the credentials they name is read again.
 				s.creds.forgetRevoked(rows)
 			}
+			if c.who.board && !s.stillValid(c) {
+				fmt.Fprint(c.w, ": credential revoked\n\n")
+				_ = rc.Flush()
+				s.log.Info("event stream closed: credential no longer valid", "company", companyID,
+					"operator", c.who.op.id, "request_id", RequestIDFrom(ctx))
+				return 0, streamed, nil
+			}
 			if !c.who.board && mayRevoke(rows) {
 				s.creds.forgetKey(c.who.hash)
 				if _, err := s.authenticate(c.r, c.ep); err != nil {

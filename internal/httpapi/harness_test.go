@@ -261,6 +261,19 @@ func (b *bundle) company(prefix string) *clasp.Company {
 	return &c
 }
 
+// operatorToken creates, as the board, an operator token of role in
+// company companyID ("" for every company) and returns it with its secret.
+func (b *bundle) operatorToken(role, companyID string) *clasp.OperatorToken {
+	b.t.Helper()
+	body := map[string]any{"name": "op-" + role, "role": role}
+	if companyID != "" {
+		body["companyId"] = companyID
+	}
+	var t clasp.OperatorToken
+	b.must(http.StatusCreated, "POST", "/api/operators/tokens", req{body: body}, &t)
+	return &t
+}
+
 // agent creates an agent and one API key; it returns the agent and the key.
 func (b *bundle) agent(companyID, name string) (*clasp.Agent, string) {
 	b.t.Helper()

@@ -134,6 +134,9 @@ type wakeOut struct {
 // or 422 precondition_failed (done or cancelled), nothing written.
 func (s *Server) agentWakeup(ctx context.Context, c *call, in *agentWakeupIn) (int, any, error) {
 	id := pathAgentID(c)
+	if err := s.checkAgentVisible(ctx, c, id); err != nil {
+		return 0, nil, err
+	}
 	if !c.who.board && c.who.agent.ID != id {
 		if a, err := s.st.AgentGet(ctx, id); err != nil || a.CompanyID != c.who.agent.CompanyID {
 			return 0, nil, notVisible("agent", id)
@@ -191,7 +194,7 @@ func (s *Server) visibleRun(ctx context.Context, c *call) (*clasp.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !c.who.board && run.AgentID != c.who.agent.ID {
+	if !c.who.board && run.AgentID != c.who.agent.ID || !c.sees(run.CompanyID) {
 		return nil, notVisible("run", id)
 	}
 	return run, nil

@@ -16,13 +16,10 @@ import (
 // (prepare refused the request unless it has that shape, validIssueRef).
 func issueRef(c *call) string { return c.r.PathValue("id") }
 
-// scope returns the company an agent's lookups are limited to ("" for the board).
-func (c *call) scope() string {
-	if c.who.board {
-		return ""
-	}
-	return c.who.agent.CompanyID
-}
+// scope returns the company the caller's lookups are limited to: an
+// agent's, a company-scoped operator's, "" for an operator of every
+// company.
+func (c *call) scope() string { return c.who.company() }
 
 // issueCreateIn is the body of POST /api/companies/{companyId}/issues.
 type issueCreateIn struct {
@@ -288,6 +285,9 @@ func (in *issueUpdateIn) validate() error {
 // another body: 422 idempotency_key_reused. 200 issue.
 func (s *Server) issueUpdate(ctx context.Context, c *call, in *issueUpdateIn) (int, any, error) {
 	ref := issueRef(c)
+	if err := s.checkIssueVisible(ctx, c, ref); err != nil {
+		return 0, nil, err
+	}
 	if !c.who.board && in.Status != nil && *in.Status == clasp.IssueInProgress {
 		return 0, nil, errAgentInProgress()
 	}
@@ -349,6 +349,9 @@ func (in *checkoutIn) validate() error {
 // issue not visible to the caller.
 func (s *Server) issueCheckout(ctx context.Context, c *call, in *checkoutIn) (status int, v any, err error) {
 	ref := issueRef(c)
+	if err := s.checkIssueVisible(ctx, c, ref); err != nil {
+		return 0, nil, err
+	}
 	var res store.CheckoutResult
 	defer func() { s.countCheckout(&res, err) }()
 	if err := refusePaused(c, "check out issues"); err != nil {
@@ -413,6 +416,9 @@ func (in *releaseIn) compatFields() map[string]compatField { return releaseCompa
 // 200 issue (also when there was no lock); 409 ownership_conflict.
 func (s *Server) issueRelease(ctx context.Context, c *call, in *releaseIn) (int, any, error) {
 	ref := issueRef(c)
+	if err := s.checkIssueVisible(ctx, c, ref); err != nil {
+		return 0, nil, err
+	}
 	iss, err := s.st.IssueRelease(ctx, &store.IssueReleaseParams{Ref: ref, Unassign: in.Unassign, Actor: c.actor()})
 	if err != nil {
 		return 0, nil, err
@@ -435,6 +441,9 @@ func (in *forceReleaseIn) validate() error {
 // issue.admin_force_release {previousCheckoutRunId, previousExecutionRunId, reason}.
 func (s *Server) issueForceRelease(ctx context.Context, c *call, in *forceReleaseIn) (int, any, error) {
 	ref := issueRef(c)
+	if err := s.checkIssueVisible(ctx, c, ref); err != nil {
+		return 0, nil, err
+	}
 	iss, err := s.st.IssueForceRelease(ctx, &store.IssueForceReleaseParams{Ref: ref, Reason: *in.Reason, ClearAssignee: in.ClearAssignee, Actor: c.actor()})
 	if err != nil {
 		return 0, nil, err
@@ -462,6 +471,9 @@ func (in *commentCreateIn) validate() error {
 // with the same Idempotency-Key answers the comment created first.
 func (s *Server) commentCreate(ctx context.Context, c *call, in *commentCreateIn) (int, any, error) {
 	ref := issueRef(c)
+	if err := s.checkIssueVisible(ctx, c, ref); err != nil {
+		return 0, nil, err
+	}
 	if in.AuthorType != nil {
 		own := map[bool]map[string]bool{true: {"user": true, "board": true}, false: {"agent": true}}[c.who.board]
 		if !own[*in.AuthorType] {

@@ -34,10 +34,13 @@ const (
 	actNoAuth                  // no Authorization (the server is not local-trusted)
 	actOtherRun                // agent B of C, its own key, header naming A's live run RA
 	actTerminal                // agent A's key, header naming A's finished run RT
+	actViewer                  // an operator token of role viewer, scoped to company C
+	actOperatorC               // an operator token of role operator, scoped to company C
+	actOperatorD               // an operator token of role operator, scoped to company D
 	numActors
 )
 
-var actorNames = [numActors]string{"board", "agent", "otherCo", "revoked", "terminated", "noAuth", "otherRun", "terminalRun"}
+var actorNames = [numActors]string{"board", "agent", "otherCo", "revoked", "terminated", "noAuth", "otherRun", "terminalRun", "viewerC", "operatorC", "operatorD"}
 
 // Cell values: "status" or "status code" (the code of the JSON error body).
 const (
@@ -63,6 +66,8 @@ type mworld struct {
 	issue              *clasp.Issue // in C, todo, unassigned
 	newPrefix, newName string       // unique values for creating requests
 	commentID          string       // a comment on issue, when the row's prep wrote one
+	viewer, opC, opD   string       // operator tokens: viewer of C, operator of C, operator of D
+	spareOperatorID    string       // an operator token that DELETE may revoke and rotate may replace
 }
 
 var matrixSeq atomic.Int64
@@ -101,6 +106,10 @@ func mworldSetup(b *bundle) *mworld {
 	b.must(http.StatusOK, "PATCH", "/api/agents/"+w.t.ID, req{body: map[string]any{"status": "terminated"}}, nil)
 	w.issue = b.issue(w.c.ID, map[string]any{"status": "todo"})
 	w.newPrefix, w.newName = uniquePrefix("MN"), fmt.Sprintf("new-%d", matrixSeq.Add(1))
+	w.viewer = b.operatorToken("viewer", w.c.ID).Token
+	w.opC = b.operatorToken("operator", w.c.ID).Token
+	w.opD = b.operatorToken("operator", w.d.ID).Token
+	w.spareOperatorID = b.operatorToken("viewer", "").ID
 	return w
 }
 
@@ -124,6 +133,12 @@ func (w *mworld) credentials(b *bundle, a actor) (token, run, agentID string) {
 		return w.kb, w.ra.ID, w.b.ID
 	case actTerminal:
 		return w.ka, w.rt.ID, w.a.ID
+	case actViewer:
+		return w.viewer, "", ""
+	case actOperatorC:
+		return w.opC, "", ""
+	case actOperatorD:
+		return w.opD, "", ""
 	}
 	panic("unknown actor")
 }
@@ -158,6 +173,21 @@ func matrixRows() []mrow {
 	boardOnly := func(ok string) [numActors]string {
 		return [numActors]string{ok, cForbidden, cForbidden, cUnauth, cUnauth, cUnauth, cForbidden, cForbidden}
 	}
+	// ops sets the operator tokens' cells of a row: the viewer of C, the
+	// operator of C, the operator of D. A viewer's every write is 403; an
+	// operator of D sees nothing of C (404, as for ids that do not
+	// exist); only admins manage operator tokens and create companies.
+	ops := func(row [numActors]string, viewer, opC, opD string) [numActors]string {
+		row[actViewer], row[actOperatorC], row[actOperatorD] = viewer, opC, opD
+		return row
+	}
+	// read: a read of C's data; write: a write to it.
+	read := func(row [numActors]string) [numActors]string {
+		return ops(row, row[actBoard], row[actBoard], cNotFound)
+	}
+	write := func(row [numActors]string) [numActors]string { return ops(row, cForbidden, row[actBoard], cNotFound) }
+	agentRoute := func(row [numActors]string) [numActors]string { return ops(row, cForbidden, cForbidden, cForbidden) }
+	adminRoute := agentRoute
 	// Agent-only rows about the calling agent itself: the other company's
 	// agent is acting on its own data, so it succeeds; a header naming A's
 	// run from B is run_not_owned, a terminal run run_not_live (RULES.md,
@@ -173,7 +203,7 @@ func matrixRows() []mrow {
 	byID := func(ok string) [numActors]string {
 		return [numActors]string{ok, ok, cNotFound, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive}
 	}
-	public := [numActors]string{c200, c200, c200, c200, c200, c200, c200, c200}
+	public := [numActors]string{c200, c200, c200, c200, c200, c200, c200, c200, c200, c200, c200}
 
 	return []mrow{
 		//       pattern                                        path                                   body
@@ -184,63 +214,63 @@ func matrixRows() []mrow {
 
 		{pattern: "POST /api/companies", path: fixed("/api/companies"), body: func(w *mworld, _ string) any {
 			return map[string]any{"name": "New " + w.newPrefix, "issuePrefix": w.newPrefix}
-		}, want: boardOnly(c201)},
-		{pattern: "GET /api/companies", path: fixed("/api/companies"), body: noBodyFn, want: boardOnly(c200)},
-		{pattern: "GET /api/companies/{companyId}", path: C, body: noBodyFn, want: boardOnly(c200)},
+		}, want: adminRoute(boardOnly(c201))},
+		{pattern: "GET /api/companies", path: fixed("/api/companies"), body: noBodyFn, want: ops(boardOnly(c200), c200, c200, c200)},
+		{pattern: "GET /api/companies/{companyId}", path: C, body: noBodyFn, want: read(boardOnly(c200))},
 		{pattern: "POST /api/companies/{companyId}/agents", path: func(w *mworld) string { return C(w) + "/agents" }, body: func(w *mworld, _ string) any {
 			return map[string]any{"name": w.newName}
-		}, want: boardOnly(c201)},
+		}, want: write(boardOnly(c201))},
 		// Agents read their own company's agents, without adapters.
-		{pattern: "GET /api/companies/{companyId}/agents", path: func(w *mworld) string { return C(w) + "/agents" }, body: noBodyFn, want: company(c200)},
-		{pattern: "GET /api/agents/{id}", path: A, body: noBodyFn, want: byID(c200)},
+		{pattern: "GET /api/companies/{companyId}/agents", path: func(w *mworld) string { return C(w) + "/agents" }, body: noBodyFn, want: read(company(c200))},
+		{pattern: "GET /api/agents/{id}", path: A, body: noBodyFn, want: read(byID(c200))},
 		// Adapter and process settings are the board's alone.
-		{pattern: "PATCH /api/agents/{id}", path: A, body: func(*mworld, string) any { return map[string]any{"status": "paused"} }, want: boardOnly(c200)},
-		{pattern: "POST /api/agents/{id}/keys", path: func(w *mworld) string { return A(w) + "/keys" }, body: empty, want: boardOnly(c201)},
-		{pattern: "GET /api/agents/{id}/keys", path: func(w *mworld) string { return A(w) + "/keys" }, body: noBodyFn, want: boardOnly(c200)},
-		{pattern: "DELETE /api/agents/{id}/keys/{keyId}", path: func(w *mworld) string { return A(w) + "/keys/" + w.spareKeyID }, body: noBodyFn, want: boardOnly(c200)},
+		{pattern: "PATCH /api/agents/{id}", path: A, body: func(*mworld, string) any { return map[string]any{"status": "paused"} }, want: write(boardOnly(c200))},
+		{pattern: "POST /api/agents/{id}/keys", path: func(w *mworld) string { return A(w) + "/keys" }, body: empty, want: write(boardOnly(c201))},
+		{pattern: "GET /api/agents/{id}/keys", path: func(w *mworld) string { return A(w) + "/keys" }, body: noBodyFn, want: read(boardOnly(c200))},
+		{pattern: "DELETE /api/agents/{id}/keys/{keyId}", path: func(w *mworld) string { return A(w) + "/keys/" + w.spareKeyID }, body: noBodyFn, want: write(boardOnly(c200))},
 		// Wakeups: the board, or the agent itself (A has no adapter: the
 		// wake is recorded as skipped); another company's agent does not
 		// see A (404).
-		{pattern: "POST /api/agents/{id}/wakeup", path: func(w *mworld) string { return A(w) + "/wakeup" }, body: empty, want: byID("202")},
+		{pattern: "POST /api/agents/{id}/wakeup", path: func(w *mworld) string { return A(w) + "/wakeup" }, body: empty, want: write(byID("202"))},
 
 		// The board has no agent identity: 403 (an agent-only route).
-		{pattern: "GET /api/agents/me", path: fixed("/api/agents/me"), body: noBodyFn, want: self(c200)},
-		{pattern: "GET /api/agents/me/inbox-lite", path: fixed("/api/agents/me/inbox-lite"), body: noBodyFn, want: self(c200)},
+		{pattern: "GET /api/agents/me", path: fixed("/api/agents/me"), body: noBodyFn, want: agentRoute(self(c200))},
+		{pattern: "GET /api/agents/me/inbox-lite", path: fixed("/api/agents/me/inbox-lite"), body: noBodyFn, want: agentRoute(self(c200))},
 		// Opening a run while naming a terminal run is refused too (every
 		// request naming a run is checked); opening while naming another
 		// live run is refused as well.
-		{pattern: "POST /api/agents/me/runs", path: fixed("/api/agents/me/runs"), body: empty, want: self(c201)},
+		{pattern: "POST /api/agents/me/runs", path: fixed("/api/agents/me/runs"), body: empty, want: agentRoute(self(c201))},
 		// Claim-next: A's live run takes C's todo issue; the other
 		// company's agent claims in its own company D, which has no issue
 		// to take (204). The board has no run to claim in (403).
 		{pattern: "POST /api/agents/me/claim", path: fixed("/api/agents/me/claim"), body: empty,
-			want: [numActors]string{cForbidden, c200, c204, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive}},
+			want: agentRoute([numActors]string{cForbidden, c200, c204, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive})},
 
 		// Heartbeat: the run's agent only (the board never carries a run).
 		// Another company's run is not visible: 404 (ids of another
 		// company), B naming A's run 403 run_not_owned, RT 409 run_not_live.
 		{pattern: "POST /api/runs/{id}/heartbeat", runInPath: true, path: func(w *mworld) string { return "/api/runs/" + w.ra.ID + "/heartbeat" }, body: empty,
-			want: [numActors]string{cForbidden, c200, cNotFound, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive}},
+			want: agentRoute([numActors]string{cForbidden, c200, cNotFound, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive})},
 		// Finish: the run's agent or the board.
 		{pattern: "POST /api/runs/{id}/finish", runInPath: true, path: func(w *mworld) string { return "/api/runs/" + w.ra.ID + "/finish" }, body: func(*mworld, string) any {
 			return map[string]any{"status": "succeeded"}
-		}, want: [numActors]string{c200, c200, cNotFound, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive}},
-		{pattern: "GET /api/runs/{id}", path: func(w *mworld) string { return "/api/runs/" + w.ra.ID }, body: noBodyFn, want: byID(c200)},
-		{pattern: "GET /api/companies/{companyId}/runs", path: func(w *mworld) string { return C(w) + "/runs" }, body: noBodyFn, want: company(c200)},
+		}, want: write([numActors]string{c200, c200, cNotFound, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive})},
+		{pattern: "GET /api/runs/{id}", path: func(w *mworld) string { return "/api/runs/" + w.ra.ID }, body: noBodyFn, want: read(byID(c200))},
+		{pattern: "GET /api/companies/{companyId}/runs", path: func(w *mworld) string { return C(w) + "/runs" }, body: noBodyFn, want: read(company(c200))},
 		// A run's log: the board or the run's own agent (RA has a
 		// log file here); another company's run is not visible (404).
-		{pattern: "GET /api/runs/{id}/log", path: func(w *mworld) string { return "/api/runs/" + w.ra.ID + "/log" }, body: noBodyFn, want: byID(c200),
+		{pattern: "GET /api/runs/{id}/log", path: func(w *mworld) string { return "/api/runs/" + w.ra.ID + "/log" }, body: noBodyFn, want: read(byID(c200)),
 			prep: func(b *bundle, w *mworld) { writeRunLog(b, w.ra.ID, "hello\n") }},
 		// Cancel is the board's: RA is self-reported, so it ends in the store.
-		{pattern: "POST /api/runs/{id}/cancel", path: func(w *mworld) string { return "/api/runs/" + w.ra.ID + "/cancel" }, body: empty, want: boardOnly(c200)},
+		{pattern: "POST /api/runs/{id}/cancel", path: func(w *mworld) string { return "/api/runs/" + w.ra.ID + "/cancel" }, body: empty, want: write(boardOnly(c200))},
 
 		{pattern: "POST /api/companies/{companyId}/issues", path: func(w *mworld) string { return C(w) + "/issues" }, body: func(*mworld, string) any {
 			return map[string]any{"title": "created in the matrix"}
-		}, want: company(c201)},
-		{pattern: "GET /api/companies/{companyId}/issues", path: func(w *mworld) string { return C(w) + "/issues" }, body: noBodyFn, want: company(c200)},
-		{pattern: "GET /api/issues/{id}", path: I, body: noBodyFn, want: byID(c200)},
+		}, want: write(company(c201))},
+		{pattern: "GET /api/companies/{companyId}/issues", path: func(w *mworld) string { return C(w) + "/issues" }, body: noBodyFn, want: read(company(c200))},
+		{pattern: "GET /api/issues/{id}", path: I, body: noBodyFn, want: read(byID(c200))},
 		// The issue is todo and unlocked, so A's live run may PATCH it (L5).
-		{pattern: "PATCH /api/issues/{id}", path: I, body: func(*mworld, string) any { return map[string]any{"title": "renamed"} }, want: byID(c200)},
+		{pattern: "PATCH /api/issues/{id}", path: I, body: func(*mworld, string) any { return map[string]any{"title": "renamed"} }, want: write(byID(c200))},
 		// agentId is the caller's own (the board assigns A: S12). The other
 		// company's agent names itself and still cannot see the issue.
 		{pattern: "POST /api/issues/{id}/checkout", path: func(w *mworld) string { return I(w) + "/checkout" }, body: func(w *mworld, agentID string) any {
@@ -248,27 +278,40 @@ func matrixRows() []mrow {
 				agentID = w.a.ID
 			}
 			return map[string]any{"agentId": agentID, "expectedStatuses": []string{"todo"}}
-		}, want: byID(c200)},
+		}, want: write(byID(c200))},
 		// Releasing an unlocked issue is a 200 no-op (L4).
-		{pattern: "POST /api/issues/{id}/release", path: func(w *mworld) string { return I(w) + "/release" }, body: empty, want: byID(c200)},
+		{pattern: "POST /api/issues/{id}/release", path: func(w *mworld) string { return I(w) + "/release" }, body: empty, want: write(byID(c200))},
 		{pattern: "POST /api/issues/{id}/admin/force-release", path: func(w *mworld) string { return I(w) + "/admin/force-release" }, body: func(*mworld, string) any {
 			return map[string]any{"reason": "matrix"}
-		}, want: boardOnly(c200)},
-		{pattern: "GET /api/issues/{id}/comments", path: func(w *mworld) string { return I(w) + "/comments" }, body: noBodyFn, want: byID(c200)},
-		{pattern: "GET /api/issues/{id}/comments/{commentId}", path: func(w *mworld) string { return I(w) + "/comments/" + w.commentID }, body: noBodyFn, want: byID(c200),
+		}, want: write(boardOnly(c200))},
+		{pattern: "GET /api/issues/{id}/comments", path: func(w *mworld) string { return I(w) + "/comments" }, body: noBodyFn, want: read(byID(c200))},
+		{pattern: "GET /api/issues/{id}/comments/{commentId}", path: func(w *mworld) string { return I(w) + "/comments/" + w.commentID }, body: noBodyFn, want: read(byID(c200)),
 			prep: func(b *bundle, w *mworld) {
 				var cm clasp.Comment
 				b.must(http.StatusCreated, "POST", "/api/issues/"+w.issue.ID+"/comments", req{body: map[string]any{"body": "hello"}}, &cm)
 				w.commentID = cm.ID
 			}},
-		{pattern: "GET /api/issues/{id}/heartbeat-context", path: func(w *mworld) string { return I(w) + "/heartbeat-context" }, body: noBodyFn, want: byID(c200)},
+		{pattern: "GET /api/issues/{id}/heartbeat-context", path: func(w *mworld) string { return I(w) + "/heartbeat-context" }, body: noBodyFn, want: read(byID(c200))},
 		{pattern: "POST /api/issues/{id}/comments", path: func(w *mworld) string { return I(w) + "/comments" }, body: func(*mworld, string) any {
 			return map[string]any{"body": "a comment"}
-		}, want: byID(c201)},
-		{pattern: "GET /api/issues/{id}/activity", path: func(w *mworld) string { return I(w) + "/activity" }, body: noBodyFn, want: byID(c200)},
-		{pattern: "GET /api/companies/{companyId}/activity", path: func(w *mworld) string { return C(w) + "/activity" }, body: noBodyFn, want: company(c200)},
+		}, want: write(byID(c201))},
+		{pattern: "GET /api/issues/{id}/activity", path: func(w *mworld) string { return I(w) + "/activity" }, body: noBodyFn, want: read(byID(c200))},
+		{pattern: "GET /api/companies/{companyId}/activity", path: func(w *mworld) string { return C(w) + "/activity" }, body: noBodyFn, want: read(company(c200))},
 		// The event stream: only the status line is read.
-		{pattern: "GET /api/companies/{companyId}/events", path: func(w *mworld) string { return C(w) + "/events" }, body: noBodyFn, want: company(c200)},
+		{pattern: "GET /api/companies/{companyId}/events", path: func(w *mworld) string { return C(w) + "/events" }, body: noBodyFn, want: read(company(c200))},
+		// Operators (RULES.md, Actors and credentials): every board
+		// credential reads who it is; only admins manage operator tokens;
+		// signing in opens a session with an operator token, of any role;
+		// signing out needs a session (403 with a token).
+		{pattern: "GET /api/operators/me", path: fixed("/api/operators/me"), body: noBodyFn, want: ops(boardOnly(c200), c200, c200, c200)},
+		{pattern: "POST /api/operators/tokens", path: fixed("/api/operators/tokens"), body: func(*mworld, string) any {
+			return map[string]any{"name": "matrix", "role": "viewer"}
+		}, want: adminRoute(boardOnly(c201))},
+		{pattern: "GET /api/operators/tokens", path: fixed("/api/operators/tokens"), body: noBodyFn, want: adminRoute(boardOnly(c200))},
+		{pattern: "DELETE /api/operators/tokens/{id}", path: func(w *mworld) string { return "/api/operators/tokens/" + w.spareOperatorID }, body: noBodyFn, want: adminRoute(boardOnly(c200))},
+		{pattern: "POST /api/operators/tokens/{id}/rotate", path: func(w *mworld) string { return "/api/operators/tokens/" + w.spareOperatorID + "/rotate" }, body: empty, want: adminRoute(boardOnly(c201))},
+		{pattern: "POST /api/sessions", path: fixed("/api/sessions"), body: empty, want: ops(boardOnly(c201), c201, c201, c201)},
+		{pattern: "DELETE /api/sessions/current", path: fixed("/api/sessions/current"), body: noBodyFn, want: ops(boardOnly(cForbidden), cForbidden, cForbidden, cForbidden)},
 	}
 }
 

@@ -572,8 +572,9 @@ var whoMayCall = regexp.MustCompile(`Who may call: ([^.]*)\.`)
 
 // TestOpenAPISaysWhoMayCall: every route's entry says who may call it,
 // and what it says agrees with the route's access in routes.go: a
-// board-only route names the board and no agent, an agent-only route an
-// agent or run and not the board, a route open to both names both; the
+// board-only route names the board and no agent, an admin-only route the
+// board with an admin token, an agent-only route an agent or run and not
+// the board, a route open to both names both; the
 // routes outside Server.handle are anyone's, without a credential.
 func TestOpenAPISaysWhoMayCall(t *testing.T) {
 	t.Parallel()
@@ -604,6 +605,8 @@ func TestOpenAPISaysWhoMayCall(t *testing.T) {
 			ok = agent && !board
 		case acc == anyone:
 			ok = board && agent
+		case acc == adminOnly:
+			ok = board && strings.Contains(who, "admin") && !agent
 		}
 		if !ok {
 			t.Errorf("%s: the document says %q, which does not match the route's access in routes.go", p, m[0])

@@ -33,6 +33,7 @@ var pathIDKinds = map[string]idKind{
 	"keys":      {what: "an API key id"},
 	"comments":  {what: "a comment id"},
 	"issues":    {what: "an issue id", issueRef: true},
+	"tokens":    {what: "an operator token id"},
 }
 
 // pathID is one wildcard of a route's pattern and the id it takes.

@@ -54,6 +54,7 @@ func TestPathIDsTable(t *testing.T) {
 	var key clasp.APIKey
 	b.must(http.StatusCreated, "POST", "/api/agents/"+w.b.ID+"/keys", req{body: map[string]any{"name": "spare"}}, &key)
 	writeRunLog(b, w.ra1.ID, "log line\n")
+	opA, opB := b.operatorToken("viewer", ""), b.operatorToken("viewer", "")
 
 	co := map[string]string{"companyId": w.c.ID}
 	ag := map[string]string{"id": w.b.ID}
@@ -61,6 +62,8 @@ func TestPathIDsTable(t *testing.T) {
 	open := []clasp.IssueStatus{clasp.IssueBacklog, clasp.IssueTodo, clasp.IssueInProgress, clasp.IssueInReview, clasp.IssueBlocked}
 	routes := []idRoute{
 		{pattern: "GET /api/companies/{companyId}", good: co, status: 200},
+		{pattern: "DELETE /api/operators/tokens/{id}", good: map[string]string{"id": opA.ID}, status: 200},
+		{pattern: "POST /api/operators/tokens/{id}/rotate", good: map[string]string{"id": opB.ID}, body: map[string]any{}, status: 201},
 		{pattern: "POST /api/companies/{companyId}/agents", good: co, body: map[string]any{"name": "gamma"}, status: 201},
 		{pattern: "GET /api/companies/{companyId}/agents", good: co, status: 200},
 		{pattern: "GET /api/agents/{id}", good: ag, status: 200},

@@ -9,8 +9,18 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /metrics", s.metricsHandler())
 	s.mux.HandleFunc("GET /api/openapi.json", s.handleOpenAPI)
 
-	// Tenants and agents: the board's.
-	s.handle(endpoint{pattern: "POST /api/companies", access: boardOnly, serve: withBody(s.companyCreate)})
+	// Operators: who acts as the board, its tokens and board sessions
+	// (RULES.md, Actors and credentials).
+	s.handle(endpoint{pattern: "GET /api/operators/me", access: boardOnly, serve: noBody(s.operatorMe)})
+	s.handle(endpoint{pattern: "POST /api/operators/tokens", access: adminOnly, serve: withBody(s.operatorTokenCreate)})
+	s.handle(endpoint{pattern: "GET /api/operators/tokens", access: adminOnly, serve: noBody(s.operatorTokenList)})
+	s.handle(endpoint{pattern: "DELETE /api/operators/tokens/{id}", access: adminOnly, serve: noBody(s.operatorTokenRevoke)})
+	s.handle(endpoint{pattern: "POST /api/operators/tokens/{id}/rotate", access: adminOnly, serve: withBody(s.operatorTokenRotate)})
+	s.handle(endpoint{pattern: "POST /api/sessions", access: boardOnly, anyRole: true, serve: withBody(s.sessionCreate)})
+	s.handle(endpoint{pattern: "DELETE /api/sessions/current", access: boardOnly, anyRole: true, serve: noBody(s.sessionDelete)})
+
+	// Tenants and agents: the board's; creating a company is an unscoped admin's.
+	s.handle(endpoint{pattern: "POST /api/companies", access: adminOnly, unscoped: true, serve: withBody(s.companyCreate)})
 	s.handle(endpoint{pattern: "GET /api/companies", access: boardOnly, serve: noBody(s.companyList)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}", access: boardOnly, serve: noBody(s.companyGet)})
 	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/agents", access: boardOnly, serve: withBody(s.agentCreate)})

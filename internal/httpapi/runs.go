@@ -137,7 +137,11 @@ func (in *runFinishIn) validate() error {
 func (s *Server) runFinish(ctx context.Context, c *call, in *runFinishIn) (int, any, error) {
 	runID := c.runID // the agent's: checked and touched
 	if c.who.board {
-		runID = pathUUID(c, "id")
+		run, err := s.visibleRun(ctx, c)
+		if err != nil {
+			return 0, nil, err
+		}
+		runID = run.ID
 	}
 	run, err := s.st.RunFinish(ctx, &store.RunFinishParams{RunID: runID, Status: *in.Status, ExitCode: in.ExitCode, Error: in.Error, Actor: c.actor()})
 	s.creds.forgetRun(runID)
@@ -154,7 +158,7 @@ func (s *Server) runGet(ctx context.Context, c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if !c.who.board && run.CompanyID != c.who.agent.CompanyID {
+	if !c.sees(run.CompanyID) {
 		return 0, nil, notVisible("run", id)
 	}
 	return http.StatusOK, run, nil

@@ -10,6 +10,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -96,6 +97,12 @@ type Config struct {
 	// timeout it bounds when a request the server gave up on is over on the
 	// database too. Zero: no deadline.
 	RequestDeadline time.Duration
+	// SessionIdle ends a board session after this long without a request.
+	// Default DefaultSessionIdle.
+	SessionIdle time.Duration
+	// SessionMaxAge ends a board session this long after it was opened,
+	// used or not. Default DefaultSessionMaxAge.
+	SessionMaxAge time.Duration
 }
 
 // Scheduler is what the API needs of the heartbeat scheduler.
@@ -127,7 +134,9 @@ type Server struct {
 	// minRenew later. (Writes granting LeaseTTL alone would let a run be
 	// swept up to minRenew early.)
 	lease time.Duration
-	mux   *http.ServeMux
+	// sessionIdle and sessionMaxAge end board sessions (Config).
+	sessionIdle, sessionMaxAge time.Duration
+	mux                        *http.ServeMux
 	// patterns are the mux patterns of the /api endpoints registered with
 	// handle, in order (the OpenAPI document must list each).
 	patterns []string
@@ -213,6 +222,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger, m: cfg.Metrics, now: cfg.Now, mux: http.NewServeMux(), stopped: make(chan struct{}),
 		minRenew: min(MinRenewInterval, cfg.LeaseTTL/3)}
 	s.lease = cfg.LeaseTTL + s.minRenew
+	s.sessionIdle, s.sessionMaxAge = cmp.Or(cfg.SessionIdle, DefaultSessionIdle), cmp.Or(cfg.SessionMaxAge, DefaultSessionMaxAge)
 	if cfg.CredentialCacheTTL == 0 {
 		cfg.CredentialCacheTTL = DefaultCredentialCacheTTL
 	}

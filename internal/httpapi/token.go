@@ -9,11 +9,14 @@ import (
 )
 
 // Token kinds for NewToken (RULES.md, Actors and credentials): an agent API key, a run token,
-// the board token.
+// the board token (the first admin operator token), an operator token, a
+// board session.
 const (
 	TokenAgentKey = secret.AgentKey
 	TokenRun      = secret.RunToken
 	TokenBoard    = secret.Board
+	TokenOperator = secret.Operator
+	TokenSession  = secret.Session
 )
 
 // KeyPrefixLen is how many leading characters of an agent key are kept, in

@@ -1,8 +1,11 @@
 // Package secret is the format of clasp's credentials (agent API keys, run
-// tokens, the board token) and the masking of them in text.
+// tokens, the board token, operator tokens, board sessions) and the
+// masking of them in text.
 //
 // A credential is "clasp_<kind>_<id>_<secret><check>": kind is ak (agent
-// API key), rt (run token) or bt (board token); id is 8 characters of
+// API key), rt (run token), bt (the board token of the first start, an
+// admin operator token), ot (operator token) or bs (board session, the
+// secret a signed-in browser's cookie carries); id is 8 characters of
 // lower-case base32 (a-z, 2-7) that name the credential in listings and
 // logs without revealing it; secret is 256 random bits in unpadded
 // base64url (43 characters); check is the CRC-32 (IEEE) of everything
@@ -29,6 +32,8 @@ const (
 	AgentKey = "ak"
 	RunToken = "rt"
 	Board    = "bt"
+	Operator = "ot"
+	Session  = "bs"
 )
 
 // Prefix starts every clasp credential.
@@ -55,7 +60,9 @@ const (
 )
 
 // validKind reports whether k is a credential kind.
-func validKind(k string) bool { return k == AgentKey || k == RunToken || k == Board }
+func validKind(k string) bool {
+	return k == AgentKey || k == RunToken || k == Board || k == Operator || k == Session
+}
 
 // New returns a new credential of kind (AgentKey, RunToken or Board) in
 // the current format. It panics on an unknown kind (a programming error).
@@ -175,7 +182,7 @@ func inAlphabet(s string, ok func(byte) bool) bool {
 
 // pattern matches anything that looks like a clasp credential, of any
 // format and length (a masked log shows no part of the secret).
-var pattern = regexp.MustCompile(`clasp_(ak|rt|bt)_[A-Za-z0-9_-]+`)
+var pattern = regexp.MustCompile(`clasp_(ak|rt|bt|ot|bs)_[A-Za-z0-9_-]+`)
 
 // MaskedSuffix replaces the secret part of a masked credential.
 const MaskedSuffix = "[masked]"
@@ -218,9 +225,9 @@ func Pending(b []byte, maxHold int, values ...string) int {
 	}
 	// "clasp_xx_" or a prefix of it, or a proper prefix of a value, at
 	// the very end.
-	for i, v := range append([]string{Prefix + AgentKey + "_", Prefix + RunToken + "_", Prefix + Board + "_"}, values...) {
+	for i, v := range append([]string{Prefix + AgentKey + "_", Prefix + RunToken + "_", Prefix + Board + "_", Prefix + Operator + "_", Prefix + Session + "_"}, values...) {
 		longest := len(v) - 1
-		if i < 3 {
+		if i < 5 { // the five credential heads
 			longest = len(v)
 		}
 		for n := min(longest, len(b)); n > hold; n-- {

@@ -123,9 +123,9 @@ func TestBenchJSONRecordsNoSecret(t *testing.T) {
 }
 
 // TestPprofAnswersLoopbackHostOnly: serve --pprof answers only requests
-// whose Host is a loopback name; a rebound DNS name (any other Host) gets
-// 403, also on /debug/pprof/cmdline (the server's argv). On the old code
-// any Host was served.
+// whose Host is a loopback name and that carry an admin operator token (the
+// board token); a rebound DNS name (any other Host) gets 403 and a request
+// without the token 401, also on /debug/pprof/cmdline (the server's argv).
 func TestPprofAnswersLoopbackHostOnly(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, serveOpts{Args: []string{"--pprof", "127.0.0.1:0"}, Pprof: true})
@@ -136,6 +136,7 @@ func TestPprofAnswersLoopbackHostOnly(t *testing.T) {
 	} {
 		req, _ := http.NewRequest("GET", "http://"+s.PprofAddr+"/debug/pprof/cmdline", nil)
 		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+s.BoardToken)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -148,6 +149,16 @@ func TestPprofAnswersLoopbackHostOnly(t *testing.T) {
 		if want == 403 && strings.Contains(string(body), "serve") {
 			t.Errorf("Host %q got the server's argv: %q", host, body)
 		}
+	}
+	// A loopback Host without the admin token gets 401, not the argv.
+	res, err := http.Get("http://" + s.PprofAddr + "/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), "serve") {
+		t.Errorf("pprof cmdline without a token: %d %q, want 401 without the argv", res.StatusCode, body)
 	}
 }
 

@@ -168,7 +168,8 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 	})
 	// The web board at / in front of the API; /mcp: the stateless MCP
 	// endpoint, whose tools call the API in process.
-	web, err := board.New(board.Config{API: s.api.Handler(), LocalTrusted: cfg.LocalTrusted, ReadOnly: cfg.BoardReadOnly, Logger: log})
+	web, err := board.New(board.Config{API: s.api.Handler(), LocalTrusted: cfg.LocalTrusted, ReadOnly: cfg.BoardReadOnly, Logger: log,
+		TrustedProxies: cfg.Limits.TrustedProxies})
 	if err != nil {
 		_ = ln.Close() // the board's error is the one returned
 		return nil, err

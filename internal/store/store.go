@@ -19,7 +19,8 @@ import (
 )
 
 // Actor is who performs a write. Board actors have Type board and no
-// AgentID/RunID. Agent actors carry their AgentID, their CompanyID (the
+// AgentID/RunID; OperatorID is the operator token they act with ("" for
+// the tokenless board of --local-trusted). Agent actors carry their AgentID, their CompanyID (the
 // tenant scope: an agent never touches another company's rows) and, when
 // acting in a run, RunID. System actors are the sweeper and the server.
 type Actor struct {
@@ -27,6 +28,8 @@ type Actor struct {
 	AgentID   string
 	CompanyID string
 	RunID     string
+	// OperatorID is the id of the operator token a board actor acts with.
+	OperatorID string
 	// RequestID is the id of the HTTP request that makes the change,
 	// stored on every activity row it writes ("" for none: the sweeper,
 	// the scheduler; stored as NULL).
@@ -36,12 +39,17 @@ type Actor struct {
 // IsBoard reports whether a is the board.
 func (a Actor) IsBoard() bool { return a.Type == clasp.ActorBoard }
 
-// ID returns the actor id written to activity rows: the agent id, "board" or "system".
+// ID returns the actor id written to activity rows: the agent id, the
+// operator token's id for the board ("board" when it acts with none) or
+// "system".
 func (a Actor) ID() string {
 	switch a.Type {
 	case clasp.ActorAgent:
 		return a.AgentID
 	case clasp.ActorBoard:
+		if a.OperatorID != "" {
+			return a.OperatorID
+		}
 		return "board"
 	}
 	return "system"
@@ -399,6 +407,33 @@ type Store interface {
 	// SettingPutIfAbsent stores value under key unless the key exists; it
 	// returns the stored value (the existing one if there was one).
 	SettingPutIfAbsent(ctx context.Context, key, value string) (string, error)
+
+	// OperatorTokenCreate stores an operator token (its hash). 400
+	// invalid_request, 404 for a missing company, 409 already_exists for
+	// a hash stored already.
+	OperatorTokenCreate(ctx context.Context, p *OperatorTokenCreateParams) (*clasp.OperatorToken, error)
+	// OperatorTokenGet returns an operator token; 404 not_found.
+	OperatorTokenGet(ctx context.Context, id string) (*clasp.OperatorToken, error)
+	// OperatorTokenFind returns the operator token of a hash, revoked and
+	// expired ones included; 404 not_found.
+	OperatorTokenFind(ctx context.Context, tokenHash string) (*clasp.OperatorToken, error)
+	// OperatorTokenList lists operator tokens (companyID "": all, else
+	// those scoped to it), oldest first.
+	OperatorTokenList(ctx context.Context, companyID string) ([]*clasp.OperatorToken, error)
+	// OperatorTokenRevoke revokes an operator token and ends its board
+	// sessions, in one write; a revoked token answers unchanged. 404.
+	OperatorTokenRevoke(ctx context.Context, id string, at time.Time) (*clasp.OperatorToken, error)
+	// OperatorTokenUsed records a token's use, at most once a minute.
+	OperatorTokenUsed(ctx context.Context, id string, at time.Time) error
+	// BoardSessionCreate opens a board session; 404 for a missing token.
+	BoardSessionCreate(ctx context.Context, p *BoardSessionCreateParams) error
+	// BoardSessionFind returns a board session and its token; 404 when
+	// there is none.
+	BoardSessionFind(ctx context.Context, sessionHash string) (*BoardSession, error)
+	// BoardSessionSeen records a session's use, at most once a minute.
+	BoardSessionSeen(ctx context.Context, sessionHash string, at time.Time) error
+	// BoardSessionDelete ends a board session (nothing if it is gone).
+	BoardSessionDelete(ctx context.Context, sessionHash string) error
 
 	// CompanyCreate creates a company. 409 already_exists if IssuePrefix is taken.
 	CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp.Company, error)

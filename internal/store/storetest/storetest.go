@@ -130,6 +130,8 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"Agent_TerminatedIsFinal", testAgentTerminatedIsFinal},
 		{"Agent_TerminateUnassignsOpenIssues", testAgentTerminateUnassignsOpenIssues},
 		{"Settings", testSettings},
+		{"Operator_Tokens", testOperatorTokens},
+		{"Operator_BoardSessions", testBoardSessions},
 		// Claim-next, rules L1-L3 on the most urgent eligible issue.
 		{"Claim_PriorityThenAge", testClaimPriorityThenAge},
 		{"Claim_Scopes", testClaimScopes},

@@ -1,7 +1,7 @@
--- clasp schema v15: a run opened with an agent API key records the key's
+-- clasp schema v16: a run opened with an agent API key records the key's
 -- hash, so that revoking the key ends the runs it opened (and the run
 -- tokens they carry). Runs opened before, and server-managed runs, have
--- none. The PostgreSQL schema v13 does the same.
+-- none. The PostgreSQL schema v14 does the same.
 
 -- +goose Up
 ALTER TABLE runs ADD COLUMN key_hash TEXT;

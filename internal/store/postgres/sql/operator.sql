@@ -1,0 +1,54 @@
+-- Operator tokens and board sessions. @at is the server's clock, given by
+-- the caller.
+
+-- name: OperatorTokenInsert
+INSERT INTO operator_tokens (id, name, prefix, role, company_id, token_hash, created_at, expires_at)
+VALUES (@id::text, @name::text, @prefix::text, @role::text, @company::text, @hash::text, @at::timestamptz, @expires::timestamptz)
+RETURNING id, name, prefix, role, company_id, created_at, expires_at, last_used_at, revoked_at
+
+-- name: OperatorTokenGet
+SELECT id, name, prefix, role, company_id, created_at, expires_at, last_used_at, revoked_at
+FROM operator_tokens WHERE id = @id::text
+
+-- name: OperatorTokenByHash
+SELECT id, name, prefix, role, company_id, created_at, expires_at, last_used_at, revoked_at
+FROM operator_tokens WHERE token_hash = @hash::text
+
+-- name: OperatorTokenList
+-- Every token (@company '') or those scoped to company @company, oldest first.
+SELECT id, name, prefix, role, company_id, created_at, expires_at, last_used_at, revoked_at
+FROM operator_tokens WHERE @company::text = '' OR company_id = @company::text
+ORDER BY created_at, id
+
+-- name: OperatorTokenRevoke
+-- Revokes an unrevoked token; no row when it is revoked already or missing.
+UPDATE operator_tokens SET revoked_at = @at::timestamptz WHERE id = @id::text AND revoked_at IS NULL
+RETURNING id, name, prefix, role, company_id, created_at, expires_at, last_used_at, revoked_at
+
+-- name: OperatorTokenUsed
+-- Records a token's use at most once a minute.
+UPDATE operator_tokens SET last_used_at = @at::timestamptz
+WHERE id = @id::text AND (last_used_at IS NULL OR last_used_at <= @at::timestamptz - interval '1 minute')
+
+-- name: BoardSessionInsert
+INSERT INTO board_sessions (id_hash, token_id, created_at, last_seen_at, expires_at)
+VALUES (@hash::text, @token::text, @at::timestamptz, @at::timestamptz, @expires::timestamptz)
+
+-- name: BoardSessionGet
+-- The session whose secret has hash @hash, with its token.
+SELECT s.created_at, s.last_seen_at, s.expires_at,
+	t.id, t.name, t.prefix, t.role, t.company_id, t.created_at, t.expires_at, t.last_used_at, t.revoked_at
+FROM board_sessions s JOIN operator_tokens t ON t.id = s.token_id
+WHERE s.id_hash = @hash::text
+
+-- name: BoardSessionSeen
+-- Records a session's use at most once a minute.
+UPDATE board_sessions SET last_seen_at = @at::timestamptz
+WHERE id_hash = @hash::text AND last_seen_at <= @at::timestamptz - interval '1 minute'
+
+-- name: BoardSessionDelete
+DELETE FROM board_sessions WHERE id_hash = @hash::text
+
+-- name: BoardSessionDeleteToken
+-- Ends every session of token @token (it was revoked).
+DELETE FROM board_sessions WHERE token_id = @token::text

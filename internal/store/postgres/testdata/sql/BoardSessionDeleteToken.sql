@@ -1,0 +1,2 @@
+-- $1 = @token
+DELETE FROM board_sessions WHERE token_id = $1::text

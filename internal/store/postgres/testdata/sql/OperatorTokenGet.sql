@@ -1,0 +1,3 @@
+-- $1 = @id
+SELECT id, name, prefix, role, company_id, created_at, expires_at, last_used_at, revoked_at
+FROM operator_tokens WHERE id = $1::text

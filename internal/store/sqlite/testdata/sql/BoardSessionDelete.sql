@@ -1,0 +1,1 @@
+DELETE FROM board_sessions WHERE id_hash = :hash

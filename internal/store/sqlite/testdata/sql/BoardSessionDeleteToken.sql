@@ -1,0 +1,1 @@
+DELETE FROM board_sessions WHERE token_id = :token
