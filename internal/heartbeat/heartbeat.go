@@ -573,13 +573,25 @@ func (s *Scheduler) Cancel(runID string) bool {
 	return true
 }
 
-// terminate sends SIGTERM to group pgid, then SIGKILL after KillGrace
-// unless alive reports the leader gone and the group is empty first.
+// terminate sends SIGTERM to group pgid, whose leader is a run's shim,
+// then, after KillGrace unless alive reports the leader gone and the group
+// is empty first, SIGKILL to every other member of the group; it then
+// waits up to another KillGrace for the shim, which meanwhile ends the
+// descendants that left the group (its endTree takes at most 3/4 of
+// KillGrace), before it SIGKILLs the whole group.
 func (s *Scheduler) terminate(pgid int, alive func() bool) {
 	_ = signalGroup(pgid, syscall.SIGTERM)
+	gone := func() bool { return !alive() && !groupAlive(pgid) }
 	deadline := time.Now().Add(s.cfg.KillGrace)
-	for time.Now().Before(deadline) && (alive() || groupAlive(pgid)) {
+	for time.Now().Before(deadline) && !gone() {
 		time.Sleep(20 * time.Millisecond)
+	}
+	if !gone() {
+		signalGroupExcept(pgid, pgid, syscall.SIGKILL)
+		deadline = time.Now().Add(s.cfg.KillGrace)
+		for time.Now().Before(deadline) && !gone() {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	_ = signalGroup(pgid, syscall.SIGKILL)
 }

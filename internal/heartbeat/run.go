@@ -103,7 +103,7 @@ func (s *Scheduler) spawn(ctx context.Context, p *proc, c *clasp.AdapterConfig, 
 		return err
 	}
 	cmd := exec.Command("/proc/self/exe") // #nosec G204 -- this same binary, as the run's shim
-	cmd.Args = append([]string{"clasp"}, shimArgs(s.cfg.MaxLogBytes, agent.Path, agent.Args)...)
+	cmd.Args = append([]string{"clasp"}, shimArgs(s.cfg.MaxLogBytes, s.cfg.KillGrace, agent.Path, agent.Args)...)
 	cmd.Dir = dir
 	cmd.Env = s.env(run, c, token)
 	cmd.ExtraFiles = []*os.File{lf, sf}
