@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -77,8 +78,18 @@ type Config struct {
 	// os.TempDir()/clasp-run-work.
 	WorkDir string
 	// AgentUser, when set, is the account run processes start as (the
-	// server must then run as root); nil: the server's own.
+	// server must then run as root); nil: the server's own. Unused with
+	// AgentUIDs.
 	AgentUser *AgentUser
+	// AgentUIDs, when set, gives each agent a uid of its own from this
+	// range (the server must then run as root): its run processes start
+	// as that uid, with the gid of the same number and no supplementary
+	// groups, HOME its own directory under HomeDir (see agentUID,
+	// agentHome).
+	AgentUIDs *UIDRange
+	// HomeDir holds the agents' home directories with AgentUIDs
+	// (<HomeDir>/<agentId>). Default os.TempDir()/clasp-agent-homes.
+	HomeDir string
 	// Logger, default slog.Default().
 	Logger *slog.Logger
 }
@@ -114,6 +125,7 @@ type Scheduler struct {
 	mu       sync.Mutex
 	procs    map[string]*proc     // runs whose process this scheduler watches
 	lastWake map[string]time.Time // timer wakes, by agent
+	uids     map[string]uint32    // agents' uids in Config.AgentUIDs (agentUID), by agent
 	cancel   context.CancelFunc
 	done     chan struct{}
 	wg       sync.WaitGroup
@@ -155,11 +167,15 @@ func New(st store.HeartbeatStore, cfg Config) *Scheduler {
 	cfg.MaxLogBytes = cmp.Or(cfg.MaxLogBytes, DefaultMaxLogBytes)
 	cfg.KillGrace = cmp.Or(cfg.KillGrace, 5*time.Second)
 	cfg.WorkDir = cmp.Or(cfg.WorkDir, os.TempDir()+"/clasp-run-work")
+	cfg.HomeDir = cmp.Or(cfg.HomeDir, os.TempDir()+"/clasp-agent-homes")
+	if abs, err := filepath.Abs(cfg.HomeDir); err == nil {
+		cfg.HomeDir = abs // HOME must not depend on the run's working directory
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return &Scheduler{st: st, cfg: cfg, log: cfg.Logger, nudge: make(chan struct{}, 1),
-		procs: map[string]*proc{}, lastWake: map[string]time.Time{}}
+		procs: map[string]*proc{}, lastWake: map[string]time.Time{}, uids: map[string]uint32{}}
 }
 
 // HostID is this instance's id, the host id runs started here carry.
@@ -287,13 +303,14 @@ func (s *Scheduler) takeOver(ctx context.Context) error {
 				continue
 			}
 			s.log.Warn("heartbeat: stopping a process that outlived its run", "run", m.Run.ID, "status", m.Run.Status, "pid", pid)
-			start, id := m.ProcStart, m.Run.ID
+			start, run := m.ProcStart, m.Run
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
 				s.terminate(pid, func() bool { return Alive(pid, start) })
-				s.removeRunDir(id)
-				s.removeStatus(id)
+				s.removeRunDir(run.ID)
+				s.removeStatus(run.ID)
+				s.endStrays(context.WithoutCancel(ctx), run)
 			}()
 		}
 	}
@@ -456,9 +473,10 @@ func (s *Scheduler) checkHost(ctx context.Context) error {
 		if es, ok := readStatus(s.cfg.LogDir, m.Run.ID); ok {
 			s.endByStatus(ctx, m.Run.ID, es)
 			s.removeStatus(m.Run.ID)
-			continue
+		} else {
+			s.lost(ctx, m.Run.ID, fmt.Sprintf("process lost: pid %d is gone", pid))
 		}
-		s.lost(ctx, m.Run.ID, fmt.Sprintf("process lost: pid %d is gone", pid))
+		s.endStrays(ctx, m.Run)
 	}
 	return nil
 }
@@ -507,6 +525,7 @@ func (s *Scheduler) adopt(ctx context.Context, run *clasp.Run, pid int, start in
 				if st != runEnded {
 					s.finish(context.WithoutCancel(ctx), run.ID, st, nil, "")
 				}
+				s.endStrays(context.WithoutCancel(ctx), run)
 				return
 			case <-renew.C:
 				if err := s.st.RunRenew(ctx, run.ID, s.cfg.HostID, s.cfg.LeaseTTL); clasp.ErrorCode(err) == clasp.CodeRunNotLive {
@@ -525,6 +544,7 @@ func (s *Scheduler) adopt(ctx context.Context, run *clasp.Run, pid int, start in
 					} else {
 						s.lost(context.WithoutCancel(ctx), run.ID, fmt.Sprintf("process lost: re-adopted pid %d is gone", pid))
 					}
+					s.endStrays(context.WithoutCancel(ctx), run)
 					return
 				}
 			}

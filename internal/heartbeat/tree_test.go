@@ -119,3 +119,39 @@ func TestProcessTreeEndsWithRun(t *testing.T) {
 		gone("cancel", r2, es2)
 	})
 }
+
+// TestStraysOfKilledShimEnd: the watcher of a run (its shim) is SIGKILLed
+// while the command's setsid, double-forked and nohup descendants run, so
+// no subreaper is left to end them. The run is lost, and within a
+// scheduler pass or two none of the three runs any more: the group is
+// stopped, and the server kills the processes of the run's uid whose
+// environment names the run. Before, the setsid descendant outlived the
+// run. Its retry is released and succeeds.
+func TestStraysOfKilledShimEnd(t *testing.T) {
+	stores(t, func(t *testing.T, open func() store.HeartbeatStore) {
+		st := open()
+		f := newFixture(t, st, escapeScript, 0)
+		newScheduler(t, st, "host-a")
+		r := f.runningWithPID(t, f.wake(t).Run.ID)
+		es := f.escapees(t, r)
+		if err := syscall.Kill(*r.PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the run whose shim was killed ended", func() bool { return f.run(t, r.ID).Status.Terminal() })
+		if got := f.run(t, r.ID); got.Status != clasp.RunFailed || deref(got.ErrorCode) != clasp.RunErrorProcessLost {
+			t.Errorf("run whose shim was killed: got %s/%s, want failed/process_lost", got.Status, deref(got.ErrorCode))
+		}
+		for _, e := range es {
+			eventually(t, fmt.Sprintf("the %s descendant %d gone", e.kind, e.pid), func() bool { return !Alive(e.pid, e.start) })
+		}
+		var retry *clasp.Run
+		eventually(t, "a retry", func() bool { retry = f.retryOf(t, r.ID); return retry != nil })
+		retry = f.runningWithPID(t, retry.ID)
+		f.escapees(t, retry)
+		os.WriteFile(filepath.Join(f.dir, "release-"+retry.ID), nil, 0o600)
+		eventually(t, "retry ended", func() bool { return f.run(t, retry.ID).Status.Terminal() })
+		if got := f.run(t, retry.ID); got.Status != clasp.RunSucceeded {
+			t.Errorf("retry: got %s %q, want succeeded", got.Status, deref(got.Error))
+		}
+	})
+}
