@@ -120,7 +120,7 @@ func (s *Scheduler) agentUID(ctx context.Context, agentID string, allocate bool)
 	_, _ = h.Write([]byte(agentID))
 	start := h.Sum64() % size
 	for i := range size {
-		cand := r.First + uint32((start+i)%size)
+		cand := r.First + uint32((start+i)%size) // #nosec G115 -- below size, which is at most Last-First+1
 		if systemID(cand) {
 			continue
 		}

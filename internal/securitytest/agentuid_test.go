@@ -151,8 +151,12 @@ echo "== end"`
 func TestAgentUIDsIsolateAgents(t *testing.T) {
 	t.Parallel()
 	rootOrSkip(t)
+	storeKinds(t, func(t *testing.T, databaseURL string) { testAgentUIDsIsolateAgents(t, databaseURL) })
+}
+
+func testAgentUIDsIsolateAgents(t *testing.T, databaseURL string) {
 	first, last := uidRange()
-	s := startServer(t, serveOpts{Args: []string{"--agent-uid-range", fmt.Sprintf("%d-%d", first, last)}, Traversable: true})
+	s := startServer(t, serveOpts{DatabaseURL: databaseURL, Args: []string{"--agent-uid-range", fmt.Sprintf("%d-%d", first, last)}, Traversable: true})
 	if strings.Contains(s.output(), "running as root without --agent-user") {
 		t.Errorf("the server warned about root agents although --agent-uid-range is set:\n%s", s.output())
 	}
