@@ -15,8 +15,12 @@
 // processes and kills those that outlived their runs. A process never
 // outlives its run: when a run of this instance ends by any path (finish,
 // cancel from any replica, agent terminated, lease expired), the next pass
-// stops its process group (SIGTERM, SIGKILL after KillGrace). All decisions
-// are the store's conditional statements. Only internal/cli wires it.
+// stops it (terminate), and the run's shim, a child subreaper, ends its
+// whole process tree, also the descendants that left its process group or
+// session (shim.go); what a killed shim leaves is killed by uid and
+// environment once the run has ended (endStrays). With Config.AgentUIDs
+// each agent runs as a uid of its own (uid.go). All decisions are the
+// store's conditional statements. Only internal/cli wires it.
 package heartbeat
 
 import (
@@ -71,7 +75,8 @@ type Config struct {
 	// MaxLogBytes caps a run log. Default DefaultMaxLogBytes.
 	MaxLogBytes int64
 	// KillGrace is the time between SIGTERM and SIGKILL of a run's process
-	// group on timeout or cancel. Default 5 s.
+	// group on timeout or cancel (see terminate); the shim gives the
+	// descendants left when the command exits half of it. Default 5 s.
 	KillGrace time.Duration
 	// WorkDir holds the working directories of runs whose adapter sets no
 	// cwd (<WorkDir>/<runId>, see Scheduler.runDir). Default
