@@ -161,10 +161,11 @@ func systemID(id uint32) bool {
 // with everything in it. It is kept across runs: the agent's files that
 // must outlive a run go there.
 func (s *Scheduler) agentHome(agentID string, uid uint32) (string, error) {
-	if err := os.MkdirAll(s.cfg.HomeDir, 0o711); err != nil {
+	// The parent must be traversable by the agents, never listable.
+	if err := os.MkdirAll(s.cfg.HomeDir, 0o711); err != nil { // #nosec G301 -- traversable by the agents' uids, not listable
 		return "", fmt.Errorf("agent home: %w", err)
 	}
-	if err := os.Chmod(s.cfg.HomeDir, 0o711); err != nil {
+	if err := os.Chmod(s.cfg.HomeDir, 0o711); err != nil { // #nosec G302 -- a directory: traversable by the agents' uids, not listable
 		return "", fmt.Errorf("agent home: %w", err)
 	}
 	home := filepath.Join(s.cfg.HomeDir, filepath.Base(agentID))
@@ -179,22 +180,31 @@ func (s *Scheduler) agentHome(agentID string, uid uint32) (string, error) {
 		return "", fmt.Errorf("agent home %s is not a directory", home)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != uid {
-		// Lchown never follows a symbolic link, and WalkDir does not
-		// descend into one.
-		err := filepath.WalkDir(home, func(p string, _ fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			return os.Lchown(p, int(uid), int(uid))
-		})
-		if err != nil {
+		if err := chownTree(home, int(uid)); err != nil {
 			return "", fmt.Errorf("agent home: %w", err)
 		}
 	}
-	if err := os.Chmod(home, 0o700); err != nil {
+	if err := os.Chmod(home, 0o700); err != nil { // #nosec G302 -- a directory, its owner's only
 		return "", fmt.Errorf("agent home: %w", err)
 	}
 	return home, nil
+}
+
+// chownTree gives dir and everything in it to uid (and gid uid), within
+// dir only: the walk and the changes go through an os.Root, so a symbolic
+// link the previous owner left, or swaps in meanwhile, is never followed.
+func chownTree(dir string, uid int) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return fs.WalkDir(root.FS(), ".", func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return root.Lchown(p, uid, uid)
+	})
 }
 
 // runUser is the account run's process starts as: with Config.AgentUIDs

@@ -2,9 +2,12 @@ package heartbeat
 
 import (
 	"fmt"
+	"os"
 	"os/user"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/clasp-dev/clasp/internal/store"
@@ -125,4 +128,60 @@ func TestAgentUIDSkipsSystemAccounts(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAgentHomeHandedOver (root): an agent's home is made 0700 and owned
+// by its uid under a 0711 parent; when its uid changes (a new range) the
+// home and everything in it are handed to the new uid, but a symbolic link
+// in it is not followed: the file it names keeps its owner.
+func TestAgentHomeHandedOver(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("handing a home to another uid needs root, and CI runs the tests as root; they run as uid %d", os.Geteuid())
+		}
+		t.Skipf("handing a home to another uid needs root (the tests run as uid %d); CI runs them as root", os.Geteuid())
+	}
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.WriteFile(outside, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := New(nil, Config{HomeDir: filepath.Join(t.TempDir(), "homes")})
+	home, err := s.agentHome("agent-1", 500001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := func(p string) (uint32, os.FileMode) {
+		t.Helper()
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Uid, fi.Mode().Perm()
+	}
+	if uid, mode := owner(home); uid != 500001 || mode != 0o700 {
+		t.Errorf("home: uid %d mode %o, want 500001 0700", uid, mode)
+	}
+	if _, mode := owner(filepath.Dir(home)); mode != 0o711 {
+		t.Errorf("homes directory: mode %o, want 0711", mode)
+	}
+	if err := os.MkdirAll(filepath.Join(home, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "sub", "f"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(home, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.agentHome("agent-1", 500002); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{home, filepath.Join(home, "sub"), filepath.Join(home, "sub", "f"), filepath.Join(home, "link")} {
+		if uid, _ := owner(p); uid != 500002 {
+			t.Errorf("%s: owned by %d after the handover, want 500002", p, uid)
+		}
+	}
+	if uid, _ := owner(outside); uid != 0 {
+		t.Errorf("the file the home's symbolic link names was given to uid %d", uid)
+	}
 }
