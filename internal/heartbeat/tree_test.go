@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -77,9 +78,9 @@ func (f *fixture) escapees(t *testing.T, r *clasp.Run) []escaped {
 
 // TestProcessTreeEndsWithRun: a run's command starts a setsid descendant
 // that ignores SIGTERM, a double-forked one and a nohup one. When the
-// command exits 0, the run succeeds and, by the time it has ended, none of
-// the three runs any more (the shim, a subreaper, ends its whole tree
-// before it records the exit status). A second run, cancelled while its
+// command exits 0, the run succeeds and none of the three runs any more
+// (the shim, a subreaper, ends its whole tree before it records the exit
+// status). A second run, cancelled while its
 // three descendants run, ends cancelled with all three gone as well.
 // Before the shim was a subreaper only the process group was signalled:
 // the setsid descendant, in a session of its own, outlived both runs.
@@ -89,11 +90,19 @@ func TestProcessTreeEndsWithRun(t *testing.T) {
 		f := newFixture(t, st, escapeScript, 0)
 		s := newScheduler(t, st, "host-a")
 
+		// Polled with a deadline of a few scheduler passes (the shim has
+		// normally ended them before the run ends; a shim slower than the
+		// kill grace is killed, and the scheduler then ends them by uid and
+		// environment, within a pass).
 		gone := func(what string, r *clasp.Run, es []escaped) {
 			t.Helper()
+			deadline := time.Now().Add(5 * time.Second)
 			for _, e := range es {
+				for Alive(e.pid, e.start) && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
 				if Alive(e.pid, e.start) {
-					t.Errorf("%s: the %s descendant %d still runs after run %s ended %s", what, e.kind, e.pid, r.ID, f.run(t, r.ID).Status)
+					t.Errorf("%s: the %s descendant %d still runs 5 s after run %s ended %s", what, e.kind, e.pid, r.ID, f.run(t, r.ID).Status)
 				}
 			}
 		}
