@@ -19,6 +19,33 @@ import (
 // working directories of managed runs (<data-dir>/runs/<runId>).
 const RunWorkDirName = "runs"
 
+// AgentHomeDirName is the directory under the data directory holding the
+// home directories of agents with uids of their own
+// (<data-dir>/homes/<agentId>, serve --agent-uid-range).
+const AgentHomeDirName = "homes"
+
+// agentUIDRange checks serve --agent-uid-range FIRST-LAST (with
+// --agent-user agentUser, "" if not given). Errors (usage): not
+// FIRST-LAST, a range with uid 0 or the server's own uid, given with
+// --agent-user, or the server is not root (only root may start processes
+// as other uids and kill them).
+func agentUIDRange(s, agentUser string) (*heartbeat.UIDRange, error) {
+	r, err := heartbeat.ParseUIDRange(s)
+	if err != nil {
+		return nil, usageErr(fmt.Errorf("--agent-uid-range %w", err))
+	}
+	euid := uint64(os.Geteuid()) // #nosec G115 -- a uid is not negative
+	switch {
+	case agentUser != "":
+		return nil, usageErr(fmt.Errorf("--agent-uid-range and --agent-user exclude each other: the range gives every agent a uid of its own, --agent-user one uid for all; keep --agent-uid-range"))
+	case euid != 0:
+		return nil, usageErr(fmt.Errorf("--agent-uid-range needs the server to run as root (it starts each agent's processes as a uid of that agent, and kills them by uid); this server runs as uid %d", euid))
+	case uint64(r.First) <= euid && euid <= uint64(r.Last):
+		return nil, usageErr(fmt.Errorf("--agent-uid-range %s includes the server's own uid %d", s, euid))
+	}
+	return &r, nil
+}
+
 // lookupAgentUser resolves serve --agent-user NAME (a user name or a
 // numeric uid) to the account managed agents run as. Errors (usage): no
 // such user; the server is not root (only root may start processes as
@@ -50,8 +77,9 @@ func lookupAgentUser(name string) (*heartbeat.AgentUser, error) {
 }
 
 // secureDataDir sets the modes that keep agents out of the data
-// directory: the directory 0700, or 0711 with an agent user (who must
-// traverse it to reach <data-dir>/runs/<runId>, never list it); the
+// directory: the directory 0700, or 0711 when agents run as other users
+// (--agent-user or --agent-uid-range: they must traverse it to reach
+// <data-dir>/runs/<runId> and <data-dir>/homes/<agentId>, never list it); the
 // SQLite database and its -wal and -shm files and the board token file
 // 0600 (absent files are skipped). It returns the first error.
 func secureDataDir(dataDir, dbPath, boardTokenFile string, agentUser bool) error {

@@ -94,6 +94,11 @@ type ServeConfig struct {
 	// root. The data directory is then 0711 and its files 0600, so agents
 	// cannot read them.
 	AgentUser string
+	// AgentUIDRange, when set (serve --agent-uid-range FIRST-LAST), gives
+	// each server-managed agent a uid (and gid) of its own from that
+	// range, with a home directory <data-dir>/homes/<agentId>; the server
+	// must run as root. Exclusive with AgentUser.
+	AgentUIDRange string
 	// AgentCACert is the PEM file server-managed agents are told to trust
 	// for the server's https:// URL (as CLASP_CA_CERT and
 	// NODE_EXTRA_CA_CERTS). Default with TLS: Net.TLSCert, which a client
@@ -161,6 +166,7 @@ type serveMain struct {
 	tls       *tls.Config
 	limits    httpapi.Limits
 	agentUser *heartbeat.AgentUser
+	agentUIDs *heartbeat.UIDRange
 
 	ln        net.Listener
 	stopPprof func()
@@ -198,6 +204,11 @@ func newServeMain(cfg ServeConfig) (*serveMain, error) {
 	}
 	if m.limits, err = cfg.Net.limits(); err != nil {
 		return nil, err
+	}
+	if cfg.AgentUIDRange != "" {
+		if m.agentUIDs, err = agentUIDRange(cfg.AgentUIDRange, cfg.AgentUser); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.AgentUser != "" {
 		if m.agentUser, err = lookupAgentUser(cfg.AgentUser); err != nil {
@@ -285,10 +296,10 @@ func (m *serveMain) setup(ctx context.Context) error {
 	default:
 		fmt.Fprintf(out, "board token: set at first start (its file %s is gone; only its hash is stored)\n", info.BoardTokenFile)
 	}
-	if err := secureDataDir(cfg.DataDir, filepath.Join(cfg.DataDir, DBFileName), info.BoardTokenFile, m.agentUser != nil); err != nil {
+	if err := secureDataDir(cfg.DataDir, filepath.Join(cfg.DataDir, DBFileName), info.BoardTokenFile, m.agentUser != nil || m.agentUIDs != nil); err != nil {
 		return err
 	}
-	if m.agentUser == nil && os.Geteuid() == 0 {
+	if m.agentUser == nil && m.agentUIDs == nil && os.Geteuid() == 0 {
 		fmt.Fprintln(out, "warning: running as root without --agent-user: server-managed agents run as root and can read the data directory, the database and the board token")
 		log.Warn("running as root without --agent-user: managed agents run as root")
 	}
@@ -313,7 +324,8 @@ func (m *serveMain) run(ctx context.Context) error {
 		Limits:          m.limits,
 		TLS:             m.tls,
 		RunLogDir:       filepath.Join(cfg.DataDir, "run-logs"),
-		Agents:          &server.Agents{WorkDir: filepath.Join(cfg.DataDir, RunWorkDirName), User: m.agentUser, CACert: m.agentCACert()},
+		Agents: &server.Agents{WorkDir: filepath.Join(cfg.DataDir, RunWorkDirName), User: m.agentUser, UIDs: m.agentUIDs,
+			HomeDir: filepath.Join(cfg.DataDir, AgentHomeDirName), CACert: m.agentCACert()},
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		RequestDeadline: max(cfg.RequestDeadline, 0),
 		BodyReadTimeout: cfg.BodyTimeout,
@@ -709,11 +721,21 @@ for up to --db-wait before exiting. Every request but the event stream has a
 server-side deadline, --request-deadline (503 unavailable when cut; on
 PostgreSQL also every statement's statement_timeout).
 
+Server-managed agents: nothing a run's command starts outlives the run, also
+what leaves its process group (setsid, a double fork, nohup): the run's
+watcher ends its whole process tree when the command exits or the run is
+stopped. As root, --agent-uid-range FIRST-LAST runs each agent as a uid of
+its own (like systemd's DynamicUser), so agents cannot read each other's run
+tokens in /proc/<pid>/environ nor signal each other, and a process a killed
+watcher left behind is killed by uid. --agent-user NAME runs all agents as
+one shared user instead. Without either, agents run as the server's user.
+
 Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` set --data-dir, --listen and
 --database-url.`,
 		Example: `  clasp serve
   clasp serve --listen 127.0.0.1:0 --data-dir /tmp/clasp --lease-ttl 30s
-  clasp serve --local-trusted --log-level debug`,
+  clasp serve --local-trusted --log-level debug
+  sudo clasp serve --agent-uid-range 200000-265535 --data-dir /var/lib/clasp`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
@@ -781,7 +803,8 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 	f.StringVar(&cfg.Pprof, "pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port, a listener of its own (e.g. 127.0.0.1:6060), to admin operator tokens only (Authorization: Bearer, e.g. the board token)")
 	addNetFlags(f, &cfg.Net)
 	f.StringVar(&cfg.AgentCACert, "ca-cert", "", "with TLS: PEM file of the CA certificates server-managed agents are told to trust for this server (CLASP_CA_CERT, NODE_EXTRA_CA_CERTS); default $"+EnvCACert+", else the --tls-cert file")
-	f.StringVar(&cfg.AgentUser, "agent-user", "", "run server-managed agent processes as this user (name or uid; the server must run as root); the data directory, database and board token are then unreadable to them")
+	f.StringVar(&cfg.AgentUser, "agent-user", "", "run every server-managed agent process as this one user (name or uid; the server must run as root); the data directory, database and board token are then unreadable to them, but agents can read each other's environment (run tokens) and signal each other: prefer --agent-uid-range")
+	f.StringVar(&cfg.AgentUIDRange, "agent-uid-range", "", "run each server-managed agent as a uid (and gid) of its own from the range `FIRST-LAST` (such as 200000-265535), allocated at its first run and kept (recorded in the database), with no supplementary groups and a home <data-dir>/homes/<agentId> (0700); agents can then neither read each other's environment or files nor signal each other, and the server kills what a run leaves behind by uid. The server must run as root; not with --agent-user; uids of system accounts are skipped")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	return cmd
 }

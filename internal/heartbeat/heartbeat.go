@@ -15,8 +15,12 @@
 // processes and kills those that outlived their runs. A process never
 // outlives its run: when a run of this instance ends by any path (finish,
 // cancel from any replica, agent terminated, lease expired), the next pass
-// stops its process group (SIGTERM, SIGKILL after KillGrace). All decisions
-// are the store's conditional statements. Only internal/cli wires it.
+// stops it (terminate), and the run's shim, a child subreaper, ends its
+// whole process tree, also the descendants that left its process group or
+// session (shim.go); what a killed shim leaves is killed by uid and
+// environment once the run has ended (endStrays). With Config.AgentUIDs
+// each agent runs as a uid of its own (uid.go). All decisions are the
+// store's conditional statements. Only internal/cli wires it.
 package heartbeat
 
 import (
@@ -28,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -70,15 +75,26 @@ type Config struct {
 	// MaxLogBytes caps a run log. Default DefaultMaxLogBytes.
 	MaxLogBytes int64
 	// KillGrace is the time between SIGTERM and SIGKILL of a run's process
-	// group on timeout or cancel. Default 5 s.
+	// group on timeout or cancel (see terminate); the shim gives the
+	// descendants left when the command exits half of it. Default 5 s.
 	KillGrace time.Duration
 	// WorkDir holds the working directories of runs whose adapter sets no
 	// cwd (<WorkDir>/<runId>, see Scheduler.runDir). Default
 	// os.TempDir()/clasp-run-work.
 	WorkDir string
 	// AgentUser, when set, is the account run processes start as (the
-	// server must then run as root); nil: the server's own.
+	// server must then run as root); nil: the server's own. Unused with
+	// AgentUIDs.
 	AgentUser *AgentUser
+	// AgentUIDs, when set, gives each agent a uid of its own from this
+	// range (the server must then run as root): its run processes start
+	// as that uid, with the gid of the same number and no supplementary
+	// groups, HOME its own directory under HomeDir (see agentUID,
+	// agentHome).
+	AgentUIDs *UIDRange
+	// HomeDir holds the agents' home directories with AgentUIDs
+	// (<HomeDir>/<agentId>). Default os.TempDir()/clasp-agent-homes.
+	HomeDir string
 	// Logger, default slog.Default().
 	Logger *slog.Logger
 }
@@ -114,6 +130,7 @@ type Scheduler struct {
 	mu       sync.Mutex
 	procs    map[string]*proc     // runs whose process this scheduler watches
 	lastWake map[string]time.Time // timer wakes, by agent
+	uids     map[string]uint32    // agents' uids in Config.AgentUIDs (agentUID), by agent
 	cancel   context.CancelFunc
 	done     chan struct{}
 	wg       sync.WaitGroup
@@ -155,11 +172,15 @@ func New(st store.HeartbeatStore, cfg Config) *Scheduler {
 	cfg.MaxLogBytes = cmp.Or(cfg.MaxLogBytes, DefaultMaxLogBytes)
 	cfg.KillGrace = cmp.Or(cfg.KillGrace, 5*time.Second)
 	cfg.WorkDir = cmp.Or(cfg.WorkDir, os.TempDir()+"/clasp-run-work")
+	cfg.HomeDir = cmp.Or(cfg.HomeDir, os.TempDir()+"/clasp-agent-homes")
+	if abs, err := filepath.Abs(cfg.HomeDir); err == nil {
+		cfg.HomeDir = abs // HOME must not depend on the run's working directory
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return &Scheduler{st: st, cfg: cfg, log: cfg.Logger, nudge: make(chan struct{}, 1),
-		procs: map[string]*proc{}, lastWake: map[string]time.Time{}}
+		procs: map[string]*proc{}, lastWake: map[string]time.Time{}, uids: map[string]uint32{}}
 }
 
 // HostID is this instance's id, the host id runs started here carry.
@@ -287,13 +308,14 @@ func (s *Scheduler) takeOver(ctx context.Context) error {
 				continue
 			}
 			s.log.Warn("heartbeat: stopping a process that outlived its run", "run", m.Run.ID, "status", m.Run.Status, "pid", pid)
-			start, id := m.ProcStart, m.Run.ID
+			start, run := m.ProcStart, m.Run
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
 				s.terminate(pid, func() bool { return Alive(pid, start) })
-				s.removeRunDir(id)
-				s.removeStatus(id)
+				s.removeRunDir(run.ID)
+				s.removeStatus(run.ID)
+				s.endStrays(context.WithoutCancel(ctx), run)
 			}()
 		}
 	}
@@ -456,9 +478,10 @@ func (s *Scheduler) checkHost(ctx context.Context) error {
 		if es, ok := readStatus(s.cfg.LogDir, m.Run.ID); ok {
 			s.endByStatus(ctx, m.Run.ID, es)
 			s.removeStatus(m.Run.ID)
-			continue
+		} else {
+			s.lost(ctx, m.Run.ID, fmt.Sprintf("process lost: pid %d is gone", pid))
 		}
-		s.lost(ctx, m.Run.ID, fmt.Sprintf("process lost: pid %d is gone", pid))
+		s.endStrays(ctx, m.Run)
 	}
 	return nil
 }
@@ -507,6 +530,7 @@ func (s *Scheduler) adopt(ctx context.Context, run *clasp.Run, pid int, start in
 				if st != runEnded {
 					s.finish(context.WithoutCancel(ctx), run.ID, st, nil, "")
 				}
+				s.endStrays(context.WithoutCancel(ctx), run)
 				return
 			case <-renew.C:
 				if err := s.st.RunRenew(ctx, run.ID, s.cfg.HostID, s.cfg.LeaseTTL); clasp.ErrorCode(err) == clasp.CodeRunNotLive {
@@ -525,6 +549,7 @@ func (s *Scheduler) adopt(ctx context.Context, run *clasp.Run, pid int, start in
 					} else {
 						s.lost(context.WithoutCancel(ctx), run.ID, fmt.Sprintf("process lost: re-adopted pid %d is gone", pid))
 					}
+					s.endStrays(context.WithoutCancel(ctx), run)
 					return
 				}
 			}
@@ -573,13 +598,25 @@ func (s *Scheduler) Cancel(runID string) bool {
 	return true
 }
 
-// terminate sends SIGTERM to group pgid, then SIGKILL after KillGrace
-// unless alive reports the leader gone and the group is empty first.
+// terminate sends SIGTERM to group pgid, whose leader is a run's shim,
+// then, after KillGrace unless alive reports the leader gone and the group
+// is empty first, SIGKILL to every other member of the group; it then
+// waits up to another KillGrace for the shim, which meanwhile ends the
+// descendants that left the group (its endTree takes at most 3/4 of
+// KillGrace), before it SIGKILLs the whole group.
 func (s *Scheduler) terminate(pgid int, alive func() bool) {
 	_ = signalGroup(pgid, syscall.SIGTERM)
+	gone := func() bool { return !alive() && !groupAlive(pgid) }
 	deadline := time.Now().Add(s.cfg.KillGrace)
-	for time.Now().Before(deadline) && (alive() || groupAlive(pgid)) {
+	for time.Now().Before(deadline) && !gone() {
 		time.Sleep(20 * time.Millisecond)
+	}
+	if !gone() {
+		signalGroupExcept(pgid, pgid, syscall.SIGKILL)
+		deadline = time.Now().Add(s.cfg.KillGrace)
+		for time.Now().Before(deadline) && !gone() {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	_ = signalGroup(pgid, syscall.SIGKILL)
 }

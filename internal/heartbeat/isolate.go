@@ -49,12 +49,12 @@ func baseEnv(environ []string, user *AgentUser) []string {
 }
 
 // sysProcAttr is how a run's process starts: in a process group of its
-// own (so the whole group can be signalled), and as the agent user when
-// one is configured. The server keeps the right to signal that group:
-// it runs as root whenever the agent user differs from its own uid.
-func (s *Scheduler) sysProcAttr() *syscall.SysProcAttr {
+// own (so the whole group can be signalled), and as u (see runUser) when
+// not nil, with no supplementary groups. The server keeps the right to
+// signal that group: it runs as root whenever u differs from its own uid.
+func sysProcAttr(u *AgentUser) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true}
-	if u := s.cfg.AgentUser; u != nil {
+	if u != nil {
 		a.Credential = &syscall.Credential{Uid: u.Uid, Gid: u.Gid, Groups: []uint32{}}
 	}
 	return a
@@ -62,17 +62,17 @@ func (s *Scheduler) sysProcAttr() *syscall.SysProcAttr {
 
 // runDir returns the working directory of a run's process: the adapter's
 // cwd when it sets one (used as is, never created or removed), else
-// WorkDir/<runID>, created empty here (mode 0700, owned by the agent user
-// when there is one). Rule: a directory created here is removed when the
+// WorkDir/<runID>, created empty here (mode 0700, owned by u, the run's
+// user, when not nil). Rule: a directory created here is removed when the
 // run's process group is gone (removeRunDir), whatever the run's outcome;
 // an agent that needs files kept across runs sets cwd.
-func (s *Scheduler) runDir(runID, cwd string) (string, error) {
+func (s *Scheduler) runDir(runID, cwd string, u *AgentUser) (string, error) {
 	if cwd != "" {
 		return cwd, nil
 	}
 	// The parent must be traversable by the agent user, never listable.
 	parentMode := os.FileMode(0o700)
-	if s.cfg.AgentUser != nil {
+	if u != nil {
 		parentMode = 0o711
 	}
 	if err := os.MkdirAll(s.cfg.WorkDir, parentMode); err != nil {
@@ -88,7 +88,7 @@ func (s *Scheduler) runDir(runID, cwd string) (string, error) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", fmt.Errorf("run working directory: %w", err)
 	}
-	if u := s.cfg.AgentUser; u != nil {
+	if u != nil {
 		if err := os.Chown(dir, int(u.Uid), int(u.Gid)); err != nil {
 			_ = os.Remove(dir)
 			return "", fmt.Errorf("run working directory: %w", err)

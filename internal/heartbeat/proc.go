@@ -63,6 +63,19 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 	return err
 }
 
+// signalGroupExcept sends sig to every live member of process group pgid
+// but process except.
+func signalGroupExcept(pgid, except int, sig syscall.Signal) {
+	if pgid <= 0 {
+		return
+	}
+	for _, p := range readProcs() {
+		if p.pgrp == pgid && p.pid != except && !p.dead {
+			_ = syscall.Kill(p.pid, sig)
+		}
+	}
+}
+
 // groupAlive reports whether any process of group pgid is still running: a
 // member that has exited but is not yet reaped (a zombie) does not count,
 // so a group whose processes have all exited is not waited for. It reads

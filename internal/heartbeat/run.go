@@ -42,13 +42,14 @@ func (s *Scheduler) startRun(ctx context.Context, r *clasp.Run, c *clasp.Adapter
 }
 
 // env is the process environment of a run: the allowlisted variables of
-// the server's (baseEnv: never its secrets), the CA file of an https://
+// the server's (baseEnv: never its secrets; HOME is u's when u, the run's
+// user, is not nil), the CA file of an https://
 // API URL (Config.CACert), the adapter's env, then the
 // run's credentials under the CLASP_* and PAPERCLIP_* names, and
 // PAPERCLIP_TASK_ID and PAPERCLIP_LINKED_ISSUE_IDS (the run's issue,
 // empty for none), which Paperclip agents read.
-func (s *Scheduler) env(run *clasp.Run, c *clasp.AdapterConfig, token string) []string {
-	env := baseEnv(os.Environ(), s.cfg.AgentUser)
+func (s *Scheduler) env(run *clasp.Run, c *clasp.AdapterConfig, token string, u *AgentUser) []string {
+	env := baseEnv(os.Environ(), u)
 	if ca := s.cfg.CACert; ca != "" {
 		env = append(env, "CLASP_CA_CERT="+ca, "NODE_EXTRA_CA_CERTS="+ca)
 	}
@@ -97,17 +98,22 @@ func (s *Scheduler) spawn(ctx context.Context, p *proc, c *clasp.AdapterConfig, 
 		return err
 	}
 	defer sf.Close()
-	dir, err := s.runDir(run.ID, c.Cwd)
+	u, err := s.runUser(ctx, run)
+	if err != nil {
+		s.removeStatus(run.ID)
+		return err
+	}
+	dir, err := s.runDir(run.ID, c.Cwd, u)
 	if err != nil {
 		s.removeStatus(run.ID)
 		return err
 	}
 	cmd := exec.Command("/proc/self/exe") // #nosec G204 -- this same binary, as the run's shim
-	cmd.Args = append([]string{"clasp"}, shimArgs(s.cfg.MaxLogBytes, agent.Path, agent.Args)...)
+	cmd.Args = append([]string{"clasp"}, shimArgs(s.cfg.MaxLogBytes, s.cfg.KillGrace, agent.Path, agent.Args)...)
 	cmd.Dir = dir
-	cmd.Env = s.env(run, c, token)
+	cmd.Env = s.env(run, c, token, u)
 	cmd.ExtraFiles = []*os.File{lf, sf}
-	cmd.SysProcAttr = s.sysProcAttr()
+	cmd.SysProcAttr = sysProcAttr(u)
 	if err := cmd.Start(); err != nil {
 		s.removeRunDir(run.ID)
 		s.removeStatus(run.ID)
@@ -222,6 +228,7 @@ loop:
 	default:
 		s.endByStatus(bg, p.run.ID, es)
 	}
+	s.endStrays(bg, p.run)
 }
 
 // endByStatus ends run runID by how its command ended: exit 0 succeeded,

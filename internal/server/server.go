@@ -93,6 +93,10 @@ type Agents struct {
 	WorkDir string
 	// User, when set, is the user server-managed processes run as.
 	User *heartbeat.AgentUser
+	// UIDs, when set, gives each agent a uid of its own from this range
+	// (heartbeat.Config.AgentUIDs); its home is under HomeDir.
+	UIDs    *heartbeat.UIDRange
+	HomeDir string
 	// CACert is the PEM file agents trust for the server's https:// URL
 	// (heartbeat.Config.CACert); "" gives them none.
 	CACert string
@@ -148,7 +152,7 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 	var apiSched httpapi.Scheduler // stays a nil interface without a scheduler
 	if a := cfg.Agents; a != nil {
 		s.sched = heartbeat.New(cfg.Store, heartbeat.Config{APIURL: s.url, LeaseTTL: cfg.LeaseTTL, Logger: log,
-			LogDir: cfg.RunLogDir, WorkDir: a.WorkDir, AgentUser: a.User, CACert: a.CACert,
+			LogDir: cfg.RunLogDir, WorkDir: a.WorkDir, AgentUser: a.User, AgentUIDs: a.UIDs, HomeDir: a.HomeDir, CACert: a.CACert,
 			NewRunToken: func() (string, string) { return httpapi.NewToken(httpapi.TokenRun) }})
 		apiSched = s.sched
 	}
