@@ -188,11 +188,17 @@ func (ep *endpoint) streams() bool { return strings.HasSuffix(ep.pattern, "/even
 
 // deadlineErr is err, unless the request's deadline (Config.RequestDeadline)
 // passed while the client was still there and err is not an answer the
-// store decided (a *clasp.Error): then 503 unavailable, with
-// details.deadlineExceeded true, saying the request may or may not have
-// taken effect.
+// store decided (a *clasp.Error other than 503 unavailable): then 503
+// unavailable, with details.deadlineExceeded true, saying the request may
+// or may not have taken effect. A 503 the store made of the cut is such a
+// cut too: when the deadline cancels a PostgreSQL statement, the server
+// answers 57014 (the code of a statement timeout as well) as often as the
+// driver reports the context's error, whichever arrives first.
 func (s *Server) deadlineErr(orig, r *http.Request, err error) error {
-	if orig.Context().Err() != nil || !errors.Is(r.Context().Err(), context.DeadlineExceeded) || clasp.AsError(err) != nil {
+	if orig.Context().Err() != nil || !errors.Is(r.Context().Err(), context.DeadlineExceeded) {
+		return err
+	}
+	if ce := clasp.AsError(err); ce != nil && ce.Code != clasp.CodeUnavailable {
 		return err
 	}
 	s.log.Warn("request cut at the server's deadline", "method", r.Method, "path", r.URL.Path, "deadline", s.cfg.RequestDeadline,
