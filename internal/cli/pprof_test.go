@@ -13,9 +13,10 @@ import (
 )
 
 // TestServePprof: --pprof serves /debug/pprof/ on its own loopback
-// listener, not on the API's, to admin operator tokens only: without a
-// token, with an unknown one, or with a viewer's, it answers a JSON error
-// (401, 401, 403) and shows nothing, not even the command line.
+// listener, not on the API's, to admin operator tokens of every company
+// only: without a token, with an unknown one, a viewer's or an admin's
+// scoped to one company, it answers a JSON error (401, 401, 403, 403) and
+// shows nothing, not even the command line.
 func TestServePprof(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -62,7 +63,18 @@ func TestServePprof(t *testing.T) {
 	if st, _ := get("http://"+info.Addr+"/debug/pprof/", info.BoardToken); st == http.StatusOK {
 		t.Errorf("the API listener serves /debug/pprof/ (status %d); want it only on --pprof's", st)
 	}
-	viewer, err := client.New(info.URL, client.WithToken(info.BoardToken)).OperatorTokenCreate(ctx, client.OperatorTokenCreateRequest{Name: "v", Role: clasp.RoleViewer})
+	board := client.New(info.URL, client.WithToken(info.BoardToken))
+	viewer, err := board.OperatorTokenCreate(ctx, client.OperatorTokenCreateRequest{Name: "v", Role: clasp.RoleViewer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An admin of one company: the profiler shows the whole process,
+	// every company's work in it.
+	co, err := board.CompanyCreate(ctx, client.CompanyCreateRequest{Name: "Profiled", IssuePrefix: "PRF"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scoped, err := board.OperatorTokenCreate(ctx, client.OperatorTokenCreateRequest{Name: "a", Role: clasp.RoleAdmin, CompanyID: &co.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +86,7 @@ func TestServePprof(t *testing.T) {
 		{"no token", "", http.StatusUnauthorized, "unauthenticated"},
 		{"unknown token", "clasp_ot_nope", http.StatusUnauthorized, "unauthenticated"},
 		{"viewer token", viewer.Token, http.StatusForbidden, "forbidden"},
+		{"company-scoped admin token", scoped.Token, http.StatusForbidden, "forbidden"},
 	} {
 		for _, p := range []string{"/debug/pprof/", "/debug/pprof/cmdline"} {
 			st, body := get("http://"+info.PprofAddr+p, tc.token)

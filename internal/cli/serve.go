@@ -300,8 +300,8 @@ func (m *serveMain) setup(ctx context.Context) error {
 		return err
 	}
 	if m.agentUser == nil && m.agentUIDs == nil && os.Geteuid() == 0 {
-		fmt.Fprintln(out, "warning: running as root without --agent-user: server-managed agents run as root and can read the data directory, the database and the board token")
-		log.Warn("running as root without --agent-user: managed agents run as root")
+		fmt.Fprintln(out, "warning: running as root without --agent-uid-range or --agent-user: server-managed agents run as root and can read the data directory, the database, the board token and each other's processes; give --agent-uid-range (a uid of its own per agent) to isolate them")
+		log.Warn("running as root without --agent-uid-range or --agent-user: managed agents run as root")
 	}
 	return nil
 }
@@ -463,9 +463,10 @@ func (g *pprofGate) set(st pprofStore) {
 }
 
 // check answers nil for a request whose Authorization: Bearer is a usable
-// admin operator token (the board token is one, also before it was first
-// used); otherwise the refusal: 401 unauthenticated (no, unknown, revoked
-// or expired token), 403 forbidden (a token that is not an admin's), 503
+// admin operator token of every company (the board token is one, also
+// before it was first used); otherwise the refusal: 401 unauthenticated
+// (no, unknown, revoked or expired token), 403 forbidden (a token that is
+// not an admin's, or one scoped to a company), 503
 // unavailable (the store is not open yet or failed).
 func (g *pprofGate) check(r *http.Request) *clasp.Error {
 	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -497,6 +498,11 @@ func (g *pprofGate) check(r *http.Request) *clasp.Error {
 	}
 	if t.Role != clasp.RoleAdmin {
 		return clasp.Errorf(clasp.CodeForbidden, "The profiler is for admin operator tokens only; this token's role is %s.", t.Role)
+	}
+	if t.CompanyID != nil {
+		// A profile shows the whole process: every company's data in
+		// memory, every goroutine, the command line.
+		return clasp.Errorf(clasp.CodeForbidden, "The profiler shows the whole server, every company's work in it: it is for admin tokens of every company, not one scoped to a company.")
 	}
 	return nil
 }

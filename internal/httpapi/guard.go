@@ -324,11 +324,30 @@ type limitState struct {
 
 // take takes one token from key's bucket at now.
 func (b *buckets) take(key string, now time.Time) limitState {
-	if b.off {
-		return limitState{ok: true}
+	return b.decide(key, now, true)
+}
+
+// admit reports whether key's bucket has a token at now without taking
+// it, and returns charge, which takes it: for a request that counts only
+// once it is done (a row created), charged after it succeeded. Concurrent
+// requests of one key admitted at once may each be charged, leaving the
+// bucket in debt that later requests wait out, so the rate holds over
+// time. charge is a no-op when the limit is off.
+func (b *buckets) admit(key string, now time.Time) (st limitState, charge func()) {
+	st = b.decide(key, now, false)
+	if b.off || !st.ok {
+		return st, func() {}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	return st, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.entry(key, time.Now()).lim.ReserveN(time.Now(), 1)
+	}
+}
+
+// entry returns key's bucket, made when missing; buckets idle long enough
+// to have refilled are dropped first when the map is large. b.mu is held.
+func (b *buckets) entry(key string, now time.Time) *bucket {
 	e := b.m[key]
 	if e == nil {
 		if len(b.m) >= 4096 && now.Sub(b.lastGC) > time.Second {
@@ -343,17 +362,30 @@ func (b *buckets) take(key string, now time.Time) limitState {
 		b.m[key] = e
 	}
 	e.used = now
+	return e
+}
+
+// decide is take (consume true) or admit's check (consume false) of key's
+// bucket at now.
+func (b *buckets) decide(key string, now time.Time, consume bool) limitState {
+	if b.off {
+		return limitState{ok: true}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.entry(key, now)
 	st := limitState{limit: b.burst}
-	if e.lim.AllowN(now, 1) {
+	switch r := e.lim.ReserveN(now, 1); {
+	case !r.OK():
+		st.retry = time.Minute
+	case r.DelayFrom(now) == 0:
 		st.ok = true
-	} else {
-		r := e.lim.ReserveN(now, 1)
-		if r.OK() {
-			st.retry = r.DelayFrom(now)
+		if !consume {
 			r.CancelAt(now)
-		} else {
-			st.retry = time.Minute
 		}
+	default:
+		st.retry = r.DelayFrom(now)
+		r.CancelAt(now)
 	}
 	tokens := e.lim.TokensAt(now)
 	st.remaining = max(0, int(math.Floor(tokens)))
@@ -441,20 +473,22 @@ func streamKey(c *call) string {
 	return credentialKey(c.r)
 }
 
-// takeCreate takes one row from the calling agent's allowance of creates
-// (Limits.CreatesPerAgentMinute); the board is not limited. 429
-// rate_limited with Retry-After and RateLimit-* when it is used up.
-func (s *Server) takeCreate(c *call, what string) error {
+// admitCreate checks that the calling agent's allowance of creates
+// (Limits.CreatesPerAgentMinute) has room for one more row; the board is
+// not limited. 429 rate_limited with Retry-After and RateLimit-* when it
+// is used up. The caller calls charge once the row is created, so that
+// only rows created count.
+func (s *Server) admitCreate(c *call, what string) (charge func(), err error) {
 	if c.who.agent == nil {
-		return nil
+		return func() {}, nil
 	}
-	st := s.creates.take(c.who.agent.ID, time.Now())
+	st, charge := s.creates.admit(c.who.agent.ID, time.Now())
 	if st.ok {
-		return nil
+		return charge, nil
 	}
 	st.setHeaders(c.w.Header())
 	retry := max(1, ceilSeconds(st.retry))
-	return clasp.Errorf(clasp.CodeRateLimited, "This agent has created as many rows as it may for now (%d issues, comments and runs a minute together, refilled continuously); %s refused, retry after %d s.", s.limits.CreatesPerAgentMinute, what, retry).
+	return charge, clasp.Errorf(clasp.CodeRateLimited, "This agent has created as many rows as it may for now (%d issues, comments and runs a minute together, refilled continuously); %s refused, retry after %d s.", s.limits.CreatesPerAgentMinute, what, retry).
 		WithDetails("limit", "creates per agent per minute").WithDetails("retryAfterSeconds", retry)
 }
 

@@ -62,7 +62,8 @@ func (s *Server) issueCreate(ctx context.Context, c *call, in *issueCreateIn) (i
 	if err := bodyIdempotencyKey(c, in.IdempotencyKey); err != nil {
 		return 0, nil, err
 	}
-	if err := s.takeCreate(c, "this issue is"); err != nil {
+	charge, err := s.admitCreate(c, "this issue is")
+	if err != nil {
 		return 0, nil, err
 	}
 	cid := pathUUID(c, "companyId")
@@ -81,8 +82,9 @@ func (s *Server) issueCreate(ctx context.Context, c *call, in *issueCreateIn) (i
 	}
 	iss, err := s.st.IssueCreate(ctx, p)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, err // only rows created count
 	}
+	charge()
 	return http.StatusCreated, iss, nil
 }
 
@@ -483,23 +485,28 @@ func (s *Server) commentCreate(ctx context.Context, c *call, in *commentCreateIn
 	if err := bodyIdempotencyKey(c, in.IdempotencyKey); err != nil {
 		return 0, nil, err
 	}
+	charge := func() {}
 	if !c.who.board {
 		// Limits.CommentsPerAgentMinute: one allowance per agent, shared
 		// by all its keys and runs. A replayed Idempotency-Key counts too:
-		// it is still a request.
-		if st := s.comments.take(c.who.agent.ID, time.Now()); !st.ok {
+		// it is still a request; a comment refused after all does not.
+		st, chargeComment := s.comments.admit(c.who.agent.ID, time.Now())
+		if !st.ok {
 			st.setHeaders(c.w.Header())
 			return 0, nil, clasp.Errorf(clasp.CodeRateLimited, "This agent has used up its comment allowance (%d a minute across all its runs and keys, refilled continuously, with a burst of as many); retry after %d s.", s.limits.CommentsPerAgentMinute, max(1, ceilSeconds(st.retry))).
 				WithDetails("limit", "comments per agent per minute").WithDetails("retryAfterSeconds", max(1, ceilSeconds(st.retry)))
 		}
-		if err := s.takeCreate(c, "this comment is"); err != nil {
+		chargeCreate, err := s.admitCreate(c, "this comment is")
+		if err != nil {
 			return 0, nil, err
 		}
+		charge = func() { chargeComment(); chargeCreate() }
 	}
 	cm, err := s.st.CommentCreate(ctx, &store.CommentCreateParams{Ref: ref, Body: *in.Body, Actor: c.actor(), Idempotency: c.idem})
 	if err != nil {
 		return 0, nil, err
 	}
+	charge()
 	return http.StatusCreated, cm, nil
 }
 

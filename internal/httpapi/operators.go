@@ -191,10 +191,17 @@ func (s *Server) authorize(c *call) error {
 // token that is not an admin's: an adapter is a command the server runs
 // on its own host, which reaches beyond any company scope.
 func adminForAdapter(c *call) error {
-	if c.who.op.role == clasp.RoleAdmin {
+	if c.who.op.role == clasp.RoleAdmin && c.who.op.company == "" {
 		return nil
 	}
-	return clasp.Errorf(clasp.CodeForbidden, "Only an operator token of role admin may set an agent's adapter (a command the server runs on its host); this one's role is %s.", c.who.op.role).
+	if c.who.op.role == clasp.RoleAdmin {
+		// The command runs on the server's host, as the server's user
+		// unless --agent-uid-range or --agent-user says otherwise: it
+		// could read the data directory and every company's data.
+		return clasp.Errorf(clasp.CodeForbidden, "Only an admin token of every company may set an agent's adapter: it is a command the server runs on its host, which reaches past one company; this token is scoped to company %s.", c.who.op.company).
+			WithDetails("field", "adapter").WithDetails("role", string(c.who.op.role))
+	}
+	return clasp.Errorf(clasp.CodeForbidden, "Only an admin token of every company may set an agent's adapter (a command the server runs on its host); this one's role is %s.", c.who.op.role).
 		WithDetails("field", "adapter").WithDetails("role", string(c.who.op.role))
 }
 

@@ -316,7 +316,8 @@ func TestSessionSignOutAndExpiry(t *testing.T) {
 }
 
 // TestAdapterIsAdmins: an operator token of role operator manages agents
-// but may not set an adapter (a command the server runs on its host).
+// but may not set an adapter (a command the server runs on its host), nor
+// may an admin scoped to one company; an admin of every company may.
 func TestAdapterIsAdmins(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -328,4 +329,17 @@ func TestAdapterIsAdmins(t *testing.T) {
 		t.Errorf("operator setting an adapter: got %d %s, want 403 forbidden", res.status, e.Code)
 	}
 	b.must(http.StatusOK, "PATCH", "/api/agents/"+w.a.ID, req{token: op.Token, body: map[string]any{"role": "reviewer"}}, nil)
+	// An admin scoped to the company may not either: the command would
+	// run on the server's host, past the company's bounds, and could read
+	// every company's data; nor may it create an agent with an adapter.
+	scoped := b.operatorToken("admin", w.c.ID)
+	res = b.do("PATCH", "/api/agents/"+w.a.ID, req{token: scoped.Token, body: map[string]any{"adapter": adapter}})
+	if e := res.errBody(t); res.status != http.StatusForbidden || e.Code != clasp.CodeForbidden {
+		t.Errorf("company-scoped admin setting an adapter: got %d %s, want 403 forbidden", res.status, e.Code)
+	}
+	res = b.do("POST", "/api/companies/"+w.c.ID+"/agents", req{token: scoped.Token, body: map[string]any{"name": "exfil", "adapter": adapter}})
+	if e := res.errBody(t); res.status != http.StatusForbidden || e.Code != clasp.CodeForbidden {
+		t.Errorf("company-scoped admin creating an agent with an adapter: got %d %s, want 403 forbidden", res.status, e.Code)
+	}
+	b.must(http.StatusOK, "PATCH", "/api/agents/"+w.a.ID, req{body: map[string]any{"adapter": adapter}}, nil)
 }

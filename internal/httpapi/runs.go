@@ -63,7 +63,8 @@ func (s *Server) runOpen(ctx context.Context, c *call, in *runOpenIn) (int, any,
 	if err := refusePaused(c, "open runs"); err != nil {
 		return 0, nil, err
 	}
-	if err := s.takeCreate(c, "this run is"); err != nil {
+	charge, err := s.admitCreate(c, "this run is")
+	if err != nil {
 		return 0, nil, err
 	}
 	token, hash := NewToken(TokenRun)
@@ -92,8 +93,9 @@ func (s *Server) runOpen(ctx context.Context, c *call, in *runOpenIn) (int, any,
 	}
 	run, err := s.st.RunOpen(ctx, p)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, err // a refused open (the live-run limit among others) created nothing
 	}
+	charge()
 	run.RunToken = token
 	if p.TokenHashFor != nil {
 		run.RunToken = runTokenFor(c.who.key, run.ID)

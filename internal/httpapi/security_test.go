@@ -404,6 +404,29 @@ func TestSecurityLiveRunCapPerAgent(t *testing.T) {
 	})
 }
 
+// TestSecurityRefusedCreatesDoNotCount: a create refused for another
+// reason (an open over the live-run limit, an issue create the store
+// refuses) takes nothing from the agent's allowance of creates: only rows
+// created count.
+func TestSecurityRefusedCreatesDoNotCount(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOpts) { o.limits = Limits{LiveRunsPerAgent: 2, CreatesPerAgentMinute: 4} })
+	w := b.world("RC") // a opened ra1 and ra2: two creates, and its two live runs
+	for range 10 {
+		wantErr(t, b.do("POST", "/api/agents/me/runs", req{token: w.ka, body: map[string]any{}}), 429, clasp.CodeRateLimited, "")
+		if r := b.do("POST", "/api/companies/"+w.c.ID+"/issues", req{token: w.ka, body: map[string]any{"title": "x", "assigneeAgentId": uuid.NewString()}}); r.status < 400 || r.status == 429 {
+			t.Fatalf("an issue for an agent that does not exist: %d %s, want the store's refusal", r.status, r.body)
+		}
+	}
+	b.must(http.StatusOK, "POST", "/api/runs/"+w.ra1.ID+"/finish", req{token: w.ka, run: w.ra1.ID, body: map[string]any{"status": "succeeded"}}, nil)
+	b.run(w.ka)
+	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/issues", req{token: w.ka, body: map[string]any{"title": "the fourth create"}}, nil)
+	e := wantErr(t, b.do("POST", "/api/companies/"+w.c.ID+"/issues", req{token: w.ka, body: map[string]any{"title": "the fifth"}}), 429, clasp.CodeRateLimited, "")
+	if e.Details["limit"] != "creates per agent per minute" {
+		t.Errorf("the fifth create: details.limit %v, want the per-agent create limit", e.Details["limit"])
+	}
+}
+
 // TestSecurityLiveRunCapConcurrent: 20 opens of one agent's runs sent at
 // once, on two servers of one database (PostgreSQL) or one (SQLite),
 // leave exactly LiveRunsPerAgent runs open: the limit is decided in the

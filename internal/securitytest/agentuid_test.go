@@ -157,7 +157,7 @@ func TestAgentUIDsIsolateAgents(t *testing.T) {
 func testAgentUIDsIsolateAgents(t *testing.T, databaseURL string) {
 	first, last := uidRange()
 	s := startServer(t, serveOpts{DatabaseURL: databaseURL, Args: []string{"--agent-uid-range", fmt.Sprintf("%d-%d", first, last)}, Traversable: true})
-	if strings.Contains(s.output(), "running as root without --agent-user") {
+	if strings.Contains(s.output(), "running as root without --agent-uid-range or --agent-user") {
 		t.Errorf("the server warned about root agents although --agent-uid-range is set:\n%s", s.output())
 	}
 	ctx := context.Background()

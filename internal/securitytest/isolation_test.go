@@ -173,7 +173,7 @@ func TestAgentUserCannotReadDataDir(t *testing.T) {
 	nobody := agentUserOrSkip(t)
 	storeKinds(t, func(t *testing.T, databaseURL string) {
 		s := startServer(t, serveOpts{DatabaseURL: databaseURL, Args: []string{"--agent-user", "nobody"}, Traversable: true})
-		if strings.Contains(s.output(), "running as root without --agent-user") {
+		if strings.Contains(s.output(), "running as root without --agent-uid-range or --agent-user") {
 			t.Errorf("the server warned about root although --agent-user is set:\n%s", s.output())
 		}
 		modes := map[string]os.FileMode{s.DataDir: 0o711, filepath.Join(s.DataDir, "board-token"): 0o600}
@@ -275,7 +275,7 @@ func groupMembers(pgid int) []string {
 func TestRootWithoutAgentUserWarns(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, serveOpts{})
-	warned := strings.Contains(s.output(), "warning: running as root without --agent-user")
+	warned := strings.Contains(s.output(), "warning: running as root without --agent-uid-range or --agent-user")
 	if root := os.Geteuid() == 0; warned != root {
 		t.Errorf("running as root: %v, warned: %v; output:\n%s", root, warned, s.output())
 	}

@@ -110,7 +110,7 @@ func (p *RunTouchParams) TTL() time.Duration {
 // no longer uses ends by finishing it, or when its lease runs out.
 func ErrLiveRunsLimit(agentID string, limit int, lease time.Duration) *clasp.Error {
 	retry := max(int(lease.Seconds()), 1)
-	return clasp.Errorf(clasp.CodeRateLimited, "Agent %s already has %d live runs, its limit (serve --max-live-runs-per-agent): finish a run it no longer uses (POST /api/runs/{id}/finish) or wait for one's lease to run out; retry after %d s.", agentID, limit, retry).
+	return clasp.Errorf(clasp.CodeRateLimited, "Agent %s is at its limit of %d live runs (serve --max-live-runs-per-agent): finish a run it no longer uses (POST /api/runs/{id}/finish) or wait for one's lease to run out; retry after %d s.", agentID, limit, retry).
 		WithDetails("limit", "live runs per agent").WithDetails("max", limit).WithDetails("retryAfterSeconds", retry)
 }
 

@@ -181,12 +181,27 @@ func (w *Worker) exit(reason string) error {
 func (w *Worker) turn(ctx context.Context) error {
 	var run *clasp.Run
 	ictx := client.WithIdempotencyKey(ctx, client.NewIdempotencyKey())
-	if err := w.retry(ctx, func() error {
-		var err error
-		run, err = w.c.RunOpen(ictx, client.RunOpenRequest{InvocationSource: "swarm"})
-		return err
-	}); err != nil {
-		return fmt.Errorf("open run: %w", err)
+	waitUntil := time.Now().Add(liveRunsWait)
+	for {
+		err := w.retry(ctx, func() error {
+			var err error
+			run, err = w.c.RunOpen(ictx, client.RunOpenRequest{InvocationSource: "swarm"})
+			return err
+		})
+		if err == nil {
+			break
+		}
+		// At its live-run limit the agent waits for a run of its to end
+		// (a killed process's run lives until its lease runs out), as
+		// the answer's Retry-After says, for liveRunsWait at most.
+		wait, limited := retryAfter(err)
+		if !limited || time.Now().Add(wait).After(waitUntil) {
+			return fmt.Errorf("open run: %w", err)
+		}
+		w.log.Info("at the agent's live-run limit; waiting for a run to end", "wait", wait)
+		if !sleepCtx(ctx, wait) {
+			return fmt.Errorf("open run: %w", err)
+		}
 	}
 	// The run token is a credential bound to this run (RULES.md, Actors and credentials): every
 	// call of the turn names the run.
@@ -636,6 +651,22 @@ func (w *Worker) retry(ctx context.Context, f func() error) error {
 			return err
 		}
 	}
+}
+
+// liveRunsWait is how long a worker at its agent's live-run limit waits
+// for runs to end before it gives up opening one: a few leases.
+const liveRunsWait = 2 * time.Minute
+
+// retryAfter reports whether err is a 429 rate_limited, and how long it
+// says to wait (details.retryAfterSeconds, 1 s when it says nothing, at
+// most 10 s so that a place freed sooner is taken soon).
+func retryAfter(err error) (time.Duration, bool) {
+	ce := clasp.AsError(err)
+	if ce == nil || ce.Code != clasp.CodeRateLimited {
+		return 0, false
+	}
+	secs, _ := ce.Details["retryAfterSeconds"].(float64)
+	return min(max(time.Duration(secs*float64(time.Second)), time.Second), 10*time.Second), true
 }
 
 // runGone reports whether err says the calling run is no longer live: 409

@@ -16,6 +16,8 @@ import (
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/client"
+	"github.com/clasp-dev/clasp/internal/cli"
+	"github.com/clasp-dev/clasp/internal/httpapi"
 	"github.com/clasp-dev/clasp/internal/swarm"
 )
 
@@ -337,5 +339,57 @@ func TestAgentWorkFailedWork(t *testing.T) {
 				t.Errorf("violations (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestAgentWorkWaitsAtLiveRunLimit: an agent at its live-run limit
+// (serve --max-live-runs-per-agent) because a killed process's run still
+// holds its place is answered 429 with Retry-After when it opens a run;
+// `clasp agent work` waits as told until that run's lease runs out, then
+// works its issue and exits 0, instead of failing at the first 429.
+func TestAgentWorkWaitsAtLiveRunLimit(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan cli.ServeInfo, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- cli.Serve(ctx, cli.ServeConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", LeaseTTL: 2 * time.Second,
+			SweepInterval: 200 * time.Millisecond, Net: cli.NetConfig{Limits: httpapi.Limits{LiveRunsPerAgent: 1}}}, ready)
+	}()
+	var info cli.ServeInfo
+	select {
+	case info = <-ready:
+	case err := <-served:
+		cancel()
+		t.Fatalf("serve: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	board := client.New(info.URL, client.WithToken(info.BoardToken))
+	f := newAgentFixture(t, board, "LIVE", "only")
+	// The run of a process that died: it keeps the agent's one place
+	// until its lease runs out.
+	if _, err := client.New(info.URL, client.WithToken(f.key)).RunOpen(t.Context(), client.RunOpenRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := client.New(info.URL, client.WithToken(f.key)).RunOpen(t.Context(), client.RunOpenRequest{})
+	if clasp.ErrorCode(err) != clasp.CodeRateLimited {
+		t.Fatalf("a second open at the limit: %v, want 429 rate_limited", err)
+	}
+	cmd, events := f.startAgent(t)
+	var evs []swarm.Event
+	for ev := range events {
+		evs = append(evs, ev)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("agent work at its live-run limit: %v (events %v)", err, evs)
+	}
+	page, err := board.IssueList(t.Context(), f.company.ID, client.IssueListParams{})
+	if err != nil || len(page.Items) != 1 || page.Items[0].Status != clasp.IssueDone {
+		t.Fatalf("issues after the agent's work: %+v, %v; want the one issue done", page, err)
 	}
 }
