@@ -40,7 +40,7 @@ func (r *Raw) step(ctx context.Context, what, name string, p RawStep) error {
 	args := namedArgs{"rid": p.IssueID, "rident": "", "company": p.CompanyID, "run": p.RunID, "agent": p.AgentID, "board": false,
 		"actor_type": "agent", "actor_id": p.AgentID, "actor_run": p.RunID, "expected": []string{"todo"}, "unassign": false}
 	var (
-		changed, ok                            bool
+		changed, ok, runEnded                  bool
 		owned, active, inCompany               *bool
 		t1, t2, t3, t4, t5, t6, t7, status     string
 		n1, n2, n3, n4, o1, o2, o3, o4, o5, o6 *string
@@ -51,7 +51,7 @@ func (r *Raw) step(ctx context.Context, what, name string, p RawStep) error {
 	)
 	err := r.s.pool.QueryRow(ctx, q(name), args).Scan(&changed, &t1, &t2, &t3, &t4, &t5, &t6, &t7, &n1, &n2, &epoch, &n3, &n4,
 		&ts1, &ts2, &ts3, &ts4, &created, &updated,
-		&status, &o1, &o2, &o3, &o4, &o5, &o6, &o7, &o8, &owned, &active, &inCompany, &ok)
+		&status, &o1, &o2, &o3, &o4, &o5, &o6, &o7, &o8, &owned, &active, &inCompany, &ok, &runEnded)
 	if err != nil {
 		return fmt.Errorf("raw %s of issue %s: %w", what, p.IssueID, err)
 	}
