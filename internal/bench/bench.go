@@ -117,7 +117,7 @@ type Config struct {
 	// DatabaseURL, when set, runs the in-process server on PostgreSQL
 	// instead of SQLite: a store in a fresh schema of that database,
 	// dropped at the end. The raw limit of the cycle phases is then the
-	// store's statements straight through pgx (postgres.Raw) on a second
+	// store's statements straight through pgx (raw.go) on a second
 	// fresh schema of the same database. Sync does not apply.
 	DatabaseURL string
 	// SeedIssues, when positive, bulk-inserts that many filler issues

@@ -104,7 +104,7 @@ func (c closeFunc) Close() error { c.drop(); return nil }
 
 // newPostgresRaw returns the raw limit on a fresh schema of url (its own
 // store, fixture as setupRawFixture, a connection per goroutine): sqlCheckout
-// and sqlRelease straight through pgx (postgres.Raw). The schema is dropped
+// and sqlRelease straight through pgx (postgresRawCheckout, raw.go). The schema is dropped
 // by the returned drop; open and close are no-ops (the pool stays open for
 // the run).
 // mon, when not nil, probes its backends' CPU.
@@ -123,7 +123,6 @@ func newPostgresRaw(ctx context.Context, url string, mon *pgMonitor, nAgents, nI
 		drop()
 		return nil, nil, fmt.Errorf("bench: raw fixture (PostgreSQL): %w", err)
 	}
-	raw := st.Raw()
 	return &rawTarget{
 		kind:     TargetRaw,
 		db:       mon.probe(app),
@@ -131,7 +130,7 @@ func newPostgresRaw(ctx context.Context, url string, mon *pgMonitor, nAgents, nI
 		steps:    steps,
 		open:     func(context.Context) error { return nil },
 		close:    func() {},
-		checkout: func(ctx context.Context, s rawStep) error { return raw.Checkout(ctx, postgres.RawStep(s)) },
-		release:  func(ctx context.Context, s rawStep) error { return raw.Release(ctx, postgres.RawStep(s)) },
+		checkout: func(ctx context.Context, s rawStep) error { return postgresRawCheckout(ctx, st, s) },
+		release:  func(ctx context.Context, s rawStep) error { return postgresRawRelease(ctx, st, s) },
 	}, drop, nil
 }

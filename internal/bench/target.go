@@ -363,7 +363,7 @@ func newSQLiteRaw(ctx context.Context, dir, mode string, nAgents, nIssues int) (
 	path := filepath.Join(dir, "raw-"+mode+".db")
 	var (
 		st  *sqlite.Store
-		raw *sqlite.Raw
+		raw *sqliteRaw
 	)
 	r := &rawTarget{kind: TargetRaw, sync: mode}
 	r.open = func(ctx context.Context) error {
@@ -371,7 +371,7 @@ func newSQLiteRaw(ctx context.Context, dir, mode string, nAgents, nIssues int) (
 		if err != nil {
 			return fmt.Errorf("bench: open the raw store (%s): %w", mode, err)
 		}
-		st, raw = s, s.Raw()
+		st, raw = s, newSQLiteRawRunner(s)
 		return nil
 	}
 	r.close = func() {
@@ -380,8 +380,8 @@ func newSQLiteRaw(ctx context.Context, dir, mode string, nAgents, nIssues int) (
 			st, raw = nil, nil
 		}
 	}
-	r.checkout = func(ctx context.Context, s rawStep) error { return raw.Checkout(ctx, sqlite.RawStep(s)) }
-	r.release = func(ctx context.Context, s rawStep) error { return raw.Release(ctx, sqlite.RawStep(s)) }
+	r.checkout = func(ctx context.Context, s rawStep) error { return raw.Checkout(ctx, s) }
+	r.release = func(ctx context.Context, s rawStep) error { return raw.Release(ctx, s) }
 	if err := r.open(ctx); err != nil {
 		return nil, err
 	}

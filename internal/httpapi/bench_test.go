@@ -33,7 +33,7 @@ func BenchmarkHTTPCheckoutRelease(b *testing.B) {
 // BenchmarkHTTPCheckoutReleasePostgres is BenchmarkHTTPCheckoutRelease
 // through the PostgreSQL store (a fresh schema on CLASP_TEST_POSTGRES_URL;
 // skipped without it), at 1, 8, 32 and 64 clients. Compare with
-// BenchmarkRawPgx of internal/store/postgres for the raw limit:
+// BenchmarkRaw of internal/bench for the raw limit:
 //
 //	go test ./internal/httpapi -run '^$' -bench HTTPCheckoutReleasePostgres -benchtime 2000x
 func BenchmarkHTTPCheckoutReleasePostgres(b *testing.B) {

@@ -18,12 +18,12 @@ import (
 
 // QueryTx implements the statements of HeartbeatTx that are the same in
 // every dialect, each one named statement run on Querier (the current
-// transaction's); D tells a no-row error and makes ids. A dialect's
+// transaction's); Driver tells a no-row error and makes ids. A dialect's
 // HeartbeatTx embeds it. Unexpected database errors are returned as they
 // are (the caller wraps them).
 type QueryTx struct {
 	Querier
-	D Driver
+	Driver Driver
 }
 
 // orNone is (nil, nil) when err is d's no-row error, else (v, err).
@@ -38,24 +38,24 @@ func orNone[T any](d Driver, v *T, err error) (*T, error) {
 // when it returned none.
 func (t QueryTx) runOrNone(ctx context.Context, name string, args Args) (*clasp.Run, error) {
 	r, err := ScanRun(t.QueryRow(ctx, name, args))
-	return orNone(t.D, r, err)
+	return orNone(t.Driver, r, err)
 }
 
 // NewID returns a fresh id (Driver.NewID).
-func (t QueryTx) NewID() string { return t.D.NewID() }
+func (t QueryTx) NewID() string { return t.Driver.NewID() }
 
 // WakeByKey runs statement WakeByKey (WakeTx.WakeByKey).
 func (t QueryTx) WakeByKey(ctx context.Context, agentID, key string) (*RecordedWake, error) {
 	var w RecordedWake
 	err := t.QueryRow(ctx, "WakeByKey", Args{"agent": agentID, "key": key}).
 		Scan(&w.ID, &w.Status, &w.RunID, &w.BlockedByRunID, &w.RequestHash, &w.CompanyID)
-	return orNone(t.D, &w, err)
+	return orNone(t.Driver, &w, err)
 }
 
 // AgentAdapter runs statement AgentWithAdapter (WakeTx.AgentAdapter).
 func (t QueryTx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent, *clasp.AdapterConfig, error) {
 	aa, err := scanAgentAdapter(t.QueryRow(ctx, "AgentWithAdapter", Args{"agent": agentID}))
-	if t.D.NoRows(err) {
+	if t.Driver.NoRows(err) {
 		return nil, nil, ErrNotFound("agent", agentID)
 	}
 	if err != nil {
@@ -94,7 +94,7 @@ func (t QueryTx) InsertQueuedRun(ctx context.Context, r *QueuedRun) (*clasp.Run,
 
 // RunGet runs statement RunGet (WakeTx.RunGet).
 func (t QueryTx) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
-	return runGet(ctx, t.Querier, t.D, id)
+	return runGet(ctx, t.Querier, t.Driver, id)
 }
 
 func runGet(ctx context.Context, q Querier, d Driver, id string) (*clasp.Run, error) {
@@ -131,7 +131,7 @@ func (t QueryTx) SetWakeOutcome(ctx context.Context, wakeID, status string, runI
 func (t QueryTx) SetAdapter(ctx context.Context, agentID string, cfg *string) (string, bool, error) {
 	var company string
 	err := t.QueryRow(ctx, "AgentAdapterSet", Args{"agent": agentID, "config": cfg}).Scan(&company)
-	if t.D.NoRows(err) {
+	if t.Driver.NoRows(err) {
 		return "", false, nil
 	}
 	return company, err == nil, err

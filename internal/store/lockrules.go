@@ -13,6 +13,7 @@ package store
 // (running with an expired lease) or missing.
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -409,6 +410,70 @@ func PatchArgs(args Args, p *IssueUpdateParams) Args {
 		args["assignee"] = nullable(*p.AssigneeAgentID)
 	}
 	return args
+}
+
+// LockOutcome is what one run of a lock rule's statement did, as its
+// answer says (PostgreSQL, sql/lock.sql: columns changed, ok, run_ended).
+type LockOutcome int
+
+const (
+	// LockWritten: the statement wrote the issue and its activity rows.
+	LockWritten LockOutcome = iota
+	// LockRefused: the rule refuses on the statement's snapshot (or, L2,
+	// answers the row as it stands); nothing was written.
+	LockRefused
+	// LockRowChanged: the rule decided to write, but the issue's row
+	// changed after the statement's snapshot (its compare-and-set on the
+	// row version failed); nothing was written.
+	LockRowChanged
+	// LockRunEnded: the rule decided to take the locks for the caller's
+	// run, but that run was no longer live on its latest row when the
+	// statement locked it (it ended after the snapshot); nothing was
+	// written.
+	LockRunEnded
+)
+
+// Outcome is the outcome of a lock rule's statement from its answer
+// columns changed (it wrote), ok (it decided to write) and runEnded (the
+// caller's run was not live when the statement locked it).
+func Outcome(changed, ok, runEnded bool) LockOutcome {
+	switch {
+	case changed:
+		return LockWritten
+	case !ok:
+		return LockRefused
+	case runEnded:
+		return LockRunEnded
+	}
+	return LockRowChanged
+}
+
+// LockTries bounds the runs of a lock rule's statement in one call
+// (RULES.md, Lock rules).
+const LockTries = 50
+
+// RunLockRule runs try, one run of a lock rule's statement on a fresh
+// snapshot, again while its outcome is LockRowChanged or LockRunEnded, at
+// most LockTries times (RULES.md, Lock rules): each try sees the state
+// the last one lost to, so under contention the next one usually
+// refuses, and after an ended run it refuses with run_not_live. It
+// returns the answer of the try that wrote or refused, or try's error
+// (then at once); after LockTries tries that each lost, an internal
+// error naming what and ref; ctx's error when ctx ends between tries.
+func RunLockRule[T any](ctx context.Context, what, ref string, try func() (T, LockOutcome, error)) (T, error) {
+	var zero T
+	for range LockTries {
+		answer, outcome, err := try()
+		switch {
+		case err != nil:
+			return zero, err
+		case outcome == LockWritten || outcome == LockRefused:
+			return answer, nil
+		case ctx.Err() != nil:
+			return zero, ctx.Err()
+		}
+	}
+	return zero, fmt.Errorf("%s %s: the issue kept changing under %d tries", what, ref, LockTries)
 }
 
 // SweepBatch bounds the rows one sweeper transaction changes.

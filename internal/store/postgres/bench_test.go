@@ -31,7 +31,10 @@ func agentOf(a *clasp.Agent, runID string) store.Actor {
 // issue: conflicts are counted, cycles/s counts successful cycles). One op
 // is one attempted cycle. Needs CLASP_TEST_POSTGRES_URL.
 //
-//	go test -run '^$' -bench 'CheckoutRelease|RawPgx' ./internal/store/postgres/
+//	go test -run '^$' -bench CheckoutRelease ./internal/store/postgres/
+//
+// BenchmarkRaw of internal/bench runs the same statements without the
+// store's Go code.
 func BenchmarkCheckoutRelease(b *testing.B) {
 	for _, contended := range []bool{false, true} {
 		mode := map[bool]string{false: "uncontended", true: "contended"}[contended]
@@ -144,41 +147,4 @@ func runCycles(b *testing.B, cycles []func() error) {
 	}
 	wg.Wait()
 	b.StopTimer()
-}
-
-// BenchmarkRawPgx runs the statements of an uncontended checkout+release
-// cycle straight through pgx, without the store's Go code: the same SQL
-// (statement Checkout, then Release, each one statement in its own implicit
-// transaction) with the same arguments, its answer scanned into plain
-// variables. It is the floor the store is compared with (store ns/op
-// divided by raw ns/op).
-//
-//	go test -run '^$' -bench 'CheckoutRelease|RawPgx' ./internal/store/postgres/
-func BenchmarkRawPgx(b *testing.B) {
-	for _, n := range benchGoroutines {
-		b.Run(fmt.Sprintf("uncontended/goroutines=%d", n), func(b *testing.B) { benchRaw(b, n) })
-	}
-}
-
-func benchRaw(b *testing.B, n int) {
-	ctx := context.Background()
-	e := newBenchEnv(b, n)
-	cycles := make([]func() error, n)
-	for g := range cycles {
-		a := e.agent(b, "agent-"+strconv.Itoa(g))
-		actor := e.run(b, a)
-		issues := []string{e.issue(b), e.issue(b), e.issue(b), e.issue(b)}
-		k := 0
-		cycles[g] = func() error {
-			id := issues[k%len(issues)]
-			k++
-			step := RawStep{IssueID: id, AgentID: a.ID, RunID: actor.RunID, CompanyID: a.CompanyID}
-			if err := e.s.Raw().Checkout(ctx, step); err != nil {
-				return err
-			}
-			return e.s.Raw().Release(ctx, step)
-		}
-	}
-	runCycles(b, cycles)
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cycles/s")
 }

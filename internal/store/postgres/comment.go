@@ -21,12 +21,12 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 		return nil, err
 	}
 	a := p.Actor
-	rid, rident := splitRef(p.Ref)
+	rid, rident := store.SplitRef(p.Ref)
 	var author *string
 	if a.Type == clasp.ActorAgent {
 		author = &a.AgentID
 	}
-	args := actorArgs(namedArgs{"id": s.newID(), "rid": rid, "rident": rident, "company": scope(a), "body": p.Body,
+	args := actorArgs(namedArgs{"id": s.newID(), "rid": rid, "rident": rident, "company": store.Scope(a), "body": p.Body,
 		"author": author, "board": a.IsBoard()}, a)
 	idemArgs(args, p.Idempotency, store.IdemComment)
 	replay := func(id string) (*clasp.Comment, error) {
@@ -80,7 +80,7 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 	if p.Desc {
 		name = "CommentListDesc"
 	}
-	rows, err := s.pool.Query(ctx, q(name), namedArgs{"issue": issueID, "after": p.After, "limit": pageLimit(p.Limit), "cursor": p.Cursor})
+	rows, err := s.pool.Query(ctx, q(name), namedArgs{"issue": issueID, "after": p.After, "limit": store.PageLimit(p.Limit), "cursor": p.Cursor})
 	if err != nil {
 		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
 	}
@@ -94,7 +94,7 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 // commentIssue returns the id of the issue ref visible in companyID ("" for
 // any); 404 not_found.
 func (s *Store) commentIssue(ctx context.Context, companyID, ref string) (string, error) {
-	rid, rident := splitRef(ref)
+	rid, rident := store.SplitRef(ref)
 	var issueID string
 	err := s.pool.QueryRow(ctx, q("IssueRef"), namedArgs{"rid": rid, "rident": rident, "company": companyID}).Scan(&issueID)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -40,7 +40,7 @@ type hbtx struct {
 }
 
 func (s *Store) hbTx(tx pgx.Tx) hbtx {
-	return hbtx{store.QueryTx{Querier: pooled{tx}, D: driver{s}}, tx, s}
+	return hbtx{store.QueryTx{Querier: pooled{tx}, Driver: driver{s}}, tx, s}
 }
 
 // hb is a store transaction (s.tx) as a store.TxRunner.
@@ -64,7 +64,7 @@ func (h hbtx) LockAgent(ctx context.Context, agentID string) error {
 // IssueID resolves ref with statement IssueRef.
 func (h hbtx) IssueID(ctx context.Context, companyID, ref string) (string, error) {
 	var id string
-	rid, rident := splitRef(ref)
+	rid, rident := store.SplitRef(ref)
 	err := h.QueryRow(ctx, "IssueRef", store.Args{"rid": rid, "rident": rident, "company": companyID}).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil

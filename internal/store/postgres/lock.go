@@ -12,11 +12,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/clasp-dev/clasp"
@@ -26,25 +24,22 @@ import (
 // lockAnswer is what a lock rule's statement answers: whether it changed
 // the issue, the issue after the statement (as it stands when !changed),
 // the lock state before it, and its decision (column ok: it decided to
-// write, so !changed && ok means the row changed under it).
+// write, so !changed && ok means the row changed under it, or, runEnded,
+// the caller's run ended under it).
 type lockAnswer struct {
-	changed, ok bool
-	issue       *clasp.Issue
+	changed, ok, runEnded bool
+	issue                 *clasp.Issue
 	store.LockState
 }
 
-// casAttempts bounds how often a lock rule runs again because its row
-// changed between its snapshot and its write (or its run ended): each try
-// sees a newer state, so under contention the next one usually refuses.
-const casAttempts = 50
-
-// lockRule runs the named lock rule statement, again (with a fresh
-// snapshot) while it decided to write but found the row changed since its
-// snapshot or its run ended under it (checkoutRunEnded), and on deadlock.
+// lockRule runs the named lock rule statement, again with a fresh
+// snapshot while its answer says it decided to write but wrote nothing
+// because the row changed since its snapshot or the caller's run ended
+// under it (store.RunLockRule, which bounds the tries), and on deadlock.
 // It returns the answer of the last try; a 404 not_found naming ref when
 // the issue does not exist in scope; what names the rule in other errors.
 func (s *Store) lockRule(ctx context.Context, name, what, ref string, args namedArgs) (*lockAnswer, error) {
-	for range casAttempts {
+	return store.RunLockRule(ctx, what, ref, func() (*lockAnswer, store.LockOutcome, error) {
 		var l *lockAnswer
 		err := s.retry(ctx, func() error {
 			var err error
@@ -53,33 +48,19 @@ func (s *Store) lockRule(ctx context.Context, name, what, ref string, args named
 		})
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) || clasp.ErrorCode(err) == clasp.CodeNotFound:
-			return nil, notFound("issue", ref)
-		case checkoutRunEnded(err):
-			continue // nothing was written; the next try sees the run ended and refuses
+			return nil, 0, notFound("issue", ref)
 		case err != nil:
-			return nil, wrap(err, "%s %s", what, ref)
-		case l.changed || !l.ok:
-			return l, nil
+			return nil, 0, wrap(err, "%s %s", what, ref)
 		}
-	}
-	return nil, fmt.Errorf("%s %s: the issue kept changing under %d tries", what, ref, casAttempts)
-}
-
-// checkoutRunEnded reports whether err is Checkout's own failure when the
-// caller's run ended between the statement's issue write and its lock of
-// the run (sql/lock.sql, Checkout: a cast of "<run> ended during its
-// checkout of <issue>" to int, SQLSTATE 22P02): the statement wrote
-// nothing and is run again.
-func checkoutRunEnded(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "22P02" && strings.Contains(pe.Message, " ended during its checkout of ")
+		return l, store.Outcome(l.changed, l.ok, l.runEnded), nil
+	})
 }
 
 // scanLockAnswer reads the answer columns every lock rule statement has
 // (sql/lock.sql): changed, the issue, old_status, old_assignee,
 // old_checkout, old_execution, checkout_state, execution_state,
 // caller_agent, caller_company, caller_state, owned_by_caller,
-// agent_active, assignee_in_company, ok. name is the statement's, whose
+// agent_active, assignee_in_company, ok, run_ended. name is the statement's, whose
 // scan plans are kept (plannedRow). The answer, its issue and every scan
 // destination are one allocation (lockScan).
 func scanLockAnswer(name string, row pgx.Row) (*lockAnswer, error) {
@@ -88,7 +69,7 @@ func scanLockAnswer(name string, row pgx.Row) (*lockAnswer, error) {
 	dest := append(ls.dest[:0], &l.changed)
 	dest = ls.ir.appendDest(dest, &ls.iss)
 	dest = append(dest, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
-		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &ls.owned, &ls.active, &ls.assigneeCompany, &l.ok)
+		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &ls.owned, &ls.active, &ls.assigneeCompany, &l.ok, &l.runEnded)
 	ls.row = plannedRow{name: name, dest: dest}
 	if err := row.Scan(&ls.row); err != nil {
 		return nil, err
@@ -105,13 +86,13 @@ func scanLockAnswer(name string, row pgx.Row) (*lockAnswer, error) {
 
 // lockScan is what scanLockAnswer scans one answer into: the answer, its
 // issue, the issue's times, the three nullable flags (NULL is false) and
-// the destinations (1 + 18 issue columns + 13).
+// the destinations (1 + 18 issue columns + 14).
 type lockScan struct {
 	l                              lockAnswer
 	iss                            clasp.Issue
 	ir                             issueRow
 	owned, active, assigneeCompany pgtype.Bool
-	dest                           [32]any
+	dest                           [33]any
 	row                            plannedRow
 }
 

@@ -19,28 +19,8 @@ import (
 // in place (compare-and-set on the row version, then a fresh snapshot).
 func TestCheckoutNeverAdoptsARunNewerThanItsSnapshot(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, Options{})
+	s, a, iss, openRun := newLockTest(t)
 	ctx := t.Context()
-	co, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := s.AgentCreate(ctx, &store.AgentCreateParams{CompanyID: co.ID, Name: "alpha", Actor: board})
-	if err != nil {
-		t.Fatal(err)
-	}
-	openRun := func() *clasp.Run {
-		t.Helper()
-		r, err := s.RunOpen(ctx, &store.RunOpenParams{AgentID: a.ID, LeaseTTL: time.Hour, Actor: agentOf(a, "")})
-		if err != nil {
-			t.Fatalf("open run: %v", err)
-		}
-		return r
-	}
-	iss, err := s.IssueCreate(ctx, &store.IssueCreateParams{CompanyID: co.ID, Title: "t", Status: clasp.IssueTodo, Actor: board})
-	if err != nil {
-		t.Fatal(err)
-	}
 	r1, r2 := openRun(), openRun()
 	if _, err := s.IssueCheckout(ctx, &store.IssueCheckoutParams{Ref: iss.ID, AgentID: a.ID, ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo}, Actor: agentOf(a, r1.ID)}); err != nil {
 		t.Fatalf("R1 checkout: %v", err)
@@ -87,6 +67,33 @@ func TestCheckoutNeverAdoptsARunNewerThanItsSnapshot(t *testing.T) {
 	}
 }
 
+// newLockTest opens a store with a company, its agent a and a todo issue
+// iss; openRun opens a run of a with a lease of an hour.
+func newLockTest(t *testing.T) (s *Store, a *clasp.Agent, iss *clasp.Issue, openRun func() *clasp.Run) {
+	t.Helper()
+	s = openTest(t, Options{})
+	ctx := t.Context()
+	co, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err = s.AgentCreate(ctx, &store.AgentCreateParams{CompanyID: co.ID, Name: "alpha", Actor: board}); err != nil {
+		t.Fatal(err)
+	}
+	if iss, err = s.IssueCreate(ctx, &store.IssueCreateParams{CompanyID: co.ID, Title: "t", Status: clasp.IssueTodo, Actor: board}); err != nil {
+		t.Fatal(err)
+	}
+	openRun = func() *clasp.Run {
+		t.Helper()
+		r, err := s.RunOpen(ctx, &store.RunOpenParams{AgentID: a.ID, LeaseTTL: time.Hour, Actor: agentOf(a, "")})
+		if err != nil {
+			t.Fatalf("open run: %v", err)
+		}
+		return r
+	}
+	return s, a, iss, openRun
+}
+
 // waitForLockWait waits until a session waits for a lock in a lock rule's
 // statement (the checkout under test, which must not end before: done).
 func waitForLockWait(t *testing.T, s *Store, done <-chan error) {
@@ -109,4 +116,73 @@ func waitForLockWait(t *testing.T, s *Store, done <-chan error) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("the checkout never waited for the row lock")
+}
+
+// A run's checkout and the run's finish interleave so: the checkout's
+// snapshot sees the run live and decides to take the issue, then the
+// finish commits before the checkout locks the run. The finish cleared
+// the locks of the issues whose committed rows named the run, and this
+// issue's did not yet, so the checkout must write nothing (a lock never
+// outlives its run, L6) and say why in its answer (run_ended, outcome
+// store.LockRunEnded); the store then runs it again and refuses with 409
+// run_not_live.
+func TestCheckoutRunEndedAfterSnapshot(t *testing.T) {
+	t.Parallel()
+	s, a, iss, openRun := newLockTest(t)
+	ctx := t.Context()
+	r := openRun()
+
+	// The finish holds the run's row, not committed yet.
+	finish, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer finish.Rollback(context.WithoutCancel(ctx))
+	if _, err := finish.Exec(ctx, `UPDATE runs SET status = 'succeeded', finished_at = now() WHERE id = $1`, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The checkout's statement takes its snapshot (the run live) and waits for the run.
+	args := lockArgs(iss.ID, agentOf(a, r.ID))
+	args["agent"], args["expected"] = a.ID, []string{string(clasp.IssueTodo)}
+	answers := make(chan *lockAnswer, 1)
+	done := make(chan error, 1)
+	go func() {
+		l, err := scanLockAnswer("Checkout", s.pool.QueryRow(ctx, q("Checkout"), args))
+		answers <- l
+		done <- err
+	}()
+	waitForLockWait(t, s, done)
+	if err := finish.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	l := <-answers
+	if err := <-done; err != nil {
+		t.Fatalf("checkout statement: %v", err)
+	}
+	if got := store.Outcome(l.changed, l.ok, l.runEnded); got != store.LockRunEnded || !l.ok || l.changed {
+		t.Errorf("checkout answer: got outcome %d (changed %v, ok %v, run_ended %v), want LockRunEnded (changed false, ok true, run_ended true)",
+			got, l.changed, l.ok, l.runEnded)
+	}
+	got, err := s.IssueGet(ctx, "", iss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CheckoutRunID != nil || got.ExecutionRunID != nil || got.Status != clasp.IssueTodo || got.CheckoutEpoch != iss.CheckoutEpoch {
+		t.Errorf("issue after the checkout: got status %s, locks %s/%s, epoch %d; want it unchanged (todo, no lock, epoch %d)",
+			got.Status, deref(got.CheckoutRunID), deref(got.ExecutionRunID), got.CheckoutEpoch, iss.CheckoutEpoch)
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM activity WHERE entity_id = $1 AND action LIKE 'issue.check%'`, iss.ID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("checkout activity rows: got %d, want 0", n)
+	}
+
+	// Through the store, the next try sees the run ended and refuses.
+	_, err = s.IssueCheckout(ctx, &store.IssueCheckoutParams{Ref: iss.ID, AgentID: a.ID, ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo}, Actor: agentOf(a, r.ID)})
+	if code := clasp.ErrorCode(err); code != clasp.CodeRunNotLive {
+		t.Errorf("store checkout after the finish: got %v, want 409 run_not_live", err)
+	}
 }

@@ -156,6 +156,17 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// QueryRowNamed runs statement name of sql/*.sql with its @name
+// arguments args on the store's pool, as the store runs its statements
+// (its own implicit transaction, one round trip, the rewrite of the names
+// to placeholders cached), and returns its row. It is for a tool that
+// measures the store's own statements without its Go code (clasp bench's
+// raw limit): it applies none of the store's rules, retries nothing and
+// wakes no activity stream.
+func (s *Store) QueryRowNamed(ctx context.Context, name string, args map[string]any) pgx.Row {
+	return s.pool.QueryRow(ctx, q(name), namedArgs(args))
+}
+
 // Close stops the event listener and closes the pool, waiting for
 // connections in use to be returned.
 func (s *Store) Close() error {

@@ -20,7 +20,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 	if err != nil {
 		return nil, err
 	}
-	rid, rident := splitRef(p.IssueID)
+	rid, rident := store.SplitRef(p.IssueID)
 	newID := s.newID()
 	args := actorArgs(namedArgs{"id": newID, "agent": p.AgentID, "issue_ref": p.IssueID, "rid": rid, "rident": rident,
 		"source": source, "ttl_us": ttl.Microseconds(),
@@ -119,7 +119,7 @@ func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.R
 		where, args = append(where, "agent_id = ?"), append(args, p.AgentID)
 	}
 	return store.ListPage(ctx, driver{s}, "runs", store.RunCols, where, args, p.Page, false, store.ScanRun,
-		func(r *clasp.Run) string { return encodeCursor(r.CreatedAt, r.ID) })
+		func(r *clasp.Run) string { return store.EncodeCursor(r.CreatedAt, r.ID) })
 }
 
 // RunTouch checks that run RunID exists (else 422 run_not_found), is

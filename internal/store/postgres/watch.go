@@ -180,7 +180,7 @@ func (s *Store) WatchActivity(ctx context.Context) <-chan struct{} {
 // ActivityAfter implements store.ActivityStream (see the comment at the
 // top of this file for how holes in the ids are handled).
 func (s *Store) ActivityAfter(ctx context.Context, companyID string, afterID int64, limit int) ([]*clasp.Activity, int64, error) {
-	limit = pageLimit(limit)
+	limit = store.PageLimit(limit)
 	rows, err := s.pool.Query(ctx, q("ActivityAfter"), namedArgs{"after": afterID, "limit": limit, "settle": holeSettle.Seconds()})
 	if err != nil {
 		return nil, afterID, translate(fmt.Errorf("read activity after %d: %w", afterID, err))

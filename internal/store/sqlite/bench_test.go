@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"strconv"
@@ -31,6 +30,9 @@ const benchIssues = 1000
 // synchronous FULL and NORMAL. One op is one attempted cycle.
 //
 //	go test -run '^$' -bench CheckoutRelease -benchtime 2s ./internal/store/sqlite/
+//
+// BenchmarkRaw of internal/bench runs the same statements without the
+// store's Go code.
 func BenchmarkCheckoutRelease(b *testing.B) {
 	for _, syncMode := range []string{"FULL", "NORMAL"} {
 		for _, contended := range []bool{false, true} {
@@ -183,92 +185,4 @@ func runCycles(b *testing.B, cycles []func() error) {
 	}
 	wg.Wait()
 	b.StopTimer()
-}
-
-// BenchmarkRawSQL runs the statements of an uncontended checkout+release
-// cycle (checkout UPDATE ... RETURNING, activity INSERT, commit; release
-// UPDATE ... RETURNING, activity INSERT, commit) straight
-// through database/sql on the store's own writer connection and prepared
-// statements, without the store's Go code: the floor the store is compared
-// with (store ns/op divided by raw ns/op).
-//
-//	go test -run '^$' -bench 'CheckoutRelease|RawSQL' -benchtime 2s ./internal/store/sqlite/
-func BenchmarkRawSQL(b *testing.B) {
-	for _, syncMode := range []string{"FULL", "NORMAL"} {
-		for _, n := range benchGoroutines {
-			b.Run(fmt.Sprintf("sync=%s/uncontended/goroutines=%d", syncMode, n), func(b *testing.B) { benchRaw(b, syncMode, n) })
-		}
-	}
-}
-
-func benchRaw(b *testing.B, syncMode string, n int) {
-	ctx := context.Background()
-	s := openTest(b, Options{Synchronous: syncMode})
-	co, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Bench", IssuePrefix: "BENCH", Actor: board})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cycles := make([]func() error, n)
-	for g := range cycles {
-		a, err := s.AgentCreate(ctx, &store.AgentCreateParams{CompanyID: co.ID, Name: "agent-" + strconv.Itoa(g), Actor: board})
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := s.RunOpen(ctx, &store.RunOpenParams{AgentID: a.ID, LeaseTTL: time.Hour, Actor: agentOf(a, "")})
-		if err != nil {
-			b.Fatal(err)
-		}
-		var issues []string
-		for range 4 {
-			iss, err := s.IssueCreate(ctx, &store.IssueCreateParams{CompanyID: co.ID, Title: "bench", Status: clasp.IssueTodo, Actor: board})
-			if err != nil {
-				b.Fatal(err)
-			}
-			issues = append(issues, iss.ID)
-		}
-		k := 0
-		cycles[g] = func() error {
-			id := issues[k%len(issues)]
-			k++
-			if err := rawStep(ctx, s, "Checkout", id, a.ID, r.ID, co.ID, "issue.checked_out",
-				sql.Named("unlocked_only", true), sql.Named("expected", ",todo,")); err != nil {
-				return err
-			}
-			return rawStep(ctx, s, "Release", id, a.ID, r.ID, co.ID, "issue.released",
-				sql.Named("held_only", true), sql.Named("unassign", false), sql.Named("board", false))
-		}
-	}
-	runCycles(b, cycles)
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cycles/s")
-}
-
-// rawStep is one write transaction of the raw cycle: the lock rule's
-// UPDATE on its fast path (its RETURNING row scanned into plain
-// variables), one activity row, commit.
-func rawStep(ctx context.Context, s *Store, q string, id, agentID, runID, companyID, action string, extra ...any) error {
-	now := time.Now().UnixMicro()
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var (
-		t1, t2, t3, t4, t5, t6, t7 string
-		n1, n2, n3, n4             sql.NullString
-		epoch                      int64
-		i1, i2, i3, i4             sql.NullInt64
-		created, updated           int64
-	)
-	args := append([]any{sql.Named("rid", id), sql.Named("rident", ""), sql.Named("company", companyID),
-		sql.Named("agent", agentID), sql.Named("run", runID), sql.Named("now", now)}, extra...)
-	err = tx.Stmt(s.ws[q]).QueryRowContext(ctx, args...).Scan(&t1, &t2, &t3, &t4, &t5, &t6, &t7, &n1, &n2, &epoch, &n3, &n4,
-		&i1, &i2, &i3, &i4, &created, &updated)
-	if err != nil {
-		return fmt.Errorf("raw %s: %w", action, err)
-	}
-	details := `{"agentId":"` + agentID + `","runId":"` + runID + `","checkoutEpoch":` + strconv.FormatInt(epoch, 10) + `}`
-	if _, err := tx.Stmt(s.ws["ActivityInsert"]).ExecContext(ctx, activityArgs(companyID, "agent", agentID, runID, action, "issue", id, details, now, nil)...); err != nil {
-		return err
-	}
-	return tx.Commit()
 }

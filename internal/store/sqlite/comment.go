@@ -33,10 +33,10 @@ func (s *Store) CommentCreate(ctx context.Context, p *store.CommentCreateParams)
 			p.Idempotency.Replayed = true
 			return nil
 		}
-		rid, rident := splitRef(p.Ref)
+		rid, rident := store.SplitRef(p.Ref)
 		var issueID, companyID string
 		err := tx.queryRow(ctx, "IssueRef", sql.Named("rid", rid), sql.Named("rident", rident),
-			sql.Named("company", scope(p.Actor))).Scan(&issueID, &companyID)
+			sql.Named("company", store.Scope(p.Actor))).Scan(&issueID, &companyID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("issue", p.Ref)
 		}
@@ -109,7 +109,7 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 		return nil, err
 	}
 	rows, err := s.read(ctx, name, sql.Named("issue", issueID), sql.Named("after_seq", afterSeq),
-		sql.Named("cursor_seq", cursorSeq), sql.Named("limit", pageLimit(p.Limit)))
+		sql.Named("cursor_seq", cursorSeq), sql.Named("limit", store.PageLimit(p.Limit)))
 	if err != nil {
 		return nil, translate(fmt.Errorf("list comments of issue %s: %w", issueID, err))
 	}
@@ -123,7 +123,7 @@ func (s *Store) CommentList(ctx context.Context, p *store.CommentListParams) ([]
 // commentIssue returns the id of the issue ref visible in companyID ("" for
 // any); 404 not_found.
 func (s *Store) commentIssue(ctx context.Context, companyID, ref string) (string, error) {
-	rid, rident := splitRef(ref)
+	rid, rident := store.SplitRef(ref)
 	var issueID, cid string
 	err := s.readRow(ctx, "IssueRef", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", companyID)).
 		Scan(&issueID, &cid)

@@ -32,7 +32,7 @@ type hbtx struct {
 	t *wtx
 }
 
-func newHBTx(t *wtx) hbtx { return hbtx{store.QueryTx{Querier: writer{t}, D: driver{t.s}}, t} }
+func newHBTx(t *wtx) hbtx { return hbtx{store.QueryTx{Querier: writer{t}, Driver: driver{t.s}}, t} }
 
 // hb is the store's write transaction as a store.TxRunner.
 func (s *Store) hb() store.TxRunner {
@@ -51,7 +51,7 @@ func (hbtx) LockAgent(context.Context, string) error { return nil } // the write
 // issue's company too).
 func (h hbtx) IssueID(ctx context.Context, companyID, ref string) (string, error) {
 	var id, company string
-	rid, rident := splitRef(ref)
+	rid, rident := store.SplitRef(ref)
 	err := h.QueryRow(ctx, qIssueRef, store.Args{"rid": rid, "rident": rident, "company": companyID}).Scan(&id, &company)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil

@@ -118,5 +118,5 @@ func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*cla
 		args = append(args, like, like)
 	}
 	return store.ListPage(ctx, driver{s}, "issues", store.IssueCols, where, args, p.Page, false, store.ScanIssue,
-		func(i *clasp.Issue) string { return encodeCursor(i.CreatedAt, i.ID) })
+		func(i *clasp.Issue) string { return store.EncodeCursor(i.CreatedAt, i.ID) })
 }

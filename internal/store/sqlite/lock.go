@@ -38,7 +38,7 @@ func (t *wtx) lockRead(ctx context.Context, ref, company string, lq lockQuery) (
 // lockReadArgs are LockRead's arguments for issue ref in company, at now
 // (unix µs).
 func lockReadArgs(ref, company string, lq lockQuery, now int64) []any {
-	rid, rident := splitRef(ref)
+	rid, rident := store.SplitRef(ref)
 	return []any{sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
 		sql.Named("run", lq.run), sql.Named("agent", lq.agent), sql.Named("set_assignee", lq.setAssignee),
 		sql.Named("assignee", lq.assignee), sql.Named("now", now)}
@@ -135,7 +135,7 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 // writer, where the rule decides again.
 func (s *Store) waitersRefusal(ctx context.Context, batch *store.Batch, ref, agentID string, expected []string, a store.Actor) error {
 	w, err := store.Shared(ctx, batch, func(ctx context.Context, runs []string) (*store.WaitersState, error) {
-		return s.checkoutWaitersRead(ctx, ref, scope(a), runs)
+		return s.checkoutWaitersRead(ctx, ref, store.Scope(a), runs)
 	})
 	switch {
 	case err != nil:
@@ -154,7 +154,7 @@ func (s *Store) checkoutWaitersRead(ctx context.Context, ref, company string, ru
 	if err != nil {
 		return nil, err
 	}
-	rid, rident := splitRef(ref)
+	rid, rident := store.SplitRef(ref)
 	rows, err := s.read(ctx, "CheckoutWaitersRead", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
 		sql.Named("runs", string(ids)), sql.Named("now", s.nowMicros()))
 	if err != nil {
@@ -198,7 +198,7 @@ func (t *wtx) checkout(ctx context.Context, ref, agentID string, expected []stri
 	iss, err := store.ScanIssue(writer{t}.QueryRow(ctx, "Checkout", args))
 	old := &store.LockState{}
 	if errors.Is(err, sql.ErrNoRows) {
-		if old, err = t.lockRead(ctx, ref, scope(a), lockQuery{run: a.RunID, agent: agentID}); err != nil {
+		if old, err = t.lockRead(ctx, ref, store.Scope(a), lockQuery{run: a.RunID, agent: agentID}); err != nil {
 			return nil, err
 		}
 		args["rid"], args["rident"], args["company"], args["unlocked_only"] = old.IssueID, "", "", false
@@ -283,7 +283,7 @@ func (s *Store) IssueRelease(ctx context.Context, p *store.IssueReleaseParams) (
 			out, err = store.ScanIssue(writer{tx}.QueryRow(ctx, "Release", args))
 		}
 		if errors.Is(err, sql.ErrNoRows) {
-			if old, err = tx.lockRead(ctx, p.Ref, scope(a), lockQuery{run: a.RunID, agent: a.AgentID}); err != nil {
+			if old, err = tx.lockRead(ctx, p.Ref, store.Scope(a), lockQuery{run: a.RunID, agent: a.AgentID}); err != nil {
 				return err
 			}
 			args["rid"], args["rident"], args["company"], args["held_only"] = old.IssueID, "", "", false
@@ -374,7 +374,7 @@ func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*cla
 	a := p.Actor
 	args := store.PatchArgs(store.LockArgs(p.Ref, a), p)
 	// The fields as they were, for the audit row (issue.updated {changes}).
-	before, err := t.auditFields(ctx, p.Ref, scope(a))
+	before, err := t.auditFields(ctx, p.Ref, store.Scope(a))
 	if err != nil {
 		return nil, err
 	}
@@ -388,7 +388,7 @@ func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*cla
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		lq := lockQuery{run: a.RunID, agent: a.AgentID, setAssignee: p.AssigneeAgentID != nil, assignee: args["assignee"]}
-		if old, err = t.lockRead(ctx, p.Ref, scope(a), lq); err != nil {
+		if old, err = t.lockRead(ctx, p.Ref, store.Scope(a), lq); err != nil {
 			return nil, err
 		}
 		args["rid"], args["rident"], args["company"], args["held_only"] = old.IssueID, "", "", false
@@ -416,7 +416,7 @@ func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*cla
 // not empty) inside the write transaction (statement IssueAudit); a missing
 // issue gives zero fields (the statement that follows answers not_found).
 func (t *wtx) auditFields(ctx context.Context, ref, company string) (*store.AuditFields, error) {
-	rid, rident := splitRef(ref)
+	rid, rident := store.SplitRef(ref)
 	f := &store.AuditFields{}
 	err := t.queryRow(ctx, "IssueAudit", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company)).
 		Scan(&f.Title, &f.Description, &f.Status, &f.Priority, &f.Assignee)

@@ -40,7 +40,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 		}
 		var issueID any
 		if p.IssueID != "" {
-			rid, rident := splitRef(p.IssueID)
+			rid, rident := store.SplitRef(p.IssueID)
 			var id, company string
 			err := tx.queryRow(ctx, qIssueRef, sql.Named("rid", rid), sql.Named("rident", rident),
 				sql.Named("company", a.CompanyID)).Scan(&id, &company)
@@ -118,7 +118,7 @@ func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.R
 		where, args = append(where, "agent_id = ?"), append(args, p.AgentID)
 	}
 	return store.ListPage(ctx, driver{s}, "runs", store.RunCols, where, args, p.Page, false, store.ScanRun,
-		func(r *clasp.Run) string { return encodeCursor(r.CreatedAt, r.ID) })
+		func(r *clasp.Run) string { return store.EncodeCursor(r.CreatedAt, r.ID) })
 }
 
 // RunTouch checks that run RunID exists (else 422 run_not_found), is

@@ -57,11 +57,3 @@ func intArg(p *int) any {
 	}
 	return int64(*p)
 }
-
-// The shared helpers live in package store (ref.go, cursor.go, scope.go); these names keep
-// the statements' call sites short.
-
-func splitRef(ref string) (id, ident string)             { return store.SplitRef(ref) }
-func pageLimit(n int) int                                { return store.PageLimit(n) }
-func scope(a store.Actor) string                         { return store.Scope(a) }
-func encodeCursor(createdAt time.Time, id string) string { return store.EncodeCursor(createdAt, id) }

@@ -202,6 +202,17 @@ func statements() (map[string]string, error) {
 	return out, nil
 }
 
+// Writer returns the store's writer connection (its one connection, whose
+// transactions are BEGIN IMMEDIATE) and a look-up of the statements of
+// sql/*.sql prepared on it by name (nil for a name no statement has). It
+// is for a tool that runs the store's own statements without its Go code
+// (clasp bench's raw limit): a write through it skips group commit and
+// applies none of the store's rules, so that tool's store must not share
+// its database with a server.
+func (s *Store) Writer() (db *sql.DB, stmt func(name string) *sql.Stmt) {
+	return s.w, func(name string) *sql.Stmt { return s.ws[name] }
+}
+
 // Close closes the statements and both connection pools. It runs PRAGMA
 // optimize first (best effort).
 func (s *Store) Close() error {

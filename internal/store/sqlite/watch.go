@@ -22,7 +22,7 @@ func (s *Store) WatchActivity(ctx context.Context) <-chan struct{} {
 // writer assigns ids in commit order, so there are no holes to wait for:
 // through is the last row's id (afterID when there is none).
 func (s *Store) ActivityAfter(ctx context.Context, companyID string, afterID int64, limit int) ([]*clasp.Activity, int64, error) {
-	rows, err := s.read(ctx, "ActivityAfter", sql.Named("company", companyID), sql.Named("after", afterID), sql.Named("limit", pageLimit(limit)))
+	rows, err := s.read(ctx, "ActivityAfter", sql.Named("company", companyID), sql.Named("after", afterID), sql.Named("limit", store.PageLimit(limit)))
 	if err != nil {
 		return nil, afterID, translate(fmt.Errorf("read activity after %d: %w", afterID, err))
 	}

@@ -10,21 +10,21 @@
 --     dead.
 --   - CTE d decides on old alone (d.ok): the rule's conditions, tagged with
 --     the rule they state. (Checkout and Release decide in old itself,
---     columns ok and mine over its inner read: see Checkout.)
+--     column ok over its inner read: see Checkout.)
 --   - When d.ok and the rule takes a lock for the caller's run, CTE lk locks
 --     that run FOR SHARE and re-checks on its latest row that it is still
 --     live: a concurrent finish of the run then either waits for this
---     statement (and clears the new lock, L6) or makes it write nothing, so
---     a lock never outlives its run. lk is the only lock taken before the
---     issue's, always in that order (RunFinish locks the run, then its
---     issues): no deadlock. Checkout takes that lock after the issue's
---     when the issue names no lock of the caller's run (see there).
+--     statement (and clears the new lock, L6) or makes it write nothing
+--     (answer column run_ended), so a lock never outlives its run. lk is
+--     the only lock taken before the issue's, always in that order
+--     (RunFinish locks the run, then its issues): no deadlock.
 --   - CTE upd writes the issue only if d.ok and the row is still the version
 --     old read (compare-and-set on xmin; the row is fetched by the ctid old
 --     read, a TID scan instead of a second index look-up: a newer version
 --     fails the xmin check on its re-check); otherwise the store runs the
---     statement again on a fresh snapshot. So the decision and the audit
---     details are always those of the row written.
+--     statement again on a fresh snapshot (store.RunLockRule, at most
+--     store.LockTries times). So the decision and the audit details are
+--     always those of the row written.
 --   - CTE act writes the rule's activity rows from what upd returned.
 --   - The answer (the same columns for every rule): changed, the issue after
 --     the statement (as it stands when nothing changed), the old lock state
@@ -32,8 +32,12 @@
 --     checkout_state, execution_state), the caller's run (caller_agent,
 --     caller_company, caller_state), the rule-specific conditions
 --     owned_by_caller, agent_active, assignee_in_company (NULL where the
---     rule asks none of them), and ok (d.ok). internal/store/lockrules.go
---     explains a refusal from these columns without a second read.
+--     rule asks none of them), ok (d.ok) and run_ended (d.ok, but lk found
+--     the caller's run no longer live, so nothing was written; false where
+--     the rule takes no lock for the caller's run). store.Outcome reads
+--     the try's outcome from changed, ok and run_ended;
+--     internal/store/lockrules.go explains a refusal from these columns
+--     without a second read.
 --
 -- CTE old finds the issue by primary key alone: the company condition is
 -- i.company_id IS NOT DISTINCT FROM @company (the column is NOT NULL: the
@@ -60,33 +64,36 @@
 -- holds both locks, ok is false (no write, no activity, epoch unchanged)
 -- and the answer is the row as it stands.
 --
--- Like Release, and unlike the other rules, it decides in old itself (ok
--- and mine, computed over old's inner read, which OFFSET 0 keeps from
--- being merged into it) instead of a CTE d joined to old by every later
--- part, and answers from old with the columns upd wrote taken from upd
--- (old LEFT JOIN upd: upd's row when it wrote, old's otherwise) instead of
--- a UNION ALL of upd's whole row and old's: the same answer, from a plan
--- with fewer nodes, which PostgreSQL builds anew on every execution. For
--- the same reason upd also returns what lk_after and act need of old, so
--- that they read upd alone; lk and lk_after take the run's ctid from a
--- sub-select instead of a join; the activity rows need no sort (see act);
+-- Like Release, and unlike the other rules, it decides in old itself (ok,
+-- computed over old's inner read, which OFFSET 0 keeps from being merged
+-- into it) instead of a CTE d joined to old by every later part, and
+-- answers from old with the columns upd wrote taken from upd (old LEFT
+-- JOIN upd: upd's row when it wrote, old's otherwise) instead of a UNION
+-- ALL of upd's whole row and old's: the same answer, from a plan with
+-- fewer nodes, which PostgreSQL builds anew on every execution. For the
+-- same reason upd also returns what act needs of old, so that act reads
+-- upd alone; lk takes the run's ctid from a sub-select instead of a join;
+-- the activity rows need no sort (see act);
 -- and the issue is found by its id @rid alone (CheckoutByIdentifier finds
 -- it by its identifier).
 --
--- Unlike the other rules, the compare-and-set comes before the run's lock
--- when the issue names no lock of @run (mine false, the common case): a
--- checkout that lost the issue to a concurrent one waits in upd for that
--- writer, finds the row changed and writes nothing, so it never locks its
--- run, and its next try refuses read-only. The winner then locks its run
--- (lk_after, FOR SHARE, re-checked live on its latest row); a finish of the
--- run that committed in between makes lk_after empty, and the statement
--- fails as a whole (the cast in act, "<run> ended during its checkout of
--- <issue>", SQLSTATE 22P02) so that the store runs it again and refuses.
--- Waiting for the run after holding the issue cannot deadlock: the
--- statements that end a run and then clear its locks (RunFinish,
--- ReleaseRunLocks, the sweeper) touch only issues whose committed row
--- names the run, and this issue's does not. When it does (mine), lk locks
--- the run first, as the other rules do.
+-- As in the other rules, lk locks the caller's run FOR SHARE before upd
+-- writes the issue, and re-checks on the run's latest row that it is still
+-- live; upd writes only when lk found it so. This guards one interleaving:
+-- the checkout's snapshot sees its run live, then a finish of that run
+-- (RunFinish, then ReleaseRunLocks in the same transaction) commits before
+-- the checkout writes. ReleaseRunLocks clears the locks of issues whose
+-- committed row names the run, and this issue's does not name it yet, so
+-- a checkout that wrote anyway would leave a lock naming an ended run (L6:
+-- a lock never outlives its run). With lk, either the checkout locks the
+-- run first and the finish waits for it (and then clears the new lock),
+-- or the finish commits first, lk is empty, nothing is written and the
+-- answer says run_ended: the store runs the statement again, and the next
+-- snapshot sees the run ended and refuses (409 run_not_live). A checkout
+-- that loses the issue to a concurrent one holds its run's lock while it
+-- waits in upd for the winner, then finds the row changed and writes
+-- nothing (PostgreSQL has by then locked the row's newest version for it
+-- anyway, so that lock of its own run adds a lock record, not a commit).
 WITH old AS MATERIALIZED (
 	SELECT s.*, coalesce(
 		-- L1: the caller's run is live and the agent's, in the issue's company
@@ -100,8 +107,7 @@ WITH old AS MATERIALIZED (
 		AND (s.execution_run_id IS NULL OR s.execution_run_id = @run::text OR s.e_state <> 'live')
 		-- L2: the same run again changes nothing
 		AND NOT (s.checkout_run_id IS NOT DISTINCT FROM @run::text AND s.execution_run_id IS NOT DISTINCT FROM @run::text),
-		false) AS ok,
-		coalesce(s.checkout_run_id = @run::text OR s.execution_run_id = @run::text, false) AS mine
+		false) AS ok
 	FROM (SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
@@ -126,9 +132,11 @@ WITH old AS MATERIALIZED (
 	OFFSET 0) s
 ),
 lk AS MATERIALIZED (
-	-- the caller's run fetched by the ctid old read, as in lk_after
+	-- the caller's run fetched by the ctid old read (caller_tid), no index
+	-- look-up; FOR SHARE of a version updated since (a renewal, or a finish
+	-- that committed meanwhile) re-checks the latest version
 	SELECT r.id FROM runs r
-	WHERE r.ctid = (SELECT o.caller_tid FROM old o WHERE o.ok AND o.mine) AND r.id = @run::text
+	WHERE r.ctid = (SELECT o.caller_tid FROM old o WHERE o.ok) AND r.id = @run::text
 		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 	FOR SHARE OF r
 ),
@@ -144,22 +152,12 @@ upd AS (
 		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: L2 is excluded by ok
 		updated_at = now()
 	FROM old o
-	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND o.ok AND (NOT o.mine OR EXISTS (SELECT 1 FROM lk))
-	-- the columns it wrote (and company_id), and what lk_after and act read
-	-- of old: they read upd alone; the answer takes the rest from old
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND o.ok AND EXISTS (SELECT 1 FROM lk)
+	-- the columns it wrote (and company_id), and what act reads of old: it
+	-- reads upd alone; the answer takes the rest from old
 	RETURNING i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.checkout_epoch, i.execution_run_id,
 		i.execution_agent_name_key, i.execution_locked_at, i.started_at, i.updated_at,
-		o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state, o.e_state, o.mine, o.caller_tid
-),
-lk_after AS MATERIALIZED (
-	-- the caller's run fetched by the ctid old read (caller_tid), no index
-	-- look-up; FOR SHARE of a version updated since (a renewal or a finish
-	-- that committed meanwhile) re-checks the latest version, and when that
-	-- is not live lk_after is empty and the statement fails below
-	SELECT r.id FROM runs r
-	WHERE r.ctid = (SELECT u.caller_tid FROM upd u WHERE NOT u.mine) AND r.id = @run::text
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
-	FOR SHARE OF r
+		o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state, o.e_state
 ),
 act AS (
 	-- the rows in the order of the VALUES list: its scan returns them in
@@ -176,9 +174,7 @@ act AS (
 				'why', CASE WHEN u.old_checkout IS NOT NULL AND u.old_checkout <> @run::text THEN u.c_state ELSE u.e_state END)),
 		('issue.checked_out', true, jsonb_build_object('agentId', @agent::text, 'runId', @run::text, 'checkoutEpoch', u.checkout_epoch))
 	) AS a(action, keep, details)
-	-- the run ended before lk_after could lock it: the cast fails with
-	-- checkoutRunEnded's text, which undoes the whole statement
-	WHERE a.keep AND (u.mine OR EXISTS (SELECT 1 FROM lk_after) OR (@run::text || ' ended during its checkout of ' || u.id)::int = 0)
+	WHERE a.keep
 )
 SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o.description,
 	CASE WHEN u.id IS NULL THEN o.status ELSE u.status END, o.priority,
@@ -194,7 +190,9 @@ SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o
 	o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,
-	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok
+	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok,
+	-- ok, but lk found the run no longer live: nothing was written
+	o.ok AND u.id IS NULL AND NOT EXISTS (SELECT 1 FROM lk) AS run_ended
 FROM old o LEFT JOIN upd u ON true
 
 -- name: CheckoutWaitersRead
@@ -298,7 +296,7 @@ act AS (
 SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,
-	NULL::boolean AS owned_by_caller, o.agent_active, NULL::boolean AS assignee_in_company, d.ok
+	NULL::boolean AS owned_by_caller, o.agent_active, NULL::boolean AS assignee_in_company, d.ok, false AS run_ended
 FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
 	SELECT true AS changed, u.* FROM upd u
 	UNION ALL
@@ -391,7 +389,8 @@ SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o
 	o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,
-	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok
+	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok,
+	false AS run_ended
 FROM old o LEFT JOIN upd u ON true
 
 -- name: Patch
@@ -559,7 +558,9 @@ act AS (
 SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,
-	f.owned_by_caller, NULL::boolean AS agent_active, o.assignee_in_company, d.ok
+	f.owned_by_caller, NULL::boolean AS agent_active, o.assignee_in_company, d.ok,
+	-- ok, an adoption, but lk found the run no longer live: nothing was written
+	NOT x.changed AND d.ok AND f.adopts AND NOT f.releases AND NOT EXISTS (SELECT 1 FROM lk) AS run_ended
 FROM old o JOIN d ON d.id = o.id JOIN f ON f.id = o.id CROSS JOIN LATERAL (
 	SELECT true AS changed, u.* FROM upd u
 	UNION ALL
@@ -606,7 +607,8 @@ act AS (
 SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, NULL::text AS checkout_state, NULL::text AS execution_state,
 	NULL::text AS caller_agent, NULL::text AS caller_company, NULL::text AS caller_state,
-	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, true AS ok
+	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, true AS ok,
+	false AS run_ended
 FROM old o CROSS JOIN LATERAL (
 	SELECT true AS changed, u.* FROM upd u
 	UNION ALL

@@ -20,8 +20,7 @@ WITH old AS MATERIALIZED (
 		AND (s.execution_run_id IS NULL OR s.execution_run_id = $3::text OR s.e_state <> 'live')
 		-- L2: the same run again changes nothing
 		AND NOT (s.checkout_run_id IS NOT DISTINCT FROM $3::text AND s.execution_run_id IS NOT DISTINCT FROM $3::text),
-		false) AS ok,
-		coalesce(s.checkout_run_id = $3::text OR s.execution_run_id = $3::text, false) AS mine
+		false) AS ok
 	FROM (SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
@@ -46,9 +45,11 @@ WITH old AS MATERIALIZED (
 	OFFSET 0) s
 ),
 lk AS MATERIALIZED (
-	-- the caller's run fetched by the ctid old read, as in lk_after
+	-- the caller's run fetched by the ctid old read (caller_tid), no index
+	-- look-up; FOR SHARE of a version updated since (a renewal, or a finish
+	-- that committed meanwhile) re-checks the latest version
 	SELECT r.id FROM runs r
-	WHERE r.ctid = (SELECT o.caller_tid FROM old o WHERE o.ok AND o.mine) AND r.id = $3::text
+	WHERE r.ctid = (SELECT o.caller_tid FROM old o WHERE o.ok) AND r.id = $3::text
 		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 	FOR SHARE OF r
 ),
@@ -64,22 +65,12 @@ upd AS (
 		checkout_epoch = i.checkout_epoch + 1, -- always a new acquisition: L2 is excluded by ok
 		updated_at = now()
 	FROM old o
-	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND o.ok AND (NOT o.mine OR EXISTS (SELECT 1 FROM lk))
-	-- the columns it wrote (and company_id), and what lk_after and act read
-	-- of old: they read upd alone; the answer takes the rest from old
+	WHERE i.ctid = o.tid AND i.id = o.id AND i.xmin = o.ver AND o.ok AND EXISTS (SELECT 1 FROM lk)
+	-- the columns it wrote (and company_id), and what act reads of old: it
+	-- reads upd alone; the answer takes the rest from old
 	RETURNING i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.checkout_epoch, i.execution_run_id,
 		i.execution_agent_name_key, i.execution_locked_at, i.started_at, i.updated_at,
-		o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state, o.e_state, o.mine, o.caller_tid
-),
-lk_after AS MATERIALIZED (
-	-- the caller's run fetched by the ctid old read (caller_tid), no index
-	-- look-up; FOR SHARE of a version updated since (a renewal or a finish
-	-- that committed meanwhile) re-checks the latest version, and when that
-	-- is not live lk_after is empty and the statement fails below
-	SELECT r.id FROM runs r
-	WHERE r.ctid = (SELECT u.caller_tid FROM upd u WHERE NOT u.mine) AND r.id = $3::text
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
-	FOR SHARE OF r
+		o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state, o.e_state
 ),
 act AS (
 	-- the rows in the order of the VALUES list: its scan returns them in
@@ -96,9 +87,7 @@ act AS (
 				'why', CASE WHEN u.old_checkout IS NOT NULL AND u.old_checkout <> $3::text THEN u.c_state ELSE u.e_state END)),
 		('issue.checked_out', true, jsonb_build_object('agentId', $1::text, 'runId', $3::text, 'checkoutEpoch', u.checkout_epoch))
 	) AS a(action, keep, details)
-	-- the run ended before lk_after could lock it: the cast fails with
-	-- checkoutRunEnded's text, which undoes the whole statement
-	WHERE a.keep AND (u.mine OR EXISTS (SELECT 1 FROM lk_after) OR ($3::text || ' ended during its checkout of ' || u.id)::int = 0)
+	WHERE a.keep
 )
 SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o.description,
 	CASE WHEN u.id IS NULL THEN o.status ELSE u.status END, o.priority,
@@ -114,5 +103,7 @@ SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o
 	o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,
-	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok
+	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok,
+	-- ok, but lk found the run no longer live: nothing was written
+	o.ok AND u.id IS NULL AND NOT EXISTS (SELECT 1 FROM lk) AS run_ended
 FROM old o LEFT JOIN upd u ON true
