@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"encoding/json"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// fixture is a real server with one company (prefix ACME), one agent
+// (builder) with an API key.
+type fixture struct {
+	info               ServeInfo
+	board, agentKey    string
+	companyID, agent   string
+	boardEnv, agentEnv map[string]string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	info, _, _ := startServer(t, filepath.Join(t.TempDir(), "data"))
+	f := &fixture{info: info, board: info.BoardToken}
+	f.boardEnv = map[string]string{EnvURL: info.URL, EnvToken: info.BoardToken}
+	var co clasp.Company
+	mustJSON(t, runCLI(t, f.boardEnv, "", "company", "create", "Acme", "--prefix", "ACME", "--json"), &co)
+	f.companyID = co.ID
+	var ag clasp.Agent
+	mustJSON(t, runCLI(t, f.boardEnv, "", "agent", "create", "builder", "--company", co.ID, "--json"), &ag)
+	f.agent = ag.ID
+	var key clasp.APIKey
+	mustJSON(t, runCLI(t, f.boardEnv, "", "agent", "key", "create", ag.ID, "--json"), &key)
+	f.agentKey = key.Token
+	f.agentEnv = map[string]string{EnvURL: info.URL, EnvToken: key.Token}
+	return f
+}
+
+func mustJSON(t *testing.T, r result, v any) {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+		t.Fatalf("%q: %v", r.stdout, err)
+	}
+}
+
+// TestAgentWorkFailureReads: `clasp agent work` on a todo issue without a
+// description leaves it blocked with a comment, and its run failed with an
+// error, that say in a sentence what is wrong and what to do; the board's
+// runs page shows that error without a code-less ": " before it.
+func TestAgentWorkFailureReads(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if r := runCLI(t, f.boardEnv, "", "issue", "create", "No file", "--company", f.companyID, "--status", "todo"); r.code != 0 {
+		t.Fatalf("issue create: %d %s", r.code, r.stderr)
+	}
+	if r := runCLI(t, f.agentEnv, "", "agent", "work"); r.code != 1 {
+		t.Fatalf("agent work: exit %d, want 1; %s", r.code, r.stderr)
+	}
+	var comments []clasp.Comment
+	mustJSON(t, runCLI(t, f.boardEnv, "", "issue", "comments", "ACME-1", "--json"), &comments)
+	var runs []clasp.Run
+	mustJSON(t, runCLI(t, f.boardEnv, "", "run", "list", "--company", f.companyID, "--json"), &runs)
+	var runErr string
+	for _, r := range runs {
+		if r.Status == clasp.RunFailed && r.Error != nil {
+			runErr = *r.Error
+		}
+	}
+	if len(comments) != 1 {
+		t.Fatalf("comments: %+v, want one", comments)
+	}
+	for what, msg := range map[string]string{"comment": comments[0].Body, "run error": runErr} {
+		if strings.Contains(msg, "hash :") || strings.Contains(msg, "open :") || !strings.Contains(msg, "description names no file") ||
+			!strings.Contains(msg, "clasp issue update ACME-1 --description PATH --status todo") {
+			t.Errorf("%s: %q, want a sentence saying the description names no file and how to fix it", what, msg)
+		}
+	}
+
+	// The board's runs page.
+	form := url.Values{"token": {f.board}}.Encode()
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := hc.Post(f.info.URL+"/login", "application/x-www-form-urlencoded", strings.NewReader(form))
+	if err != nil || len(res.Cookies()) != 1 {
+		t.Fatalf("board sign-in: %v %v", err, res)
+	}
+	res.Body.Close()
+	req, _ := http.NewRequest("GET", f.info.URL+"/runs?company="+f.companyID, nil)
+	req.AddCookie(res.Cookies()[0])
+	res, err = hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	page := html.UnescapeString(string(b))
+	if !strings.Contains(page, "work on ACME-1 failed") || strings.Contains(page, " : work on") || strings.Contains(page, ">: work on") {
+		t.Errorf("board runs page (%d) shows the run error with an empty code before it, or not at all:\n%s", res.StatusCode, page)
+	}
+}
