@@ -104,3 +104,44 @@ func TestAgentWorkFailureReads(t *testing.T) {
 		t.Errorf("board runs page (%d) shows the run error with an empty code before it, or not at all:\n%s", res.StatusCode, page)
 	}
 }
+
+// TestRunWordingAndTerminateConfirm: `clasp issue checkout` with a run that
+// has finished reaches the checkout (the agent is found without the run) and
+// its error names --run, never the HTTP header; without a run the error says
+// to pass --run or set CLASP_RUN_ID. `clasp agent terminate` refuses without
+// --yes when stdin is not a terminal, saying so, and terminates with it.
+func TestRunWordingAndTerminateConfirm(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if r := runCLI(t, f.boardEnv, "", "issue", "create", "Work", "--company", f.companyID, "--status", "todo"); r.code != 0 {
+		t.Fatalf("issue create: %d %s", r.code, r.stderr)
+	}
+	var run clasp.Run
+	mustJSON(t, runCLI(t, f.agentEnv, "", "run", "open", "--json"), &run)
+	if r := runCLI(t, f.agentEnv, "", "run", "finish", run.ID); r.code != 0 {
+		t.Fatalf("run finish: %d %s", r.code, r.stderr)
+	}
+	r := runCLI(t, f.agentEnv, "", "issue", "checkout", "ACME-1", "--run", run.ID)
+	if r.code == 0 || strings.Contains(r.stderr, "X-Clasp-Run-Id") || strings.Contains(r.stderr, "header") ||
+		strings.Contains(r.stderr, "find the calling agent") || !strings.Contains(r.stderr, "--run") {
+		t.Errorf("checkout in a finished run: exit %d, stderr %q; want an error about the run named by --run, naming no header", r.code, r.stderr)
+	}
+	r = runCLI(t, f.agentEnv, "", "issue", "checkout", "ACME-1")
+	if r.code == 0 || strings.Contains(r.stderr, "X-Clasp-Run-Id") || !strings.Contains(r.stderr, "--run") || !strings.Contains(r.stderr, EnvRunID) {
+		t.Errorf("checkout without a run: exit %d, stderr %q; want it to name --run and %s, not the header", r.code, r.stderr, EnvRunID)
+	}
+
+	r = runCLI(t, f.boardEnv, "", "agent", "terminate", f.agent)
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "--yes") || !strings.Contains(r.stderr, "not a terminal") {
+		t.Errorf("terminate without --yes, stdin not a terminal: exit %d, stderr %q; want 2, saying to pass --yes", r.code, r.stderr)
+	}
+	var ag clasp.Agent
+	mustJSON(t, runCLI(t, f.boardEnv, "", "agent", "show", f.agent, "--json"), &ag)
+	if ag.Status != clasp.AgentActive {
+		t.Fatalf("agent after a refused terminate: %s, want active", ag.Status)
+	}
+	mustJSON(t, runCLI(t, f.boardEnv, "", "agent", "terminate", f.agent, "--yes", "--json"), &ag)
+	if ag.Status != clasp.AgentTerminated {
+		t.Errorf("agent after terminate --yes: %s, want terminated", ag.Status)
+	}
+}
