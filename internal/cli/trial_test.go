@@ -145,3 +145,27 @@ func TestRunWordingAndTerminateConfirm(t *testing.T) {
 		t.Errorf("agent after terminate --yes: %s, want terminated", ag.Status)
 	}
 }
+
+// TestWakeSkippedSaysWhy: waking an agent that cannot run (no adapter,
+// then terminated) prints why the wake was skipped and what to do, and
+// exits 1, since nothing will run.
+func TestWakeSkippedSaysWhy(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	r := runCLI(t, f.boardEnv, "", "agent", "wake", f.agent)
+	if r.code != ExitError || !strings.Contains(r.stdout, "skipped") || !strings.Contains(r.stdout, "no adapter") || !strings.Contains(r.stdout, "set-adapter") {
+		t.Errorf("wake without an adapter: exit %d, stdout %q; want 1 and the reason (no adapter, set-adapter)", r.code, r.stdout)
+	}
+	if r := runCLI(t, f.boardEnv, "", "agent", "terminate", f.agent, "--yes"); r.code != 0 {
+		t.Fatalf("terminate: %d %s", r.code, r.stderr)
+	}
+	r = runCLI(t, f.boardEnv, "", "agent", "wake", f.agent)
+	if r.code != ExitError || !strings.Contains(r.stdout, "terminated") {
+		t.Errorf("wake of a terminated agent: exit %d, stdout %q; want 1, saying it is terminated", r.code, r.stdout)
+	}
+	var w struct{ Status, SkipReason string }
+	r = runCLI(t, f.boardEnv, "", "agent", "wake", f.agent, "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &w); err != nil || r.code != ExitError || w.Status != "skipped" || w.SkipReason != "agent_terminated" {
+		t.Errorf("wake --json: exit %d, %q (%v); want 1 and skipReason agent_terminated", r.code, r.stdout, err)
+	}
+}
