@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"html"
 	"io"
@@ -9,8 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/client"
+	"github.com/clasp-dev/clasp/internal/httpapi"
 )
 
 // fixture is a real server with one company (prefix ACME), one agent
@@ -167,5 +172,74 @@ func TestWakeSkippedSaysWhy(t *testing.T) {
 	r = runCLI(t, f.boardEnv, "", "agent", "wake", f.agent, "--json")
 	if err := json.Unmarshal([]byte(r.stdout), &w); err != nil || r.code != ExitError || w.Status != "skipped" || w.SkipReason != "agent_terminated" {
 		t.Errorf("wake --json: exit %d, %q (%v); want 1 and skipReason agent_terminated", r.code, r.stdout, err)
+	}
+}
+
+// TestBenchHelpExampleSmall runs the claim part of the help's example
+// (`clasp bench --workload cycle,claim --clients 64 --issues 10000`) at a
+// small scale against a server whose per-credential rate limit the set-up
+// runs into (as the example's set-up ran into the in-process server's): the
+// bench waits out each 429 as Retry-After says and passes; at the end the
+// companies it made hold no active agent and no open issue, and it says so.
+func TestBenchHelpExampleSmall(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ready := make(chan ServeInfo, 1)
+	done := make(chan error, 1)
+	sctx, stop := context.WithCancel(ctx)
+	go func() {
+		done <- Serve(sctx, ServeConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Stdout: io.Discard,
+			Net: NetConfig{Limits: httpapi.Limits{CredentialRate: 40, CredentialBurst: 100}}}, ready)
+	}()
+	var info ServeInfo
+	select {
+	case info = <-ready:
+	case err := <-done:
+		stop()
+		t.Fatalf("serve: %v", err)
+	}
+	defer func() { stop(); <-done }()
+
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"bench", "--server", info.URL, "--workload", "claim", "--clients", "4", "--issues", "150", "--duration", "1s"},
+		strings.NewReader(""), &out, &errb, func(k string) string { return map[string]string{EnvToken: info.BoardToken}[k] })
+	if code != 0 || ctx.Err() != nil {
+		t.Fatalf("clasp bench: exit %d (%v)\nstdout:\n%s\nstderr:\n%s", code, ctx.Err(), out.String(), errb.String())
+	}
+	if !strings.Contains(errb.String(), "agents are terminated") || !strings.Contains(errb.String(), "--keep-data") {
+		t.Errorf("bench stderr does not say what it left on the server:\n%s", errb.String())
+	}
+	board := client.New(info.URL, client.WithToken(info.BoardToken))
+	cos, err := board.CompanyList(ctx, client.ListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, co := range cos.Items {
+		if !strings.HasPrefix(co.Name, "clasp bench") {
+			continue
+		}
+		n++
+		ags, err := board.AgentList(ctx, co.ID, client.ListParams{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ag := range ags.Items {
+			if ag.Status != clasp.AgentTerminated {
+				t.Errorf("company %q: agent %s is %s after the bench, want terminated", co.Name, ag.Name, ag.Status)
+			}
+		}
+		open, err := board.IssueList(ctx, co.ID, client.IssueListParams{Limit: 1000,
+			Statuses: []clasp.IssueStatus{clasp.IssueBacklog, clasp.IssueTodo, clasp.IssueInProgress, clasp.IssueInReview, clasp.IssueBlocked}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(open.Items) > 0 {
+			t.Errorf("company %q: %d open issues after the bench, want none", co.Name, len(open.Items))
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d \"clasp bench\" companies, want 2 (the fixture's and the claim drain's)", n)
 	}
 }
