@@ -74,7 +74,7 @@ trimmed and lower-cased (a taken name answers 409 already_exists, exit code 3).`
 			return a.emit(ag, func(w io.Writer) { printAgent(w, ag) })
 		},
 	}
-	cmd.Flags().StringVar(&company, "company", "", "company id (default $"+EnvCompanyID+")")
+	cmd.Flags().StringVar(&company, "company", "", "company: its id, issue prefix or name (default $"+EnvCompanyID+")")
 	cmd.Flags().StringVar(&role, "role", "", "free-text role, e.g. engineer")
 	return cmd
 }
@@ -105,7 +105,7 @@ func (a *app) newAgentListCmd() *cobra.Command {
 			return emitList(a, items, next, printAgents)
 		},
 	}
-	cmd.Flags().StringVar(&company, "company", "", "company id (default $"+EnvCompanyID+")")
+	cmd.Flags().StringVar(&company, "company", "", "company: its id, issue prefix or name (default $"+EnvCompanyID+")")
 	lf.add(cmd)
 	return cmd
 }
@@ -117,7 +117,11 @@ func (a *app) newAgentShowCmd() *cobra.Command {
 		Example: "  clasp agent show <agent-id> --json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ag, err := a.client().AgentAdapter(cmd.Context(), args[0])
+			id, err := a.resolveAgent(cmd.Context(), "", args[0], "AGENT")
+			if err != nil {
+				return err
+			}
+			ag, err := a.client().AgentAdapter(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -152,7 +156,10 @@ func (a *app) newAgentStatusCmd(use string, status clasp.AgentStatus, short stri
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := a.client()
-			id := args[0]
+			id, err := a.resolveAgent(cmd.Context(), "", args[0], "AGENT")
+			if err != nil {
+				return err
+			}
 			if status == clasp.AgentTerminated && !yes {
 				if !a.stdinIsTerminal() {
 					return usageErr(fmt.Errorf("terminating agent %s cannot be undone; stdin is not a terminal to confirm on, so pass --yes to terminate it", id))
@@ -252,7 +259,11 @@ server keeps only its hash. Give it to the agent as CLASP_TOKEN.`,
   clasp agent key create <agent-id> --json | jq -r .token`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, err := a.client().AgentKeyCreate(cmd.Context(), args[0])
+			id, err := a.resolveAgent(cmd.Context(), "", args[0], "AGENT")
+			if err != nil {
+				return err
+			}
+			k, err := a.client().AgentKeyCreate(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -280,12 +291,16 @@ revokes all its keys.`,
 		Example: "  clasp agent key revoke <agent-id> <key-id>",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, err := a.client().AgentKeyRevoke(cmd.Context(), args[0], args[1])
+			id, err := a.resolveAgent(cmd.Context(), "", args[0], "AGENT")
+			if err != nil {
+				return err
+			}
+			k, err := a.client().AgentKeyRevoke(cmd.Context(), id, args[1])
 			if err != nil {
 				return err
 			}
 			if k == nil {
-				k = &clasp.APIKey{ID: args[1], AgentID: args[0]}
+				k = &clasp.APIKey{ID: args[1], AgentID: id}
 			}
 			return a.emit(k, func(w io.Writer) {
 				fmt.Fprintf(w, "Revoked key %s of agent %s.\n", k.ID, k.AgentID)
@@ -301,7 +316,11 @@ func (a *app) newAgentKeyListCmd() *cobra.Command {
 		Example: "  clasp agent key list <agent-id>",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ks, err := a.client().AgentKeyList(cmd.Context(), args[0])
+			id, err := a.resolveAgent(cmd.Context(), "", args[0], "AGENT")
+			if err != nil {
+				return err
+			}
+			ks, err := a.client().AgentKeyList(cmd.Context(), id)
 			if err != nil {
 				return err
 			}

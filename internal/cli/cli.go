@@ -239,14 +239,18 @@ func (a *app) caOption() client.Option {
 }
 
 // companyID resolves the company a command works in: the --company flag,
-// then $CLASP_COMPANY_ID, then the calling agent's company (GET
-// /agents/me) when the token is an agent credential.
+// then $CLASP_COMPANY_ID (either an id, an issue prefix or a name:
+// resolveCompany), then the calling agent's company (GET /agents/me) when
+// the token is an agent credential.
 func (a *app) companyID(ctx context.Context, c *client.Client, flag string) (string, error) {
-	if id := firstNonEmpty(flag, a.getenv(EnvCompanyID)); id != "" {
-		return id, nil
+	if flag != "" {
+		return a.resolveCompany(ctx, flag, "--company")
 	}
-	if a.bearer() == "" || isBoardToken(a.bearer()) {
-		return "", usageErr(errors.New("--company is required (or set " + EnvCompanyID + ")"))
+	if env := a.getenv(EnvCompanyID); env != "" {
+		return a.resolveCompany(ctx, env, EnvCompanyID)
+	}
+	if !isAgentToken(a.bearer()) {
+		return "", usageErr(errors.New("--company is required (or set " + EnvCompanyID + "): a company's id, issue prefix or name"))
 	}
 	me, err := a.meClient().Me(ctx)
 	if err != nil {
@@ -259,9 +263,9 @@ func (a *app) companyID(ctx context.Context, c *client.Client, flag string) (str
 // agent (GET /agents/me).
 func (a *app) agentID(ctx context.Context, c *client.Client, flag string) (string, error) {
 	if flag != "" {
-		return flag, nil
+		return a.resolveAgent(ctx, "", flag, "--agent")
 	}
-	if isBoardToken(a.bearer()) {
+	if !isAgentToken(a.bearer()) {
 		if run, from := a.runID, "--run"; run != "" || a.getenv(EnvRunID) != "" {
 			if run == "" {
 				run, from = a.getenv(EnvRunID), EnvRunID
@@ -287,8 +291,6 @@ func (a *app) runRef(args []string) (string, error) {
 	}
 	return "", usageErr(errors.New("a run id is required (argument, --run or " + EnvRunID + ")"))
 }
-
-func isBoardToken(tok string) bool { return strings.HasPrefix(tok, "clasp_bt_") }
 
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {

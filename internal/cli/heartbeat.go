@@ -95,7 +95,11 @@ the whole previous config.`,
 					cfg.Env[k] = v
 				}
 			}
-			ag, err := a.client().AgentSetAdapter(cmd.Context(), pos[0], cfg)
+			id, err := a.resolveAgent(cmd.Context(), "", pos[0], "AGENT")
+			if err != nil {
+				return err
+			}
+			ag, err := a.client().AgentSetAdapter(cmd.Context(), id, cfg)
 			if err != nil {
 				return err
 			}
@@ -159,7 +163,11 @@ makes two runs.`,
   clasp agent wake <agent-id> --issue ENG-12 --idempotency-key deploy-42`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := a.client().AgentWake(cmd.Context(), args[0], client.WakeRequest{Reason: reason, IssueID: issue, IdempotencyKey: idemKey})
+			id, err := a.resolveAgent(cmd.Context(), "", args[0], "AGENT")
+			if err != nil {
+				return err
+			}
+			w, err := a.client().AgentWake(cmd.Context(), id, client.WakeRequest{Reason: reason, IssueID: issue, IdempotencyKey: idemKey})
 			if err != nil {
 				return err
 			}

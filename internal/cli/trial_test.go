@@ -243,3 +243,69 @@ func TestBenchHelpExampleSmall(t *testing.T) {
 		t.Errorf("%d \"clasp bench\" companies, want 2 (the fixture's and the claim drain's)", n)
 	}
 }
+
+// TestCompanyAndAgentByName: --company takes a company's issue prefix or
+// name (any case) as well as its id, and a name two companies share is
+// refused with both listed; agent flags and arguments take an agent's name;
+// an agent's credential resolves its own company's prefix and refuses
+// another's.
+func TestCompanyAndAgentByName(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, args := range [][]string{{"Beta Labs", "--prefix", "BETA"}, {"Twin", "--prefix", "TWA"}, {"Twin", "--prefix", "TWB"}} {
+		if r := runCLI(t, f.boardEnv, "", append([]string{"company", "create"}, args...)...); r.code != 0 {
+			t.Fatalf("company create %v: %d %s", args, r.code, r.stderr)
+		}
+	}
+	var iss clasp.Issue
+	mustJSON(t, runCLI(t, f.boardEnv, "", "issue", "create", "By name", "--company", "acme", "--assignee", "BUILDER", "--json"), &iss)
+	if iss.CompanyID != f.companyID || iss.AssigneeAgentID == nil || *iss.AssigneeAgentID != f.agent {
+		t.Errorf("issue create --company acme --assignee BUILDER: company %s assignee %v, want %s and %s", iss.CompanyID, iss.AssigneeAgentID, f.companyID, f.agent)
+	}
+	for _, ref := range []string{"ACME", "Acme", "acme", f.companyID} {
+		var list []clasp.Issue
+		mustJSON(t, runCLI(t, f.boardEnv, "", "issue", "list", "--company", ref, "--assignee", "builder", "--json"), &list)
+		if len(list) != 1 {
+			t.Errorf("issue list --company %s --assignee builder: %d issues, want 1", ref, len(list))
+		}
+	}
+	if r := runCLI(t, f.boardEnv, "", "issue", "list", "--company", "beta labs"); r.code != 0 {
+		t.Errorf("issue list --company 'beta labs': %d %s", r.code, r.stderr)
+	}
+	r := runCLI(t, f.boardEnv, "", "issue", "list", "--company", "twin")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "TWA") || !strings.Contains(r.stderr, "TWB") {
+		t.Errorf("issue list --company twin (two companies): exit %d, %q; want 2, listing both", r.code, r.stderr)
+	}
+	if r := runCLI(t, f.boardEnv, "", "agent", "show", "builder"); r.code != 0 || !strings.Contains(r.stdout, f.agent) {
+		t.Errorf("agent show builder: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, f.boardEnv, "", "run", "list", "--company", "ACME", "--agent", "builder"); r.code != 0 {
+		t.Errorf("run list --agent builder: %d %s", r.code, r.stderr)
+	}
+	if r := runCLI(t, f.agentEnv, "", "issue", "list", "--company", "acme"); r.code != 0 {
+		t.Errorf("agent: issue list --company acme: %d %s", r.code, r.stderr)
+	}
+	if r := runCLI(t, f.agentEnv, "", "issue", "list", "--company", "BETA"); r.code != ExitUsage || !strings.Contains(r.stderr, "ACME") {
+		t.Errorf("agent: issue list --company BETA: exit %d, %q; want 2 naming its own company", r.code, r.stderr)
+	}
+}
+
+// TestEventsFollowsEveryCompany: `clasp events` with the board token and no
+// --company follows every company it sees, each line led by the company's
+// issue prefix.
+func TestEventsFollowsEveryCompany(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if r := runCLI(t, f.boardEnv, "", "company", "create", "Beta Labs", "--prefix", "BETA"); r.code != 0 {
+		t.Fatalf("company create: %d %s", r.code, r.stderr)
+	}
+	r := runCLI(t, f.boardEnv, "", "events", "--after", "0", "--count", "3")
+	if r.code != 0 || strings.Count(r.stdout, "\n") != 3 {
+		t.Fatalf("events without --company: exit %d, stdout %q, stderr %q; want 3 events", r.code, r.stdout, r.stderr)
+	}
+	for line := range strings.Lines(r.stdout) {
+		if !strings.HasPrefix(line, "ACME  ") && !strings.HasPrefix(line, "BETA  ") {
+			t.Errorf("events line %q does not start with its company's prefix", line)
+		}
+	}
+}
