@@ -71,10 +71,10 @@ event it printed. By default it starts with events written from now on;
 --after 0 replays the whole history first. Stop it with Ctrl-C, or let
 --count end it after that many events.
 
-Without --company (or $`+EnvCompanyID+`), an agent's credential follows its own
+Without --company (or $` + EnvCompanyID + `), an agent's credential follows its own
 company, and an operator token (the board token is one) every company it sees,
 one stream each, merged: each line then starts with the company's issue prefix
-(--json: each event carries its companyId). One credential may hold at most `+maxEventCompaniesText+`
+(--json: each event carries its companyId). One credential may hold at most ` + maxEventCompaniesText + `
 streams open; past that many companies, pass --company.`,
 		Example: `  clasp events
   clasp events --company ACME

@@ -162,4 +162,3 @@ func (a *app) resolveAgent(ctx context.Context, companyID, ref, flag string) (st
 	}
 	return "", usageErr(fmt.Errorf("%s %q names %d agents: %s; pass one's id, or --company to look in one company", flag, ref, len(found), strings.Join(parts, ", ")))
 }
-
