@@ -62,6 +62,10 @@ type Wake struct {
 	Run            *clasp.Run `json:"run"`
 	BlockedByRunID *string    `json:"blockedByRunId"`
 	Replayed       bool       `json:"replayed"`
+	// SkipReason (agent_paused, agent_terminated, no_adapter, not_workable)
+	// and SkipMessage say why a skipped wake runs nothing.
+	SkipReason  string `json:"skipReason,omitempty"`
+	SkipMessage string `json:"skipMessage,omitempty"`
 }
 
 // AgentWake wakes a server-managed agent (the board, or the agent itself).

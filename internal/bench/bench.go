@@ -142,6 +142,11 @@ type Config struct {
 	SeedAgents int
 	// NoRaw skips the raw and textbook limit phases.
 	NoRaw bool
+	// KeepData leaves what the bench made on a --server (ServerURL) as it
+	// is. Otherwise, at the end, its agents are terminated and its issues
+	// not done cancelled; the companies stay (the API deletes none), named
+	// "clasp bench ..." so that they are told apart.
+	KeepData bool
 	// DataDir holds the databases of the in-process server and the raw
 	// phases (default: a new temporary directory, removed at the end).
 	DataDir string
@@ -478,6 +483,9 @@ func setup(ctx context.Context, cfg Config) (*benchRun, error) {
 	}
 	b.srv = srv
 	b.cleanups = append(b.cleanups, srv.close)
+	if cfg.ServerURL != "" && !cfg.KeepData {
+		b.cleanups = append(b.cleanups, func() { srv.api.cleanUp(context.WithoutCancel(ctx), cfg.Progress) })
+	}
 
 	maxClients := slices.Max(cfg.Clients)
 	b.fixIssues = cfg.Issues

@@ -47,18 +47,24 @@ type claimFixture struct {
 // (seedCompany, with cfg's progress).
 func setupClaim(ctx context.Context, cfg Config, srv *target, n, issues, seed, seedAgents int) (*claimFixture, error) {
 	board := srv.api.client(srv.api.board)
-	co, err := board.CompanyCreate(ctx, client.CompanyCreateRequest{Name: "clasp bench claim", IssuePrefix: "C" + randomLetters(7)})
+	co, err := srv.api.createCompany(ctx, "clasp bench claim", "C")
 	if err != nil {
 		return nil, fmt.Errorf("bench: claim: create company: %w", err)
 	}
 	fx := &claimFixture{companyID: co.ID, agents: make([]benchAgent, n), issues: make(map[string]bool, issues)}
 	err = parallel(ctx, n, 8, func(ctx context.Context, i int) error {
-		ag, err := board.AgentCreate(ctx, co.ID, client.AgentCreateRequest{Name: fmt.Sprintf("claim-%d", i), Role: "bench"})
-		if err != nil {
+		var ag *clasp.Agent
+		var key *clasp.APIKey
+		if err := retryLimited(ctx, func() (err error) {
+			ag, err = board.AgentCreate(ctx, co.ID, client.AgentCreateRequest{Name: fmt.Sprintf("claim-%d", i), Role: "bench"})
+			return err
+		}); err != nil {
 			return fmt.Errorf("create agent: %w", err)
 		}
-		key, err := board.AgentKeyCreate(ctx, ag.ID)
-		if err != nil {
+		if err := retryLimited(ctx, func() (err error) {
+			key, err = board.AgentKeyCreate(ctx, ag.ID)
+			return err
+		}); err != nil {
 			return fmt.Errorf("create key: %w", err)
 		}
 		fx.agents[i] = benchAgent{id: ag.ID, key: key.Token}
@@ -79,7 +85,11 @@ func setupClaim(ctx context.Context, cfg Config, srv *target, n, issues, seed, s
 			ids[i] = iss.ID
 			return nil
 		}
-		iss, err := board.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: title, Status: clasp.IssueTodo})
+		var iss *clasp.Issue
+		err := retryLimited(ctx, func() (err error) {
+			iss, err = board.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: title, Status: clasp.IssueTodo})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("create issue: %w", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -153,7 +154,119 @@ type api struct {
 	hc    *http.Client
 	base  string
 	board string
+
+	mu   sync.Mutex
+	made []string // ids of the companies the bench created
 }
+
+// createCompany creates a company of the bench (named name, with a prefix
+// of letter and random letters) and records it for cleanUp.
+func (a *api) createCompany(ctx context.Context, name string, letter string) (*clasp.Company, error) {
+	var co *clasp.Company
+	err := retryLimited(ctx, func() (err error) {
+		co, err = a.client(a.board).CompanyCreate(ctx, client.CompanyCreateRequest{Name: name, IssuePrefix: letter + randomLetters(7)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.made = append(a.made, co.ID)
+	a.mu.Unlock()
+	return co, nil
+}
+
+// cleanUp undoes, as far as the API allows, what the bench made on a
+// server it does not own: each of its companies' agents is terminated
+// (their keys stop working, their runs end) and each issue not done is
+// cancelled. The companies themselves stay (the API deletes none); what
+// is left is said on progress (when not nil).
+func (a *api) cleanUp(ctx context.Context, progress io.Writer) {
+	board := a.client(a.board)
+	a.mu.Lock()
+	made := slices.Clone(a.made)
+	a.mu.Unlock()
+	for _, id := range made {
+		var agents []*clasp.Agent
+		var issues []*clasp.Issue
+		err := retryLimited(ctx, func() (err error) {
+			p, err := board.AgentList(ctx, id, client.ListParams{Limit: 1000})
+			if err == nil {
+				agents, err = p.All(ctx)
+			}
+			return err
+		})
+		if err == nil {
+			err = parallel(ctx, len(agents), 8, func(ctx context.Context, i int) error {
+				if agents[i].Status == clasp.AgentTerminated {
+					return nil
+				}
+				st := clasp.AgentTerminated
+				return retryLimited(ctx, func() error {
+					_, err := board.AgentUpdate(ctx, agents[i].ID, client.AgentUpdateRequest{Status: &st})
+					return err
+				})
+			})
+		}
+		if err == nil {
+			err = retryLimited(ctx, func() (err error) {
+				p, err := board.IssueList(ctx, id, client.IssueListParams{Limit: 1000,
+					Statuses: []clasp.IssueStatus{clasp.IssueBacklog, clasp.IssueTodo, clasp.IssueInProgress, clasp.IssueInReview, clasp.IssueBlocked}})
+				if err == nil {
+					issues, err = p.All(ctx)
+				}
+				return err
+			})
+		}
+		if err == nil {
+			err = parallel(ctx, len(issues), 8, func(ctx context.Context, i int) error {
+				st := clasp.IssueCancelled
+				return retryLimited(ctx, func() error {
+					_, err := board.IssueUpdate(ctx, issues[i].ID, client.IssueUpdateRequest{Status: &st})
+					return err
+				})
+			})
+		}
+		if progress == nil {
+			continue
+		}
+		if err != nil {
+			fmt.Fprintf(progress, "bench: cleaning up company %s on %s failed: %v\n", id, a.base, err)
+			continue
+		}
+		fmt.Fprintf(progress, "bench: company %s (\"clasp bench ...\") stays on %s, as the API deletes no company; its %d agents are terminated and its %d open issues cancelled (--keep-data leaves them as they were)\n",
+			id, a.base, len(agents), len(issues))
+	}
+}
+
+// retryLimited calls f until it is not refused for a rate limit (429
+// rate_limited), waiting between calls as the answer's retryAfterSeconds
+// says (1 s when absent), for at most setupRetryFor: a refused create
+// created nothing, so calling again is safe.
+func retryLimited(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(setupRetryFor)
+	for {
+		err := f()
+		e := clasp.AsError(err)
+		if e == nil || e.Code != clasp.CodeRateLimited || time.Now().After(deadline) {
+			return err
+		}
+		wait := time.Second
+		if sec, ok := e.Details["retryAfterSeconds"].(float64); ok && sec > 0 {
+			wait = time.Duration(sec * float64(time.Second))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
+}
+
+// setupRetryFor bounds how long one set-up call waits out rate limits.
+const setupRetryFor = 2 * time.Minute
 
 // do sends one request with bearer token and run header (when not empty)
 // and reads the whole answer. It returns the status and, when keep is
@@ -212,18 +325,24 @@ type fixture struct {
 // workload and nIssues-1 todo issues assigned round-robin to the agents.
 func setupHTTP(ctx context.Context, a *api, nAgents, nIssues int) (*fixture, error) {
 	board := a.client(a.board)
-	co, err := board.CompanyCreate(ctx, client.CompanyCreateRequest{Name: "clasp bench", IssuePrefix: "B" + randomLetters(7)})
+	co, err := a.createCompany(ctx, "clasp bench", "B")
 	if err != nil {
 		return nil, fmt.Errorf("bench: create company: %w", err)
 	}
 	fx := &fixture{companyID: co.ID, agents: make([]benchAgent, nAgents)}
 	err = parallel(ctx, nAgents, 8, func(ctx context.Context, i int) error {
-		ag, err := board.AgentCreate(ctx, co.ID, client.AgentCreateRequest{Name: fmt.Sprintf("bench-%d", i), Role: "bench"})
-		if err != nil {
+		var ag *clasp.Agent
+		var key *clasp.APIKey
+		if err := retryLimited(ctx, func() (err error) {
+			ag, err = board.AgentCreate(ctx, co.ID, client.AgentCreateRequest{Name: fmt.Sprintf("bench-%d", i), Role: "bench"})
+			return err
+		}); err != nil {
 			return fmt.Errorf("create agent: %w", err)
 		}
-		key, err := board.AgentKeyCreate(ctx, ag.ID)
-		if err != nil {
+		if err := retryLimited(ctx, func() (err error) {
+			key, err = board.AgentKeyCreate(ctx, ag.ID)
+			return err
+		}); err != nil {
 			return fmt.Errorf("create key: %w", err)
 		}
 		fx.agents[i] = benchAgent{id: ag.ID, key: key.Token}
@@ -232,15 +351,23 @@ func setupHTTP(ctx context.Context, a *api, nAgents, nIssues int) (*fixture, err
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	hot, err := board.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: "contended", Status: clasp.IssueTodo})
+	var hot *clasp.Issue
+	err = retryLimited(ctx, func() (err error) {
+		hot, err = board.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: "contended", Status: clasp.IssueTodo})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("bench: create issue: %w", err)
 	}
 	fx.hot = hot.ID
 	ids := make([]string, nIssues-1)
 	err = parallel(ctx, len(ids), 8, func(ctx context.Context, i int) error {
-		iss, err := board.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: fmt.Sprintf("bench issue %d", i),
-			Status: clasp.IssueTodo, AssigneeAgentID: fx.agents[i%nAgents].id})
+		var iss *clasp.Issue
+		err := retryLimited(ctx, func() (err error) {
+			iss, err = board.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: fmt.Sprintf("bench issue %d", i),
+				Status: clasp.IssueTodo, AssigneeAgentID: fx.agents[i%nAgents].id})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("create issue: %w", err)
 		}
@@ -262,7 +389,11 @@ func setupHTTP(ctx context.Context, a *api, nAgents, nIssues int) (*fixture, err
 func openRuns(ctx context.Context, a *api, agents []benchAgent) ([]string, func(), error) {
 	runs := make([]string, len(agents))
 	err := parallel(ctx, len(agents), 8, func(ctx context.Context, i int) error {
-		r, err := a.client(agents[i].key).RunOpen(ctx, client.RunOpenRequest{InvocationSource: "bench"})
+		var r *clasp.Run
+		err := retryLimited(ctx, func() (err error) {
+			r, err = a.client(agents[i].key).RunOpen(ctx, client.RunOpenRequest{InvocationSource: "bench"})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("open run: %w", err)
 		}

@@ -53,7 +53,7 @@ and --entity.`,
 	}
 	a.addClientFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&company, "company", "", "company id (default $"+EnvCompanyID+", or the calling agent's)")
+	f.StringVar(&company, "company", "", "company: its id, issue prefix or name (default $"+EnvCompanyID+", or the calling agent's)")
 	f.StringVar(&issue, "issue", "", "one issue's trail (UUID or identifier)")
 	f.StringVar(&action, "action", "", "only this action, e.g. issue.checked_out")
 	f.StringVar(&entity, "entity", "", "only rows about this entity id")

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -72,7 +74,7 @@ trimmed and lower-cased (a taken name answers 409 already_exists, exit code 3).`
 			return a.emit(ag, func(w io.Writer) { printAgent(w, ag) })
 		},
 	}
-	cmd.Flags().StringVar(&company, "company", "", "company id (default $"+EnvCompanyID+")")
+	cmd.Flags().StringVar(&company, "company", "", "company: its id, issue prefix or name (default $"+EnvCompanyID+")")
 	cmd.Flags().StringVar(&role, "role", "", "free-text role, e.g. engineer")
 	return cmd
 }
@@ -103,7 +105,7 @@ func (a *app) newAgentListCmd() *cobra.Command {
 			return emitList(a, items, next, printAgents)
 		},
 	}
-	cmd.Flags().StringVar(&company, "company", "", "company id (default $"+EnvCompanyID+")")
+	cmd.Flags().StringVar(&company, "company", "", "company: its id, issue prefix or name (default $"+EnvCompanyID+")")
 	lf.add(cmd)
 	return cmd
 }
@@ -115,7 +117,11 @@ func (a *app) newAgentShowCmd() *cobra.Command {
 		Example: "  clasp agent show <agent-id> --json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ag, err := a.client().AgentAdapter(cmd.Context(), args[0])
+			id, err := a.resolveAgent(cmd.Context(), "", args[0], "AGENT")
+			if err != nil {
+				return err
+			}
+			ag, err := a.client().AgentAdapter(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -138,21 +144,74 @@ func printAdapterLine(w io.Writer, cfg *clasp.AdapterConfig) {
 
 // newAgentStatusCmd returns pause, resume or terminate: a PATCH of the
 // agent's status.
+//
+// terminate cannot be undone: on a terminal it asks first; --yes skips the
+// question, and without --yes it refuses when stdin is not a terminal.
 func (a *app) newAgentStatusCmd(use string, status clasp.AgentStatus, short string) *cobra.Command {
-	return &cobra.Command{
+	var yes bool
+	cmd := &cobra.Command{
 		Use:     use + " AGENT_ID",
 		Short:   short + " (board)",
 		Example: "  clasp agent " + use + " <agent-id>",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			c := a.client()
+			id, err := a.resolveAgent(cmd.Context(), "", args[0], "AGENT")
+			if err != nil {
+				return err
+			}
+			if status == clasp.AgentTerminated && !yes {
+				if !a.stdinIsTerminal() {
+					return usageErr(fmt.Errorf("terminating agent %s cannot be undone; stdin is not a terminal to confirm on, so pass --yes to terminate it", id))
+				}
+				ok, err := a.confirm(fmt.Sprintf("Terminate agent %s? Its keys stop working, its runs are cancelled and its open issues go back unassigned; this cannot be undone. [y/N] ", id))
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return &exitError{Code: ExitError, Err: fmt.Errorf("agent %s not terminated: not confirmed", id)}
+				}
+			}
 			st := status
-			ag, err := a.client().AgentUpdate(cmd.Context(), args[0], client.AgentUpdateRequest{Status: &st})
+			ag, err := c.AgentUpdate(cmd.Context(), id, client.AgentUpdateRequest{Status: &st})
 			if err != nil {
 				return err
 			}
 			return a.emit(ag, func(w io.Writer) { printAgent(w, ag) })
 		},
 	}
+	if status == clasp.AgentTerminated {
+		cmd.Long = short + ". This cannot be undone: on a terminal it asks first; --yes skips the question (needed when stdin is not a terminal)."
+		cmd.Example = "  clasp agent terminate <agent-id>\n  clasp agent terminate <agent-id> --yes"
+		cmd.Flags().BoolVarP(&yes, "yes", "y", false, "terminate without asking")
+	}
+	return cmd
+}
+
+// stdinIsTerminal reports whether the command's stdin is a terminal (a
+// character device), where a question can be asked and answered.
+func (a *app) stdinIsTerminal() bool {
+	f, ok := a.stdin.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// confirm asks question on stderr and reads one line from stdin: true for
+// "y" or "yes" (any case).
+func (a *app) confirm(question string) (bool, error) {
+	fmt.Fprint(a.stderr, question)
+	line, err := bufio.NewReader(a.stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return false, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
 }
 
 func (a *app) newAgentMeCmd() *cobra.Command {
@@ -200,7 +259,11 @@ server keeps only its hash. Give it to the agent as CLASP_TOKEN.`,
   clasp agent key create <agent-id> --json | jq -r .token`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, err := a.client().AgentKeyCreate(cmd.Context(), args[0])
+			id, err := a.resolveAgent(cmd.Context(), "", args[0], "AGENT")
+			if err != nil {
+				return err
+			}
+			k, err := a.client().AgentKeyCreate(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -228,12 +291,16 @@ revokes all its keys.`,
 		Example: "  clasp agent key revoke <agent-id> <key-id>",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, err := a.client().AgentKeyRevoke(cmd.Context(), args[0], args[1])
+			id, err := a.resolveAgent(cmd.Context(), "", args[0], "AGENT")
+			if err != nil {
+				return err
+			}
+			k, err := a.client().AgentKeyRevoke(cmd.Context(), id, args[1])
 			if err != nil {
 				return err
 			}
 			if k == nil {
-				k = &clasp.APIKey{ID: args[1], AgentID: args[0]}
+				k = &clasp.APIKey{ID: args[1], AgentID: id}
 			}
 			return a.emit(k, func(w io.Writer) {
 				fmt.Fprintf(w, "Revoked key %s of agent %s.\n", k.ID, k.AgentID)
@@ -249,7 +316,11 @@ func (a *app) newAgentKeyListCmd() *cobra.Command {
 		Example: "  clasp agent key list <agent-id>",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ks, err := a.client().AgentKeyList(cmd.Context(), args[0])
+			id, err := a.resolveAgent(cmd.Context(), "", args[0], "AGENT")
+			if err != nil {
+				return err
+			}
+			ks, err := a.client().AgentKeyList(cmd.Context(), id)
 			if err != nil {
 				return err
 			}

@@ -62,7 +62,13 @@ time from getrusage: in-process server and HTTP clients together; raw rows the
 raw goroutines alone) and the peak RSS of each phase, as a table or --json,
 with a progress line on stderr while it runs. It exits 1 if a check failed
 (an unexpected answer, a contended round without exactly one winner, a
-refused claim, an issue claimed twice or never).`,
+refused claim, an issue claimed twice or never).
+
+Set-up requests refused by a rate limit (429) are sent again after the
+answer's Retry-After. With --server, the bench's companies ("clasp bench",
+"clasp bench claim") stay on that server, since the API deletes no company;
+at the end their agents are terminated and their open issues cancelled, and
+stderr says so (--keep-data leaves them as they are).`,
 		Example: `  clasp bench                                        # cycle at 1, 8 and 32 clients, 10 s each
   clasp bench --workload cycle,contended,mixed --clients 32 --duration 20s
   clasp bench --workload cycle,claim --clients 64 --issues 10000   # claim vs cycle
@@ -136,6 +142,7 @@ refused claim, an issue claimed twice or never).`,
 	f.IntVar(&cfg.SeedIssues, "seed-issues", 0, "bulk-insert this many filler issues (done, unassigned) into each company before its phases, for scale figures (in-process servers only: SQLite or --database-url)")
 	f.IntVar(&cfg.SeedAgents, "seed-agents", 0, "bulk-insert this many filler agents (each with an API key and a finished run) into the same companies as --seed-issues, for scale figures (in-process servers only; like --seed-issues it adds the http-base baseline)")
 	f.BoolVar(&cfg.NoRaw, "no-raw", false, "skip the raw and textbook limit phases")
+	f.BoolVar(&cfg.KeepData, "keep-data", false, "with --server: leave the bench's agents and issues as they are (by default its agents are terminated and its open issues cancelled at the end)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the databases (default a fresh temporary directory, removed at the end)")
 	f.BoolVar(&jsonOut, "json", false, "print the report as JSON")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (server and clients) to this file")

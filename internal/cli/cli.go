@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"sort"
@@ -202,10 +203,20 @@ func (a *app) caFile() string { return firstNonEmpty(a.caCert, a.getenv(EnvCACer
 
 // client returns a client configured from the client flags and environment.
 func (a *app) client() *client.Client {
+	return a.newClient(firstNonEmpty(a.runID, a.getenv(EnvRunID)))
+}
+
+// meClient is client without the run of --run or $CLASP_RUN_ID: finding
+// who the caller is needs no run, and a run that has ended must not stop
+// the command from reaching the request that names it (whose answer then
+// says what is wrong with the run).
+func (a *app) meClient() *client.Client { return a.newClient("") }
+
+func (a *app) newClient(runID string) *client.Client {
 	u := firstNonEmpty(a.baseURL, a.url, a.getenv(EnvURL), DefaultURL)
 	return client.New(u,
 		client.WithToken(a.bearer()),
-		client.WithRunID(firstNonEmpty(a.runID, a.getenv(EnvRunID))),
+		client.WithRunID(runID),
 		client.WithUserAgent("clasp-cli"),
 		client.WithHTTPClient(a.hc),
 		a.caOption(),
@@ -228,16 +239,20 @@ func (a *app) caOption() client.Option {
 }
 
 // companyID resolves the company a command works in: the --company flag,
-// then $CLASP_COMPANY_ID, then the calling agent's company (GET
-// /agents/me) when the token is an agent credential.
+// then $CLASP_COMPANY_ID (either an id, an issue prefix or a name:
+// resolveCompany), then the calling agent's company (GET /agents/me) when
+// the token is an agent credential.
 func (a *app) companyID(ctx context.Context, c *client.Client, flag string) (string, error) {
-	if id := firstNonEmpty(flag, a.getenv(EnvCompanyID)); id != "" {
-		return id, nil
+	if flag != "" {
+		return a.resolveCompany(ctx, flag, "--company")
 	}
-	if a.bearer() == "" || isBoardToken(a.bearer()) {
-		return "", usageErr(errors.New("--company is required (or set " + EnvCompanyID + ")"))
+	if env := a.getenv(EnvCompanyID); env != "" {
+		return a.resolveCompany(ctx, env, EnvCompanyID)
 	}
-	me, err := c.Me(ctx)
+	if !isAgentToken(a.bearer()) {
+		return "", usageErr(errors.New("--company is required (or set " + EnvCompanyID + "): a company's id, issue prefix or name"))
+	}
+	me, err := a.meClient().Me(ctx)
 	if err != nil {
 		return "", fmt.Errorf("find the company of the calling agent (pass --company): %w", err)
 	}
@@ -248,9 +263,9 @@ func (a *app) companyID(ctx context.Context, c *client.Client, flag string) (str
 // agent (GET /agents/me).
 func (a *app) agentID(ctx context.Context, c *client.Client, flag string) (string, error) {
 	if flag != "" {
-		return flag, nil
+		return a.resolveAgent(ctx, "", flag, "--agent")
 	}
-	if isBoardToken(a.bearer()) {
+	if !isAgentToken(a.bearer()) {
 		if run, from := a.runID, "--run"; run != "" || a.getenv(EnvRunID) != "" {
 			if run == "" {
 				run, from = a.getenv(EnvRunID), EnvRunID
@@ -259,7 +274,7 @@ func (a *app) agentID(ctx context.Context, c *client.Client, flag string) (strin
 		}
 		return "", usageErr(errors.New("--agent is required with the board token"))
 	}
-	me, err := c.Me(ctx)
+	me, err := a.meClient().Me(ctx)
 	if err != nil {
 		return "", fmt.Errorf("find the calling agent (pass --agent): %w", err)
 	}
@@ -277,8 +292,6 @@ func (a *app) runRef(args []string) (string, error) {
 	return "", usageErr(errors.New("a run id is required (argument, --run or " + EnvRunID + ")"))
 }
 
-func isBoardToken(tok string) bool { return strings.HasPrefix(tok, "clasp_bt_") }
-
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {
 		if v != "" {
@@ -286,6 +299,35 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// headerWording is what the CLI says instead of the API's words about the
+// run header, which the CLI sets from --run or $CLASP_RUN_ID.
+var headerWording = []struct{ api, cli string }{
+	{"send the X-Clasp-Run-Id (or X-Paperclip-Run-Id) header, or use a run token", "pass --run RUN_ID (or set " + EnvRunID + "), or use the run's token as --token"},
+	{"(header X-Clasp-Run-Id or X-Paperclip-Run-Id)", "(pass --run RUN_ID or set " + EnvRunID + ")"},
+	{"the run named by the X-Clasp-Run-Id header", "the run named by --run"},
+	{"the run named by the X-Paperclip-Run-Id header", "the run named by --run"},
+	{"Header X-Clasp-Run-Id", "--run"},
+	{"the Idempotency-Key header", "--idempotency-key"},
+	{"Idempotency-Key", "--idempotency-key"},
+	{"X-Clasp-Run-Id", "--run"},
+}
+
+// cliWording rewrites an API message for the command line: what names an
+// HTTP header names the flag (or environment variable) that sets it.
+func (a *app) cliWording(msg string) string {
+	for _, w := range headerWording {
+		cli := w.cli
+		if a.runID == "" && a.getenv(EnvRunID) != "" {
+			cli = strings.ReplaceAll(cli, "named by --run", "named by $"+EnvRunID)
+			if w.api == "Header X-Clasp-Run-Id" || w.api == "X-Clasp-Run-Id" {
+				cli = "$" + EnvRunID
+			}
+		}
+		msg = strings.ReplaceAll(msg, w.api, cli)
+	}
+	return msg
 }
 
 // usageError marks an error as the caller's misuse of the command line (exit 2).
@@ -386,10 +428,15 @@ func (a *app) printError(err error) {
 		return
 	}
 	if err == error(e) {
-		fmt.Fprintf(a.stderr, "error: %s (%s)\n", e.Message, e.Code)
+		fmt.Fprintf(a.stderr, "error: %s (%s)\n", a.cliWording(e.Message), e.Code)
 	} else {
 		// Keep the context the command added (it ends with the code).
-		fmt.Fprintf(a.stderr, "error: %v\n", err)
+		fmt.Fprintf(a.stderr, "error: %s\n", a.cliWording(err.Error()))
+	}
+	if _, ok := e.Details["header"]; ok {
+		// The message names the flag or variable that set the header.
+		e = &clasp.Error{Code: e.Code, Message: e.Message, Details: maps.Clone(e.Details)}
+		delete(e.Details, "header")
 	}
 	if holder, _ := e.Details["checkoutRunId"].(string); holder != "" {
 		fmt.Fprintf(a.stderr, "held by run %s", holder)

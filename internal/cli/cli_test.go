@@ -75,6 +75,10 @@ func reply(w http.ResponseWriter, status int, v any) {
 
 func ptr[T any](v T) *T { return &v }
 
+// testCompanyID is a company id the fake servers answer for (a company id
+// is sent as is; anything else is looked up as a prefix or name first).
+const testCompanyID = "0191e0a4-0000-7000-8000-0000000000c1"
+
 var testIssue = &clasp.Issue{
 	ID: "0191e0a4-0000-7000-8000-000000000001", CompanyID: "c1", Identifier: "ENG-1", Title: "Fix the login page",
 	Status: clasp.IssueInProgress, Priority: clasp.PriorityHigh, AssigneeAgentID: ptr("a1"),
@@ -238,9 +242,9 @@ func TestShowJSONAndTable(t *testing.T) {
 		switch r.URL.Path {
 		case "/api/issues/ENG-1":
 			reply(w, 200, testIssue)
-		case "/api/companies/c1/issues":
+		case "/api/companies/" + testCompanyID + "/issues":
 			if r.URL.Query().Get("cursor") == "" {
-				w.Header().Set("Link", `</api/companies/c1/issues?cursor=p2>; rel="next"`)
+				w.Header().Set("Link", `</api/companies/`+testCompanyID+`/issues?cursor=p2>; rel="next"`)
 				reply(w, 200, []*clasp.Issue{testIssue})
 				return
 			}
@@ -270,7 +274,7 @@ func TestShowJSONAndTable(t *testing.T) {
 		}
 	}
 
-	r = runCLI(t, env, "", "issue", "list", "--company", "c1")
+	r = runCLI(t, env, "", "issue", "list", "--company", testCompanyID)
 	if r.code != 0 || !strings.Contains(r.stdout, "IDENTIFIER") || !strings.Contains(r.stdout, "ENG-1") || strings.Contains(r.stdout, "ENG-2") {
 		t.Errorf("list (one page): exit %d stdout:\n%s", r.code, r.stdout)
 	}
@@ -278,7 +282,7 @@ func TestShowJSONAndTable(t *testing.T) {
 		t.Errorf("list stderr %q does not say how to get the next page", r.stderr)
 	}
 
-	r = runCLI(t, env, "", "issue", "list", "--company", "c1", "--all", "--json")
+	r = runCLI(t, env, "", "issue", "list", "--company", testCompanyID, "--all", "--json")
 	var all []clasp.Issue
 	if err := json.Unmarshal([]byte(r.stdout), &all); err != nil || len(all) != 2 || all[1].Identifier != "ENG-2" {
 		t.Errorf("list --all --json: %d issues, err %v; output %q", len(all), err, r.stdout)

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -12,13 +14,54 @@ import (
 	"github.com/clasp-dev/clasp/client"
 )
 
+// maxEventCompanies is how many companies `clasp events` follows at once
+// without --company: the event streams one credential may hold open by
+// default (httpapi.DefaultStreamsPerAgent).
+const (
+	maxEventCompanies     = 16
+	maxEventCompaniesText = "16"
+)
+
+// eventCompany is a company `clasp events` follows, with the label its
+// lines start with when it follows several.
+type eventCompany struct{ id, label string }
+
+// eventCompanies returns the companies `clasp events` follows: the one of
+// --company or $CLASP_COMPANY_ID; else an agent's own; else every company
+// the operator credential sees (at most maxEventCompanies, else a usage
+// error listing them).
+func (a *app) eventCompanies(ctx context.Context, c *client.Client, flag string) ([]eventCompany, error) {
+	if flag != "" || a.getenv(EnvCompanyID) != "" || isAgentToken(a.bearer()) {
+		id, err := a.companyID(ctx, c, flag)
+		if err != nil {
+			return nil, err
+		}
+		return []eventCompany{{id: id}}, nil
+	}
+	cos, err := a.visibleCompanies(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(cos) == 0:
+		return nil, usageErr(errors.New("there is no company to follow yet (clasp company create NAME)"))
+	case len(cos) > maxEventCompanies:
+		return nil, usageErr(fmt.Errorf("you see %d companies, more than the %d event streams one credential may hold open: pass --company (an id, issue prefix or name) to follow one; the companies: %s", len(cos), maxEventCompanies, describeCompanies(cos)))
+	}
+	out := make([]eventCompany, len(cos))
+	for i, co := range cos {
+		out[i] = eventCompany{id: co.ID, label: co.IssuePrefix}
+	}
+	return out, nil
+}
+
 // newEventsCmd is `clasp events`: follow a company's live event stream.
 func (a *app) newEventsCmd() *cobra.Command {
 	var company, actions string
 	var after int64
 	var count int
 	cmd := &cobra.Command{
-		Use:   "events [--company COMPANY_ID]",
+		Use:   "events [--company COMPANY]",
 		Short: "Follow a company's live events (checkouts, releases, adoptions, sweeps, runs)",
 		Long: `Follow GET /api/companies/{id}/events, a Server-Sent Events stream of the
 company's activity rows as they are written, on whichever replica wrote them.
@@ -26,15 +69,23 @@ One line per event (or one JSON object per line with --json). The stream
 reconnects by itself after a dropped connection and resumes after the last
 event it printed. By default it starts with events written from now on;
 --after 0 replays the whole history first. Stop it with Ctrl-C, or let
---count end it after that many events.`,
-		Example: `  clasp events --company <company-id>
+--count end it after that many events.
+
+Without --company (or $` + EnvCompanyID + `), an agent's credential follows its own
+company, and an operator token (the board token is one) every company it sees,
+one stream each, merged: each line then starts with the company's issue prefix
+(--json: each event carries its companyId). One credential may hold at most ` + maxEventCompaniesText + `
+streams open; past that many companies, pass --company.`,
+		Example: `  clasp events
+  clasp events --company ACME
   clasp events --action issue.checked_out,issue.checkout_lock_adopted --json
   clasp events --after 0 --count 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
 			c := a.client()
-			cid, err := a.companyID(ctx, c, company)
+			cos, err := a.eventCompanies(ctx, c, company)
 			if err != nil {
 				return err
 			}
@@ -42,9 +93,15 @@ event it printed. By default it starts with events written from now on;
 			if actions != "" {
 				opt.Actions = strings.Split(actions, ",")
 			}
+			var mu sync.Mutex
 			n := 0
 			errEnough := errors.New("enough events")
-			err = c.Events(ctx, cid, opt, func(ev *clasp.Activity) error {
+			emitEvent := func(co eventCompany, ev *clasp.Activity) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if count > 0 && n >= count {
+					return errEnough
+				}
 				if a.jsonOut {
 					b, err := json.Marshal(ev)
 					if err != nil {
@@ -56,7 +113,11 @@ event it printed. By default it starts with events written from now on;
 					if details == "{}" || details == "null" {
 						details = ""
 					}
-					fmt.Fprintf(a.stdout, "%d  %s  %-28s %s %s  run=%s  %s\n", ev.ID, fmtTime(ev.CreatedAt), ev.Action,
+					lead := ""
+					if len(cos) > 1 {
+						lead = co.label + "  "
+					}
+					fmt.Fprintf(a.stdout, "%s%d  %s  %-28s %s %s  run=%s  %s\n", lead, ev.ID, fmtTime(ev.CreatedAt), ev.Action,
 						ev.EntityType, ev.EntityID, optStr(ev.RunID), details)
 				}
 				n++
@@ -64,16 +125,35 @@ event it printed. By default it starts with events written from now on;
 					return errEnough
 				}
 				return nil
-			})
-			if errors.Is(err, errEnough) || (err != nil && ctx.Err() != nil) {
-				return nil
 			}
-			return err
+			// One stream per company, merged in the order events arrive;
+			// the first to end with an error (or --count) ends the others.
+			errs := make(chan error, len(cos))
+			var wg sync.WaitGroup
+			for _, co := range cos {
+				wg.Go(func() {
+					err := c.Events(ctx, co.id, opt, func(ev *clasp.Activity) error { return emitEvent(co, ev) })
+					cancel()
+					errs <- err
+				})
+			}
+			wg.Wait()
+			close(errs)
+			var first error
+			for err := range errs {
+				if err != nil && !errors.Is(err, errEnough) && !errors.Is(err, context.Canceled) && first == nil {
+					first = err
+				}
+			}
+			if first != nil && cmd.Context().Err() != nil {
+				return nil // interrupted
+			}
+			return first
 		},
 	}
 	a.addClientFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&company, "company", "", "company id (default $"+EnvCompanyID+", or the calling agent's)")
+	f.StringVar(&company, "company", "", "company: its id, issue prefix or name (default $"+EnvCompanyID+", or the calling agent's)")
 	f.StringVar(&actions, "action", "", "only these actions, comma-separated")
 	f.Int64Var(&after, "after", -1, "resume after this activity id (0 replays everything; default: from now on)")
 	f.IntVar(&count, "count", 0, "exit after this many events (0: follow until interrupted)")

@@ -95,7 +95,11 @@ the whole previous config.`,
 					cfg.Env[k] = v
 				}
 			}
-			ag, err := a.client().AgentSetAdapter(cmd.Context(), pos[0], cfg)
+			id, err := a.resolveAgent(cmd.Context(), "", pos[0], "AGENT")
+			if err != nil {
+				return err
+			}
+			ag, err := a.client().AgentSetAdapter(cmd.Context(), id, cfg)
 			if err != nil {
 				return err
 			}
@@ -152,16 +156,22 @@ func (a *app) newAgentWakeCmd() *cobra.Command {
 answer says what the wake did: queued (a new run), coalesced (the agent already
 has a queued run for the issue), deferred (another agent's live run holds the
 issue; the wake is promoted when that run ends) or skipped (the agent is paused
-or has no enabled adapter). The same --idempotency-key never makes two runs.`,
+or terminated, or has no adapter: the answer says which and what to do, and
+the exit status is 1 since nothing will run). The same --idempotency-key never
+makes two runs.`,
 		Example: `  clasp agent wake <agent-id>
   clasp agent wake <agent-id> --issue ENG-12 --idempotency-key deploy-42`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := a.client().AgentWake(cmd.Context(), args[0], client.WakeRequest{Reason: reason, IssueID: issue, IdempotencyKey: idemKey})
+			id, err := a.resolveAgent(cmd.Context(), "", args[0], "AGENT")
 			if err != nil {
 				return err
 			}
-			return a.emit(w, func(out io.Writer) {
+			w, err := a.client().AgentWake(cmd.Context(), id, client.WakeRequest{Reason: reason, IssueID: issue, IdempotencyKey: idemKey})
+			if err != nil {
+				return err
+			}
+			err = a.emit(w, func(out io.Writer) {
 				fmt.Fprintf(out, "Wake %s: %s", w.WakeID, w.Status)
 				if w.RunID != nil {
 					fmt.Fprintf(out, ", run %s", *w.RunID)
@@ -172,8 +182,18 @@ or has no enabled adapter). The same --idempotency-key never makes two runs.`,
 				if w.Replayed {
 					fmt.Fprint(out, " (an earlier wake with this key)")
 				}
+				if w.SkipMessage != "" {
+					fmt.Fprintf(out, ": %s\n", w.SkipMessage)
+					return
+				}
 				fmt.Fprintln(out, ".")
 			})
+			if err == nil && w.Status == "skipped" {
+				// Nothing will run: say so in the exit status (the
+				// answer, with its reason, is printed above).
+				return &exitError{Code: ExitError}
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()

@@ -135,9 +135,10 @@ func TestManagedAgentCommands(t *testing.T) {
 	if cleared.Adapter != nil {
 		t.Errorf("--clear left %+v", cleared.Adapter)
 	}
-	mustCLIJSON(t, board, &w, "agent", "wake", ag.ID)
-	if w.Status != "skipped" {
-		t.Errorf("wake without adapter: %+v", w)
+	// Nothing will run: exit 1, with the answer (and its reason) printed.
+	r := runCLI(t, board, "", "agent", "wake", ag.ID, "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &w); err != nil || r.code != ExitError || w.Status != "skipped" || w.SkipReason != "no_adapter" {
+		t.Errorf("wake without adapter: exit %d, %+v (%v)", r.code, w, err)
 	}
 }
 

@@ -117,6 +117,9 @@ are retried).`,
 			if err != nil {
 				return err
 			}
+			if req.AssigneeAgentID, err = a.resolveAgent(ctx, cid, assignee, "--assignee"); err != nil {
+				return err
+			}
 			if idemKey != "" {
 				ctx = client.WithIdempotencyKey(ctx, idemKey)
 			}
@@ -128,11 +131,11 @@ are retried).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&company, "company", "", "company id (default $"+EnvCompanyID+", or the calling agent's)")
+	f.StringVar(&company, "company", "", "company: its id, issue prefix or name (default $"+EnvCompanyID+", or the calling agent's)")
 	f.StringVar(&description, "description", "", "description text, or - for standard input")
 	f.StringVar(&status, "status", "", "initial status (default backlog)")
 	f.StringVar(&priority, "priority", "", "critical, high, medium or low (default medium)")
-	f.StringVar(&assignee, "assignee", "", "agent id to assign")
+	f.StringVar(&assignee, "assignee", "", "agent to assign: its id or name")
 	f.StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key header: repeats with the same key create nothing")
 	return cmd
 }
@@ -157,6 +160,9 @@ func (a *app) newIssueListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if assignee, err = a.resolveAgent(ctx, cid, assignee, "--assignee"); err != nil {
+				return err
+			}
 			first, err := c.IssueList(ctx, cid, client.IssueListParams{
 				Statuses: sts, AssigneeAgentID: assignee, Query: query, Limit: lf.limit, Cursor: lf.cursor,
 			})
@@ -171,9 +177,9 @@ func (a *app) newIssueListCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&company, "company", "", "company id (default $"+EnvCompanyID+", or the calling agent's)")
+	f.StringVar(&company, "company", "", "company: its id, issue prefix or name (default $"+EnvCompanyID+", or the calling agent's)")
 	f.StringVar(&status, "status", "", "comma-separated statuses to include")
-	f.StringVar(&assignee, "assignee", "", "only issues assigned to this agent id")
+	f.StringVar(&assignee, "assignee", "", "only issues assigned to this agent (id or name)")
 	f.StringVar(&query, "query", "", "substring of the title or identifier")
 	lf.add(cmd)
 	return cmd
@@ -252,7 +258,7 @@ in_progress without a lock.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&agent, "agent", "", "agent id to check out for (default: the calling agent)")
+	f.StringVar(&agent, "agent", "", "agent to check out for, by id or name (default: the calling agent)")
 	f.StringVar(&expect, "expect", defaultExpected, "comma-separated statuses the issue may have")
 	f.DurationVar(&wait, "wait", 0, "retry while another live run holds it, for up to this long (e.g. 30s)")
 	return cmd
@@ -377,7 +383,11 @@ the assignee releases the lock.`,
 				req.Priority = &p
 			}
 			if f.Changed("assignee") {
-				req.AssigneeAgentID = &assignee
+				id, err := a.resolveAgent(cmd.Context(), "", assignee, "--assignee")
+				if err != nil {
+					return err
+				}
+				req.AssigneeAgentID = &id
 			}
 			req.Unassign = unassign
 			if f.Changed("comment") {
@@ -402,7 +412,7 @@ the assignee releases the lock.`,
 	f.StringVar(&description, "description", "", "new description, or - for standard input")
 	f.StringVar(&status, "status", "", "new status: "+issueStatusList())
 	f.StringVar(&priority, "priority", "", "critical, high, medium or low")
-	f.StringVar(&assignee, "assignee", "", "agent id to assign")
+	f.StringVar(&assignee, "assignee", "", "agent to assign: its id or name")
 	f.BoolVar(&unassign, "unassign", false, "clear the assignee")
 	f.StringVar(&comment, "comment", "", "comment written in the same transaction, or - for standard input")
 	cmd.MarkFlagsMutuallyExclusive("assignee", "unassign")

@@ -35,7 +35,8 @@ the tools act in it and this process never finishes it. Otherwise the first
 tool call that needs a run opens one (invocationSource "mcp"), heartbeated every
 third of the lease TTL while tool calls keep coming; after --idle-release
 without a call the heartbeat stops, the lease runs out and the sweeper releases
-what the run held. The run is finished succeeded when stdin closes and
+what the run held. When stdin closes, every request already read is answered
+first (a tool call in progress included); then the run is finished succeeded. It is
 cancelled on SIGTERM or SIGINT; either way the finish clears the checkout and
 execution locks the run held (its issues keep their status and assignee).
 After SIGKILL the lease runs out and the sweeper clears them.`,

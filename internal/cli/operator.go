@@ -70,7 +70,11 @@ company; an admin scoped to one company creates tokens of that company only.
 				return usageErr(fmt.Errorf("--role must be admin, operator or viewer, not %q", role))
 			}
 			if company != "" {
-				in.CompanyID = &company
+				id, err := a.resolveCompany(cmd.Context(), company, "--company")
+				if err != nil {
+					return err
+				}
+				in.CompanyID = &id
 			}
 			if expires != "" {
 				at, err := parseExpiry(expires, time.Now())
@@ -91,7 +95,7 @@ company; an admin scoped to one company creates tokens of that company only.
 	}
 	f := c.Flags()
 	f.StringVar(&role, "role", "", "admin, operator or viewer (required)")
-	f.StringVar(&company, "company", "", "the one company the token may see (default: every company)")
+	f.StringVar(&company, "company", "", "the one company the token may see: its id, issue prefix or name (default: every company)")
 	f.StringVar(&expires, "expires", "", "when the token stops working: a duration from now (720h) or an RFC 3339 time (default: never)")
 	_ = c.MarkFlagRequired("role")
 	return c

@@ -177,7 +177,7 @@ func TestLimitOutOfRange(t *testing.T) {
 	if n := len(f.requests()); n != 0 {
 		t.Fatalf("%d requests sent for refused limits", n)
 	}
-	r := runCLI(t, env, "", "issue", "list", "--company", "c1", "--limit", "1000")
+	r := runCLI(t, env, "", "issue", "list", "--company", testCompanyID, "--limit", "1000")
 	if reqs := f.requests(); r.code != ExitOK || len(reqs) != 1 || !strings.Contains(reqs[0].Query, "limit=1000") {
 		t.Errorf("--limit 1000: exit %d, requests %+v, stderr %q", r.code, reqs, r.stderr)
 	}

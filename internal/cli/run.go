@@ -174,6 +174,9 @@ func (a *app) newRunListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if agent, err = a.resolveAgent(ctx, cid, agent, "--agent"); err != nil {
+				return err
+			}
 			first, err := c.RunList(ctx, cid, client.RunListParams{Statuses: sts, AgentID: agent, Limit: lf.limit, Cursor: lf.cursor})
 			if err != nil {
 				return err
@@ -186,9 +189,9 @@ func (a *app) newRunListCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&company, "company", "", "company id (default $"+EnvCompanyID+", or the calling agent's)")
+	f.StringVar(&company, "company", "", "company: its id, issue prefix or name (default $"+EnvCompanyID+", or the calling agent's)")
 	f.StringVar(&status, "status", "", "comma-separated run statuses")
-	f.StringVar(&agent, "agent", "", "only runs of this agent id")
+	f.StringVar(&agent, "agent", "", "only runs of this agent (id or name)")
 	lf.add(cmd)
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -120,6 +121,40 @@ type wakeOut struct {
 	Run            *clasp.Run `json:"run"`
 	BlockedByRunID *string    `json:"blockedByRunId"` // a deferred wake's blocking run
 	Replayed       bool       `json:"replayed"`       // an earlier wake with the same idempotency key
+	// SkipReason and SkipMessage say why a skipped wake runs nothing:
+	// agent_paused, agent_terminated, no_adapter, or not_workable (the
+	// agent may no longer work the issue); the message says what to do.
+	SkipReason  string `json:"skipReason,omitempty"`
+	SkipMessage string `json:"skipMessage,omitempty"`
+}
+
+// Why a wake was skipped (wakeOut.SkipReason).
+const (
+	SkipAgentPaused     = "agent_paused"
+	SkipAgentTerminated = "agent_terminated"
+	SkipNoAdapter       = "no_adapter"
+	SkipNotWorkable     = "not_workable"
+)
+
+// wakeSkipReason says why a wake of agent id was skipped, from the agent
+// and its adapter as they are now (the store decides skipped for an agent
+// that is not active or has no adapter; anything else is the issue's
+// state at promotion).
+func (s *Server) wakeSkipReason(ctx context.Context, hst store.HeartbeatStore, id string) (reason, msg string) {
+	a, err := s.st.AgentGet(ctx, id)
+	if err != nil {
+		return "", ""
+	}
+	switch a.Status {
+	case clasp.AgentPaused:
+		return SkipAgentPaused, fmt.Sprintf("Agent %s is paused: resume it (clasp agent resume %s) and wake it again.", a.Name, a.ID)
+	case clasp.AgentTerminated:
+		return SkipAgentTerminated, fmt.Sprintf("Agent %s is terminated: it never runs again.", a.Name)
+	}
+	if cfg, err := hst.AgentAdapterGet(ctx, id); err == nil && cfg == nil {
+		return SkipNoAdapter, fmt.Sprintf("Agent %s has no adapter, so the server has nothing to start: set one (clasp agent set-adapter %s --command PATH) and wake it again.", a.Name, a.ID)
+	}
+	return SkipNotWorkable, fmt.Sprintf("Agent %s may no longer work the issue (it is done, cancelled, or assigned to another agent).", a.Name)
 }
 
 // agentWakeup: POST /api/agents/{id}/wakeup {reason?, issueId?,
@@ -172,6 +207,9 @@ func (s *Server) agentWakeup(ctx context.Context, c *call, in *agentWakeupIn) (i
 	out := &wakeOut{WakeID: res.WakeID, Status: res.Outcome, Run: res.Run, BlockedByRunID: res.BlockedByRunID, Replayed: res.Replayed}
 	if res.Run != nil {
 		out.RunID = &res.Run.ID
+	}
+	if res.Outcome == store.WakeSkipped {
+		out.SkipReason, out.SkipMessage = s.wakeSkipReason(ctx, hst, id)
 	}
 	return http.StatusAccepted, out, nil
 }

@@ -65,7 +65,14 @@ type Config struct {
 	// HTTP marks a request of the HTTP endpoint: the credential is its
 	// Authorization header, not CLASP_API_KEY.
 	HTTP bool
+	// PublicURL is the server's root URL as the caller reached it, which
+	// session_status reports (default URL; over HTTP, URL is the in-process
+	// API's and means nothing to the caller).
+	PublicURL string
 }
+
+// serverURL is the server's root URL as the caller knows it.
+func (c Config) serverURL() string { return first(c.PublicURL, c.URL) }
 
 // LoadConfig builds a Config from flag values (empty: not given) and the
 // environment (getenv, e.g. os.Getenv): flags win, then CLASP_RUN_TOKEN,

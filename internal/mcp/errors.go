@@ -88,6 +88,9 @@ func (s *Session) fail(ctx context.Context, env *Envelope, ref string, err error
 		env.Message = fmt.Sprintf("Stop working on %s: this session's run does not hold it (another run took it over, or it was released). Nothing was written; do not write results for it. Call claim_next_issue for other work.", issue)
 	case clasp.CodeUnauthenticated:
 		env.Message = "The clasp server refused the credential (401): the API key in " + EnvAPIKey + " is wrong or revoked, its agent was terminated, or its run ended. Do not retry; ask the human to set a valid key and restart this MCP server."
+		if s.cfg.HTTP {
+			env.Message = "The clasp server refused the credential (401): the bearer token this MCP client sends to /mcp (its Authorization header) is wrong or revoked, its agent was terminated, or its run ended. Do not retry; ask the human to put a valid agent API key (or run token) in the headers of this MCP server in the MCP client's configuration."
+		}
 	case clasp.CodeRunIDRequired:
 		env.Message = "The clasp server wants a run for this call (401 run_id_required). Retry once; if it fails again, tell the human."
 		env.Error.Retryable = true

@@ -42,7 +42,8 @@ func NewHTTPHandler(api http.Handler, log *slog.Logger, trustedProxies []netip.P
 	hc := &http.Client{Transport: inProcess{api}}
 	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		cfg := Config{URL: "http://clasp.internal", Token: strings.TrimSpace(token), RunID: r.Header.Get("X-Clasp-Run-Id"), HTTP: true}
+		cfg := Config{URL: "http://clasp.internal", Token: strings.TrimSpace(token), RunID: r.Header.Get("X-Clasp-Run-Id"), HTTP: true,
+			PublicURL: publicURL(r, trustedProxies)}
 		if cfg.RunID == "" {
 			cfg.RunID = r.Header.Get("X-Paperclip-Run-Id")
 		}
@@ -76,6 +77,25 @@ func NewHTTPHandler(api http.Handler, log *slog.Logger, trustedProxies []netip.P
 		}
 		inner.ServeHTTP(jw, r)
 	})
+}
+
+// publicURL is the server's root URL as the caller of r reached it: its
+// scheme (https over TLS, or as a trusted proxy's X-Forwarded-Proto says)
+// and its Host.
+func publicURL(r *http.Request, trustedProxies []netip.Prefix) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	} else if p := r.Header.Get("X-Forwarded-Proto"); p == "https" {
+		if peer, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+			for _, tp := range trustedProxies {
+				if tp.Contains(peer.Addr().Unmap()) {
+					scheme = "https"
+				}
+			}
+		}
+	}
+	return scheme + "://" + r.Host
 }
 
 // rebinding reports whether r is a DNS-rebinding attempt: it reached a

@@ -263,3 +263,24 @@ func TestHTTPHostCheckAndProxies(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPWording: over /mcp, session_status reports the server's URL as
+// the caller reached it, and a refused bearer is told about the MCP
+// client's header, not about CLASP_API_KEY and restarting a server.
+func TestHTTPWording(t *testing.T) {
+	w := newWorld(t, "", 30*time.Second, 0)
+	ctx := context.Background()
+	run, err := client.New(w.url, client.WithToken(w.keys[0])).RunOpen(ctx, client.RunOpenRequest{InvocationSource: "http-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := httpSession(t, w.url, map[string]string{"Authorization": "Bearer " + run.RunToken})
+	if r := call(t, a, "session_status", nil); r.IsError || r.str("server") != w.url {
+		t.Errorf("session_status over HTTP: server %q, want %q; %+v", r.str("server"), w.url, r.S)
+	}
+	bad := httpSession(t, w.url, map[string]string{"Authorization": "Bearer clasp_ak_notakey", "X-Clasp-Run-Id": run.ID})
+	r := call(t, bad, "session_status", nil)
+	if msg := r.str("message"); !r.IsError || strings.Contains(msg, "CLASP_API_KEY") || strings.Contains(msg, "restart") || !strings.Contains(msg, "Authorization") {
+		t.Errorf("refused bearer over HTTP: %q; want it to name the Authorization header, not CLASP_API_KEY or a restart", msg)
+	}
+}

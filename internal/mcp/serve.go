@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -34,9 +36,19 @@ func Serve(ctx context.Context, sess *Session, in io.ReadCloser, out io.WriteClo
 	srv := NewServer(sess)
 	defer context.AfterFunc(ctx, sess.endCalls)() // a signal ends the tool calls in progress too
 	w := &lockedWriter{w: out}
+	calls := newPendingCalls()
 	pr, pw := io.Pipe()
-	go func() { _ = pw.CloseWithError(filterLines(in, pw, w)) }()
-	err := srv.Run(ctx, &sdk.IOTransport{Reader: readCloser{pr, in}, Writer: w})
+	go func() {
+		err := filterLines(in, pw, w, calls)
+		if err == nil {
+			// The SDK cancels the calls in progress, and writes no answer,
+			// once its input ends: hold the end back until every request
+			// passed on has been answered (or a signal ends the calls).
+			calls.wait(ctx, drainTimeout)
+		}
+		_ = pw.CloseWithError(err)
+	}()
+	err := srv.Run(ctx, &sdk.IOTransport{Reader: readCloser{pr, in}, Writer: &answerWriter{w: w, calls: calls}})
 	status := clasp.RunSucceeded
 	broken := err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled)
 	switch {
@@ -52,10 +64,123 @@ func Serve(ctx context.Context, sess *Session, in io.ReadCloser, out io.WriteClo
 	return cerr
 }
 
-// filterLines copies the JSON-RPC messages of in, one per line, to pw, and
-// answers every other non-blank line on out with a JSON-RPC error. It
-// returns nil at the end of in, or the first error reading in or writing.
-func filterLines(in io.Reader, pw io.Writer, out io.Writer) error {
+// drainTimeout bounds how long Serve waits, once stdin has ended, for the
+// answers to the requests still in progress (a tool call's requests to the
+// server have their own, shorter, timeouts).
+const drainTimeout = 2 * time.Minute
+
+// pendingCalls counts the requests passed on to the SDK (by id) that it has
+// not answered yet.
+type pendingCalls struct {
+	mu      sync.Mutex
+	ids     map[string]int
+	n       int
+	changed chan struct{} // a token after each answer
+}
+
+func newPendingCalls() *pendingCalls {
+	return &pendingCalls{ids: map[string]int{}, changed: make(chan struct{}, 1)}
+}
+
+// idKey is the id of a JSON-RPC message as a map key ("" for none): a
+// number and a string of the same digits differ.
+func idKey(raw json.RawMessage) string {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return ""
+	}
+	switch v := v.(type) {
+	case string:
+		return "s" + v
+	case float64:
+		return "n" + strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return ""
+}
+
+// request records msg if it is a request (a method and an id).
+func (p *pendingCalls) request(msg []byte) {
+	var m struct {
+		Method *string         `json:"method"`
+		ID     json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(msg, &m) != nil || m.Method == nil {
+		return
+	}
+	if k := idKey(m.ID); k != "" {
+		p.mu.Lock()
+		p.ids[k]++
+		p.n++
+		p.mu.Unlock()
+	}
+}
+
+// answer retires the request msg answers, if msg is a response to one.
+func (p *pendingCalls) answer(msg []byte) {
+	var m struct {
+		Method *string         `json:"method"`
+		ID     json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(msg), &m) != nil || m.Method != nil {
+		return
+	}
+	k := idKey(m.ID)
+	p.mu.Lock()
+	if p.ids[k] > 0 {
+		if p.ids[k]--; p.ids[k] == 0 {
+			delete(p.ids, k)
+		}
+		p.n--
+	}
+	p.mu.Unlock()
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// wait returns once no request is unanswered, ctx has ended, or max has
+// passed.
+func (p *pendingCalls) wait(ctx context.Context, max time.Duration) {
+	t := time.NewTimer(max)
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		n := p.n
+		p.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-p.changed:
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// answerWriter is the SDK's writer: each message it writes (one per Write)
+// that answers a pending request retires it.
+type answerWriter struct {
+	w     *lockedWriter
+	calls *pendingCalls
+}
+
+func (a *answerWriter) Write(p []byte) (int, error) {
+	n, err := a.w.Write(p)
+	a.calls.answer(p)
+	return n, err
+}
+
+func (a *answerWriter) Close() error { return a.w.Close() }
+
+// filterLines copies the JSON-RPC messages of in, one per line, to pw
+// (recording each request in calls), and answers every other non-blank line
+// on out with a JSON-RPC error. It returns nil at the end of in, or the
+// first error reading in or writing.
+func filterLines(in io.Reader, pw io.Writer, out io.Writer, calls *pendingCalls) error {
 	br := bufio.NewReaderSize(in, 64<<10)
 	for {
 		line, tooLong, err := readLine(br)
@@ -64,8 +189,11 @@ func filterLines(in io.Reader, pw io.Writer, out io.Writer) error {
 				if _, werr := out.Write(reply); werr != nil {
 					return werr
 				}
-			} else if _, werr := pw.Write(append(line, '\n')); werr != nil {
-				return werr
+			} else {
+				calls.request(line)
+				if _, werr := pw.Write(append(line, '\n')); werr != nil {
+					return werr
+				}
 			}
 		}
 		if err == io.EOF {

@@ -302,7 +302,7 @@ func addTools(srv *toolSet, s *Session) {
 
 // sessionStatus is session_status.
 func (s *Session) sessionStatus(ctx context.Context, _ NoInput, out *StatusOut) error {
-	out.Server = s.cfg.URL
+	out.Server = s.cfg.serverURL()
 	out.IdleReleaseSec = int64(s.cfg.IdleRelease / time.Second)
 	out.RunOwner = "session"
 	switch {
@@ -355,7 +355,7 @@ func (s *Session) sessionStatus(ctx context.Context, _ NoInput, out *StatusOut) 
 	case out.RunID == "" && (s.opts.Stateless || s.cfg.RunToken()):
 		out.Message = fmt.Sprintf("Connected as agent %s; the run is the one the credential names. Next: claim_next_issue.", me.Name)
 	case out.RunID == "":
-		out.Message = fmt.Sprintf("Connected to %s as agent %s; no run yet (the first claim opens one). Next: claim_next_issue.", s.cfg.URL, me.Name)
+		out.Message = fmt.Sprintf("Connected to %s as agent %s; no run yet (the first claim opens one). Next: claim_next_issue.", s.cfg.serverURL(), me.Name)
 	case len(held) == 1:
 		out.Message = fmt.Sprintf("Connected as agent %s in run %s, holding %s. Finish it with update_issue_status.", me.Name, short(out.RunID), held[0])
 	case len(held) > 1:

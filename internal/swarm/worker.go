@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -566,6 +567,7 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 		// with a comment saying why, in one PATCH that also releases the
 		// lock (rule L6), so a human sees it and no agent takes it again
 		// (claims take todo issues only).
+		herr = workFailure(iss, herr)
 		w.log.Warn("cannot hash the issue's file; setting the issue blocked", "issue", iss.Identifier, "err", herr)
 		status, result, kind = clasp.IssueBlocked, FailurePrefix+herr.Error(), "blocked-"
 	}
@@ -611,13 +613,28 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 	if herr != nil {
 		w.blocked = append(w.blocked, iss.Identifier)
 		w.ev.Emit(EventBlocked, "issue", iss.Identifier, "run", run.ID, "error", herr)
-		w.finish(ctx, rc, run.ID, clasp.RunFailed, "work on "+iss.Identifier+" failed (issue set blocked): "+herr.Error())
+		w.finish(ctx, rc, run.ID, clasp.RunFailed, "work on "+iss.Identifier+" failed, so the issue is left blocked: "+herr.Error())
 		return nil
 	}
 	w.done++
 	w.ev.Emit(EventDone, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "sha256", strings.TrimPrefix(result, ResultPrefix))
 	w.finish(ctx, rc, run.ID, clasp.RunSucceeded, "")
 	return nil
+}
+
+// workFailure says, as a sentence, why the work on iss (hashing the file
+// its description names) failed with err, and what to do: put a readable
+// file's path in the description and set the issue back to todo.
+func workFailure(iss *clasp.Issue, err error) error {
+	fix := fmt.Sprintf("set the description to the path of a readable file and the status back to todo (clasp issue update %s --description PATH --status todo)", iss.Identifier)
+	if strings.TrimSpace(iss.Description) == "" {
+		return fmt.Errorf("the description names no file to hash (clasp agent work hashes the file whose path is the description); %s", fix)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe
+	}
+	return fmt.Errorf("cannot read the file the description names (%v); %s", err, fix)
 }
 
 // finish ends run with status; a run that already ended (swept) is fine.
