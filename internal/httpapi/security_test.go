@@ -427,6 +427,24 @@ func TestSecurityRefusedCreatesDoNotCount(t *testing.T) {
 	}
 }
 
+// twoServers starts two servers on one database (a fresh PostgreSQL
+// schema, or one SQLite file), each with opts, sharing the first's board
+// token: two replicas of one deployment.
+func twoServers(t *testing.T, pg bool, opts ...func(*setupOpts)) (a, b *bundle) {
+	t.Helper()
+	if pg {
+		st, replica := openPostgresSchema(t)
+		t.Cleanup(func() { _ = st.Close() })
+		a = setup(t, append(opts, func(o *setupOpts) { o.store = st })...)
+		b = setup(t, append(opts, func(o *setupOpts) { o.store = replica() })...)
+	} else {
+		a = setup(t, opts...)
+		b = setup(t, append(opts, func(o *setupOpts) { o.store = a.st })...)
+	}
+	b.board = a.board
+	return a, b
+}
+
 // TestSecurityLiveRunCapConcurrent: 20 opens of one agent's runs sent at
 // once, on two servers of one database (PostgreSQL) or one (SQLite),
 // leave exactly LiveRunsPerAgent runs open: the limit is decided in the
@@ -434,18 +452,7 @@ func TestSecurityRefusedCreatesDoNotCount(t *testing.T) {
 func TestSecurityLiveRunCapConcurrent(t *testing.T) {
 	eachStore(t, func(t *testing.T, pg bool) {
 		const limit = 4
-		lim := func(o *setupOpts) { o.limits = Limits{LiveRunsPerAgent: limit} }
-		var b, other *bundle
-		if pg {
-			st, replica := openPostgresSchema(t)
-			t.Cleanup(func() { _ = st.Close() })
-			b = setup(t, lim, func(o *setupOpts) { o.store = st })
-			other = setup(t, lim, func(o *setupOpts) { o.store = replica() })
-		} else {
-			b = setup(t, lim)
-			other = setup(t, lim, func(o *setupOpts) { o.store = b.st })
-		}
-		other.board = b.board
+		b, other := twoServers(t, pg, func(o *setupOpts) { o.limits = Limits{LiveRunsPerAgent: limit} })
 		co := b.company("LC")
 		ag, key := b.agent(co.ID, "many")
 		var wg sync.WaitGroup
@@ -751,17 +758,7 @@ func TestSecurityNoExistenceOracle(t *testing.T) {
 // agent's other key is untouched.
 func TestSecurityKeyRevocationEndsItsRuns(t *testing.T) {
 	eachStore(t, func(t *testing.T, pg bool) {
-		var a, b *bundle
-		if pg {
-			st, replica := openPostgresSchema(t)
-			t.Cleanup(func() { _ = st.Close() })
-			a = setup(t, func(o *setupOpts) { o.store = st })
-			b = setup(t, func(o *setupOpts) { o.store = replica() })
-		} else {
-			a = setup(t)
-			b = setup(t, func(o *setupOpts) { o.store = a.st })
-		}
-		b.board = a.board
+		a, b := twoServers(t, pg)
 		w := a.world("KR")
 		var k clasp.APIKey
 		a.must(http.StatusCreated, "POST", "/api/agents/"+w.a.ID+"/keys", req{body: map[string]any{}}, &k)

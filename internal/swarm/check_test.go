@@ -24,11 +24,19 @@ import (
 // returns a board client.
 func startServer(t *testing.T, ttl, sweep time.Duration) *client.Client {
 	t.Helper()
+	return startServerWith(t, cli.ServeConfig{LeaseTTL: ttl, SweepInterval: sweep})
+}
+
+// startServerWith is startServer with cfg (its DataDir and Listen are set
+// here).
+func startServerWith(t *testing.T, cfg cli.ServeConfig) *client.Client {
+	t.Helper()
+	cfg.DataDir, cfg.Listen = t.TempDir(), "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan cli.ServeInfo, 1)
 	served := make(chan error, 1)
 	go func() {
-		served <- cli.Serve(ctx, cli.ServeConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", LeaseTTL: ttl, SweepInterval: sweep}, ready)
+		served <- cli.Serve(ctx, cfg, ready)
 	}()
 	var info cli.ServeInfo
 	select {

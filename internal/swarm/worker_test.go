@@ -349,34 +349,16 @@ func TestAgentWorkFailedWork(t *testing.T) {
 // works its issue and exits 0, instead of failing at the first 429.
 func TestAgentWorkWaitsAtLiveRunLimit(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan cli.ServeInfo, 1)
-	served := make(chan error, 1)
-	go func() {
-		served <- cli.Serve(ctx, cli.ServeConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", LeaseTTL: 2 * time.Second,
-			SweepInterval: 200 * time.Millisecond, Net: cli.NetConfig{Limits: httpapi.Limits{LiveRunsPerAgent: 1}}}, ready)
-	}()
-	var info cli.ServeInfo
-	select {
-	case info = <-ready:
-	case err := <-served:
-		cancel()
-		t.Fatalf("serve: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	board := client.New(info.URL, client.WithToken(info.BoardToken))
+	board := startServerWith(t, cli.ServeConfig{LeaseTTL: 2 * time.Second, SweepInterval: 200 * time.Millisecond,
+		Net: cli.NetConfig{Limits: httpapi.Limits{LiveRunsPerAgent: 1}}})
 	f := newAgentFixture(t, board, "LIVE", "only")
 	// The run of a process that died: it keeps the agent's one place
 	// until its lease runs out.
-	if _, err := client.New(info.URL, client.WithToken(f.key)).RunOpen(t.Context(), client.RunOpenRequest{}); err != nil {
+	agent := client.New(board.BaseURL(), client.WithToken(f.key))
+	if _, err := agent.RunOpen(t.Context(), client.RunOpenRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := client.New(info.URL, client.WithToken(f.key)).RunOpen(t.Context(), client.RunOpenRequest{})
+	_, err := agent.RunOpen(t.Context(), client.RunOpenRequest{})
 	if clasp.ErrorCode(err) != clasp.CodeRateLimited {
 		t.Fatalf("a second open at the limit: %v, want 429 rate_limited", err)
 	}

@@ -72,13 +72,24 @@ func (t *wtx) agentTerminate(ctx context.Context, a *clasp.Agent, actor store.Ac
 	if _, err := t.exec(ctx, "AgentRevokeKeys", sql.Named("agent", a.ID), sql.Named("now", t.now)); err != nil {
 		return fmt.Errorf("revoke keys of agent %s: %w", a.ID, err)
 	}
-	rows, err := t.query(ctx, "AgentEndRuns", sql.Named("agent", a.ID), sql.Named("now", t.now))
+	if err := t.endRuns(ctx, actor, "agent "+a.ID, "AgentEndRuns", sql.Named("agent", a.ID), sql.Named("now", t.now)); err != nil {
+		return err
+	}
+	return t.unassignOpenIssues(ctx, a.ID, actor)
+}
+
+// endRuns runs statement stmt, which ends runs and returns them (those of
+// an agent being terminated, or of a key being revoked: what names them),
+// then for each releases every lock naming it (rule L6, releaseRunLocks)
+// and writes its run.finished row, as a finish would.
+func (t *wtx) endRuns(ctx context.Context, actor store.Actor, what, stmt string, args ...any) error {
+	rows, err := t.query(ctx, stmt, args...)
 	if err != nil {
-		return fmt.Errorf("end runs of agent %s: %w", a.ID, err)
+		return fmt.Errorf("end runs of %s: %w", what, err)
 	}
 	runs, err := scanAll(rows, store.ScanRun)
 	if err != nil {
-		return fmt.Errorf("end runs of agent %s: %w", a.ID, err)
+		return fmt.Errorf("end runs of %s: %w", what, err)
 	}
 	for _, run := range runs {
 		if err := t.releaseRunLocks(ctx, run, actor); err != nil {
@@ -90,7 +101,7 @@ func (t *wtx) agentTerminate(ctx context.Context, a *clasp.Agent, actor store.Ac
 			return err
 		}
 	}
-	return t.unassignOpenIssues(ctx, a.ID, actor)
+	return nil
 }
 
 // unassignOpenIssues is the last step of terminating agent agentID (rule
@@ -173,23 +184,8 @@ func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor
 	err := s.write(ctx, func(tx *wtx) error {
 		// The runs opened with the key end first, their locks released
 		// (rule L6), as a termination ends an agent's runs.
-		rows, err := tx.query(ctx, "KeyEndRuns", sql.Named("id", keyID), sql.Named("agent", agentID), sql.Named("now", tx.now))
-		if err != nil {
-			return fmt.Errorf("end runs of key %s: %w", keyID, err)
-		}
-		runs, err := scanAll(rows, store.ScanRun)
-		if err != nil {
-			return fmt.Errorf("end runs of key %s: %w", keyID, err)
-		}
-		for _, run := range runs {
-			if err := tx.releaseRunLocks(ctx, run, actor); err != nil {
-				return err
-			}
-			if err := tx.logActivity(ctx, run.CompanyID, actor, clasp.ActionRunFinished, "run", run.ID, map[string]any{
-				"status": run.Status, "exitCode": run.ExitCode, "error": run.Error, "errorCode": run.ErrorCode,
-			}); err != nil {
-				return err
-			}
+		if err := tx.endRuns(ctx, actor, "key "+keyID, "KeyEndRuns", sql.Named("id", keyID), sql.Named("agent", agentID), sql.Named("now", tx.now)); err != nil {
+			return err
 		}
 		k, err := store.ScanKey(tx.queryRow(ctx, "KeyRevoke", sql.Named("id", keyID), sql.Named("agent", agentID), sql.Named("now", tx.now)))
 		if errors.Is(err, sql.ErrNoRows) {
