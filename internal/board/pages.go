@@ -1,6 +1,7 @@
 package board
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -222,9 +223,10 @@ func (l *lookup) lock(iss *clasp.Issue) *lockView {
 
 // card is one issue on the board.
 type card struct {
-	Issue    *clasp.Issue
-	Assignee string
-	Lock     *lockView
+	Issue     *clasp.Issue
+	Assignee  string
+	Lock      *lockView
+	Abandoned *abandonedView
 }
 
 type column struct {
@@ -294,6 +296,7 @@ func (b *Board) boardData(c *client, v *view) error {
 		}
 		for _, iss := range issues {
 			cd := card{Issue: iss, Lock: l.lock(iss)}
+			cd.Abandoned = l.abandoned(iss, cd.Lock, nil)
 			if iss.AssigneeAgentID != nil {
 				cd.Assignee = l.agentName(*iss.AssigneeAgentID)
 			}
@@ -306,16 +309,17 @@ func (b *Board) boardData(c *client, v *view) error {
 }
 
 type issueView struct {
-	Issue    *clasp.Issue
-	Assignee string
-	Lock     *lockView
-	Holder   *clasp.Run
-	Comments []*clasp.Comment
-	Activity []*clasp.Activity
-	Runs     []*clasp.Run
-	Agents   []*clasp.Agent
-	Statuses []string
-	Names    map[string]string
+	Issue     *clasp.Issue
+	Assignee  string
+	Lock      *lockView
+	Abandoned *abandonedView
+	Holder    *clasp.Run
+	Comments  []*clasp.Comment
+	Activity  []*clasp.Activity
+	Runs      []*clasp.Run
+	Agents    []*clasp.Agent
+	Statuses  []string
+	Names     map[string]string
 }
 
 func (b *Board) issueData(c *client, v *view) error {
@@ -346,6 +350,7 @@ func (b *Board) issueData(c *client, v *view) error {
 	if _, err := c.get("/api/issues/"+iss.ID+"/activity?limit=1000", &iv.Activity); err != nil {
 		return err
 	}
+	iv.Abandoned = l.abandoned(&iss, iv.Lock, iv.Activity)
 	// The issue's runs: those its activity names, newest first.
 	seen := map[string]bool{}
 	for _, a := range iv.Activity {
@@ -476,12 +481,14 @@ func heldIssues(c *client, companyID string) ([]*clasp.Issue, error) {
 }
 
 type heldRow struct {
-	Issue *clasp.Issue
-	Lock  *lockView
+	Issue     *clasp.Issue
+	Lock      *lockView
+	Abandoned *abandonedView
 }
 
 type locksView struct {
 	Held, Dead    []heldRow
+	Abandoned     []heldRow         // in_progress with no live holder, oldest first
 	LastSweep     *clasp.Activity   // the newest row the sweeper (actor system) wrote
 	Swept         []*clasp.Activity // stale locks cleared and runs lost, newest first
 	Adoptions     []*clasp.Activity
@@ -499,6 +506,17 @@ func (b *Board) locksData(c *client, v *view) error {
 		return err
 	}
 	lv := &locksView{Idents: map[string]string{}}
+	var working []*clasp.Issue
+	if _, err := c.get("/api/companies/"+v.Company.ID+"/issues?status=in_progress&limit=1000", &working); err != nil {
+		return err
+	}
+	for _, iss := range working {
+		lk := l.lock(iss)
+		if ab := l.abandoned(iss, lk, nil); ab != nil {
+			lv.Abandoned = append(lv.Abandoned, heldRow{Issue: iss, Lock: lk, Abandoned: ab})
+		}
+	}
+	sort.Slice(lv.Abandoned, func(i, j int) bool { return lv.Abandoned[i].Abandoned.Since.Before(lv.Abandoned[j].Abandoned.Since) })
 	for _, iss := range held {
 		row := heldRow{Issue: iss, Lock: l.lock(iss)}
 		if row.Lock.Liveness == "live" {
@@ -588,4 +606,68 @@ func (b *Board) activityData(c *client, v *view) error {
 	}
 	v.Data = av
 	return nil
+}
+
+// abandonedView says that an in_progress issue has no live holder: no
+// lock, or a lock whose run is not live. Since and Holder come from the
+// issue's newest lock activity row (or from the dead holder run itself).
+type abandonedView struct {
+	Since  time.Time
+	Holder string // the agent that last held it, "" when none is known
+}
+
+// lockEnds are the activity actions that end an issue's lock.
+var lockEnds = map[string]bool{
+	clasp.ActionIssueLockReleased: true, clasp.ActionIssueStaleLockCleared: true,
+	clasp.ActionIssueReleased: true, clasp.ActionIssueForceRelease: true,
+}
+
+// abandoned returns why iss, whose lock view is lv, is abandoned, or nil
+// when it is not in_progress or a live run holds it. An issue without a
+// lock is looked up in its activity (acts, newest first; read when nil).
+func (l *lookup) abandoned(iss *clasp.Issue, lv *lockView, acts []*clasp.Activity) *abandonedView {
+	if iss.Status != clasp.IssueInProgress || (lv != nil && lv.Liveness == "live") {
+		return nil
+	}
+	if lv != nil { // a dead holder the sweeper has not cleared yet
+		av := &abandonedView{Since: iss.UpdatedAt, Holder: lv.AgentName}
+		if r := l.run(lv.RunID); r != nil {
+			switch {
+			case r.FinishedAt != nil:
+				av.Since = *r.FinishedAt
+			case r.LeaseExpiresAt != nil:
+				av.Since = *r.LeaseExpiresAt
+			}
+		}
+		return av
+	}
+	if acts == nil {
+		_, _ = l.c.get("/api/issues/"+url.PathEscape(iss.ID)+"/activity?limit=100", &acts)
+	}
+	av := &abandonedView{Since: iss.UpdatedAt}
+	for _, a := range acts {
+		if !lockEnds[a.Action] {
+			continue
+		}
+		av.Since = a.CreatedAt
+		var d struct {
+			RunID        string `json:"runId"`
+			Cleared      string `json:"clearedCheckoutRunId"`
+			Previous     string `json:"previousCheckoutRunId"`
+			ClearedExec  string `json:"clearedExecutionRunId"`
+			PreviousExec string `json:"previousExecutionRunId"`
+		}
+		_ = json.Unmarshal(a.Details, &d)
+		for _, id := range []string{d.RunID, d.Cleared, d.Previous, d.ClearedExec, d.PreviousExec} {
+			if id == "" {
+				continue
+			}
+			if r := l.run(id); r != nil {
+				av.Holder = l.agentName(r.AgentID)
+				break
+			}
+		}
+		break
+	}
+	return av
 }

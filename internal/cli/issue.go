@@ -173,7 +173,11 @@ func (a *app) newIssueListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return emitList(a, items, next, printIssues)
+			var abandoned map[string]bool
+			if !a.jsonOut {
+				abandoned = abandonedIssues(ctx, c, items)
+			}
+			return emitList(a, items, next, func(w io.Writer, is []*clasp.Issue) { printIssues(w, is, abandoned) })
 		},
 	}
 	f := cmd.Flags()
@@ -454,4 +458,40 @@ old one included, may check out an unassigned issue.`,
 	cmd.Flags().BoolVar(&clearAssignee, "clear-assignee", false, "clear the assignee as well")
 	_ = cmd.MarkFlagRequired("reason")
 	return cmd
+}
+
+// abandonedIssues returns the ids of the in_progress issues among items
+// that no live run holds: no checkout run, or one that ended, whose lease
+// ran out, or that does not exist. A run that cannot be read for another
+// reason marks nothing.
+func abandonedIssues(ctx context.Context, c *client.Client, items []*clasp.Issue) map[string]bool {
+	out := map[string]bool{}
+	runs := map[string]bool{} // run id -> live
+	for _, iss := range items {
+		if iss.Status != clasp.IssueInProgress {
+			continue
+		}
+		if iss.CheckoutRunID == nil {
+			out[iss.ID] = true
+			continue
+		}
+		id := *iss.CheckoutRunID
+		live, ok := runs[id]
+		if !ok {
+			r, err := c.RunGet(ctx, id)
+			switch {
+			case err == nil:
+				live = !r.Status.Terminal() && r.LeaseExpiresAt != nil && r.LeaseExpiresAt.After(time.Now())
+			case clasp.ErrorCode(err) == clasp.CodeNotFound:
+				live = false
+			default:
+				live = true
+			}
+			runs[id] = live
+		}
+		if !live {
+			out[iss.ID] = true
+		}
+	}
+	return out
 }

@@ -157,10 +157,20 @@ func printIssue(w io.Writer, i *clasp.Issue) {
 	}
 }
 
-func printIssues(w io.Writer, is []*clasp.Issue) {
+// abandonedMark follows the status of an in_progress issue that no live
+// run holds: it waits for a force-release (or its assignee's next run).
+const abandonedMark = " (abandoned)"
+
+// printIssues prints issues as a table; those in abandoned (by id) have
+// their status marked abandoned.
+func printIssues(w io.Writer, is []*clasp.Issue, abandoned map[string]bool) {
 	t := newTable(w, "IDENTIFIER", "STATUS", "PRIORITY", "ASSIGNEE", "CHECKOUT RUN", "EPOCH", "TITLE")
 	for _, i := range is {
-		t.row(i.Identifier, string(i.Status), string(i.Priority), optStr(i.AssigneeAgentID),
+		st := string(i.Status)
+		if abandoned[i.ID] {
+			st += abandonedMark
+		}
+		t.row(i.Identifier, st, string(i.Priority), optStr(i.AssigneeAgentID),
 			optStr(i.CheckoutRunID), strconv.FormatInt(i.CheckoutEpoch, 10), i.Title)
 	}
 	t.flush()
@@ -173,7 +183,11 @@ func printInbox(w io.Writer, items []*clasp.InboxItem) {
 		if i.ActiveRun != nil {
 			active = i.ActiveRun.ID + " (" + string(i.ActiveRun.Status) + ")"
 		}
-		t.row(i.Identifier, string(i.Status), string(i.Priority), active, fmtTime(i.UpdatedAt), i.Title)
+		st := string(i.Status)
+		if i.Status == clasp.IssueInProgress && (i.ActiveRun == nil || i.ActiveRun.Status != clasp.RunRunning) {
+			st += abandonedMark
+		}
+		t.row(i.Identifier, st, string(i.Priority), active, fmtTime(i.UpdatedAt), i.Title)
 	}
 	t.flush()
 }

@@ -1,0 +1,149 @@
+package board_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/clasp-dev/clasp/internal/board"
+)
+
+// fleet is a local-trusted board with company Acme (ACME) and one agent,
+// builder, with an API key.
+type fleet struct {
+	t       *testing.T
+	u       string
+	company string
+	agent   string
+	key     string
+}
+
+func newFleet(t *testing.T) *fleet {
+	t.Helper()
+	u, _ := newBoard(t, board.Config{LocalTrusted: true})
+	f := &fleet{t: t, u: u}
+	var co, ag, key struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	f.call("POST", "/api/companies", "", `{"name":"Acme","issuePrefix":"ACME"}`, http.StatusCreated, &co)
+	f.company = co.ID
+	f.call("POST", "/api/companies/"+f.company+"/agents", "", `{"name":"builder"}`, http.StatusCreated, &ag)
+	f.agent = ag.ID
+	f.call("POST", "/api/agents/"+f.agent+"/keys", "", `{}`, http.StatusCreated, &key)
+	f.key = key.Token
+	return f
+}
+
+// call sends one API request (as bearer when set, else as the local
+// board) and decodes the answer into out.
+func (f *fleet) call(method, path, bearer, body string, want int, out any) {
+	f.t.Helper()
+	hdr := map[string]string{"Content-Type": "application/json"}
+	if bearer != "" {
+		hdr["Authorization"] = "Bearer " + bearer
+	}
+	res, got := do(f.t, method, f.u+path, body, hdr)
+	if res.StatusCode != want {
+		f.t.Fatalf("%s %s: %d %s, want %d", method, path, res.StatusCode, got, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal([]byte(got), out); err != nil {
+			f.t.Fatalf("%s %s: %v", method, path, err)
+		}
+	}
+}
+
+// issue creates an issue and returns its identifier.
+func (f *fleet) issue(title, status, priority string) string {
+	f.t.Helper()
+	var iss struct {
+		Identifier string `json:"identifier"`
+	}
+	f.call("POST", "/api/companies/"+f.company+"/issues", "", `{"title":"`+title+`","status":"`+status+`","priority":"`+priority+`"}`, http.StatusCreated, &iss)
+	return iss.Identifier
+}
+
+// run opens a run of builder and returns its id and run token.
+func (f *fleet) run() (string, string) {
+	f.t.Helper()
+	var r struct {
+		ID       string `json:"id"`
+		RunToken string `json:"runToken"`
+	}
+	f.call("POST", "/api/agents/me/runs", f.key, `{}`, http.StatusCreated, &r)
+	return r.ID, r.RunToken
+}
+
+// checkout checks issue out in the run whose token is tok.
+func (f *fleet) checkout(issue, tok string) {
+	f.t.Helper()
+	f.call("POST", "/api/issues/"+issue+"/checkout", tok, `{"agentId":"`+f.agent+`","expectedStatuses":["todo"]}`, http.StatusOK, nil)
+}
+
+func (f *fleet) page(path string) string {
+	f.t.Helper()
+	res, body := do(f.t, "GET", f.u+path, "", nil)
+	if res.StatusCode != http.StatusOK {
+		f.t.Fatalf("GET %s: %d\n%s", path, res.StatusCode, body)
+	}
+	return body
+}
+
+// cardOf returns the markup of issue's card on a board page.
+func cardOf(t *testing.T, body, issue string) string {
+	t.Helper()
+	i := strings.Index(body, `<li class="card" data-issue="`+issue+`"`)
+	if i < 0 {
+		t.Fatalf("no card for %s on the board", issue)
+	}
+	card, _, _ := strings.Cut(body[i:], "</li>")
+	return card
+}
+
+// TestAbandonedIssueIsMarked: an in_progress issue whose run finished
+// (its lock released, the issue left in_progress) is marked abandoned,
+// with the time its lock ended and the agent that held it, on its card,
+// its page (with the action that hands it back) and the Locks page; an
+// issue a live run holds is not.
+func TestAbandonedIssueIsMarked(t *testing.T) {
+	f := newFleet(t)
+	left := f.issue("Left behind", "todo", "medium")
+	held := f.issue("Being worked on", "todo", "medium")
+	r1, tok1 := f.run()
+	f.checkout(left, tok1)
+	f.call("POST", "/api/runs/"+r1+"/finish", tok1, `{"status":"succeeded"}`, http.StatusOK, nil)
+	_, tok2 := f.run()
+	f.checkout(held, tok2)
+
+	var iss struct {
+		Status        string  `json:"status"`
+		CheckoutRunID *string `json:"checkoutRunId"`
+	}
+	f.call("GET", "/api/issues/"+left, "", "", http.StatusOK, &iss)
+	if iss.Status != "in_progress" || iss.CheckoutRunID != nil {
+		t.Fatalf("%s after its run finished: %s, checkout run %v; want in_progress and unlocked", left, iss.Status, iss.CheckoutRunID)
+	}
+
+	board := f.page("/")
+	if c := cardOf(t, board, left); !strings.Contains(c, "abandoned: no live run since 20") || !strings.Contains(c, "last held by builder") {
+		t.Errorf("card of %s, whose run finished, is not marked abandoned by builder:\n%s", left, c)
+	}
+	if c := cardOf(t, board, held); strings.Contains(c, "abandoned") {
+		t.Errorf("card of %s, held by a live run, is marked abandoned:\n%s", held, c)
+	}
+	page := f.page("/issues/" + left)
+	if !strings.Contains(page, "abandoned: no live run since 20") || !strings.Contains(page, "last held by builder") || !strings.Contains(page, `id="abandoned-hint"`) || !strings.Contains(page, `id="force-release"`) {
+		t.Errorf("page of %s does not say it is abandoned, by whom, and how to hand it back", left)
+	}
+	if page := f.page("/issues/" + held); strings.Contains(page, "abandoned") {
+		t.Errorf("page of %s, held by a live run, says abandoned", held)
+	}
+	locks := f.page("/locks")
+	_, ab, _ := strings.Cut(locks, `id="ab-h"`)
+	ab, _, _ = strings.Cut(ab, "</section>")
+	if !strings.Contains(ab, ">"+left+"</a>") || strings.Contains(ab, ">"+held+"</a>") || !strings.Contains(ab, "last held by builder") {
+		t.Errorf("Locks page's abandoned section lists %s=%v (want true), %s=%v (want false):\n%s", left, strings.Contains(ab, left), held, strings.Contains(ab, held), ab)
+	}
+}
