@@ -369,9 +369,12 @@ func (b *Board) issueData(c *client, v *view) error {
 type runRow struct {
 	Run       *clasp.Run
 	AgentName string
-	Issue     string // the issue's identifier, else its id
-	Liveness  string
-	HasLog    bool // a server-managed run (its log is served)
+	// Issues are the identifiers of the issues whose checkout or
+	// execution lock names the run, else the issue it was woken for (its
+	// identifier, else its id).
+	Issues   []string
+	Liveness string
+	HasLog   bool // a server-managed run (its log is served)
 }
 
 type runsView struct {
@@ -387,10 +390,23 @@ func (b *Board) runsData(c *client, v *view) error {
 	if _, err := c.get("/api/companies/"+v.Company.ID+"/runs?limit=100", &recent); err != nil {
 		return err
 	}
+	held, err := heldIssues(c, v.Company.ID)
+	if err != nil {
+		return err
+	}
+	holds := map[string][]string{} // run id -> identifiers of the issues it holds
+	for _, iss := range held {
+		for _, id := range []*string{iss.CheckoutRunID, iss.ExecutionRunID} {
+			if id != nil && !slices.Contains(holds[*id], iss.Identifier) {
+				holds[*id] = append(holds[*id], iss.Identifier)
+			}
+		}
+	}
 	idents := map[string]string{}
 	row := func(r *clasp.Run) runRow {
 		rr := runRow{Run: r, AgentName: l.agentName(r.AgentID), Liveness: liveness(r, l.now), HasLog: r.InvocationSource != "" && r.InvocationSource != "agent" && r.HostID != nil}
-		if r.IssueID != nil {
+		rr.Issues = holds[r.ID]
+		if len(rr.Issues) == 0 && r.IssueID != nil {
 			id := *r.IssueID
 			if _, ok := idents[id]; !ok {
 				var iss clasp.Issue
@@ -399,7 +415,7 @@ func (b *Board) runsData(c *client, v *view) error {
 					idents[id] = iss.Identifier
 				}
 			}
-			rr.Issue = idents[id]
+			rr.Issues = []string{idents[id]}
 		}
 		return rr
 	}

@@ -147,3 +147,30 @@ func TestAbandonedIssueIsMarked(t *testing.T) {
 		t.Errorf("Locks page's abandoned section lists %s=%v (want true), %s=%v (want false):\n%s", left, strings.Contains(ab, left), held, strings.Contains(ab, held), ab)
 	}
 }
+
+// TestRunsPageShowsHeldIssues: the Runs page lists, as a run's issue, the
+// issues it holds (a run opened by an agent that checked one out was not
+// woken for any issue).
+func TestRunsPageShowsHeldIssues(t *testing.T) {
+	f := newFleet(t)
+	one, two := f.issue("One", "todo", "medium"), f.issue("Two", "todo", "medium")
+	run, tok := f.run()
+	f.checkout(one, tok)
+	f.checkout(two, tok)
+	idle, _ := f.run()
+	body := f.page("/runs")
+	rowOf := func(id string) string {
+		i := strings.Index(body, `<tr data-run="`+id+`"`)
+		if i < 0 {
+			t.Fatalf("no row for run %s on the Runs page", id)
+		}
+		row, _, _ := strings.Cut(body[i:], "</tr>")
+		return row
+	}
+	if row := rowOf(run); !strings.Contains(row, ">"+one+"</a>") || !strings.Contains(row, ">"+two+"</a>") {
+		t.Errorf("row of the run holding %s and %s does not name them:\n%s", one, two, row)
+	}
+	if row := rowOf(idle); strings.Contains(row, "</a>") {
+		t.Errorf("row of a run holding nothing names an issue:\n%s", row)
+	}
+}

@@ -136,10 +136,16 @@ func printRun(w io.Writer, r *clasp.Run) {
 		"Error code", optStr(r.ErrorCode), "Error", optStr(r.Error), "Created", fmtTime(r.CreatedAt))
 }
 
-func printRuns(w io.Writer, rs []*clasp.Run) {
+// printRuns prints runs as a table; ISSUE is what held (by run id) says
+// each run holds, else the issue the run was woken for.
+func printRuns(w io.Writer, rs []*clasp.Run, held map[string][]string) {
 	t := newTable(w, "ID", "AGENT", "STATUS", "ISSUE", "LEASE EXPIRES", "ERROR CODE", "CREATED")
 	for _, r := range rs {
-		t.row(r.ID, r.AgentID, string(r.Status), optStr(r.IssueID), optTime(r.LeaseExpiresAt), optStr(r.ErrorCode), fmtTime(r.CreatedAt))
+		issue := optStr(r.IssueID)
+		if h := held[r.ID]; len(h) > 0 {
+			issue = strings.Join(h, ",")
+		}
+		t.row(r.ID, r.AgentID, string(r.Status), issue, optTime(r.LeaseExpiresAt), optStr(r.ErrorCode), fmtTime(r.CreatedAt))
 	}
 	t.flush()
 }

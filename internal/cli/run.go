@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -185,7 +187,13 @@ func (a *app) newRunListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return emitList(a, items, next, printRuns)
+			var held map[string][]string
+			if !a.jsonOut {
+				if held, err = heldByRun(ctx, c, cid); err != nil {
+					return err
+				}
+			}
+			return emitList(a, items, next, func(w io.Writer, rs []*clasp.Run) { printRuns(w, rs, held) })
 		},
 	}
 	f := cmd.Flags()
@@ -194,4 +202,26 @@ func (a *app) newRunListCmd() *cobra.Command {
 	f.StringVar(&agent, "agent", "", "only runs of this agent (id or name)")
 	lf.add(cmd)
 	return cmd
+}
+
+// heldByRun maps each run id to the identifiers of the issues of company
+// cid whose checkout or execution lock names it (up to 1000 issues of the
+// open statuses, where locks live).
+func heldByRun(ctx context.Context, c *client.Client, cid string) (map[string][]string, error) {
+	page, err := c.IssueList(ctx, cid, client.IssueListParams{
+		Statuses: []clasp.IssueStatus{clasp.IssueBacklog, clasp.IssueTodo, clasp.IssueInProgress, clasp.IssueInReview, clasp.IssueBlocked},
+		Limit:    1000,
+	})
+	if err != nil {
+		return nil, err
+	}
+	held := map[string][]string{}
+	for _, iss := range page.Items {
+		for _, id := range []*string{iss.CheckoutRunID, iss.ExecutionRunID} {
+			if id != nil && !slices.Contains(held[*id], iss.Identifier) {
+				held[*id] = append(held[*id], iss.Identifier)
+			}
+		}
+	}
+	return held, nil
 }

@@ -68,3 +68,32 @@ func TestAbandonedMarked(t *testing.T) {
 	}
 	wantMarks("agent inbox", r.stdout, map[string]bool{"ENG-1": true, "ENG-2": false, "ENG-5": false})
 }
+
+// TestRunListShowsHeldIssues: run list names, as a run's issue, the issue
+// it holds, also when the run was not woken for any issue.
+func TestRunListShowsHeldIssues(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if r := runCLI(t, f.boardEnv, "", "issue", "create", "Held", "--company", f.companyID, "--status", "todo"); r.code != 0 {
+		t.Fatalf("issue create: %d %s", r.code, r.stderr)
+	}
+	var run clasp.Run
+	mustJSON(t, runCLI(t, f.agentEnv, "", "run", "open", "--json"), &run)
+	runEnv := map[string]string{EnvURL: f.info.URL, EnvToken: run.RunToken}
+	if r := runCLI(t, runEnv, "", "issue", "checkout", "ACME-1"); r.code != 0 {
+		t.Fatalf("checkout: %d %s", r.code, r.stderr)
+	}
+	r := runCLI(t, f.boardEnv, "", "run", "list", "--company", "ACME")
+	if r.code != 0 {
+		t.Fatalf("run list: %d %s", r.code, r.stderr)
+	}
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(l, run.ID) {
+			if !strings.Contains(l, "ACME-1") {
+				t.Errorf("run list row of the run holding ACME-1 does not name it:\n%s", r.stdout)
+			}
+			return
+		}
+	}
+	t.Errorf("run list has no row for run %s:\n%s", run.ID, r.stdout)
+}
