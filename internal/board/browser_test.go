@@ -484,6 +484,13 @@ func TestBrowser(t *testing.T) {
 		if imgs != 0 {
 			t.Fatalf("the title became markup: %d img elements in the cards", imgs)
 		}
+		// The success message is not in the error style.
+		msg := `document.querySelector("#create-issue output.msg")`
+		b.waitJS(t, msg+`.textContent === "Done."`, msg+`.textContent`)
+		done, bad := eval[string](t, b, `getComputedStyle(`+msg+`).color`), eval[string](t, b, `(() => { const p = document.createElement("p"); p.className = "error"; document.body.append(p); const c = getComputedStyle(p).color; p.remove(); return c })()`)
+		if done == bad {
+			t.Fatalf(`"Done." is shown in the error colour %s`, bad)
+		}
 	})
 
 	step("CreatedThroughAPIAppearsWithoutReload", func(t *testing.T) {
@@ -614,6 +621,29 @@ func TestBrowser(t *testing.T) {
 		b.run(t, chromedp.Click(chromedp.CSS(btn)))
 		b.confirm(t)
 		b.waitJS(t, `document.getElementById("recent-h").parentElement.querySelector('tr[data-run="`+run+`"]')?.innerText.includes("cancelled")`, `document.getElementById("live").innerText`)
+	})
+
+	step("RunLogOpensAtItsEnd", func(t *testing.T) {
+		var logger ident
+		s.api("POST", "/api/companies/"+co.ID+"/agents", s.token, "", map[string]any{"name": "logger"}, 201, &logger)
+		s.api("PATCH", "/api/agents/"+logger.ID, s.token, "", map[string]any{"adapter": map[string]any{
+			"type": "process", "command": "/bin/sh", "args": []string{"-c", "i=0; while [ $i -lt 400 ]; do i=$((i+1)); echo line $i; done"},
+		}}, 200, nil)
+		var wake struct {
+			RunID string `json:"runId"`
+		}
+		s.api("POST", "/api/agents/"+logger.ID+"/wakeup", s.token, "", map[string]any{}, 202, &wake)
+		if wake.RunID == "" {
+			t.Fatal("the wake started no run")
+		}
+		b.visit(t, s, "/runs"+q)
+		btn := `tr[data-run="` + wake.RunID + `"] button.log-toggle`
+		b.waitJS(t, `document.getElementById("recent-h").parentElement.querySelector('`+btn+`') !== null`, `document.getElementById("live").innerText`)
+		b.run(t, chromedp.Click(chromedp.CSS(btn)))
+		pre := `document.querySelector('tr[data-run="` + wake.RunID + `"] + tr pre.log')`
+		b.waitJS(t, pre+`?.textContent.includes("line 400")`, pre+`?.textContent.slice(-200)`)
+		b.waitJS(t, pre+`.scrollHeight > `+pre+`.clientHeight && `+pre+`.scrollTop + `+pre+`.clientHeight >= `+pre+`.scrollHeight - 4`,
+			`"scrollTop " + `+pre+`.scrollTop + " of " + `+pre+`.scrollHeight`)
 	})
 
 	step("PauseResumeKeys", func(t *testing.T) {

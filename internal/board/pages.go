@@ -302,6 +302,19 @@ func (b *Board) boardData(c *client, v *view) error {
 			}
 			col.Cards = append(col.Cards, cd)
 		}
+		if st == string(clasp.IssueInProgress) {
+			// As claim-next picks: most urgent first, then oldest.
+			sort.SliceStable(col.Cards, func(i, j int) bool {
+				a, b := col.Cards[i].Issue, col.Cards[j].Issue
+				if a.Priority.Rank() != b.Priority.Rank() {
+					return a.Priority.Rank() < b.Priority.Rank()
+				}
+				if !a.CreatedAt.Equal(b.CreatedAt) {
+					return a.CreatedAt.Before(b.CreatedAt)
+				}
+				return a.ID < b.ID
+			})
+		}
 		bv.Columns = append(bv.Columns, col)
 	}
 	v.Data = bv

@@ -174,3 +174,51 @@ func TestRunsPageShowsHeldIssues(t *testing.T) {
 		t.Errorf("row of a run holding nothing names an issue:\n%s", row)
 	}
 }
+
+// TestIssuePageSmallFixes: an issue without comments says so in a
+// paragraph, not as a list item; a done issue offers no checkout and no
+// force-release (they cannot apply), an open one offers both.
+func TestIssuePageSmallFixes(t *testing.T) {
+	f := newFleet(t)
+	open := f.issue("Open", "todo", "medium")
+	done := f.issue("Finished", "done", "medium")
+	page := f.page("/issues/" + open)
+	if strings.Contains(page, "<li>No comments.</li>") || !strings.Contains(page, `id="no-comments">No comments.</p>`) {
+		t.Errorf("an issue without comments: the empty state is not a paragraph:\n%s", page[strings.Index(page, `id="com-h"`):][:300])
+	}
+	if !strings.Contains(page, `id="checkout"`) || !strings.Contains(page, `id="force-release"`) {
+		t.Errorf("a todo issue's page lacks checkout or force-release")
+	}
+	page = f.page("/issues/" + done)
+	if strings.Contains(page, `id="checkout"`) || strings.Contains(page, `id="force-release"`) || !strings.Contains(page, `id="edit-issue"`) {
+		t.Errorf("a done issue's page: checkout=%v force-release=%v edit=%v, want only the edit",
+			strings.Contains(page, `id="checkout"`), strings.Contains(page, `id="force-release"`), strings.Contains(page, `id="edit-issue"`))
+	}
+}
+
+// TestInProgressCardsByPriority: the In progress column lists its cards
+// as claim-next picks work: most urgent first, then oldest.
+func TestInProgressCardsByPriority(t *testing.T) {
+	f := newFleet(t)
+	var want []string
+	highOld := f.issue("High, older", "todo", "high")
+	low := f.issue("Low", "todo", "low")
+	crit := f.issue("Critical", "todo", "critical")
+	highNew := f.issue("High, newer", "todo", "high")
+	want = []string{crit, highOld, highNew, low}
+	_, tok := f.run()
+	for _, iss := range []string{highOld, low, crit, highNew} {
+		f.checkout(iss, tok)
+	}
+	body := f.page("/")
+	_, col, _ := strings.Cut(body, `data-status="in_progress"`)
+	col, _, _ = strings.Cut(col, "</section>")
+	var got []string
+	for _, part := range strings.Split(col, `<li class="card" data-issue="`)[1:] {
+		ident, _, _ := strings.Cut(part, `"`)
+		got = append(got, ident)
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("In progress column = %v, want %v (priority, then age)", got, want)
+	}
+}

@@ -309,6 +309,7 @@ document.addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const msg = form.querySelector("output.msg");
   show(msg, "");
+  if (msg) msg.classList.remove("ok"); // set again on success only: errors keep the error style
   for (const el of form.querySelectorAll("[data-required],[required]")) {
     if (!el.value.trim()) {
       show(msg, (el.labels && el.labels[0] ? el.labels[0].textContent.replace(/\s*\(.*\)\s*/, "").trim() : el.name) + " is required.");
@@ -326,6 +327,7 @@ document.addEventListener("submit", async (ev) => {
   const done = await confirmDialog(form.dataset.confirm, warn, async () => (last = await call(form.dataset.method, form.dataset.path, payload)));
   if (done) {
     show(msg, "Done.");
+    if (msg) msg.classList.add("ok");
     if (form.id === "create-issue" || form.id === "comment" || form.id === "force-release") form.reset();
     schedule();
   } else if (last && !last.ok) {
@@ -355,7 +357,10 @@ async function pollLog(id) {
     if (res.ok) {
       const text = await res.text();
       st.offset += new TextEncoder().encode(text).length;
+      // The log opens at its end and follows it while the reader stays there.
+      const atEnd = st.pre.scrollTop + st.pre.clientHeight >= st.pre.scrollHeight - 4;
       st.pre.textContent = (st.pre.textContent + text).slice(-20000);
+      if (atEnd) st.pre.scrollTop = st.pre.scrollHeight;
       const status = res.headers.get("X-Clasp-Run-Status") || "";
       if (["succeeded", "failed", "cancelled", "timed_out"].includes(status)) return;
     } else {
