@@ -732,6 +732,19 @@ func TestBrowser(t *testing.T) {
 			if sw > iw {
 				t.Errorf("%s at 390 px: scrollWidth %d > %d (horizontal scroll)", p.name, sw, iw)
 			}
+			if p.name == "issue" {
+				// The history (and the runs) read at 390 px: no cell
+				// squeezed to a few letters a line, and nothing to
+				// scroll sideways.
+				narrow := eval[[]string](t, b, `[...document.querySelectorAll("table.activity tbody td, #issue-runs tbody td")].filter(td => td.getBoundingClientRect().width < 150).map(td => td.cellIndex + ": " + td.textContent.trim() + " (" + Math.round(td.getBoundingClientRect().width) + " px)").slice(0, 5)`)
+				if len(narrow) > 0 {
+					t.Errorf("issue page at 390 px: history cells narrower than 150 px: %s", strings.Join(narrow, "; "))
+				}
+				box := eval[[]int](t, b, `(() => { const s = document.querySelector("table.activity").closest(".scroll"); return [s.scrollWidth, s.clientWidth] })()`)
+				if box[0] > box[1] {
+					t.Errorf("issue page at 390 px: the history scrolls sideways (%d > %d px)", box[0], box[1])
+				}
+			}
 		}
 	})
 
