@@ -655,8 +655,8 @@ var lockEnds = map[string]bool{
 // when it is not in_progress or a live run holds it. An issue without a
 // lock is looked up in its activity (acts, newest first; read when nil).
 func (l *lookup) abandoned(iss *clasp.Issue, lv *lockView, acts []*clasp.Activity) *abandonedView {
-	if iss.Status != clasp.IssueInProgress || (lv != nil && lv.Liveness == "live") {
-		return nil
+	if iss.Status != clasp.IssueInProgress || (lv != nil && (lv.Liveness == "live" || lv.RunStatus == string(clasp.RunQueued))) {
+		return nil // held by a live run, or by a queued one about to start
 	}
 	if lv != nil { // a dead holder the sweeper has not cleared yet
 		av := &abandonedView{Since: iss.UpdatedAt, Holder: lv.AgentName}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -461,9 +462,10 @@ old one included, may check out an unassigned issue.`,
 }
 
 // abandonedIssues returns the ids of the in_progress issues among items
-// that no live run holds: no checkout run, or one that ended, whose lease
-// ran out, or that does not exist. A run that cannot be read for another
-// reason marks nothing.
+// that no live run holds: no lock, or a holder run (the checkout run, else
+// the execution run) that ended, whose lease ran out, or that does not
+// exist. A queued holder is about to start, and a run that cannot be read
+// for another reason marks nothing.
 func abandonedIssues(ctx context.Context, c *client.Client, items []*clasp.Issue) map[string]bool {
 	out := map[string]bool{}
 	runs := map[string]bool{} // run id -> live
@@ -471,17 +473,18 @@ func abandonedIssues(ctx context.Context, c *client.Client, items []*clasp.Issue
 		if iss.Status != clasp.IssueInProgress {
 			continue
 		}
-		if iss.CheckoutRunID == nil {
+		holder := cmp.Or(iss.CheckoutRunID, iss.ExecutionRunID)
+		if holder == nil {
 			out[iss.ID] = true
 			continue
 		}
-		id := *iss.CheckoutRunID
+		id := *holder
 		live, ok := runs[id]
 		if !ok {
 			r, err := c.RunGet(ctx, id)
 			switch {
 			case err == nil:
-				live = !r.Status.Terminal() && r.LeaseExpiresAt != nil && r.LeaseExpiresAt.After(time.Now())
+				live = r.Status == clasp.RunQueued || (!r.Status.Terminal() && r.LeaseExpiresAt != nil && r.LeaseExpiresAt.After(time.Now()))
 			case clasp.ErrorCode(err) == clasp.CodeNotFound:
 				live = false
 			default:

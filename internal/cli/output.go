@@ -190,7 +190,7 @@ func printInbox(w io.Writer, items []*clasp.InboxItem) {
 			active = i.ActiveRun.ID + " (" + string(i.ActiveRun.Status) + ")"
 		}
 		st := string(i.Status)
-		if i.Status == clasp.IssueInProgress && (i.ActiveRun == nil || i.ActiveRun.Status != clasp.RunRunning) {
+		if i.Status == clasp.IssueInProgress && (i.ActiveRun == nil || i.ActiveRun.Status.Terminal()) {
 			st += abandonedMark
 		}
 		t.row(i.Identifier, st, string(i.Priority), active, fmtTime(i.UpdatedAt), i.Title)

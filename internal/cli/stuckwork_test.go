@@ -11,7 +11,7 @@ import (
 
 // TestAbandonedMarked: issue list and agent inbox mark an in_progress
 // issue that no live run holds (no lock, or a lock of a run that ended)
-// as abandoned, and no other.
+// as abandoned, and no other (a queued holder is about to start).
 func TestAbandonedMarked(t *testing.T) {
 	t.Parallel()
 	at := func(ident string, st clasp.IssueStatus, run string) *clasp.Issue {
@@ -23,13 +23,17 @@ func TestAbandonedMarked(t *testing.T) {
 		return &iss
 	}
 	lease := time.Now().Add(time.Hour)
+	queued := at("ENG-6", clasp.IssueInProgress, "")
+	queued.ExecutionRunID = ptr("queued") // a wake's run, about to start
 	f := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/api/companies/" + testCompanyID + "/issues":
 			reply(w, 200, []*clasp.Issue{at("ENG-1", clasp.IssueInProgress, ""), at("ENG-2", clasp.IssueInProgress, "live"),
-				at("ENG-3", clasp.IssueInProgress, "ended"), at("ENG-4", clasp.IssueTodo, "")})
+				at("ENG-3", clasp.IssueInProgress, "ended"), at("ENG-4", clasp.IssueTodo, ""), queued})
 		case "/api/runs/live":
 			reply(w, 200, &clasp.Run{ID: "live", Status: clasp.RunRunning, LeaseExpiresAt: &lease})
+		case "/api/runs/queued":
+			reply(w, 200, &clasp.Run{ID: "queued", Status: clasp.RunQueued})
 		case "/api/runs/ended":
 			reply(w, 200, &clasp.Run{ID: "ended", Status: clasp.RunSucceeded})
 		case "/api/agents/me/inbox-lite":
@@ -37,6 +41,8 @@ func TestAbandonedMarked(t *testing.T) {
 				{ID: "i1", Identifier: "ENG-1", Status: clasp.IssueInProgress},
 				{ID: "i2", Identifier: "ENG-2", Status: clasp.IssueInProgress, ActiveRun: &clasp.ActiveRun{ID: "live", Status: clasp.RunRunning}},
 				{ID: "i5", Identifier: "ENG-5", Status: clasp.IssueTodo},
+				{ID: "i6", Identifier: "ENG-6", Status: clasp.IssueInProgress, ActiveRun: &clasp.ActiveRun{ID: "queued", Status: clasp.RunQueued}},
+				{ID: "i7", Identifier: "ENG-7", Status: clasp.IssueInProgress, ActiveRun: &clasp.ActiveRun{ID: "ended", Status: clasp.RunFailed}},
 			})
 		default:
 			reply(w, 404, map[string]string{"error": "no", "code": "not_found"})
@@ -61,12 +67,12 @@ func TestAbandonedMarked(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("issue list: exit %d: %s", r.code, r.stderr)
 	}
-	wantMarks("issue list", r.stdout, map[string]bool{"ENG-1": true, "ENG-2": false, "ENG-3": true, "ENG-4": false})
+	wantMarks("issue list", r.stdout, map[string]bool{"ENG-1": true, "ENG-2": false, "ENG-3": true, "ENG-4": false, "ENG-6": false})
 	r = runCLI(t, env, "", "agent", "inbox")
 	if r.code != 0 {
 		t.Fatalf("agent inbox: exit %d: %s", r.code, r.stderr)
 	}
-	wantMarks("agent inbox", r.stdout, map[string]bool{"ENG-1": true, "ENG-2": false, "ENG-5": false})
+	wantMarks("agent inbox", r.stdout, map[string]bool{"ENG-1": true, "ENG-2": false, "ENG-5": false, "ENG-6": false, "ENG-7": true})
 }
 
 // TestRunListShowsHeldIssues: run list names, as a run's issue, the issue
