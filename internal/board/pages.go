@@ -1,6 +1,7 @@
 package board
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -134,14 +135,18 @@ type lockView struct {
 
 // lookup caches the runs and agents a page resolves.
 type lookup struct {
-	c      *client
-	now    time.Time
-	runs   map[string]*clasp.Run // nil value: missing
-	agents map[string]*clasp.Agent
+	c         *client
+	companyID string
+	now       time.Time
+	runs      map[string]*clasp.Run // nil value: missing
+	agents    map[string]*clasp.Agent
+	// ends maps an issue id to the newest row that ended its lock among
+	// the company's latest 1000 activity rows (read once, when needed).
+	ends map[string]*clasp.Activity
 }
 
 func newLookup(c *client, companyID string) (*lookup, error) {
-	l := &lookup{c: c, now: c.b.cfg.Now(), runs: map[string]*clasp.Run{}, agents: map[string]*clasp.Agent{}}
+	l := &lookup{c: c, companyID: companyID, now: c.b.cfg.Now(), runs: map[string]*clasp.Run{}, agents: map[string]*clasp.Agent{}}
 	var agents []*clasp.Agent
 	if _, err := c.get("/api/companies/"+companyID+"/agents?limit=1000", &agents); err != nil {
 		return nil, err
@@ -660,7 +665,7 @@ func (l *lookup) abandoned(iss *clasp.Issue, lv *lockView, acts []*clasp.Activit
 	}
 	if lv != nil { // a dead holder the sweeper has not cleared yet
 		av := &abandonedView{Since: iss.UpdatedAt, Holder: lv.AgentName}
-		if r := l.run(lv.RunID); r != nil {
+		if r := l.run(cmp.Or(lv.RunID, lv.ExecutionRunID)); r != nil {
 			switch {
 			case r.FinishedAt != nil:
 				av.Since = *r.FinishedAt
@@ -671,7 +676,21 @@ func (l *lookup) abandoned(iss *clasp.Issue, lv *lockView, acts []*clasp.Activit
 		return av
 	}
 	if acts == nil {
-		_, _ = l.c.get("/api/issues/"+url.PathEscape(iss.ID)+"/activity?limit=100", &acts)
+		if l.ends == nil {
+			l.ends = map[string]*clasp.Activity{}
+			var recent []*clasp.Activity
+			_, _ = l.c.get("/api/companies/"+l.companyID+"/activity?limit=1000", &recent)
+			for _, a := range recent { // newest first
+				if lockEnds[a.Action] && a.EntityType == "issue" && l.ends[a.EntityID] == nil {
+					l.ends[a.EntityID] = a
+				}
+			}
+		}
+		if a := l.ends[iss.ID]; a != nil {
+			acts = []*clasp.Activity{a}
+		} else { // ended longer ago than the company's latest rows
+			_, _ = l.c.get("/api/issues/"+url.PathEscape(iss.ID)+"/activity?limit=1000", &acts)
+		}
 	}
 	av := &abandonedView{Since: iss.UpdatedAt}
 	for _, a := range acts {
