@@ -84,28 +84,12 @@ func groupAlive(pgid int) bool {
 	if pgid <= 0 || syscall.Kill(-pgid, 0) != nil {
 		return false // no member at all, zombies included
 	}
-	dir, err := os.ReadDir("/proc")
-	if err != nil {
+	ps, ok := listProcs()
+	if !ok {
 		return true // no /proc to tell zombies apart: the signal check stands
 	}
-	for _, e := range dir {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // exited since the listing
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(b[i+1:]) // f[0] is field 3 (state), f[2] field 5 (pgrp)
-		if len(f) < 3 || string(f[0]) == "Z" || string(f[0]) == "X" {
-			continue
-		}
-		if g, err := strconv.Atoi(string(f[2])); err == nil && g == pgid {
+	for _, p := range ps {
+		if p.pgrp == pgid && !p.dead {
 			return true
 		}
 	}

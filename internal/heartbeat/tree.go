@@ -19,11 +19,19 @@ type procEntry struct {
 }
 
 // readProcs lists every process of /proc with its parent and group; a
-// process that exits during the listing is left out.
+// process that exits during the listing is left out. Nil when /proc
+// cannot be read.
 func readProcs() []procEntry {
+	ps, _ := listProcs()
+	return ps
+}
+
+// listProcs is readProcs, with ok false when /proc cannot be read (so
+// that no process is known, rather than none running).
+func listProcs() (ps []procEntry, ok bool) {
 	dir, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	out := make([]procEntry, 0, len(dir))
 	for _, e := range dir {
@@ -50,7 +58,7 @@ func readProcs() []procEntry {
 		}
 		out = append(out, procEntry{pid: pid, ppid: ppid, pgrp: pgrp, dead: string(f[0]) == "Z" || string(f[0]) == "X"})
 	}
-	return out
+	return out, true
 }
 
 // descendants returns the live (not zombie) descendants of process root,
