@@ -55,6 +55,18 @@ func mustJSON(t *testing.T, r result, v any) {
 	}
 }
 
+// todoAndRun creates the todo issue title (ACME-1 in a fresh fixture) as
+// the board and opens a run of the fixture's agent, through the CLI.
+func (f *fixture) todoAndRun(t *testing.T, title string) clasp.Run {
+	t.Helper()
+	if r := runCLI(t, f.boardEnv, "", "issue", "create", title, "--company", f.companyID, "--status", "todo"); r.code != 0 {
+		t.Fatalf("issue create: %d %s", r.code, r.stderr)
+	}
+	var run clasp.Run
+	mustJSON(t, runCLI(t, f.agentEnv, "", "run", "open", "--json"), &run)
+	return run
+}
+
 // TestAgentWorkFailureReads: `clasp agent work` on a todo issue without a
 // description leaves it blocked with a comment, and its run failed with an
 // error, that say in a sentence what is wrong and what to do; the board's
@@ -118,11 +130,7 @@ func TestAgentWorkFailureReads(t *testing.T) {
 func TestRunWordingAndTerminateConfirm(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	if r := runCLI(t, f.boardEnv, "", "issue", "create", "Work", "--company", f.companyID, "--status", "todo"); r.code != 0 {
-		t.Fatalf("issue create: %d %s", r.code, r.stderr)
-	}
-	var run clasp.Run
-	mustJSON(t, runCLI(t, f.agentEnv, "", "run", "open", "--json"), &run)
+	run := f.todoAndRun(t, "Work")
 	if r := runCLI(t, f.agentEnv, "", "run", "finish", run.ID); r.code != 0 {
 		t.Fatalf("run finish: %d %s", r.code, r.stderr)
 	}

@@ -80,11 +80,7 @@ func TestAbandonedMarked(t *testing.T) {
 func TestRunListShowsHeldIssues(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	if r := runCLI(t, f.boardEnv, "", "issue", "create", "Held", "--company", f.companyID, "--status", "todo"); r.code != 0 {
-		t.Fatalf("issue create: %d %s", r.code, r.stderr)
-	}
-	var run clasp.Run
-	mustJSON(t, runCLI(t, f.agentEnv, "", "run", "open", "--json"), &run)
+	run := f.todoAndRun(t, "Held")
 	runEnv := map[string]string{EnvURL: f.info.URL, EnvToken: run.RunToken}
 	if r := runCLI(t, runEnv, "", "issue", "checkout", "ACME-1"); r.code != 0 {
 		t.Fatalf("checkout: %d %s", r.code, r.stderr)
