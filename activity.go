@@ -38,6 +38,16 @@ const (
 	ActionAgentKeyRevoked       = "agent.key_revoked"
 )
 
+// Activity actions of dependencies (RULES.md, Dependencies). Every edge
+// change names both issues; the entity is the dependent (or the child).
+const (
+	ActionIssueBlockerAdded      = "issue.blocker_added"      // {blockerIssueId, blockerIdentifier, identifier}
+	ActionIssueBlockerRemoved    = "issue.blocker_removed"    // {blockerIssueId, blockerIdentifier, identifier}
+	ActionIssueParentChanged     = "issue.parent_changed"     // {parentId, parentIdentifier, previousParentId, identifier}
+	ActionIssueBlockersResolved  = "issue.blockers_resolved"  // {identifier, readyGeneration}: the last unresolved blocker was resolved
+	ActionIssueChildrenCompleted = "issue.children_completed" // {identifier, childrenGeneration}: every child is closed
+)
+
 // Activity is one append-only audit row. ID increases with every row written
 // (it is an integer, not a UUID, so that lists and event streams can resume
 // from it).

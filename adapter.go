@@ -18,6 +18,11 @@ const (
 	InvocationAssignment = "assignment"
 	InvocationOnDemand   = "on_demand"
 	InvocationRetry      = "retry"
+	// The wakes of dependencies (RULES.md, Dependencies): the issue's last
+	// unresolved blocker became done, or every child of a parent closed.
+	// The server sends them; they cannot be asked for through the API.
+	InvocationBlockersResolved = "issue_blockers_resolved"
+	InvocationChildrenComplete = "issue_children_completed"
 )
 
 // Activity actions of the heartbeat scheduler.

@@ -24,6 +24,8 @@ const (
 	CodePreconditionFailed   = "precondition_failed"    // 422: a state precondition failed (e.g. checkout of a done issue)
 	CodeRunNotFound          = "run_not_found"          // 422: the named run does not exist
 	CodeIdempotencyKeyReused = "idempotency_key_reused" // 422: same Idempotency-Key, different body
+	CodeBlockedByUnresolved  = "blocked_by_unresolved"  // 422: entering in_progress or done while a blocker is not done (details.unresolvedBlockerIssueIds)
+	CodeDependencyCycle      = "dependency_cycle"       // 422: a blocker or parent edge would close a cycle (details.cycle: the identifiers)
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405: the path exists, the method does not
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a write whose body is not sent as application/json
 	CodeHeaderTooLarge       = "headers_too_large"      // 431: the request's header is over 64 KiB

@@ -90,6 +90,67 @@ type Issue struct {
 	CancelledAt           *time.Time  `json:"cancelledAt"`
 	CreatedAt             time.Time   `json:"createdAt"`
 	UpdatedAt             time.Time   `json:"updatedAt"`
+
+	// ParentID is the issue this one is a part of (same company; the
+	// parent chain has no cycle); nil for a top-level issue.
+	ParentID *string `json:"parentId"`
+	// UnresolvedBlockerCount is how many of the issues blocking this one
+	// are not done (a cancelled blocker stays unresolved until its edge is
+	// removed). The store maintains it in the transaction of every status
+	// and edge change, so that readiness is one column of the issue's row.
+	UnresolvedBlockerCount int `json:"unresolvedBlockerCount"`
+	// DependencyReady is UnresolvedBlockerCount == 0: the issue may enter
+	// in_progress or done (RULES.md, Dependencies).
+	DependencyReady bool `json:"dependencyReady"`
+	// BlockedBy and Blocks are the issues blocking this one and the issues
+	// it blocks, each as a summary, ordered by identifier number; never
+	// null. UnresolvedBlockerIssueIDs are the ids of the BlockedBy issues
+	// that are not done. These three are filled by the server from the
+	// edge table (store.IssueRelations), not from the issue's row.
+	BlockedBy                 []IssueSummary `json:"blockedBy"`
+	Blocks                    []IssueSummary `json:"blocks"`
+	UnresolvedBlockerIssueIDs []string       `json:"unresolvedBlockerIssueIds"`
+}
+
+// IssueSummary names an issue another issue's answer refers to: a
+// blocker, a dependent, a parent or an ancestor.
+type IssueSummary struct {
+	ID         string      `json:"id"`
+	Identifier string      `json:"identifier"`
+	Title      string      `json:"title"`
+	Status     IssueStatus `json:"status"`
+}
+
+// IssueRelations are an issue's dependency edges and readiness as the
+// edge table holds them (store.IssueRelations): its blockers, its
+// dependents, the ids of its unresolved blockers, and its ancestors
+// (parent first, then the parent's parent, up to the top).
+type IssueRelations struct {
+	BlockedBy                 []IssueSummary
+	Blocks                    []IssueSummary
+	UnresolvedBlockerIssueIDs []string
+	Ancestors                 []IssueSummary
+}
+
+// SetRelations fills the issue's relation fields from r (nil: none),
+// lists never nil, and DependencyReady from UnresolvedBlockerCount.
+func (i *Issue) SetRelations(r *IssueRelations) {
+	if r == nil {
+		r = &IssueRelations{}
+	}
+	i.BlockedBy = orEmpty(r.BlockedBy)
+	i.Blocks = orEmpty(r.Blocks)
+	i.UnresolvedBlockerIssueIDs = orEmpty(r.UnresolvedBlockerIssueIDs)
+	i.DependencyReady = i.UnresolvedBlockerCount == 0
+}
+
+// orEmpty is s, or an empty slice for nil, so that JSON answers carry []
+// and never null.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // InboxItem is one row of GET /agents/me/inbox-lite: an issue assigned to the
@@ -103,6 +164,12 @@ type InboxItem struct {
 	Priority   Priority    `json:"priority"`
 	UpdatedAt  time.Time   `json:"updatedAt"`
 	ActiveRun  *ActiveRun  `json:"activeRun"`
+	// ParentID and the readiness fields, as on Issue (Paperclip's
+	// inbox-lite carries them too); UnresolvedBlockerIssueIDs is never null.
+	ParentID                  *string  `json:"parentId"`
+	DependencyReady           bool     `json:"dependencyReady"`
+	UnresolvedBlockerCount    int      `json:"unresolvedBlockerCount"`
+	UnresolvedBlockerIssueIDs []string `json:"unresolvedBlockerIssueIds"`
 }
 
 // ActiveRun names the run holding an inbox issue's execution lock.
