@@ -36,6 +36,17 @@ type HeartbeatStore interface {
 	// RunFinish (lease_expired). RunFinish and RunProcessLost promote in
 	// their own transaction (rule L6). Returns how many it promoted.
 	WakePromoteDeferred(ctx context.Context) (int, error)
+	// DependencyWakesDeliver sends the dependency wakes that are due
+	// (RULES.md, Dependencies): for each issue whose blockers are all
+	// resolved in a ready state not yet woken, one wake of its assignee
+	// agent with reason issue_blockers_resolved; for each parent whose
+	// children are all closed in a state not yet woken and that is not
+	// blocked, one issue_children_completed wake. Each is a
+	// compare-and-set on the issue's generation columns in the wake's own
+	// transaction, so that any number of callers on any number of
+	// replicas send each ready state's wake once. At most limit issues a
+	// call; it returns how many wakes it sent.
+	DependencyWakesDeliver(ctx context.Context, limit int) (int, error)
 
 	// RunQueuedManaged lists queued server-managed runs of active agents
 	// with an adapter, oldest first, at most limit.

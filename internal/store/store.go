@@ -198,8 +198,15 @@ type IssueCreateParams struct {
 	Status          clasp.IssueStatus // default backlog
 	Priority        clasp.Priority    // default medium
 	AssigneeAgentID string            // optional; must be an agent of CompanyID
-	Actor           Actor
-	Idempotency     *IdempotencyParams // optional: the request's Idempotency-Key
+	// ParentID (optional) is the UUID or identifier of an issue of
+	// CompanyID this one is a part of.
+	ParentID string
+	// BlockedByIssueIDs (optional) are the UUIDs or identifiers of issues
+	// of CompanyID that must be done before this one enters in_progress or
+	// done (RULES.md, Dependencies); duplicates count once.
+	BlockedByIssueIDs []string
+	Actor             Actor
+	Idempotency       *IdempotencyParams // optional: the request's Idempotency-Key
 }
 
 // IssueListParams filters issues of a company, newest first.
@@ -209,7 +216,10 @@ type IssueListParams struct {
 	AssigneeAgentID string
 	Unassigned      bool
 	Query           string // substring of title or identifier, case-insensitive
-	Page            Page
+	// Ready keeps only issues whose blockers are all done
+	// (unresolvedBlockerCount 0).
+	Ready bool
+	Page  Page
 }
 
 // IssueCheckoutParams is a checkout (rules L1-L3). Ref is the issue UUID or
@@ -304,9 +314,16 @@ type IssueUpdateParams struct {
 	Status          *clasp.IssueStatus
 	Priority        *clasp.Priority
 	AssigneeAgentID *string
-	Comment         *string
-	Actor           Actor
-	Idempotency     *IdempotencyParams // optional: the request's Idempotency-Key
+	// ParentID set to a UUID or identifier moves the issue under that
+	// issue; set to "" makes it top-level.
+	ParentID *string
+	// BlockedByIssueIDs, when not nil, replaces the issue's blockers with
+	// these (UUIDs or identifiers; empty removes them all), in the same
+	// transaction as the rest of the PATCH and before its status change.
+	BlockedByIssueIDs *[]string
+	Comment           *string
+	Actor             Actor
+	Idempotency       *IdempotencyParams // optional: the request's Idempotency-Key
 }
 
 // CommentCreateParams adds a comment to an issue of the actor's company.
@@ -521,8 +538,16 @@ type Store interface {
 	// IssueList lists issues of a company, newest first.
 	IssueList(ctx context.Context, p *IssueListParams) ([]*clasp.Issue, string, error)
 	// IssueInbox lists the issues assigned to agentID with status todo,
-	// in_progress or blocked, most urgent first.
+	// in_progress or blocked, most urgent first, each with its parent and
+	// readiness (unresolvedBlockerIssueIds never null).
 	IssueInbox(ctx context.Context, agentID string) ([]*clasp.InboxItem, error)
+	// IssueRelations reads the dependency edges of issues issueIDs (ids,
+	// not identifiers) of companyID: for each, its blockers, its
+	// dependents, the ids of its unresolved blockers and its ancestors,
+	// keyed by issue id (an id of no issue of the company has no entry).
+	// One read for the whole list; the answer lists are ordered by
+	// identifier number, ancestors nearest first.
+	IssueRelations(ctx context.Context, companyID string, issueIDs []string) (map[string]*clasp.IssueRelations, error)
 	// IssueCheckout applies rules L1-L3. 409 checkout_conflict with the
 	// holder in details; 422 precondition_failed if a closed status is expected.
 	IssueCheckout(ctx context.Context, p *IssueCheckoutParams) (*clasp.Issue, error)
