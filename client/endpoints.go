@@ -194,7 +194,10 @@ func (c *Client) IssueGet(ctx context.Context, ref string) (*clasp.Issue, error)
 
 // IssueUpdate PATCHes an issue (rules L5, L6): 409 ownership_conflict when
 // another live run holds it; 422 precondition_failed when an agent moves it
-// to in_progress (use checkout). Sends the context's Idempotency-Key (see
+// to in_progress (use checkout); 422 blocked_by_unresolved when it would
+// enter done (or in_progress) while a blocker is not done; 422
+// dependency_cycle when its new blockers or parent would close a cycle.
+// Sends the context's Idempotency-Key (see
 // WithIdempotencyKey) and, only then, retries after connection errors: a
 // repeat of the same PATCH with the same key is applied once (422
 // idempotency_key_reused for the same key with another body).

@@ -81,6 +81,11 @@ type IssueCreateRequest struct {
 	Status          clasp.IssueStatus `json:"status,omitempty"`
 	Priority        clasp.Priority    `json:"priority,omitempty"`
 	AssigneeAgentID string            `json:"assigneeAgentId,omitempty"`
+	// ParentID is the issue this one is a part of (UUID or identifier of
+	// the same company); BlockedByIssueIDs the issues that must be done
+	// before it enters in_progress or done (RULES.md, Dependencies).
+	ParentID          string   `json:"parentId,omitempty"`
+	BlockedByIssueIDs []string `json:"blockedByIssueIds,omitempty"`
 }
 
 // IssueListParams filters GET /api/companies/{companyId}/issues (newest
@@ -89,6 +94,7 @@ type IssueListParams struct {
 	Statuses        []clasp.IssueStatus
 	AssigneeAgentID string
 	Query           string // q: substring of title or identifier
+	Ready           bool   // only issues whose blockers are all done
 	Limit           int    // 1..1000, default 100
 	Cursor          string // from Page.NextCursor
 }
@@ -104,6 +110,9 @@ func (p IssueListParams) values() url.Values {
 	}
 	setNonEmpty(v, "assigneeAgentId", p.AssigneeAgentID)
 	setNonEmpty(v, "q", p.Query)
+	if p.Ready {
+		v.Set("ready", "true")
+	}
 	setPage(v, p.Limit, p.Cursor)
 	return v
 }
@@ -119,7 +128,13 @@ type IssueUpdateRequest struct {
 	Priority        *clasp.Priority
 	AssigneeAgentID *string
 	Unassign        bool
-	Comment         *string
+	// ParentID moves the issue under another (UUID or identifier); a
+	// pointer to "" makes it top-level (sends null).
+	ParentID *string
+	// BlockedByIssueIDs, when not nil, replaces the issue's blockers (a
+	// pointer to an empty list removes them all).
+	BlockedByIssueIDs *[]string
+	Comment           *string
 }
 
 // MarshalJSON writes only the set fields, and assigneeAgentId null for Unassign.
@@ -141,6 +156,20 @@ func (r IssueUpdateRequest) MarshalJSON() ([]byte, error) {
 		m["assigneeAgentId"] = nil
 	} else if r.AssigneeAgentID != nil {
 		m["assigneeAgentId"] = *r.AssigneeAgentID
+	}
+	if r.ParentID != nil {
+		if *r.ParentID == "" {
+			m["parentId"] = nil
+		} else {
+			m["parentId"] = *r.ParentID
+		}
+	}
+	if r.BlockedByIssueIDs != nil {
+		ids := *r.BlockedByIssueIDs
+		if ids == nil {
+			ids = []string{}
+		}
+		m["blockedByIssueIds"] = ids
 	}
 	if r.Comment != nil {
 		m["comment"] = *r.Comment

@@ -81,7 +81,8 @@ func (a *app) readBody(s string) (string, error) {
 }
 
 func (a *app) newIssueCreateCmd() *cobra.Command {
-	var company, description, status, priority, assignee, idemKey string
+	var company, description, status, priority, assignee, idemKey, parent string
+	var blockedBy []string
 	cmd := &cobra.Command{
 		Use:   "create TITLE --company COMPANY_ID",
 		Short: "Create an issue",
@@ -89,13 +90,19 @@ func (a *app) newIssueCreateCmd() *cobra.Command {
 defaults to backlog and the priority to medium. --description - reads the
 description from standard input. With --idempotency-key, a repeat of the same
 call creates nothing and answers the first issue again (and connection errors
-are retried).`,
+are retried).
+
+--blocked-by lists issues that must be done before this one may enter
+in_progress or done; --parent makes it a sub-issue. Both take identifiers
+(ACME-3) or ids of the same company; an edge that would close a cycle is
+refused.`,
 		Example: `  clasp issue create "Fix the login page" --company <company-id> --status todo --priority high
-  git log -1 --format=%B | clasp issue create "Follow up" --description - --company <company-id>`,
+  git log -1 --format=%B | clasp issue create "Follow up" --description - --company <company-id>
+  clasp issue create "Ship the release" --company ACME --blocked-by ACME-3,ACME-4 --parent ACME-1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			req := client.IssueCreateRequest{Title: args[0], AssigneeAgentID: assignee}
+			req := client.IssueCreateRequest{Title: args[0], AssigneeAgentID: assignee, ParentID: parent, BlockedByIssueIDs: blockedBy}
 			if status != "" {
 				req.Status = clasp.IssueStatus(status)
 				if !req.Status.Valid() {
@@ -137,18 +144,25 @@ are retried).`,
 	f.StringVar(&status, "status", "", "initial status (default backlog)")
 	f.StringVar(&priority, "priority", "", "critical, high, medium or low (default medium)")
 	f.StringVar(&assignee, "assignee", "", "agent to assign: its id or name")
+	f.StringSliceVar(&blockedBy, "blocked-by", nil, "comma-separated issues that must be done first (identifiers or ids)")
+	f.StringVar(&parent, "parent", "", "issue this one is a part of (identifier or id)")
 	f.StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key header: repeats with the same key create nothing")
 	return cmd
 }
 
 func (a *app) newIssueListCmd() *cobra.Command {
 	var company, status, assignee, query string
+	var ready bool
 	var lf listFlags
 	cmd := &cobra.Command{
 		Use:   "list --company COMPANY_ID",
 		Short: "List issues, newest first",
+		Long: `List a company's issues, newest first. An issue with a blocker that is not
+done shows "(waiting on ACME-3)" after its status; --ready lists only the
+issues whose blockers are all done.`,
 		Example: `  clasp issue list --company <company-id> --status todo,in_progress
-  clasp issue list --company <company-id> --query login --all --json`,
+  clasp issue list --company <company-id> --query login --all --json
+  clasp issue list --company ACME --status todo --ready`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -165,7 +179,7 @@ func (a *app) newIssueListCmd() *cobra.Command {
 				return err
 			}
 			first, err := c.IssueList(ctx, cid, client.IssueListParams{
-				Statuses: sts, AssigneeAgentID: assignee, Query: query, Limit: lf.limit, Cursor: lf.cursor,
+				Statuses: sts, AssigneeAgentID: assignee, Query: query, Ready: ready, Limit: lf.limit, Cursor: lf.cursor,
 			})
 			if err != nil {
 				return err
@@ -186,6 +200,7 @@ func (a *app) newIssueListCmd() *cobra.Command {
 	f.StringVar(&status, "status", "", "comma-separated statuses to include")
 	f.StringVar(&assignee, "assignee", "", "only issues assigned to this agent (id or name)")
 	f.StringVar(&query, "query", "", "substring of the title or identifier")
+	f.BoolVar(&ready, "ready", false, "only issues whose blockers are all done")
 	lf.add(cmd)
 	return cmd
 }
@@ -193,7 +208,7 @@ func (a *app) newIssueListCmd() *cobra.Command {
 func (a *app) newIssueShowCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "show ISSUE",
-		Short:   "Show an issue with its locks",
+		Short:   "Show an issue with its locks, blockers and readiness",
 		Example: "  clasp issue show ACME-12",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -345,7 +360,8 @@ func (a *app) newIssueCommentsCmd() *cobra.Command {
 }
 
 func (a *app) newIssueUpdateCmd() *cobra.Command {
-	var title, description, status, priority, assignee, comment string
+	var title, description, status, priority, assignee, comment, parent string
+	var blockedBy []string
 	var unassign bool
 	cmd := &cobra.Command{
 		Use:   "update ISSUE [flags]",
@@ -355,8 +371,14 @@ optionally add a comment in the same atomic write (so a result and status done
 land together or not at all). While the issue is in_progress and locked, only
 the holding run may change it (others exit with code 3). Agents cannot move an
 issue to in_progress this way: use checkout. Leaving in_progress or changing
-the assignee releases the lock.`,
+the assignee releases the lock.
+
+--blocked-by replaces the issue's blockers (--blocked-by "" removes them all)
+before the status change of the same call, so removing the last blocker and
+setting done together works; done (or in_progress) with a blocker that is not
+done is refused. --parent "" makes the issue top-level.`,
 		Example: `  clasp issue update ACME-12 --status done --comment "fixed in 4f2a1c"
+  clasp issue update ACME-12 --blocked-by ACME-3,ACME-4 --parent ACME-1
   clasp issue update ACME-12 --assignee <agent-id> --priority high
   clasp issue update ACME-12 --unassign --status todo`,
 		Args: cobra.ExactArgs(1),
@@ -395,6 +417,18 @@ the assignee releases the lock.`,
 				req.AssigneeAgentID = &id
 			}
 			req.Unassign = unassign
+			if f.Changed("parent") {
+				req.ParentID = &parent
+			}
+			if f.Changed("blocked-by") {
+				ids := []string{}
+				for _, b := range blockedBy {
+					if b = strings.TrimSpace(b); b != "" {
+						ids = append(ids, b)
+					}
+				}
+				req.BlockedByIssueIDs = &ids
+			}
 			if f.Changed("comment") {
 				c, err := a.readBody(comment)
 				if err != nil {
@@ -403,7 +437,7 @@ the assignee releases the lock.`,
 				req.Comment = &c
 			}
 			if req == (client.IssueUpdateRequest{}) {
-				return usageErr(errors.New("nothing to update: give at least one of --title, --description, --status, --priority, --assignee, --unassign, --comment"))
+				return usageErr(errors.New("nothing to update: give at least one of --title, --description, --status, --priority, --assignee, --unassign, --parent, --blocked-by, --comment"))
 			}
 			iss, err := a.client().IssueUpdate(cmd.Context(), args[0], req)
 			if err != nil {
@@ -419,6 +453,8 @@ the assignee releases the lock.`,
 	f.StringVar(&priority, "priority", "", "critical, high, medium or low")
 	f.StringVar(&assignee, "assignee", "", "agent to assign: its id or name")
 	f.BoolVar(&unassign, "unassign", false, "clear the assignee")
+	f.StringVar(&parent, "parent", "", `issue this one is a part of (identifier or id; "" makes it top-level)`)
+	f.StringSliceVar(&blockedBy, "blocked-by", nil, `comma-separated issues that must be done first; replaces the list ("" removes all)`)
 	f.StringVar(&comment, "comment", "", "comment written in the same transaction, or - for standard input")
 	cmd.MarkFlagsMutuallyExclusive("assignee", "unassign")
 	return cmd

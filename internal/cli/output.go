@@ -157,10 +157,56 @@ func printIssue(w io.Writer, i *clasp.Issue) {
 		"Execution run", optStr(i.ExecutionRunID), "Execution agent", optStr(i.ExecutionAgentNameKey),
 		"Locked at", optTime(i.ExecutionLockedAt), "Started", optTime(i.StartedAt),
 		"Completed", optTime(i.CompletedAt), "Cancelled", optTime(i.CancelledAt),
-		"Created", fmtTime(i.CreatedAt), "Updated", fmtTime(i.UpdatedAt))
+		"Created", fmtTime(i.CreatedAt), "Updated", fmtTime(i.UpdatedAt),
+		"Parent", optStr(i.ParentID), "Blocked by", summaries(i.BlockedBy), "Blocks", summaries(i.Blocks),
+		"Ready", readiness(i))
 	if i.Description != "" {
 		fmt.Fprintf(w, "\n%s\n", i.Description)
 	}
+}
+
+// summaries lists issues as "ACME-3 (done), ACME-4 (todo)", or none.
+func summaries(is []clasp.IssueSummary) string {
+	if len(is) == 0 {
+		return none
+	}
+	parts := make([]string, len(is))
+	for k, s := range is {
+		parts[k] = s.Identifier + " (" + string(s.Status) + ")"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// readiness says whether an issue may enter in_progress or done (RULES.md,
+// Dependencies): "yes", or "no: waiting on ACME-3, ACME-4".
+func readiness(i *clasp.Issue) string {
+	if i.DependencyReady {
+		return "yes"
+	}
+	return "no: " + waitingOn(i)
+}
+
+// waitingOn names the unresolved blockers of an issue that is not ready
+// ("waiting on ACME-3, ACME-4"; "" for a ready issue), by identifier when
+// the answer carries its blockers, else by count.
+func waitingOn(i *clasp.Issue) string {
+	if i.DependencyReady || i.UnresolvedBlockerCount == 0 {
+		return ""
+	}
+	unresolved := map[string]bool{}
+	for _, id := range i.UnresolvedBlockerIssueIDs {
+		unresolved[id] = true
+	}
+	var names []string
+	for _, b := range i.BlockedBy {
+		if unresolved[b.ID] {
+			names = append(names, b.Identifier)
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("waiting on %d blockers", i.UnresolvedBlockerCount)
+	}
+	return "waiting on " + strings.Join(names, ", ")
 }
 
 // abandonedMark follows the status of an in_progress issue that no live
@@ -175,6 +221,9 @@ func printIssues(w io.Writer, is []*clasp.Issue, abandoned map[string]bool) {
 		st := string(i.Status)
 		if abandoned[i.ID] {
 			st += abandonedMark
+		}
+		if w := waitingOn(i); w != "" {
+			st += " (" + w + ")"
 		}
 		t.row(i.Identifier, st, string(i.Priority), optStr(i.AssigneeAgentID),
 			optStr(i.CheckoutRunID), strconv.FormatInt(i.CheckoutEpoch, 10), i.Title)
@@ -192,6 +241,9 @@ func printInbox(w io.Writer, items []*clasp.InboxItem) {
 		st := string(i.Status)
 		if i.Status == clasp.IssueInProgress && (i.ActiveRun == nil || i.ActiveRun.Status.Terminal()) {
 			st += abandonedMark
+		}
+		if !i.DependencyReady && i.UnresolvedBlockerCount > 0 {
+			st += fmt.Sprintf(" (waiting on %d blockers)", i.UnresolvedBlockerCount)
 		}
 		t.row(i.Identifier, st, string(i.Priority), active, fmtTime(i.UpdatedAt), i.Title)
 	}

@@ -176,6 +176,11 @@ func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request, ep *endpo
 	if v == streamed {
 		return // the endpoint wrote its own response (event stream)
 	}
+	if err := s.withRelations(r.Context(), v); err != nil {
+		err = s.deadlineErr(orig, r, err)
+		s.writeError(w, orig, err)
+		return
+	}
 	if c.idem != nil && c.idem.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}

@@ -16,19 +16,20 @@ const heartbeatContextComments = 20
 
 // heartbeatContextOut is the answer of GET /api/issues/{id}/heartbeat-context:
 // Paperclip's shape (issue, ancestors, project, goal, commentCursor,
-// wakeComment), where clasp, which has no sub-issues, projects or goals,
-// answers [] and null, plus what clasp adds: the newest comments, the run
-// and what the caller may do next.
+// wakeComment), where clasp, which has no projects or goals, answers
+// null, plus what clasp adds: the newest comments, the run and what the
+// caller may do next. Ancestors are the parent first, up to the top ([]
+// for a top-level issue); the issue carries its blockers and readiness.
 type heartbeatContextOut struct {
-	Issue          hbIssue          `json:"issue"`
-	Ancestors      []any            `json:"ancestors"`
-	Project        any              `json:"project"`
-	Goal           any              `json:"goal"`
-	CommentCursor  hbCommentCursor  `json:"commentCursor"`
-	WakeComment    *clasp.Comment   `json:"wakeComment"`
-	Comments       []*clasp.Comment `json:"comments"` // newest first, at most heartbeatContextComments
-	Run            *clasp.Run       `json:"run"`      // the caller's run (an agent), the issue's executing run (the board), or null
-	AllowedActions hbActions        `json:"allowedActions"`
+	Issue          hbIssue              `json:"issue"`
+	Ancestors      []clasp.IssueSummary `json:"ancestors"`
+	Project        any                  `json:"project"`
+	Goal           any                  `json:"goal"`
+	CommentCursor  hbCommentCursor      `json:"commentCursor"`
+	WakeComment    *clasp.Comment       `json:"wakeComment"`
+	Comments       []*clasp.Comment     `json:"comments"` // newest first, at most heartbeatContextComments
+	Run            *clasp.Run           `json:"run"`      // the caller's run (an agent), the issue's executing run (the board), or null
+	AllowedActions hbActions            `json:"allowedActions"`
 }
 
 // hbIssue is the issue as clasp has it, with Paperclip's fields clasp does
@@ -37,7 +38,6 @@ type hbIssue struct {
 	*clasp.Issue
 	ProjectID      *string `json:"projectId"`
 	GoalID         *string `json:"goalId"`
-	ParentID       *string `json:"parentId"`
 	AssigneeUserID *string `json:"assigneeUserId"`
 }
 
@@ -58,7 +58,9 @@ type hbActions struct {
 	Update   bool `json:"update"`   // rule L5: a PATCH would not answer ownership_conflict
 	Comment  bool `json:"comment"`  // comments are open to every agent of the company and the board
 	// Reason explains a false Checkout: run_required, closed,
-	// assigned_to_other_agent, held_by_live_run; "" when Checkout is true.
+	// assigned_to_other_agent, held_by_live_run, blocked_by_unresolved
+	// (a blocker is not done; RULES.md, Dependencies); "" when Checkout
+	// is true.
 	Reason string `json:"reason"`
 }
 
@@ -81,7 +83,7 @@ func (s *Server) heartbeatContext(ctx context.Context, c *call) (int, any, error
 	if err != nil {
 		return 0, nil, err
 	}
-	out := &heartbeatContextOut{Issue: hbIssue{Issue: iss}, Ancestors: []any{}, Comments: list(cs)}
+	out := &heartbeatContextOut{Issue: hbIssue{Issue: iss}, Ancestors: []clasp.IssueSummary{}, Comments: list(cs)}
 	if len(cs) > 0 {
 		out.CommentCursor = hbCommentCursor{LatestCommentID: &cs[0].ID, LatestCommentAt: &cs[0].CreatedAt}
 	}
@@ -129,6 +131,8 @@ func allowedActions(c *call, iss *clasp.Issue, holder *clasp.Run, now time.Time)
 			a.Reason = "closed"
 		case liveHolder:
 			a.Reason = "held_by_live_run"
+		case iss.Status != clasp.IssueInProgress && iss.UnresolvedBlockerCount > 0:
+			a.Reason = "blocked_by_unresolved"
 		default:
 			a.Checkout = true
 		}
@@ -146,6 +150,8 @@ func allowedActions(c *call, iss *clasp.Issue, holder *clasp.Run, now time.Time)
 		a.Reason = "assigned_to_other_agent"
 	case locked && !mine && liveHolder:
 		a.Reason = "held_by_live_run"
+	case iss.Status != clasp.IssueInProgress && iss.UnresolvedBlockerCount > 0:
+		a.Reason = "blocked_by_unresolved"
 	default:
 		a.Checkout = true
 	}

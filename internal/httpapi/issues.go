@@ -28,6 +28,10 @@ type issueCreateIn struct {
 	Status          *clasp.IssueStatus `json:"status"`
 	Priority        *clasp.Priority    `json:"priority"`
 	AssigneeAgentID *string            `json:"assigneeAgentId"`
+	// ParentID and BlockedByIssueIDs are issue refs (UUIDs or
+	// identifiers) of the same company (RULES.md, Dependencies).
+	ParentID          *string  `json:"parentId"`
+	BlockedByIssueIDs []string `json:"blockedByIssueIds"`
 	// IdempotencyKey is Paperclip's body form of the Idempotency-Key header.
 	IdempotencyKey *string `json:"idempotencyKey"`
 }
@@ -41,6 +45,8 @@ func (in *issueCreateIn) validate() error {
 		issueStatus("status", in.Status),
 		priority("priority", in.Priority),
 		uuidField("assigneeAgentId", in.AssigneeAgentID),
+		issueRefField("parentId", in.ParentID),
+		blockerRefs(in.BlockedByIssueIDs),
 	); err != nil {
 		return err
 	}
@@ -80,11 +86,18 @@ func (s *Server) issueCreate(ctx context.Context, c *call, in *issueCreateIn) (i
 	if in.AssigneeAgentID != nil {
 		p.AssigneeAgentID = *in.AssigneeAgentID
 	}
+	if in.ParentID != nil {
+		p.ParentID = *in.ParentID
+	}
+	p.BlockedByIssueIDs = in.BlockedByIssueIDs
 	iss, err := s.st.IssueCreate(ctx, p)
 	if err != nil {
 		return 0, nil, err // only rows created count
 	}
 	charge()
+	if p.ParentID != "" {
+		s.nudgeDependencies() // a parent whose children were all closed has an open one again
+	}
 	return http.StatusCreated, iss, nil
 }
 
@@ -115,9 +128,10 @@ func errAgentInProgress() error {
 		WithDetails("field", "status")
 }
 
-// issueList: GET /api/companies/{companyId}/issues?status=a,b&assigneeAgentId=&q=&limit=&cursor=
+// issueList: GET /api/companies/{companyId}/issues?status=a,b&assigneeAgentId=&q=&ready=&limit=&cursor=
 // (board, or an agent of the company), newest first. assigneeAgentId=none
-// (or unassigned=true) lists unassigned issues.
+// (or unassigned=true) lists unassigned issues; ready=true only issues
+// whose blockers are all done.
 func (s *Server) issueList(ctx context.Context, c *call) (int, any, error) {
 	q := c.r.URL.Query()
 	page, err := pageParams(q)
@@ -155,6 +169,13 @@ func (s *Server) issueList(ctx context.Context, c *call) (int, any, error) {
 	if p.Unassigned && p.AssigneeAgentID != "" {
 		return 0, nil, clasp.InvalidField("assigneeAgentId", "Ask for unassigned issues or for one assignee, not both.")
 	}
+	switch v := q.Get("ready"); v {
+	case "", "false":
+	case "true":
+		p.Ready = true
+	default:
+		return 0, nil, clasp.InvalidField("ready", "Query parameter ready must be true (only issues whose blockers are all done) or false.")
+	}
 	if p.CompanyID, err = s.companyID(ctx, c); err != nil {
 		return 0, nil, err
 	}
@@ -186,9 +207,16 @@ type issueUpdateIn struct {
 	Priority        *clasp.Priority    `json:"priority"`
 	AssigneeAgentID json.RawMessage    `json:"assigneeAgentId"`
 	Comment         *string            `json:"comment"`
+	// ParentID is raw so that null (make the issue top-level) differs
+	// from absent; BlockedByIssueIDs, when present, replaces the blockers
+	// (null or [] removes them all).
+	ParentID          json.RawMessage `json:"parentId"`
+	BlockedByIssueIDs json.RawMessage `json:"blockedByIssueIds"`
 	// IdempotencyKey is Paperclip's body form of the Idempotency-Key header.
 	IdempotencyKey *string `json:"idempotencyKey"`
 
+	parent      *string   // decoded ParentID: nil absent, "" top-level, else a ref
+	blockers    *[]string // decoded BlockedByIssueIDs: nil absent, else the new list
 	assignee    *string  // decoded AssigneeAgentID: nil absent, "" unassign, else a UUID
 	description *string  // decoded Description: nil absent, "" for null (clear), else the text
 	compat      []string // Paperclip fields the body carried (accepted, unmodelled)
@@ -267,12 +295,38 @@ func (in *issueUpdateIn) validate() error {
 			in.assignee = v
 		}
 	}
-	if in.Title == nil && in.description == nil && in.Status == nil && in.Priority == nil && in.assignee == nil && in.Comment == nil {
+	if in.ParentID != nil {
+		var v *string
+		if err := json.Unmarshal(in.ParentID, &v); err != nil {
+			return clasp.InvalidField("parentId", "Field \"parentId\" must be an issue id or identifier, or null to make the issue top-level.")
+		}
+		if v == nil {
+			v = new(string)
+		} else if err := issueRefField("parentId", v); err != nil {
+			return err
+		}
+		in.parent = v
+	}
+	if in.BlockedByIssueIDs != nil {
+		var v []string
+		if err := json.Unmarshal(in.BlockedByIssueIDs, &v); err != nil {
+			return clasp.InvalidField("blockedByIssueIds", "Field \"blockedByIssueIds\" must be a list of issue ids or identifiers, or null to remove every blocker.")
+		}
+		if err := blockerRefs(v); err != nil {
+			return err
+		}
+		if v == nil {
+			v = []string{}
+		}
+		in.blockers = &v
+	}
+	if in.Title == nil && in.description == nil && in.Status == nil && in.Priority == nil && in.assignee == nil && in.Comment == nil &&
+		in.parent == nil && in.blockers == nil {
 		if len(in.compat) > 0 {
 			in.noop = true
 			return nil
 		}
-		return clasp.Errorf(clasp.CodeInvalidRequest, "The body changes nothing: send title, description, status, priority, assigneeAgentId or comment.")
+		return clasp.Errorf(clasp.CodeInvalidRequest, "The body changes nothing: send title, description, status, priority, assigneeAgentId, parentId, blockedByIssueIds or comment.")
 	}
 	return nil
 }
@@ -306,10 +360,14 @@ func (s *Server) issueUpdate(ctx context.Context, c *call, in *issueUpdateIn) (i
 	}
 	iss, err := s.st.IssueUpdate(ctx, &store.IssueUpdateParams{
 		Ref: ref, Title: in.Title, Description: in.description, Status: in.Status,
-		Priority: in.Priority, AssigneeAgentID: in.assignee, Comment: in.Comment, Actor: c.actor(), Idempotency: c.idem,
+		Priority: in.Priority, AssigneeAgentID: in.assignee, ParentID: in.parent, BlockedByIssueIDs: in.blockers,
+		Comment: in.Comment, Actor: c.actor(), Idempotency: c.idem,
 	})
 	if err != nil {
 		return 0, nil, err
+	}
+	if in.Status != nil || in.parent != nil || in.blockers != nil {
+		s.nudgeDependencies() // dependents or a parent may be ready now
 	}
 	return http.StatusOK, iss, nil
 }

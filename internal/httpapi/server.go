@@ -74,10 +74,14 @@ type Config struct {
 	// a per-request read deadline, so the http.Server needs no ReadTimeout,
 	// which would also cut the event stream. Default 30 s.
 	BodyReadTimeout time.Duration
-	// Scheduler is the heartbeat scheduler of server-managed agents (issue
-	// 4): wakeups nudge it, run cancels stop its processes. Nil: wakes are
+	// Scheduler is the heartbeat scheduler of server-managed agents:
+	// wakeups nudge it, run cancels stop its processes. Nil: wakes are
 	// only recorded, and cancels end runs in the store.
 	Scheduler Scheduler
+	// Dependencies, when set, is nudged after a write that may make an
+	// issue ready or a parent's children complete (the sweeper's
+	// dependency-wake pass); nil leaves it to the next regular pass.
+	Dependencies Dependencies
 	// RunLogDir holds the run logs of server-managed runs (<runId>.log, see
 	// heartbeat.LogPath), served by GET /api/runs/{id}/log. "": no logs (404).
 	RunLogDir string

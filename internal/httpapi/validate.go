@@ -88,3 +88,37 @@ func firstErr(errs ...error) error {
 	}
 	return nil
 }
+
+// maxBlockers is the most blockers one issue may list in a request.
+const maxBlockers = 100
+
+// issueRefField checks an optional issue ref field (a UUID or an
+// identifier such as ACME-12): 400 invalid_request naming field
+// otherwise. A UUID is normalised in place.
+func issueRefField(field string, v *string) error {
+	if v == nil {
+		return nil
+	}
+	if !validIssueRef(*v) {
+		return clasp.InvalidField(field, "Field %q must be an issue id (a UUID) or identifier (such as ACME-12), not %q.", field, truncate(*v, 64))
+	}
+	if u, ok := parseUUID(*v); ok {
+		*v = u
+	}
+	return nil
+}
+
+// blockerRefs checks a blockedByIssueIds list: at most maxBlockers refs,
+// each a UUID or identifier (400 invalid_request, details.field
+// blockedByIssueIds). UUIDs are normalised in place.
+func blockerRefs(refs []string) error {
+	if len(refs) > maxBlockers {
+		return clasp.InvalidField("blockedByIssueIds", "Field \"blockedByIssueIds\" lists %d issues; at most %d may block one issue.", len(refs), maxBlockers)
+	}
+	for i := range refs {
+		if err := issueRefField("blockedByIssueIds", &refs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -96,7 +96,7 @@ func TestBinaryStdio(t *testing.T) {
 	// Start, list, claim, done, EOF.
 	p := startMCP(t, env...)
 	tools, err := p.cs.ListTools(ctx, nil)
-	if err != nil || len(tools.Tools) != 8 {
+	if err != nil || len(tools.Tools) != 9 {
 		t.Fatalf("tools/list: %v, %d tools", err, len(tools.Tools))
 	}
 	c := call(t, p.cs, "claim_next_issue", nil)

@@ -16,13 +16,14 @@ Work loop:
 1. claim_next_issue: takes the most urgent issue you may work on, atomically. If the answer is none_available, wait retryAfterSeconds (or pass waitSeconds) or stop: there is nothing to do.
 2. Do the work the issue describes. Stamp every commit with the trailer from the answer's "stamp" field (for example "Clasp-Issue: ACME-12@7"), so work of an older holder can be told apart.
 3. add_comment for progress notes or questions worth keeping (optional).
-4. update_issue_status with status done and the result as comment (one atomic write). Use in_review when a human must check it, or blocked with a comment saying what blocks it. If you stop without finishing, release_issue.
+4. update_issue_status with status done and the result as comment (one atomic write). Use in_review when a human must check it, or blocked with a comment saying what blocks it. If you stop without finishing, release_issue. To split a large issue, create_issue its parts (parent: this issue; blockedBy: parts that must come first) and make this issue wait for them.
 5. Repeat from 1.
 
 Errors are results with isError set and an outcome; read the message, it says what to do:
 - conflict: another live run holds the issue (heldBy says who). Do not work on it; claim_next_issue instead.
 - ownership_lost: this session no longer holds the issue. Stop working on it at once and write no result for it.
 - run_lost: this session's run ended and everything it held was released. Nothing was written; claim again before working.
+- blocked_by_unresolved (error.code): the issue waits for blockers that are not done; the message names them. Work on something else.
 - not_configured: a setting is missing (named in error.setting); tell the human, retrying does not help.
 Use human identifiers such as ACME-12 in what you write.`
 

@@ -210,6 +210,16 @@ type StatusIn struct {
 	Comment string `json:"comment,omitempty" jsonschema:"result or reason, written in the same atomic write as the status (required for blocked)"`
 }
 
+// CreateIn is create_issue's input.
+type CreateIn struct {
+	Title       string   `json:"title" jsonschema:"a short title of the new issue"`
+	Description string   `json:"description,omitempty" jsonschema:"what to do (markdown)"`
+	Priority    string   `json:"priority,omitempty" jsonschema:"critical, high, medium (default) or low"`
+	Parent      string   `json:"parent,omitempty" jsonschema:"identifier (e.g. ACME-12) of the issue the new one is a part of, usually the one you are splitting"`
+	BlockedBy   []string `json:"blockedBy,omitempty" jsonschema:"identifiers of issues that must be done before the new one can be checked out"`
+	AssignToMe  bool     `json:"assignToMe,omitempty" jsonschema:"assign the new issue to this agent (default: unassigned, for any agent to claim)"`
+}
+
 // ReleaseIn is release_issue's input.
 type ReleaseIn struct {
 	Issue    string `json:"issue" jsonschema:"the issue's identifier (e.g. ACME-12) or UUID"`
@@ -221,6 +231,7 @@ func issueRef(in IssueIn) string     { return in.Issue }
 func commentRef(in CommentIn) string { return in.Issue }
 func statusRef(in StatusIn) string   { return in.Issue }
 func releaseRef(in ReleaseIn) string { return in.Issue }
+func createRef(in CreateIn) string   { return in.Parent }
 func inputSchema[T any]() *jsonschema.Schema {
 	s, err := jsonschema.For[T](nil)
 	if err != nil {
@@ -250,7 +261,7 @@ func addTools(srv *toolSet, s *Session) {
 	addTool(srv, s, &sdk.Tool{
 		Name:  "claim_next_issue",
 		Title: "Claim the next issue",
-		Description: "Picks the most urgent todo issue this agent may take and checks it out for this session in one atomic call (no other agent gets it). " +
+		Description: "Picks the most urgent todo issue this agent may take (whose blockers are all done) and checks it out for this session in one atomic call (no other agent gets it). " +
 			"Answers outcome claimed with the issue, its checkoutEpoch and a stamp to put on your work (a commit trailer such as 'Clasp-Issue: ACME-12@7'); " +
 			"or none_available with retryAfterSeconds (not an error: wait or stop). Optional waitSeconds keeps trying for up to 60 s. " +
 			"Next: do the work described, add_comment as you go, then update_issue_status done (or in_review, or blocked with a reason).",
@@ -260,7 +271,7 @@ func addTools(srv *toolSet, s *Session) {
 	addTool(srv, s, &sdk.Tool{
 		Name:  "get_issue",
 		Title: "Get an issue",
-		Description: "Shows one issue: title, description, status, assignee, who holds it (agent, run, since) and its recent comments. " +
+		Description: "Shows one issue: title, description, status, assignee, who holds it (agent, run, since), its parent, blockers (blockedBy, waitingOn) and dependents, and its recent comments. " +
 			"Makes no change. Use it before working on a named issue or after an error; next: checkout_issue to take it.",
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &f, OpenWorldHint: &f},
 	}, issueRef, s.getIssue)
@@ -290,6 +301,15 @@ func addTools(srv *toolSet, s *Session) {
 		InputSchema: statusSchema(),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: false, IdempotentHint: true, DestructiveHint: &f, OpenWorldHint: &f},
 	}, statusRef, s.updateStatus)
+
+	addTool(srv, s, &sdk.Tool{
+		Name:  "create_issue",
+		Title: "Create an issue",
+		Description: "Creates a todo issue in this agent's company, to split work into parts: parent names the issue it belongs to, blockedBy the issues that must be done first " +
+			"(an issue with an unfinished blocker cannot be checked out or finished, and claim_next_issue skips it). Safe to retry: the same call in this session creates one issue. " +
+			"Answers outcome created with the new issue and its identifier. An edge that would close a cycle is refused (error.code dependency_cycle).",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: false, IdempotentHint: true, DestructiveHint: &f, OpenWorldHint: &f},
+	}, createRef, s.createIssue)
 
 	addTool(srv, s, &sdk.Tool{
 		Name:  "release_issue",
@@ -502,8 +522,52 @@ func (s *Session) getIssue(ctx context.Context, in IssueIn, out *IssueOut) error
 		out.Message = fmt.Sprintf("%s is %s and held by agent %s (run %s): do not work on it.", iss.Identifier, iss.Status, h.Agent, short(h.RunID))
 	case iss.Status.Closed():
 		out.Message = fmt.Sprintf("%s is %s: nothing to do.", iss.Identifier, iss.Status)
+	case len(out.Issue.WaitingOn) > 0:
+		out.Message = fmt.Sprintf("%s is %s and waiting on %s: it cannot be checked out before they are done.", iss.Identifier, iss.Status, strings.Join(out.Issue.WaitingOn, ", "))
 	default:
 		out.Message = fmt.Sprintf("%s is %s and free: checkout_issue takes it.", iss.Identifier, iss.Status)
+	}
+	return nil
+}
+
+// createIssue is create_issue: a todo issue in the agent's company, with
+// its parent and blockers, created once per identical call of the session
+// (an Idempotency-Key derived from the arguments).
+func (s *Session) createIssue(ctx context.Context, in CreateIn, out *IssueOut) error {
+	if strings.TrimSpace(in.Title) == "" {
+		return clasp.InvalidField("title", "title is required.")
+	}
+	pri := clasp.Priority(in.Priority)
+	if in.Priority != "" && !pri.Valid() {
+		return clasp.InvalidField("priority", "priority must be critical, high, medium or low.")
+	}
+	c, err := s.client()
+	if err != nil {
+		return err
+	}
+	me, err := s.agent(ctx)
+	if err != nil {
+		return err
+	}
+	req := client.IssueCreateRequest{Title: in.Title, Description: in.Description, Status: clasp.IssueTodo, Priority: pri,
+		ParentID: in.Parent, BlockedByIssueIDs: in.BlockedBy}
+	if in.AssignToMe {
+		req.AssigneeAgentID = me.ID
+	}
+	key, _ := json.Marshal(in)
+	iss, err := c.IssueCreate(client.WithIdempotencyKey(ctx, s.idemKey("create", string(key))), me.CompanyID, req)
+	if err != nil {
+		return err
+	}
+	out.Issue = viewIssue(iss, me.ID, nil)
+	if iss.ParentID != nil {
+		out.Issue.Parent = in.Parent
+	}
+	out.Outcome = OutcomeCreated
+	if len(out.Issue.WaitingOn) > 0 {
+		out.Message = fmt.Sprintf("Created %s (todo), waiting on %s: it can be taken once they are done.", iss.Identifier, strings.Join(out.Issue.WaitingOn, ", "))
+	} else {
+		out.Message = fmt.Sprintf("Created %s (todo): claim_next_issue or checkout_issue takes it.", iss.Identifier)
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ const (
 	OutcomeAlreadyYours  = "already_yours"  // checkout_issue: this session's run holds it already (same epoch)
 	OutcomeCommented     = "commented"      // add_comment
 	OutcomeUpdated       = "updated"        // update_issue_status
+	OutcomeCreated       = "created"        // create_issue
 	OutcomeReleased      = "released"       // release_issue
 
 	OutcomeConflict      = "conflict"       // 409 checkout_conflict: someone else holds it, or its status/assignee refuses
@@ -31,7 +32,7 @@ const (
 // and what to do next. Error, HeldBy, Reason and ReleasedIssues are set on
 // refusals.
 type Envelope struct {
-	Outcome string `json:"outcome" jsonschema:"what happened: ok, claimed, none_available, checked_out, already_yours, commented, updated, released; on errors (isError) conflict, ownership_lost, run_lost, not_configured or error"`
+	Outcome string `json:"outcome" jsonschema:"what happened: ok, claimed, none_available, checked_out, already_yours, commented, updated, released, created; on errors (isError) conflict, ownership_lost, run_lost, not_configured or error"`
 	Message string `json:"message" jsonschema:"one sentence: what happened and what to do next"`
 	// Error describes a refusal or failure (isError results only).
 	Error *ErrorInfo `json:"error,omitempty" jsonschema:"set on errors: the server's code, HTTP status and whether retrying can help"`
@@ -76,7 +77,19 @@ type IssueView struct {
 	Assignee      string        `json:"assignee,omitempty" jsonschema:"'you' when assigned to this agent, else the assignee's agent id"`
 	HeldBy        *Holder       `json:"heldBy,omitempty" jsonschema:"the run holding the issue's lock, if any"`
 	CheckoutEpoch int64         `json:"checkoutEpoch" jsonschema:"fencing token: raised at every new checkout"`
+	Parent        string        `json:"parent,omitempty" jsonschema:"identifier of the issue this one is a part of"`
+	BlockedBy     []DepView     `json:"blockedBy,omitempty" jsonschema:"issues that must be done before this one can be checked out or finished"`
+	Blocks        []DepView     `json:"blocks,omitempty" jsonschema:"issues waiting for this one"`
+	Ready         bool          `json:"dependencyReady" jsonschema:"true when every blocker is done: the issue may be checked out and finished"`
+	WaitingOn     []string      `json:"waitingOn,omitempty" jsonschema:"identifiers of the blockers not done yet"`
 	Comments      []CommentView `json:"recentComments,omitempty" jsonschema:"the latest comments, oldest first (get_issue)"`
+}
+
+// DepView is a blocker or dependent as the tools show it.
+type DepView struct {
+	Identifier string `json:"identifier"`
+	Title      string `json:"title"`
+	Status     string `json:"status"`
 }
 
 // CommentView is a comment as the tools show it.
@@ -156,6 +169,20 @@ func viewIssue(iss *clasp.Issue, me string, holder *Holder) *IssueView {
 		if *iss.AssigneeAgentID == me {
 			v.Assignee = "you"
 		}
+	}
+	v.Ready = iss.UnresolvedBlockerCount == 0
+	unresolved := map[string]bool{}
+	for _, id := range iss.UnresolvedBlockerIssueIDs {
+		unresolved[id] = true
+	}
+	for _, b := range iss.BlockedBy {
+		v.BlockedBy = append(v.BlockedBy, DepView{Identifier: b.Identifier, Title: b.Title, Status: string(b.Status)})
+		if unresolved[b.ID] {
+			v.WaitingOn = append(v.WaitingOn, b.Identifier)
+		}
+	}
+	for _, d := range iss.Blocks {
+		v.Blocks = append(v.Blocks, DepView{Identifier: d.Identifier, Title: d.Title, Status: string(d.Status)})
 	}
 	return v
 }

@@ -1,0 +1,82 @@
+package httpapi
+
+import (
+	"context"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// Dependencies is what the API nudges after a write that may have made an
+// issue ready or completed a parent's children (RULES.md, Dependencies):
+// the sweeper's dependency-wake pass, run at once. The pass itself decides
+// and sends each wake once; a nudge lost in a crash is made up by the next
+// regular pass.
+type Dependencies interface {
+	// Nudge asks for a dependency-wake pass at once; it never blocks.
+	Nudge()
+}
+
+// nudgeDependencies nudges Config.Dependencies, when set.
+func (s *Server) nudgeDependencies() {
+	if s.cfg.Dependencies != nil {
+		s.cfg.Dependencies.Nudge()
+	}
+}
+
+// withRelations fills the relation fields (blockedBy, blocks,
+// unresolvedBlockerIssueIds) of the issues an endpoint answers, v being
+// what it returned: an issue, a list of issues or a heartbeat context;
+// other answers are left as they are. One read of the edge table for the
+// whole answer (store.IssueRelations), per company.
+func (s *Server) withRelations(ctx context.Context, v any) error {
+	var issues []*clasp.Issue
+	switch v := v.(type) {
+	case *clasp.Issue:
+		issues = []*clasp.Issue{v}
+	case []*clasp.Issue:
+		issues = v
+	case *heartbeatContextOut:
+		return s.hbRelations(ctx, v)
+	default:
+		return nil
+	}
+	byCompany := map[string][]string{}
+	for _, iss := range issues {
+		if iss != nil {
+			byCompany[iss.CompanyID] = append(byCompany[iss.CompanyID], iss.ID)
+		}
+	}
+	rels := map[string]*clasp.IssueRelations{}
+	for company, ids := range byCompany {
+		m, err := s.st.IssueRelations(ctx, company, ids)
+		if err != nil {
+			return err
+		}
+		for id, r := range m {
+			rels[id] = r
+		}
+	}
+	for _, iss := range issues {
+		if iss != nil {
+			iss.SetRelations(rels[iss.ID])
+		}
+	}
+	return nil
+}
+
+// hbRelations fills a heartbeat context's issue relations and its
+// ancestors (the parent first, up to the top; [] for a top-level issue).
+func (s *Server) hbRelations(ctx context.Context, out *heartbeatContextOut) error {
+	iss := out.Issue.Issue
+	m, err := s.st.IssueRelations(ctx, iss.CompanyID, []string{iss.ID})
+	if err != nil {
+		return err
+	}
+	r := m[iss.ID]
+	iss.SetRelations(r)
+	out.Ancestors = []clasp.IssueSummary{}
+	if r != nil && r.Ancestors != nil {
+		out.Ancestors = r.Ancestors
+	}
+	return nil
+}
