@@ -52,6 +52,14 @@ tools of a 'clasp mcp' process it starts on a pipe (claim_next_issue, then
 update_issue_status done with the result); a SIGKILL of the agent kills its
 'clasp mcp' too (parent death signal), so the session's run is left to its lease.
 
+With --deps the swarm also files one issue per directory, blocked by (and the
+parent of) the issues of its entries and assigned to the agents in turn; the
+work on a directory is a hash over its entries' results, read from their result
+comments, so a directory worked before its entries gives a wrong hash. The check
+then adds: the root's result is the tree hash the swarm computes itself, no
+issue entered in_progress or done before all its blockers were done, and every
+directory's ready state woke its agent exactly once (issue_blockers_resolved).
+
 When the work is over and the sweeper has failed the runs of the killed
 processes, the swarm checks through the API: every issue done, exactly one
 result comment per issue with the right hash, no lock left, no run left
@@ -62,6 +70,7 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 		Example: `  clasp swarm                                   # the current directory, 8 agents
   clasp swarm --dir /usr/share/doc --agents 16 --kill-rate 0.2 --slow 50ms
   clasp swarm --managed --agents 8 --kill-rate 0.2
+  clasp swarm --deps --agents 8 --kill-rate 0.2       # directories wait for their entries
   clasp swarm --mcp --agents 8 --kill-rate 0.2
   clasp swarm --server http://127.0.0.1:3100 --token clasp_bt_... --json
   clasp swarm --database-url postgres://clasp@127.0.0.1/clasp --replicas 3 --agents 16 --kill-rate 0.2 --kill-replica-every 5s`,
@@ -120,6 +129,7 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 	f.BoolVar(&cfg.Managed, "managed", false, "the server runs the agents: process adapters running 'clasp agent work --one-run', woken by the swarm; --kill-rate SIGKILLs their processes (found by the run's pid)")
 	f.BoolVar(&cfg.MCP, "mcp", false, "each agent process is an MCP client of a 'clasp mcp' process and works through its tools (same kills: the pair dies together)")
 	f.StringSliceVar(&cfg.ManagedCommand, "agent-command", nil, "with --managed: the agents' process runs this command line (absolute program path, then arguments, comma-separated) instead of 'clasp agent work --one-run'; e.g. /bin/sh,$PWD/examples/paperclip-agent/agent.sh,0.1")
+	f.BoolVar(&cfg.Deps, "deps", false, "also one issue per directory, blocked by its entries' issues; checks the tree hash, the blocker order and one wake per ready directory")
 	f.BoolVar(&cfg.NoClaim, "no-claim", false, "agents find work with inbox, list and checkout instead of claim-next (to compare)")
 	f.StringVar(&cfg.ServerURL, "server", "", "use the clasp server at this URL instead of an embedded one")
 	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server, or of a --database-url that has one already (default $"+EnvToken+"; none for --local-trusted)")

@@ -40,6 +40,14 @@ type Config struct {
 	// must run on this machine; not with DatabaseURL. Slow defaults to
 	// 100 ms.
 	Managed bool
+	// Deps files one issue per directory as well, blocked by (and the
+	// parent of) its entries' issues and assigned round-robin to the
+	// agents; the work on a directory hashes its entries' results
+	// (deps.go). The check adds: the root's result is the tree hash, no
+	// issue entered in_progress or done before its blockers were done,
+	// and every directory's ready state woke its agent exactly once. Not
+	// with MCP or ManagedCommand (their agents hash files only).
+	Deps bool
 	// MCP makes each agent process an MCP client of a `clasp mcp` process
 	// (`clasp agent work --mcp`): the same work and kills, through the
 	// MCP tools. Not with Managed or DatabaseURL.
@@ -151,6 +159,7 @@ type Report struct {
 	RecoveryP50Ms   float64     `json:"recoveryP50Ms,omitempty"`
 	RecoveryP99Ms   float64     `json:"recoveryP99Ms,omitempty"`
 	TimedOut        bool        `json:"timedOut"`
+	Deps            *DepTally   `json:"deps,omitempty"` // the dependency swarm's counts (Config.Deps)
 	Tally                       // what Check counted: done, adoptions, stale locks swept, runs lost, ...
 	ElapsedSeconds  float64     `json:"elapsedSeconds"`
 	IssuesPerSecond float64     `json:"issuesPerSecond"`
@@ -190,6 +199,10 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  locks cleared       %d by release or done, %d by run end, %d swept, %d forced\n", r.Tally.Released, r.Tally.LocksReleased, r.Tally.StaleLocksCleared, r.Tally.ForceReleases)
 	fmt.Fprintf(w, "  acknowledged writes %d checked against the database\n", r.Tally.AcksChecked)
+	if d := r.Deps; d != nil {
+		fmt.Fprintf(w, "  dependencies        %d directories, %d blocker edges, %d ready wakes\n", d.Dirs, d.Edges, d.Wakes)
+		fmt.Fprintf(w, "  tree hash           %s\n", d.RootHash)
+	}
 	fmt.Fprintf(w, "  elapsed             %.1f s\n", r.ElapsedSeconds)
 	fmt.Fprintf(w, "  issues per second   %.1f\n", r.IssuesPerSecond)
 	if len(r.Tally.FilesChanged) > 0 {
@@ -286,6 +299,8 @@ type swarmRun struct {
 
 	co       *clasp.Company
 	keys     []string
+	agentIDs []string          // the agents, in the order of keys
+	deps     *depIssues        // the dependency swarm's issues (Config.Deps), nil otherwise
 	expected map[string]string // issue id -> the file's SHA-256
 
 	sup         *supervisor
@@ -361,9 +376,18 @@ func (r *swarmRun) setup(ctx context.Context) error {
 	r.onClose(hc.CloseIdleConnections)
 	r.board = client.New(url, client.WithToken(token), client.WithHTTPClient(hc), client.WithUserAgent("clasp-swarm"))
 
-	r.co, r.keys, r.expected, err = setUp(ctx, r.board, cfg.Agents, files)
+	r.co, r.keys, r.agentIDs, r.expected, err = setUp(ctx, r.board, cfg.Agents, files, !cfg.Deps)
 	if err != nil {
 		return err
+	}
+	if cfg.Deps {
+		dirs := ListDirs(r.rep.Dir, files)
+		if r.deps, err = fileDeps(ctx, r.board, r.co, files, dirs, r.agentIDs); err != nil {
+			return err
+		}
+		r.expected = r.deps.expected
+		r.rep.Deps = &DepTally{Dirs: len(dirs), Edges: r.deps.edges, RootHash: dirs[len(dirs)-1].Hash}
+		r.logf("%d directories, %d blocker edges; tree hash %s", len(dirs), r.deps.edges, r.rep.Deps.RootHash)
 	}
 	r.rep.CompanyID, r.rep.IssuePrefix, r.rep.Issues = r.co.ID, r.co.IssuePrefix, len(r.expected)
 	r.logf("company %s: %d agents, %d issues filed in %.1fs", r.co.IssuePrefix, cfg.Agents, len(r.expected), time.Since(r.start).Seconds())
@@ -489,6 +513,61 @@ func (r *swarmRun) check(ctx context.Context) {
 	acks := append([]Ack(nil), r.sup.acks...)
 	r.sup.mu.Unlock()
 	r.tally, r.violations = CheckWithAcks(cctx, r.board, r.co.ID, r.expected, acks)
+	if r.deps != nil {
+		r.checkDeps(cctx)
+	}
+}
+
+// checkDeps runs the dependency checks (checkDeps) once every directory
+// issue's wake is recorded, or after depWakeWait: the wakes are sent by
+// the sweeper's dependency pass, just after the writes that made the
+// directories ready.
+func (r *swarmRun) checkDeps(ctx context.Context) {
+	add := func(issue, check, format string, args ...any) {
+		r.violations = append(r.violations, Violation{Issue: issue, Check: check, Detail: fmt.Sprintf(format, args...)})
+	}
+	deadline := time.Now().Add(depWakeWait)
+	for {
+		issues, acts, err := readAll(ctx, r.board, r.co.ID)
+		if err != nil {
+			add("", CheckRead, "%v", err)
+			return
+		}
+		var vs []Violation
+		n := checkDeps(acts, issues, r.deps.dirs, func(issue, check, format string, args ...any) {
+			vs = append(vs, Violation{Issue: issue, Check: check, Detail: fmt.Sprintf(format, args...)})
+		})
+		if len(vs) == 0 || time.Now().After(deadline) || !sleepCtx(ctx, 200*time.Millisecond) {
+			r.violations = append(r.violations, vs...)
+			r.rep.Deps.Wakes = n
+			return
+		}
+	}
+}
+
+// depWakeWait bounds how long the dependency check waits for the wakes.
+const depWakeWait = 15 * time.Second
+
+// readAll reads every issue (with its blockers) and every activity row of
+// a company.
+func readAll(ctx context.Context, board *client.Client, companyID string) ([]*clasp.Issue, []*clasp.Activity, error) {
+	page, err := board.IssueList(ctx, companyID, client.IssueListParams{Limit: 1000})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list issues: %w", err)
+	}
+	issues, err := page.All(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list issues: %w", err)
+	}
+	apage, err := board.CompanyActivity(ctx, companyID, client.ActivityListParams{Limit: 1000})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list activity: %w", err)
+	}
+	acts, err := apage.All(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list activity: %w", err)
+	}
+	return issues, acts, nil
 }
 
 // report fills the report from the supervisor's and the replicas' counts
@@ -560,6 +639,9 @@ func (cfg *Config) defaults() error {
 			cfg.Slow = managedSlow
 		}
 	}
+	if cfg.Deps && (cfg.MCP || len(cfg.ManagedCommand) > 0) {
+		return errors.New("a dependency swarm's agents hash directories too: not with MCP agents or a managed command")
+	}
 	if cfg.MCP && (cfg.Managed || cfg.DatabaseURL != "" || cfg.NoClaim) {
 		return errors.New("an MCP swarm runs its own agents on one server: not with managed agents, a database URL (replicas) or no-claim")
 	}
@@ -587,29 +669,32 @@ func (cfg *Config) defaults() error {
 }
 
 // setUp creates the swarm's company, its agents with one API key each
-// (returned in keys) and one todo issue per file (expected maps issue id to
-// the file's SHA-256).
-func setUp(ctx context.Context, board *client.Client, agents int, files []File) (co *clasp.Company, keys []string, expected map[string]string, err error) {
+// (returned in keys, their ids in agentIDs) and, when fileThem, one todo
+// issue per file (expected maps issue id to the file's SHA-256).
+func setUp(ctx context.Context, board *client.Client, agents int, files []File, fileThem bool) (co *clasp.Company, keys, agentIDs []string, expected map[string]string, err error) {
 	co, err = createCompany(ctx, board)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	for i := range agents {
 		a, err := board.AgentCreate(ctx, co.ID, client.AgentCreateRequest{Name: fmt.Sprintf("swarm-agent-%02d", i+1), Role: "hasher"})
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("create agent: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("create agent: %w", err)
 		}
 		k, err := board.AgentKeyCreate(ctx, a.ID)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("create key of agent %s: %w", a.Name, err)
+			return nil, nil, nil, nil, fmt.Errorf("create key of agent %s: %w", a.Name, err)
 		}
-		keys = append(keys, k.Token)
+		keys, agentIDs = append(keys, k.Token), append(agentIDs, a.ID)
+	}
+	if !fileThem {
+		return co, keys, agentIDs, nil, nil
 	}
 	expected, err = fileIssues(ctx, board, co, files)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return co, keys, expected, nil
+	return co, keys, agentIDs, expected, nil
 }
 
 // createCompany creates the swarm's company with a fresh random issue prefix.

@@ -370,7 +370,10 @@ func (w *Worker) findClaim(ctx context.Context, rc *client.Client, run *clasp.Ru
 		}
 		held := false
 		for _, it := range inbox {
-			if it.Status == clasp.IssueInProgress && it.ActiveRun != nil && it.ActiveRun.ID != run.ID {
+			// An issue of ours whose blockers are not all done yet is
+			// work to come: wait for it as for one a dead run holds.
+			blocked := it.Status == clasp.IssueTodo && !it.DependencyReady
+			if blocked || (it.Status == clasp.IssueInProgress && it.ActiveRun != nil && it.ActiveRun.ID != run.ID) {
 				held = true
 				if !waiting[it.ID] {
 					waiting[it.ID] = true
@@ -482,6 +485,8 @@ func (w *Worker) checkoutFailed(ctx context.Context, issue, run string, err erro
 		return true, nil
 	case clasp.ErrorCode(err) == clasp.CodeCheckoutConflict:
 		w.conflict(issue, run, err)
+	case clasp.ErrorCode(err) == clasp.CodeBlockedByUnresolved:
+		// Its blockers are not all done: it comes back later.
 	case runGone(err):
 		return true, err
 	default:
@@ -497,7 +502,7 @@ func (w *Worker) findTodo(ctx context.Context, rc *client.Client, run *clasp.Run
 	var page *client.Page[*clasp.Issue]
 	if err := w.retry(ctx, func() error {
 		var err error
-		page, err = rc.IssueList(ctx, w.me.CompanyID, client.IssueListParams{Statuses: []clasp.IssueStatus{clasp.IssueTodo}, Limit: 100})
+		page, err = rc.IssueList(ctx, w.me.CompanyID, client.IssueListParams{Statuses: []clasp.IssueStatus{clasp.IssueTodo}, Ready: true, Limit: 100})
 		return err
 	}); err != nil {
 		return nil, false, fmt.Errorf("list todo issues: %w", err)
@@ -552,7 +557,13 @@ func (w *Worker) conflict(issue, run string, err error) {
 // was lost to a takeover; an error only when the server cannot be reached
 // for good. ctx ends only when the run is lost.
 func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, iss *clasp.Issue, stopHeartbeat func()) error {
-	sum, herr := HashFile(ctx, iss.Description, w.cfg.Slow)
+	var sum string
+	var herr error
+	if strings.HasPrefix(iss.Description, DirPrefix) {
+		sum, herr = dirWork(ctx, rc, iss, w.cfg.Slow) // a directory of a dependency swarm
+	} else {
+		sum, herr = HashFile(ctx, iss.Description, w.cfg.Slow)
+	}
 	if lost := context.Cause(ctx); lost != nil {
 		stopHeartbeat()
 		w.ev.Emit(EventRunLost, "issue", iss.Identifier, "run", run.ID, "error", lost)
