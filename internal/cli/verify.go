@@ -84,6 +84,7 @@ Failover (a primary and a synchronous standby on loopback):
   scripts/pg-failover.sh stop /tmp/pgfo`,
 		Example: `  clasp verify --duration 30s --clients 16 --issues 4
   clasp verify --process --duration 30s
+  clasp verify --deps --duration 30s       # checkouts race reopened blockers too
   clasp verify --database-url postgres://clasp@127.0.0.1/clasp?sslmode=disable --replicas 3 --duration 30s
   clasp verify --server http://127.0.0.1:3100 --token-file .clasp/board-token --duration 1m --out /tmp/verify`,
 		Args: cobra.NoArgs,
@@ -157,6 +158,7 @@ Failover (a primary and a synchronous standby on loopback):
 	f.IntVar(&cfg.Clients, "clients", 8, "concurrent clients")
 	f.IntVar(&cfg.Agents, "agents", 0, "agents the clients share (0: half the clients, rounded up)")
 	f.IntVar(&cfg.Issues, "issues", 3, "issues the clients contend for")
+	f.BoolVar(&cfg.Deps, "deps", false, "block each contended issue by an issue of its own, which the clients reopen and resolve: checks the readiness rules too")
 	f.Int64Var(&cfg.Seed, "seed", 1, "random seed of the operation mix")
 	f.StringVar(&cfg.Out, "out", ".", "directory for the history and HTML picture of a violation")
 	f.StringVar(&cfg.ServerURL, "server", "", "check the clasp server at this URL instead of an embedded one")

@@ -21,6 +21,12 @@ const (
 	OpRead      = "read"      // GET /api/issues/{id}
 	OpFinish    = "finish"    // POST /api/runs/{id}/finish
 	OpHeartbeat = "heartbeat" // POST /api/runs/{id}/heartbeat
+	// With dependencies (Config.Deps) every contended issue is blocked by
+	// an issue of its own, which the clients resolve and reopen: Input.Issue
+	// is then the contended (dependent) issue, whose partition the
+	// operation belongs to.
+	OpResolve = "resolve" // PATCH /api/issues/{blocker} {status: done}
+	OpReopen  = "reopen"  // PATCH /api/issues/{blocker} {status: todo}
 )
 
 // Input is one operation's call.
@@ -58,13 +64,16 @@ type Output struct {
 
 // Lock is the part of an issue the model tracks. L7 is false when the
 // answer broke invariant L7 (checkoutRunId set without status in_progress
-// and executionRunId = checkoutRunId).
+// and executionRunId = checkoutRunId). Ready is the issue's
+// dependencyReady negated: Blocked is true while its blocker is not done
+// (false for an issue without one).
 type Lock struct {
 	Status   string `json:"status"`
 	Assignee string `json:"assignee,omitempty"`
 	Holder   string `json:"holder,omitempty"` // checkoutRunId
 	Epoch    int64  `json:"epoch"`
 	L7       bool   `json:"l7"`
+	Blocked  bool   `json:"blocked,omitempty"`
 }
 
 // state is the model's state of one issue: its lock and the runs known to
@@ -150,7 +159,20 @@ func step(s state, in Input, out Output) (bool, state) {
 	l := s.lock
 	switch in.Kind {
 	case OpRead:
-		return out.OK && out.Issue != nil && *out.Issue == Lock{Status: l.Status, Assignee: l.Assignee, Holder: l.Holder, Epoch: l.Epoch, L7: true}, s
+		return out.OK && out.Issue != nil && *out.Issue == Lock{Status: l.Status, Assignee: l.Assignee, Holder: l.Holder, Epoch: l.Epoch, L7: true, Blocked: l.Blocked}, s
+	case OpResolve, OpReopen:
+		// The blocker is unlocked and of the same company: any live run
+		// of the company may set its status (L5); the dependent's
+		// readiness follows in the same transaction (D rules).
+		if !live {
+			return !out.OK && out.Code == "run_not_live", s
+		}
+		if !out.OK {
+			return false, s
+		}
+		n := s
+		n.lock.Blocked = in.Kind == OpReopen
+		return true, n
 	case OpHeartbeat:
 		if !live {
 			return !out.OK && out.Code == "run_not_live", s
@@ -177,6 +199,11 @@ func step(s state, in Input, out Output) (bool, state) {
 		statusOK := l.Status == "todo" || (l.Status == "in_progress" && l.Assignee == in.Agent)
 		if !(free && mine && statusOK) {
 			return !out.OK && out.Code == "checkout_conflict", s
+		}
+		if l.Status != "in_progress" && l.Blocked {
+			// Entering in_progress while the blocker is not done: refused
+			// on the rows as they are at that commit.
+			return !out.OK && out.Code == "blocked_by_unresolved", s
 		}
 		n := l
 		n.Status, n.Assignee, n.Holder, n.L7 = "in_progress", in.Agent, in.Run, true
@@ -265,7 +292,7 @@ func Model() porcupine.Model {
 				f = append(f, short(k))
 			}
 			sort.Strings(f)
-			return fmt.Sprintf("%s assignee=%s holder=%s epoch=%d finished=[%s]", s.lock.Status, short(s.lock.Assignee), short(s.lock.Holder), s.lock.Epoch, strings.Join(f, " "))
+			return fmt.Sprintf("%s assignee=%s holder=%s epoch=%d blocked=%v finished=[%s]", s.lock.Status, short(s.lock.Assignee), short(s.lock.Holder), s.lock.Epoch, s.lock.Blocked, strings.Join(f, " "))
 		},
 	}
 	return nm.ToModel()
@@ -314,7 +341,7 @@ func mayHaveDied(s state, in Input) []state {
 func possibleOutputs(s state, in Input) []Output {
 	l := s.lock
 	switch in.Kind {
-	case OpFinish:
+	case OpFinish, OpResolve, OpReopen:
 		return []Output{{OK: true}}
 	case OpCheckout:
 		n := l
@@ -347,7 +374,7 @@ func partition(history []porcupine.Operation) [][]porcupine.Operation {
 		switch in.Kind {
 		case OpFinish, OpHeartbeat:
 			shared = append(shared, op)
-		case OpCheckout, OpRelease, OpRead:
+		case OpCheckout, OpRelease, OpRead, OpResolve, OpReopen:
 			if _, ok := byIssue[in.Issue]; !ok {
 				order = append(order, in.Issue)
 			}

@@ -30,10 +30,14 @@ type Config struct {
 	StartServer           func(ctx context.Context, dataDir string, log io.Writer) (*Server, error)
 	DataDir               string // for the embedded server (required with StartServer)
 
-	Duration       time.Duration // how long the clients run
-	Clients        int           // concurrent clients, each acting in one run of its agent at a time
-	Agents         int           // agents the clients share (0: (Clients+1)/2); runs of one agent contend too
-	Issues         int           // issues they contend for
+	Duration time.Duration // how long the clients run
+	Clients  int           // concurrent clients, each acting in one run of its agent at a time
+	Agents   int           // agents the clients share (0: (Clients+1)/2); runs of one agent contend too
+	Issues   int           // issues they contend for
+	// Deps blocks every contended issue by an issue of its own (done at
+	// the start), which the clients reopen and resolve: the readiness
+	// rules (RULES.md, Dependencies) are checked with the lock rules.
+	Deps           bool
 	Seed           int64         // random seed of the operation mix
 	Out            string        // directory for the history and picture of a violation
 	RequestTimeout time.Duration // an answer later than this is an unknown outcome (default 5 s)
@@ -103,6 +107,7 @@ type Report struct {
 	Histories    int                `json:"histories"`             // per-issue histories checked
 	Operations   int                `json:"operations"`            // recorded operations (all kinds)
 	ByKind       map[string]int     `json:"byKind"`                // operations per kind
+	Refused      map[string]int     `json:"refused"`               // answered refusals per error code (checkout_conflict, blocked_by_unresolved, ...)
 	Unknown      int                `json:"unknown"`               // outcomes unknown (timeouts, connection errors, 5xx)
 	ServerErrors int                `json:"serverErrors"`          //  5xx answers but 503 (also counted as unknown)
 	Unavailable  int                `json:"unavailable"`           // 503 answers: the database was unreachable (also counted as unknown)
@@ -143,9 +148,11 @@ type runner struct {
 	sendURLs []string // through sendURLs[i%len(urls)] (its proxy, or the same)
 	url      string   // setup and final reads
 	board    string
-	start    time.Time
-	mu       sync.Mutex
-	ops      []op
+	// blockerOf maps a contended issue to its blocker (Config.Deps).
+	blockerOf map[string]string
+	start     time.Time
+	mu        sync.Mutex
+	ops       []op
 	// inflight[i] cuts client i's call in flight; crashed[i] tells it to
 	// abandon its run (CrashEvery). Under mu.
 	inflight map[int]context.CancelFunc
@@ -180,7 +187,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	fmt.Fprintf(cfg.Log, "verify: %d clients, %d agents, %d issues, %s, seed %d, servers %v\n", cfg.Clients, cfg.Agents, cfg.Issues, cfg.Duration, cfg.Seed, r.urls)
-	rep := &Report{ByKind: map[string]int{}, Histories: len(issues)}
+	rep := &Report{ByKind: map[string]int{}, Refused: map[string]int{}, Histories: len(issues)}
 	rep.Duration = r.load(ctx, agents, keys, issues)
 	if err := r.settle(ctx, rep); err != nil {
 		return rep, err
@@ -352,6 +359,9 @@ func (r *runner) settle(ctx context.Context, rep *Report) error {
 	for _, o := range r.ops {
 		rep.Operations++
 		rep.ByKind[o.Input.Kind]++
+		if o.Output.Code != "" {
+			rep.Refused[o.Output.Code]++
+		}
 		if o.Output.Unknown {
 			rep.Unknown++
 		}
@@ -875,6 +885,14 @@ func (r *runner) step(ctx context.Context, id int, url, via, agent, key string, 
 		u := rng.IntN(2) == 0
 		out = r.record(ctx, url, via, id, Input{Kind: OpRelease, Issue: issue, Run: run, Agent: agent, Unassign: u}, key, run, "POST", "/api/issues/"+issue+"/release",
 			map[string]any{"unassign": u})
+	case p < 85 && r.cfg.Deps && p >= 77:
+		kind, status := OpResolve, "done"
+		if rng.IntN(2) == 0 {
+			kind, status = OpReopen, "todo"
+		}
+		blocker := r.blockerOf[issue]
+		out = r.record(ctx, url, via, id, Input{Kind: kind, Issue: issue, Run: run, Agent: agent}, key, run, "PATCH", "/api/issues/"+blocker,
+			map[string]any{"status": status})
 	case p < 85:
 		r.record(ctx, url, via, id, Input{Kind: OpRead, Issue: issue}, r.board, "", "GET", "/api/issues/"+issue, nil)
 	case p < 93:
@@ -947,10 +965,11 @@ type wireIssue struct {
 	CheckoutRunID   *string `json:"checkoutRunId"`
 	ExecutionRunID  *string `json:"executionRunId"`
 	CheckoutEpoch   int64   `json:"checkoutEpoch"`
+	DependencyReady *bool   `json:"dependencyReady"`
 }
 
 func (w *wireIssue) lock() *Lock {
-	l := &Lock{Status: w.Status, Epoch: w.CheckoutEpoch}
+	l := &Lock{Status: w.Status, Epoch: w.CheckoutEpoch, Blocked: w.DependencyReady != nil && !*w.DependencyReady}
 	if w.AssigneeAgentID != nil {
 		l.Assignee = *w.AssigneeAgentID
 	}
@@ -1081,12 +1100,24 @@ func (r *runner) setup(ctx context.Context) (agents, keys, issues []string, err 
 		}
 		agents, keys = append(agents, a.ID), append(keys, k.Token)
 	}
+	r.blockerOf = map[string]string{}
 	for i := range r.cfg.Issues {
+		body := map[string]any{"title": fmt.Sprintf("contended %d", i), "status": "todo"}
+		var blocker struct{ ID string }
+		if r.cfg.Deps {
+			if err := post("/api/companies/"+co.ID+"/issues", map[string]any{"title": fmt.Sprintf("blocker of contended %d", i), "status": "done"}, &blocker); err != nil {
+				return nil, nil, nil, fmt.Errorf("verify: setup: %w", err)
+			}
+			body["blockedByIssueIds"] = []string{blocker.ID}
+		}
 		var iss struct{ ID string }
-		if err := post("/api/companies/"+co.ID+"/issues", map[string]any{"title": fmt.Sprintf("contended %d", i), "status": "todo"}, &iss); err != nil {
+		if err := post("/api/companies/"+co.ID+"/issues", body, &iss); err != nil {
 			return nil, nil, nil, fmt.Errorf("verify: setup: %w", err)
 		}
 		issues = append(issues, iss.ID)
+		if r.cfg.Deps {
+			r.blockerOf[iss.ID] = blocker.ID
+		}
 	}
 	sort.Strings(issues)
 	return agents, keys, issues, nil

@@ -45,6 +45,25 @@ func startServer(t *testing.T) (url, board string) {
 	return ts.URL, board
 }
 
+// TestVerifyDepsFindsNoViolation runs the checker's clients with
+// dependencies: every contended issue is blocked by an issue the clients
+// reopen and resolve, so checkouts race the readiness rules; every
+// per-issue history must be linearizable, and some checkouts must have
+// been refused blocked_by_unresolved (or the rule was never exercised).
+func TestVerifyDepsFindsNoViolation(t *testing.T) {
+	url, board := startServer(t)
+	rep, err := verify.Run(context.Background(), verify.Config{
+		ServerURL: url, BoardToken: board, Deps: true,
+		Duration: 3 * time.Second, Clients: 6, Issues: 2, Seed: 11, Out: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatalf("verify: %v (report %+v)", err, rep)
+	}
+	if rep.Refused["blocked_by_unresolved"] == 0 {
+		t.Errorf("no checkout was refused blocked_by_unresolved: the readiness rule was not exercised (refusals %v)", rep.Refused)
+	}
+}
+
 // TestVerifyFindsNoViolation runs the checker's clients against a real
 // server for a few seconds: every per-issue history must be linearizable.
 func TestVerifyFindsNoViolation(t *testing.T) {
