@@ -46,15 +46,15 @@ go test -run '^$' -fuzz '^FuzzHandler$' -fuzztime 10000x -fuzzminimizetime 2s ./
 # (each issue's check normally takes seconds; 60 s is a 15x margin, so an
 # undecided one is a regression of the checker, not noise). PostgreSQL is
 # also restarted when $CLASP_TEST_PG_RESTART_CMD names a restart command.
-step "clasp verify under faults: SQLite 30 s"
+step "clasp verify under faults, with blockers reopened and resolved: SQLite 30 s"
 vdir=$(mktemp -d /tmp/clasp-verify-ci.XXXXXX) # kept when a run fails: the history is in $vdir/out
 echo "verify files in $vdir"
 go build -o "$vdir/clasp" ./cmd/clasp
 vflags=(--duration 30s --clients 8 --issues 3 --check-timeout 60s --fail-undecided --out "$vdir/out")
-"$vdir/clasp" verify --process "${vflags[@]}"
+"$vdir/clasp" verify --process --deps "${vflags[@]}"
 if [ -n "${CLASP_TEST_POSTGRES_URL:-}" ]; then
-  step "clasp verify under faults: PostgreSQL, 3 replicas, 30 s"
-  "$vdir/clasp" verify --database-url "$CLASP_TEST_POSTGRES_URL" --replicas 3 "${vflags[@]}"
+  step "clasp verify under faults, with blockers reopened and resolved: PostgreSQL, 3 replicas, 30 s"
+  "$vdir/clasp" verify --database-url "$CLASP_TEST_POSTGRES_URL" --replicas 3 --deps "${vflags[@]}"
 elif [ -n "${CI:-}" ]; then
   echo "CLASP_TEST_POSTGRES_URL is not set in CI: the PostgreSQL verify cannot run" >&2
   exit 1
