@@ -311,3 +311,40 @@ func (f *fleet) checkout2(issue, tok string) {
 	f.t.Helper()
 	f.call("POST", "/api/issues/"+issue+"/checkout", tok, `{"agentId":"`+f.agent+`","expectedStatuses":["todo","in_review"]}`, http.StatusOK, nil)
 }
+
+// TestRunPage: a run's page shows its status, its agent and the issues it
+// holds and held (linked), its lease and last sign of life, and what it did
+// as sentences; the Runs page, the issue page and the Locks page link to it.
+func TestRunPage(t *testing.T) {
+	f := newFleet(t)
+	held, released := f.issue("Held", "todo", "medium"), f.issue("Released", "todo", "medium")
+	run, tok := f.run()
+	f.checkout(held, tok)
+	f.checkout(released, tok)
+	f.call("POST", "/api/issues/"+released+"/release", tok, `{}`, http.StatusOK, nil)
+	href := `/runs/` + run + `?company=` + f.company
+	page := f.page(href)
+	text := visibleText(between(t, page, "<main", "</main>"))
+	for _, want := range []string{"builder's run of ", "Agent builder", "Status running", "Holds " + held, "Held " + released,
+		"Lease (until 20", "Last sign of life 20", "checked out " + held + " at epoch 1 for builder", "released " + released, "No log here"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the run page does not say %q:\n%s", want, text)
+		}
+	}
+	if m := idTail.FindAllString(text, 3); len(m) > 0 {
+		t.Errorf("the run page shows ids %q:\n%s", m, text)
+	}
+	for _, want := range []string{`<a href="/issues/` + held + `?company=` + f.company + `">` + held + `</a>`, `<time datetime="`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the run page lacks %s", want)
+		}
+	}
+	for _, p := range []string{"/runs", "/issues/" + held, "/locks"} {
+		if body := f.page(p + "?company=" + f.company); !strings.Contains(body, `<a href="`+strings.ReplaceAll(href, "&", "&amp;")+`">`) && !strings.Contains(body, `<a href="`+href+`">`) {
+			t.Errorf("%s does not link to the run's page %s", p, href)
+		}
+	}
+	if res, _ := do(t, "GET", f.u+"/runs/01a23c3e-0000-7000-8000-000000000000?company="+f.company, "", nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("an unknown run's page answers %d, want 404", res.StatusCode)
+	}
+}

@@ -394,6 +394,12 @@ function toggleLog(btn) {
   pollLog(id);
 }
 
+// A run's page follows its log from the start, in the page's own <pre>.
+for (const pre of document.querySelectorAll("pre[data-follow-log]")) {
+  logs.set(pre.dataset.followLog, { pre, row: null, offset: 0, timer: null });
+  pollLog(pre.dataset.followLog);
+}
+
 // ---- company picker --------------------------------------------------
 const pick = document.getElementById("company-pick");
 if (pick) pick.addEventListener("change", () => pick.form.requestSubmit());
