@@ -159,6 +159,7 @@ type details struct {
 	Unassigned             bool                       `json:"unassigned"`
 	ClearAssignee          bool                       `json:"clearAssignee"`
 	LocksCleared           bool                       `json:"locksCleared"`
+	BoardCheckout          bool                       `json:"boardCheckout"`
 	Attempt                int                        `json:"attempt"`
 	ExitCode               *int                       `json:"exitCode"`
 	Changes                map[string]json.RawMessage `json:"changes"`
@@ -387,6 +388,15 @@ func (l *lookup) describeUpdate(e seg, d details) []seg {
 		fields = append(fields, k)
 	}
 	sort.Strings(fields)
+	if d.BoardCheckout {
+		var c change
+		_ = json.Unmarshal(d.Changes["assigneeAgentId"], &c)
+		s := sentence("checked out ", e)
+		if c.To != nil {
+			s = sentence(s, " for ", l.agentRef(fmt.Sprint(c.To)))
+		}
+		return sentence(s, " from the board, to be taken by its agent's next run")
+	}
 	var s []seg
 	for i, f := range fields {
 		var c change
