@@ -438,7 +438,15 @@ function move(step) {
   target.focus();
   item.scrollIntoView({ block: "nearest" });
 }
+// swallow is the key of the shortcut just handled: its character (a
+// keypress sent apart from its keydown) must not land in the field the
+// shortcut focused. Cleared when the key is released.
+let swallow = null;
+document.addEventListener("keypress", (ev) => { if (swallow !== null && ev.key === swallow) ev.preventDefault(); }, true);
+document.addEventListener("keyup", (ev) => { if (ev.key === swallow) swallow = null; }, true);
 document.addEventListener("keydown", (ev) => {
+  // Esc leaves a field (outside a dialog), so that the shortcuts work again.
+  if (ev.key === "Escape" && typing(ev.target) && !ev.target.closest("dialog")) { ev.target.blur(); return; }
   if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target)) return;
   if (document.querySelector("dialog[open]")) return;
   switch (ev.key) {
@@ -458,6 +466,7 @@ document.addEventListener("keydown", (ev) => {
     case "k": ev.preventDefault(); move(-1); break;
     case "?": ev.preventDefault(); help.showModal(); break;
   }
+  if (ev.defaultPrevented) swallow = ev.key;
 });
 // Arriving with #search or #new-title (from / or c on another page) focuses that field.
 if (location.hash === "#search" || location.hash === "#new-title") {
