@@ -1,5 +1,5 @@
 // Package board is the web board of the clasp server: server-rendered
-// html/template pages (Board, Issue, Runs, Agents, Locks, Activity) served
+// html/template pages (Board, Issue, Runs, Run, Agents, Locks, Activity) served
 // at / next to the HTTP API, with their assets embedded in the binary and
 // one hand-written ES module (assets/board.js) for the live layer.
 //

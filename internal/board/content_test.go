@@ -326,7 +326,7 @@ func TestRunPage(t *testing.T) {
 	page := f.page(href)
 	text := visibleText(between(t, page, "<main", "</main>"))
 	for _, want := range []string{"builder's run of ", "Agent builder", "Status running", "Holds " + held, "Held " + released,
-		"Lease (until 20", "Last sign of life 20", "checked out " + held + " at epoch 1 for builder", "released " + released, "No log here"} {
+		"Last sign of life 20", "checked out " + held + " at epoch 1 for builder", "released " + released, "No log here"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the run page does not say %q:\n%s", want, text)
 		}
@@ -334,7 +334,7 @@ func TestRunPage(t *testing.T) {
 	if m := idTail.FindAllString(text, 3); len(m) > 0 {
 		t.Errorf("the run page shows ids %q:\n%s", m, text)
 	}
-	for _, want := range []string{`<a href="/issues/` + held + `?company=` + f.company + `">` + held + `</a>`, `<time datetime="`} {
+	for _, want := range []string{`<a href="/issues/` + held + `?company=` + f.company + `">` + held + `</a>`, `<time datetime="`, `<span class="lease-left" data-expires="20`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the run page lacks %s", want)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -109,13 +110,17 @@ func (l *lookup) entityRef(a *clasp.Activity) seg {
 	return seg{Text: "a " + a.EntityType}
 }
 
-// actorRef names who wrote row a.
-func (l *lookup) actorRef(a *clasp.Activity) []seg {
+// actorRef names who wrote row a, whose sentence is what: an agent with
+// the run it acted in, unless the sentence names that run already.
+func (l *lookup) actorRef(a *clasp.Activity, what []seg) []seg {
 	switch a.ActorType {
 	case clasp.ActorAgent:
 		s := []seg{l.agentRef(a.ActorID)}
 		if a.RunID != nil {
-			s = sentence(s, " in ", l.runRef(*a.RunID))
+			run := l.runRef(*a.RunID)
+			if !slices.Contains(what, run) {
+				s = sentence(s, " in ", run)
+			}
 		}
 		return s
 	case clasp.ActorBoard:
@@ -444,7 +449,8 @@ func (l *lookup) describeUpdate(e seg, d details) []seg {
 func (l *lookup) rows(acts []*clasp.Activity) []actRow {
 	out := make([]actRow, 0, len(acts))
 	for _, a := range acts {
-		r := actRow{A: a, Actor: l.actorRef(a), Sentence: l.describe(a)}
+		r := actRow{A: a, Sentence: l.describe(a)}
+		r.Actor = l.actorRef(a, r.Sentence)
 		var buf bytes.Buffer
 		if json.Indent(&buf, a.Details, "", "  ") == nil {
 			r.JSON = buf.String()

@@ -65,7 +65,7 @@ function tick() {
     const t = Date.parse(el.getAttribute("datetime"));
     if (Number.isNaN(t)) continue;
     const d = now - t;
-    el.textContent = Math.abs(d) < 10000 ? "just now" : d > 0 ? fmtAgo(d) + " ago" : "in " + fmtAgo(d);
+    el.textContent = d >= 0 && d < 10000 ? "just now" : d > 0 ? fmtAgo(d) + " ago" : "in " + fmtAgo(d);
   }
   for (const el of document.querySelectorAll("[data-since]")) {
     const t = Date.parse(el.dataset.since);
@@ -137,6 +137,8 @@ function onEvent(ev) {
     li.dataset.action = ev.type;
     li.textContent = "#" + id + " " + ev.type + " " + (a.entityType || "") + " " + (a.details && a.details.title ? a.details.title : "");
     feed.prepend(li);
+    const none = document.getElementById("feed-empty");
+    if (none) none.hidden = true;
     while (feed.children.length > 100) feed.lastElementChild.remove();
   }
   if (ev.type === "issue.stale_lock_cleared" && a.entityId) { swept.set(a.entityId, id); markSwept(); }
