@@ -39,6 +39,8 @@ var Actions = []string{
 	clasp.ActionIssueReleased, clasp.ActionIssueLockReleased, clasp.ActionIssueStaleLockCleared, clasp.ActionIssueForceRelease,
 	clasp.ActionIssueCommented, clasp.ActionRunStarted, clasp.ActionRunFinished, clasp.ActionRunLost,
 	clasp.ActionCompanyCreated, clasp.ActionAgentCreated, clasp.ActionAgentUpdated, clasp.ActionAgentKeyCreated, clasp.ActionAgentKeyRevoked,
+	clasp.ActionAgentAdapterSet, clasp.ActionWakeRequested, clasp.ActionWakePromoted, clasp.ActionRunQueued,
+	clasp.ActionIssueExecutionLocked, clasp.ActionIssueLockMoved,
 }
 
 // page wraps a page's data function with the sign-in check (a redirect to
