@@ -94,6 +94,42 @@ func TestBoardThemesWidthsAndKeys(t *testing.T) {
 	startAgent(t, s, key.Token, run.ID, held.Identifier)
 	q := "?company=" + co.ID
 
+	backgrounds := map[string]string{}
+	// check opens path at the current theme and width and checks it: no
+	// horizontal overflow, and (at 1400 px) no serious axe violation.
+	check := func(t *testing.T, name, path, theme string, width int64) {
+		t.Helper()
+		b.run(t, chromedp.Navigate(s.url+path), chromedp.WaitReady(chromedp.CSS("body")))
+		b.waitJS(t, `!document.getElementById("conn") || document.getElementById("conn").dataset.state === "live" || document.body.dataset.page === "error"`, `document.body.innerText.slice(0,300)`)
+		backgrounds[theme] = eval[string](t, b, `getComputedStyle(document.body).backgroundColor`)
+		if shots != "" {
+			b.shot(t, filepath.Join(shots, fmt.Sprintf("%s-%s-%d.png", name, theme, width)))
+		}
+		wide := eval[[]int](t, b, `[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]`)
+		if wide[0] > wide[1] {
+			over := eval[string](t, b, `[...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > document.scrollingElement.clientWidth + 1).slice(0, 3).map(e => e.tagName + "." + e.className).join(", ")`)
+			t.Errorf("%s, %s, %d px: scrollWidth %d > clientWidth %d (overflowing: %s)", name, theme, width, wide[0], wide[1], over)
+		}
+		if axe != "" && width == 1400 {
+			if found := b.axeSerious(t, axe); len(found) > 0 {
+				t.Errorf("axe on %s (%s): %s", name, theme, strings.Join(found, "\n"))
+			}
+		}
+	}
+	each := func(t *testing.T, f func(t *testing.T, theme string, width int64)) {
+		for _, theme := range []string{"light", "dark"} {
+			b.setTheme(t, theme)
+			for _, width := range []int64{390, 1400} {
+				b.run(t, chromedp.EmulateViewport(width, 900))
+				f(t, theme, width)
+			}
+		}
+		b.setTheme(t, "light")
+		b.run(t, chromedp.EmulateViewport(1280, 900))
+	}
+	t.Run("SignInPage", func(t *testing.T) {
+		each(t, func(t *testing.T, theme string, width int64) { check(t, "login", "/login", theme, width) })
+	})
 	b.run(t, chromedp.Navigate(s.url+"/login"), chromedp.WaitVisible(chromedp.CSS("#token")), chromedp.SendKeys(chromedp.CSS("#token"), s.token), chromedp.Submit(chromedp.CSS("#token")))
 	b.waitJS(t, `document.body.dataset.page === "board"`, `document.body.innerText.slice(0,300)`)
 	b.waitJS(t, `document.querySelector('.card[data-issue="`+held.Identifier+`"] .lock[data-liveness="live"]') !== null`, `document.querySelector(".columns").innerText`)
@@ -103,38 +139,16 @@ func TestBoardThemesWidthsAndKeys(t *testing.T) {
 		{"run", "/runs/" + run.ID + q}, {"runs", "/runs" + q}, {"agents", "/agents" + q}, {"locks", "/locks" + q},
 		{"activity", "/activity" + q}, {"not-found", "/issues/ACME-999" + q},
 	}
-	backgrounds := map[string]string{}
-	for _, theme := range []string{"light", "dark"} {
-		t.Run(theme, func(t *testing.T) {
-			b.setTheme(t, theme)
-			for _, width := range []int64{390, 1400} {
-				b.run(t, chromedp.EmulateViewport(width, 900))
-				for _, p := range pages {
-					b.run(t, chromedp.Navigate(s.url+p.path), chromedp.WaitReady(chromedp.CSS("body")))
-					b.waitJS(t, `!document.getElementById("conn") || document.getElementById("conn").dataset.state === "live" || document.body.dataset.page === "error"`, `document.body.innerText.slice(0,300)`)
-					backgrounds[theme] = eval[string](t, b, `getComputedStyle(document.body).backgroundColor`)
-					if shots != "" {
-						b.shot(t, filepath.Join(shots, fmt.Sprintf("%s-%s-%d.png", p.name, theme, width)))
-					}
-					wide := eval[[]int](t, b, `[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]`)
-					if wide[0] > wide[1] {
-						over := eval[string](t, b, `[...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > document.scrollingElement.clientWidth + 1).slice(0, 3).map(e => e.tagName + "." + e.className).join(", ")`)
-						t.Errorf("%s, %s, %d px: scrollWidth %d > clientWidth %d (overflowing: %s)", p.name, theme, width, wide[0], wide[1], over)
-					}
-					if axe != "" && width == 1400 {
-						if found := b.axeSerious(t, axe); len(found) > 0 {
-							t.Errorf("axe on %s (%s): %s", p.name, theme, strings.Join(found, "\n"))
-						}
-					}
-				}
+	t.Run("Pages", func(t *testing.T) {
+		each(t, func(t *testing.T, theme string, width int64) {
+			for _, p := range pages {
+				check(t, p.name, p.path, theme, width)
 			}
 		})
-	}
+	})
 	if backgrounds["light"] == backgrounds["dark"] {
 		t.Errorf("the dark theme does not apply: the page's background is %s in both", backgrounds["light"])
 	}
-	b.setTheme(t, "light")
-	b.run(t, chromedp.EmulateViewport(1280, 900))
 
 	t.Run("HistoryNamesNotIDs", func(t *testing.T) {
 		b.visit(t, s, "/issues/"+released.Identifier+q)
