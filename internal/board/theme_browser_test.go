@@ -82,18 +82,6 @@ func TestBoardThemesWidthsAndKeys(t *testing.T) {
 		}
 	}
 
-	var co, builder, key, held, released, run ident
-	s.api("POST", "/api/companies", s.token, "", map[string]any{"name": "Acme", "issuePrefix": "ACME"}, 201, &co)
-	s.api("POST", "/api/companies/"+co.ID+"/agents", s.token, "", map[string]any{"name": "builder"}, 201, &builder)
-	s.api("POST", "/api/agents/"+builder.ID+"/keys", s.token, "", map[string]any{}, 201, &key)
-	s.api("POST", "/api/companies/"+co.ID+"/issues", s.token, "", map[string]any{"title": "Held by a live agent", "status": "todo", "priority": "high"}, 201, &held)
-	s.api("POST", "/api/companies/"+co.ID+"/issues", s.token, "", map[string]any{"title": "Checked out, then force-released", "status": "todo"}, 201, &released)
-	s.api("POST", "/api/agents/me/runs", key.Token, "", map[string]any{}, 201, &run)
-	s.api("POST", "/api/issues/"+released.Identifier+"/checkout", key.Token, run.ID, map[string]any{"agentId": builder.ID, "expectedStatuses": []string{"todo"}}, 200, nil)
-	s.api("POST", "/api/issues/"+released.Identifier+"/admin/force-release", s.token, "", map[string]any{"reason": "shown in the History"}, 200, nil)
-	startAgent(t, s, key.Token, run.ID, held.Identifier)
-	q := "?company=" + co.ID
-
 	backgrounds := map[string]string{}
 	// check opens path at the current theme and width and checks it: no
 	// horizontal overflow, and (at 1400 px) no serious axe violation.
@@ -131,7 +119,24 @@ func TestBoardThemesWidthsAndKeys(t *testing.T) {
 		each(t, func(t *testing.T, theme string, width int64) { check(t, "login", "/login", theme, width) })
 	})
 	b.run(t, chromedp.Navigate(s.url+"/login"), chromedp.WaitVisible(chromedp.CSS("#token")), chromedp.SendKeys(chromedp.CSS("#token"), s.token), chromedp.Submit(chromedp.CSS("#token")))
-	b.waitJS(t, `document.body.dataset.page === "board"`, `document.body.innerText.slice(0,300)`)
+	b.waitJS(t, `document.body.dataset.page === "nocompany"`, `document.body.innerText.slice(0,300)`)
+	t.Run("NoCompanyPage", func(t *testing.T) {
+		each(t, func(t *testing.T, theme string, width int64) { check(t, "nocompany", "/", theme, width) })
+	})
+
+	var co, builder, key, held, released, run ident
+	s.api("POST", "/api/companies", s.token, "", map[string]any{"name": "Acme", "issuePrefix": "ACME"}, 201, &co)
+	s.api("POST", "/api/companies/"+co.ID+"/agents", s.token, "", map[string]any{"name": "builder"}, 201, &builder)
+	s.api("POST", "/api/agents/"+builder.ID+"/keys", s.token, "", map[string]any{}, 201, &key)
+	s.api("POST", "/api/companies/"+co.ID+"/issues", s.token, "", map[string]any{"title": "Held by a live agent", "status": "todo", "priority": "high"}, 201, &held)
+	s.api("POST", "/api/companies/"+co.ID+"/issues", s.token, "", map[string]any{"title": "Checked out, then force-released", "status": "todo"}, 201, &released)
+	s.api("POST", "/api/agents/me/runs", key.Token, "", map[string]any{}, 201, &run)
+	s.api("POST", "/api/issues/"+released.Identifier+"/checkout", key.Token, run.ID, map[string]any{"agentId": builder.ID, "expectedStatuses": []string{"todo"}}, 200, nil)
+	s.api("POST", "/api/issues/"+released.Identifier+"/admin/force-release", s.token, "", map[string]any{"reason": "shown in the History"}, 200, nil)
+	startAgent(t, s, key.Token, run.ID, held.Identifier)
+	q := "?company=" + co.ID
+
+	b.visit(t, s, "/"+q)
 	b.waitJS(t, `document.querySelector('.card[data-issue="`+held.Identifier+`"] .lock[data-liveness="live"]') !== null`, `document.querySelector(".columns").innerText`)
 
 	pages := []struct{ name, path string }{
