@@ -492,6 +492,9 @@ func setup(ctx context.Context, cfg Config) (*benchRun, error) {
 	if !slices.ContainsFunc(cfg.Workloads, func(w string) bool { return w != WorkloadClaim }) {
 		b.fixIssues = maxClients + 1 // only claim phases, which make their own
 	}
+	// Making thousands of issues takes seconds: say so before the first
+	// phase's line, so that a run is never silent while it starts.
+	fmt.Fprintf(cfg.Progress, "%-24s %d agents and %d issues...\n", "setting up", maxClients, b.fixIssues)
 	if b.fx, err = setupHTTP(ctx, srv.api, maxClients, b.fixIssues); err != nil {
 		return b, err
 	}

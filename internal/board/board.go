@@ -1,5 +1,5 @@
 // Package board is the web board of the clasp server: server-rendered
-// html/template pages (Board, Issue, Runs, Agents, Locks, Activity) served
+// html/template pages (Board, Issue, Runs, Run, Agents, Locks, Activity) served
 // at / next to the HTTP API, with their assets embedded in the binary and
 // one hand-written ES module (assets/board.js) for the live layer.
 //
@@ -97,7 +97,7 @@ func New(cfg Config) (*Board, error) {
 		cfg.Now = time.Now
 	}
 	b := &Board{cfg: cfg, pages: map[string]*template.Template{}, cop: http.NewCrossOriginProtection(), mux: http.NewServeMux()}
-	for _, name := range []string{"login", "board", "issue", "runs", "agents", "locks", "activity", "nocompany", "error"} {
+	for _, name := range []string{"login", "board", "issue", "runs", "run", "agents", "locks", "activity", "nocompany", "error"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("board template %s: %w", name, err)
@@ -124,6 +124,7 @@ func (b *Board) routes() {
 	b.mux.HandleFunc("GET /{$}", b.page("board", b.boardData))
 	b.mux.HandleFunc("GET /issues/{ref}", b.page("issue", b.issueData))
 	b.mux.HandleFunc("GET /runs", b.page("runs", b.runsData))
+	b.mux.HandleFunc("GET /runs/{id}", b.page("run", b.runData))
 	b.mux.HandleFunc("GET /agents", b.page("agents", b.agentsData))
 	b.mux.HandleFunc("GET /locks", b.page("locks", b.locksData))
 	b.mux.HandleFunc("GET /activity", b.page("activity", b.activityData))

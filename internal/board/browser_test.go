@@ -514,8 +514,9 @@ func TestBrowser(t *testing.T) {
 		b.waitJS(t, chip+`?.dataset.liveness === "live"`, cardSel(lockIssue.Identifier)+`?.innerText || "no card"`)
 		b.waitJS(t, chip+`.querySelector(".lease-left").textContent.endsWith("left") && `+chip+`.querySelector("meter").value > 0`, chip+`.innerText`)
 		text := eval[string](t, b, chip+`.innerText`)
-		if !strings.Contains(text, "builder") || !strings.Contains(text, "epoch 1") || !strings.Contains(text, lockRun[len(lockRun)-8:]) {
-			t.Fatalf("lock chip = %q, want the holder run, builder and epoch 1", text)
+		link := eval[string](t, b, chip+`.querySelector("a")?.getAttribute("href") || ""`)
+		if !strings.Contains(text, "builder") || !strings.Contains(text, "epoch 1") || !strings.HasPrefix(link, "/runs/"+lockRun+"?") {
+			t.Fatalf("lock chip = %q linking to %q, want the holder run (linked), builder and epoch 1", text, link)
 		}
 	})
 
@@ -551,7 +552,7 @@ func TestBrowser(t *testing.T) {
 		row := `document.querySelector('tr[data-action="issue.admin_force_release"]')`
 		b.waitJS(t, row+` !== null`, `document.getElementById("live").innerText.slice(-800)`)
 		text := eval[string](t, b, row+`.innerText`)
-		if !strings.Contains(text, "reason=stuck in the browser test") || !strings.Contains(text, "board") {
+		if !strings.Contains(text, "saying “stuck in the browser test”") || !strings.Contains(text, "the board") {
 			t.Fatalf("force-release activity = %q, want the reason and the board as actor", text)
 		}
 		b.waitJS(t, `document.getElementById("lock-none") !== null`, `document.getElementById("lock-panel").innerText`)

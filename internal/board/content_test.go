@@ -2,7 +2,9 @@ package board_test
 
 import (
 	"encoding/json"
+	"html"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -127,14 +129,14 @@ func TestAbandonedIssueIsMarked(t *testing.T) {
 	}
 
 	board := f.page("/")
-	if c := cardOf(t, board, left); !strings.Contains(c, "abandoned: no live run since 20") || !strings.Contains(c, "last held by builder") {
+	if c := cardOf(t, board, left); !strings.Contains(visibleText(c), "abandoned: no live run since 20") || !strings.Contains(c, "last held by builder") {
 		t.Errorf("card of %s, whose run finished, is not marked abandoned by builder:\n%s", left, c)
 	}
 	if c := cardOf(t, board, held); strings.Contains(c, "abandoned") {
 		t.Errorf("card of %s, held by a live run, is marked abandoned:\n%s", held, c)
 	}
 	page := f.page("/issues/" + left)
-	if !strings.Contains(page, "abandoned: no live run since 20") || !strings.Contains(page, "last held by builder") || !strings.Contains(page, `id="abandoned-hint"`) || !strings.Contains(page, `id="force-release"`) {
+	if !strings.Contains(visibleText(page), "abandoned: no live run since 20") || !strings.Contains(page, "last held by builder") || !strings.Contains(page, `id="abandoned-hint"`) || !strings.Contains(page, `id="force-release"`) {
 		t.Errorf("page of %s does not say it is abandoned, by whom, and how to hand it back", left)
 	}
 	if page := f.page("/issues/" + held); strings.Contains(page, "abandoned") {
@@ -170,7 +172,7 @@ func TestRunsPageShowsHeldIssues(t *testing.T) {
 	if row := rowOf(run); !strings.Contains(row, ">"+one+"</a>") || !strings.Contains(row, ">"+two+"</a>") {
 		t.Errorf("row of the run holding %s and %s does not name them:\n%s", one, two, row)
 	}
-	if row := rowOf(idle); strings.Contains(row, "</a>") {
+	if row := rowOf(idle); !strings.Contains(row, `class="run-issues">—</td>`) {
 		t.Errorf("row of a run holding nothing names an issue:\n%s", row)
 	}
 }
@@ -183,7 +185,7 @@ func TestIssuePageSmallFixes(t *testing.T) {
 	open := f.issue("Open", "todo", "medium")
 	done := f.issue("Finished", "done", "medium")
 	page := f.page("/issues/" + open)
-	if strings.Contains(page, "<li>No comments.</li>") || !strings.Contains(page, `id="no-comments">No comments.</p>`) {
+	if strings.Contains(page, "<li>No comments.</li>") || !strings.Contains(page, `id="no-comments">No comments.`) {
 		t.Errorf("an issue without comments: the empty state is not a paragraph:\n%s", page[strings.Index(page, `id="com-h"`):][:300])
 	}
 	if !strings.Contains(page, `id="checkout"`) || !strings.Contains(page, `id="force-release"`) {
@@ -220,5 +222,129 @@ func TestInProgressCardsByPriority(t *testing.T) {
 	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("In progress column = %v, want %v (priority, then age)", got, want)
+	}
+}
+
+// idTail is what an id shown as its 8-character tail (or a whole UUID's
+// first group) looks like in a page's text.
+var idTail = regexp.MustCompile(`\b[0-9a-f]{8}\b`)
+
+// visibleText returns the text of markup as a reader sees it at first:
+// tags dropped, the content of closed <details> left out, entities decoded.
+func visibleText(markup string) string {
+	markup = regexp.MustCompile(`(?s)<details.*?</details>`).ReplaceAllString(markup, " ")
+	markup = regexp.MustCompile(`(?s)<[^>]*>`).ReplaceAllString(markup, " ")
+	return strings.Join(strings.Fields(html.UnescapeString(markup)), " ")
+}
+
+// between returns the markup of body from the first from to the next to.
+func between(t *testing.T, body, from, to string) string {
+	t.Helper()
+	i := strings.Index(body, from)
+	if i < 0 {
+		t.Fatalf("no %q in the page", from)
+	}
+	part, _, _ := strings.Cut(body[i:], to)
+	return part
+}
+
+// TestActivityReadsAsSentences: an issue's History, the Activity page and
+// the Locks page name agents, issues and runs (each a link to its page),
+// never by an id, and say what each row did in a sentence, with the row's
+// raw details one click away.
+func TestActivityReadsAsSentences(t *testing.T) {
+	f := newFleet(t)
+	ident := f.issue("Sentences", "todo", "high")
+	run, tok := f.run()
+	f.checkout(ident, tok)
+	f.call("POST", "/api/issues/"+ident+"/release", tok, `{}`, http.StatusOK, nil)
+	f.call("PATCH", "/api/issues/"+ident, "", `{"status":"in_review"}`, http.StatusOK, nil)
+	f.checkout2(ident, tok)
+	f.call("POST", "/api/issues/"+ident+"/admin/force-release", "", `{"reason":"stuck for the test"}`, http.StatusOK, nil)
+	f.call("POST", "/api/issues/"+ident+"/comments", "", `{"body":"hello"}`, http.StatusCreated, nil)
+
+	issueHref := `<a href="/issues/` + ident + `?company=` + f.company + `">` + ident + `</a>`
+	agentHref := `<a href="/agents?company=` + f.company + `#ag-` + f.agent + `">builder</a>`
+	runHref := `<a href="/runs/` + run + `?company=` + f.company + `">builder&#39;s run of `
+
+	history := between(t, f.page("/issues/"+ident), `id="hist-h"`, "</section>")
+	text := visibleText(history)
+	if m := idTail.FindAllString(text, 3); len(m) > 0 {
+		t.Errorf("the History shows ids %q:\n%s", m, text)
+	}
+	for _, want := range []string{
+		"created " + ident + " “Sentences” in todo, priority high",
+		"checked out " + ident + " at epoch 1 for builder in builder's run of ",
+		"released " + ident,
+		"changed status from todo to in review on " + ident,
+		"force-released " + ident + " held by builder's run of ",
+		", saying “stuck for the test”",
+		"commented on " + ident,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the History does not say %q:\n%s", want, text)
+		}
+	}
+	for _, want := range []string{issueHref, agentHref, runHref, `<details class="raw"><summary>issue.admin_force_release</summary>`, `&#34;reason&#34;: &#34;stuck for the test&#34;`} {
+		if !strings.Contains(history, want) {
+			t.Errorf("the History lacks %s:\n%s", want, history)
+		}
+	}
+
+	for _, page := range []string{"/activity", "/locks"} {
+		body := between(t, f.page(page+"?company="+f.company), `<main`, "</main>")
+		text := visibleText(body)
+		if m := idTail.FindAllString(text, 3); len(m) > 0 {
+			t.Errorf("%s shows ids %q:\n%s", page, m, text)
+		}
+		if !strings.Contains(text, "force-released "+ident+" held by builder's run of ") || !strings.Contains(body, issueHref) || !strings.Contains(body, runHref) {
+			t.Errorf("%s does not tell the force-release with links:\n%s", page, text)
+		}
+	}
+	if body := f.page("/activity?company=" + f.company); !strings.Contains(body, agentHref) || !strings.Contains(visibleText(body), "the board created the agent builder") {
+		t.Errorf("the Activity page does not name the agent builder, linked")
+	}
+}
+
+// checkout2 checks issue out again, from whatever status it is in.
+func (f *fleet) checkout2(issue, tok string) {
+	f.t.Helper()
+	f.call("POST", "/api/issues/"+issue+"/checkout", tok, `{"agentId":"`+f.agent+`","expectedStatuses":["todo","in_review"]}`, http.StatusOK, nil)
+}
+
+// TestRunPage: a run's page shows its status, its agent and the issues it
+// holds and held (linked), its lease and last sign of life, and what it did
+// as sentences; the Runs page, the issue page and the Locks page link to it.
+func TestRunPage(t *testing.T) {
+	f := newFleet(t)
+	held, released := f.issue("Held", "todo", "medium"), f.issue("Released", "todo", "medium")
+	run, tok := f.run()
+	f.checkout(held, tok)
+	f.checkout(released, tok)
+	f.call("POST", "/api/issues/"+released+"/release", tok, `{}`, http.StatusOK, nil)
+	href := `/runs/` + run + `?company=` + f.company
+	page := f.page(href)
+	text := visibleText(between(t, page, "<main", "</main>"))
+	for _, want := range []string{"builder's run of ", "Agent builder", "Status running", "Holds " + held, "Held " + released,
+		"Last sign of life 20", "checked out " + held + " at epoch 1 for builder", "released " + released, "No log here"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the run page does not say %q:\n%s", want, text)
+		}
+	}
+	if m := idTail.FindAllString(text, 3); len(m) > 0 {
+		t.Errorf("the run page shows ids %q:\n%s", m, text)
+	}
+	for _, want := range []string{`<a href="/issues/` + held + `?company=` + f.company + `">` + held + `</a>`, `<time datetime="`, `<span class="lease-left" data-expires="20`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the run page lacks %s", want)
+		}
+	}
+	for _, p := range []string{"/runs", "/issues/" + held, "/locks"} {
+		if body := f.page(p + "?company=" + f.company); !strings.Contains(body, `<a href="`+strings.ReplaceAll(href, "&", "&amp;")+`">`) && !strings.Contains(body, `<a href="`+href+`">`) {
+			t.Errorf("%s does not link to the run's page %s", p, href)
+		}
+	}
+	if res, _ := do(t, "GET", f.u+"/runs/01a23c3e-0000-7000-8000-000000000000?company="+f.company, "", nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("an unknown run's page answers %d, want 404", res.StatusCode)
 	}
 }

@@ -39,6 +39,8 @@ var Actions = []string{
 	clasp.ActionIssueReleased, clasp.ActionIssueLockReleased, clasp.ActionIssueStaleLockCleared, clasp.ActionIssueForceRelease,
 	clasp.ActionIssueCommented, clasp.ActionRunStarted, clasp.ActionRunFinished, clasp.ActionRunLost,
 	clasp.ActionCompanyCreated, clasp.ActionAgentCreated, clasp.ActionAgentUpdated, clasp.ActionAgentKeyCreated, clasp.ActionAgentKeyRevoked,
+	clasp.ActionAgentAdapterSet, clasp.ActionWakeRequested, clasp.ActionWakePromoted, clasp.ActionRunQueued,
+	clasp.ActionIssueExecutionLocked, clasp.ActionIssueLockMoved,
 }
 
 // page wraps a page's data function with the sign-in check (a redirect to
@@ -131,6 +133,8 @@ type lockView struct {
 	Liveness       string
 	ExecutionRunID string
 	Agree          bool // the execution lock names the checkout run
+	Run            seg  // the holder run, named and linked
+	ExecutionRun   seg  // the execution lock's run, named and linked
 }
 
 // lookup caches the runs and agents a page resolves.
@@ -143,6 +147,8 @@ type lookup struct {
 	// ends maps an issue id to the newest row that ended its lock among
 	// the company's latest 1000 activity rows (read once, when needed).
 	ends map[string]*clasp.Activity
+	// idents maps issue ids to identifiers ("" for an issue not found).
+	idents map[string]string
 }
 
 func newLookup(c *client, companyID string) (*lookup, error) {
@@ -219,6 +225,10 @@ func (l *lookup) lock(iss *clasp.Issue) *lockView {
 	}
 	r := l.run(holder)
 	lv.Liveness = liveness(r, l.now)
+	lv.Run = l.runRef(holder)
+	if lv.ExecutionRunID != "" {
+		lv.ExecutionRun = l.runRef(lv.ExecutionRunID)
+	}
 	if r != nil {
 		lv.AgentID, lv.AgentName = r.AgentID, l.agentName(r.AgentID)
 		lv.LeaseExpires, lv.LastSign, lv.RunStatus = r.LeaseExpiresAt, r.LastSignOfLifeAt, string(r.Status)
@@ -334,7 +344,8 @@ type issueView struct {
 	Holder    *clasp.Run
 	Comments  []*clasp.Comment
 	Activity  []*clasp.Activity
-	Runs      []*clasp.Run
+	History   []actRow
+	Runs      []runLink
 	Agents    []*clasp.Agent
 	Statuses  []string
 	Names     map[string]string
@@ -369,23 +380,39 @@ func (b *Board) issueData(c *client, v *view) error {
 		return err
 	}
 	iv.Abandoned = l.abandoned(&iss, iv.Lock, iv.Activity)
+	l.idents = map[string]string{iss.ID: iss.Identifier}
+	iv.History = l.rows(iv.Activity)
 	// The issue's runs: those its activity names, newest first.
 	seen := map[string]bool{}
 	for _, a := range iv.Activity {
-		if a.RunID != nil && !seen[*a.RunID] {
-			seen[*a.RunID] = true
-			if r := l.run(*a.RunID); r != nil {
-				iv.Runs = append(iv.Runs, r)
+		var d details
+		_ = json.Unmarshal(a.Details, &d)
+		for _, id := range []*string{a.RunID, &d.RunID, &d.PreviousCheckoutRunID, &d.ClearedCheckoutRunID, &d.ToRunID} {
+			if id == nil || *id == "" || seen[*id] {
+				continue
+			}
+			seen[*id] = true
+			if r := l.run(*id); r != nil {
+				iv.Runs = append(iv.Runs, runLink{Run: r, Ref: l.runRef(r.ID), Agent: l.agentRef(r.AgentID)})
 			}
 		}
 	}
-	sort.Slice(iv.Runs, func(i, j int) bool { return iv.Runs[i].CreatedAt.After(iv.Runs[j].CreatedAt) })
+	sort.Slice(iv.Runs, func(i, j int) bool { return iv.Runs[i].Run.CreatedAt.After(iv.Runs[j].Run.CreatedAt) })
 	v.Data = iv
 	return nil
 }
 
+// runLink is a run with its link and its agent's.
+type runLink struct {
+	Run   *clasp.Run
+	Ref   seg
+	Agent seg
+}
+
 type runRow struct {
 	Run       *clasp.Run
+	Ref       seg // the run, named and linked to its page
+	Agent     seg
 	AgentName string
 	// Issues are the identifiers of the issues whose checkout or
 	// execution lock names the run, else the issue it was woken for (its
@@ -422,7 +449,7 @@ func (b *Board) runsData(c *client, v *view) error {
 	}
 	idents := map[string]string{}
 	row := func(r *clasp.Run) runRow {
-		rr := runRow{Run: r, AgentName: l.agentName(r.AgentID), Liveness: liveness(r, l.now), HasLog: r.InvocationSource != "" && r.InvocationSource != "agent" && r.HostID != nil}
+		rr := runRow{Run: r, Ref: l.runRef(r.ID), Agent: l.agentRef(r.AgentID), AgentName: l.agentName(r.AgentID), Liveness: liveness(r, l.now), HasLog: hasLog(r)}
 		rr.Issues = holds[r.ID]
 		if len(rr.Issues) == 0 && r.IssueID != nil {
 			id := *r.IssueID
@@ -522,12 +549,11 @@ type heldRow struct {
 
 type locksView struct {
 	Held, Dead    []heldRow
-	Abandoned     []heldRow         // in_progress with no live holder, oldest first
-	LastSweep     *clasp.Activity   // the newest row the sweeper (actor system) wrote
-	Swept         []*clasp.Activity // stale locks cleared and runs lost, newest first
-	Adoptions     []*clasp.Activity
-	ForceReleases []*clasp.Activity
-	Idents        map[string]string
+	Abandoned     []heldRow // in_progress with no live holder, oldest first
+	LastSweep     []actRow  // the newest row the sweeper (actor system) wrote (none or one)
+	Swept         []actRow  // stale locks cleared and runs lost, newest first
+	Adoptions     []actRow
+	ForceReleases []actRow
 }
 
 func (b *Board) locksData(c *client, v *view) error {
@@ -539,7 +565,7 @@ func (b *Board) locksData(c *client, v *view) error {
 	if err != nil {
 		return err
 	}
-	lv := &locksView{Idents: map[string]string{}}
+	lv := &locksView{}
 	var working []*clasp.Issue
 	if _, err := c.get("/api/companies/"+v.Company.ID+"/issues?status=in_progress&limit=1000", &working); err != nil {
 		return err
@@ -571,31 +597,33 @@ func (b *Board) locksData(c *client, v *view) error {
 	if _, err := c.get("/api/companies/"+v.Company.ID+"/activity?limit=1000", &acts); err != nil {
 		return err
 	}
+	var swept, adoptions, forced, last []*clasp.Activity
 	for _, a := range acts {
 		switch {
 		case a.Action == clasp.ActionIssueStaleLockCleared || a.Action == clasp.ActionRunLost:
-			if len(lv.Swept) < 50 {
-				lv.Swept = append(lv.Swept, a)
+			if len(swept) < 50 {
+				swept = append(swept, a)
 			}
 		case a.Action == clasp.ActionIssueLockAdopted:
-			if len(lv.Adoptions) < 50 {
-				lv.Adoptions = append(lv.Adoptions, a)
+			if len(adoptions) < 50 {
+				adoptions = append(adoptions, a)
 			}
 		case a.Action == clasp.ActionIssueForceRelease:
-			if len(lv.ForceReleases) < 50 {
-				lv.ForceReleases = append(lv.ForceReleases, a)
+			if len(forced) < 50 {
+				forced = append(forced, a)
 			}
 		}
-		if a.ActorType == clasp.ActorSystem && lv.LastSweep == nil {
-			lv.LastSweep = a
+		if a.ActorType == clasp.ActorSystem && last == nil {
+			last = []*clasp.Activity{a}
 		}
 	}
+	lv.Swept, lv.Adoptions, lv.ForceReleases, lv.LastSweep = l.rows(swept), l.rows(adoptions), l.rows(forced), l.rows(last)
 	v.Data = lv
 	return nil
 }
 
 type activityView struct {
-	Rows     []*clasp.Activity
+	Rows     []actRow
 	Action   string
 	Entity   string // entity type, or type:id
 	Actions  []string
@@ -615,7 +643,12 @@ func (b *Board) activityData(c *client, v *view) error {
 	if err != nil {
 		return err
 	}
+	l, err := newLookup(c, v.Company.ID)
+	if err != nil {
+		return err
+	}
 	etype, eid, _ := strings.Cut(av.Entity, ":")
+	var rows []*clasp.Activity
 	for _, a := range acts {
 		if av.Action != "" && a.Action != av.Action {
 			continue
@@ -626,10 +659,11 @@ func (b *Board) activityData(c *client, v *view) error {
 		if eid != "" && a.EntityID != eid {
 			continue
 		}
-		if len(av.Rows) < 200 {
-			av.Rows = append(av.Rows, a)
+		if len(rows) < 200 {
+			rows = append(rows, a)
 		}
 	}
+	av.Rows = l.rows(rows)
 	if cur := cursorOf(next); cur != "" {
 		oq := url.Values{}
 		for k, vs := range q {
@@ -718,4 +752,10 @@ func (l *lookup) abandoned(iss *clasp.Issue, lv *lockView, acts []*clasp.Activit
 		break
 	}
 	return av
+}
+
+// hasLog reports whether the server ran r's process, so that it serves
+// r's log.
+func hasLog(r *clasp.Run) bool {
+	return r.InvocationSource != "" && r.InvocationSource != "agent" && r.HostID != nil
 }

@@ -33,6 +33,10 @@ const (
 	ExitError    = 1 // any failure that is not a conflict or a usage error
 	ExitUsage    = 2 // bad command, flag or argument
 	ExitConflict = 3 // the server answered 409 (checkout_conflict, ownership_conflict, run_not_live, ...)
+	// ExitInterrupted: Run's context ended (SIGINT or SIGTERM) while a
+	// command was still working, as stopping `clasp events` or a
+	// `--follow` ends it; nothing is printed.
+	ExitInterrupted = 130
 )
 
 // Environment variables read by the commands.
@@ -50,8 +54,8 @@ const (
 const DefaultURL = "http://127.0.0.1:3100"
 
 // Run runs the clasp command line with args (without the program name) and
-// returns the process exit code: ExitOK, ExitError, ExitUsage or
-// ExitConflict. Environment variables are read with os.Getenv; the context
+// returns the process exit code: ExitOK, ExitError, ExitUsage,
+// ExitConflict or ExitInterrupted. Environment variables are read with os.Getenv; the context
 // ends long-running commands (serve) gracefully.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return run(ctx, args, stdin, stdout, stderr, os.Getenv)
@@ -70,6 +74,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return ExitInterrupted // stopped by its user: not an error to report
+	}
 	return a.report(cmd, err)
 }
 
@@ -110,7 +117,8 @@ printed at first start (an admin operator token), another operator token
 (clasp operator token create), an agent API key, or a run token. Agents acting with an
 API key name their run in $CLASP_RUN_ID.
 
-Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409).`,
+Exit codes: 0 ok, 1 error, 2 usage error, 3 conflict (the server answered 409),
+130 stopped by SIGINT or SIGTERM before it was done.`,
 		Example: `  clasp serve                                   # server on 127.0.0.1:3100, data in ./.clasp
   export CLASP_TOKEN=$(cat .clasp/board-token)
   clasp company create "Acme" --prefix ACME

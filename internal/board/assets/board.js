@@ -36,6 +36,15 @@ function fmtSecs(ms) {
   return Math.round(s / 3600) + " h";
 }
 
+// fmtAgo says how long ms is for relative times ("3 min", "2 h", "5 days").
+function fmtAgo(ms) {
+  const s = Math.round(Math.abs(ms) / 1000);
+  if (s < 60) return s + " s";
+  if (s < 3600) return Math.round(s / 60) + " min";
+  if (s < 172800) return Math.round(s / 3600) + " h";
+  return Math.round(s / 86400) + " days";
+}
+
 function tick() {
   const now = serverNow();
   for (const el of document.querySelectorAll("[data-expires]")) {
@@ -51,6 +60,12 @@ function tick() {
       el.textContent = left > 0 ? fmtSecs(left) + " left" : "expired " + fmtSecs(left) + " ago";
       el.classList.toggle("expired", left <= 0);
     }
+  }
+  for (const el of document.querySelectorAll("time[data-rel]")) {
+    const t = Date.parse(el.getAttribute("datetime"));
+    if (Number.isNaN(t)) continue;
+    const d = now - t;
+    el.textContent = d >= 0 && d < 10000 ? "just now" : d > 0 ? fmtAgo(d) + " ago" : "in " + fmtAgo(d);
   }
   for (const el of document.querySelectorAll("[data-since]")) {
     const t = Date.parse(el.dataset.since);
@@ -122,6 +137,8 @@ function onEvent(ev) {
     li.dataset.action = ev.type;
     li.textContent = "#" + id + " " + ev.type + " " + (a.entityType || "") + " " + (a.details && a.details.title ? a.details.title : "");
     feed.prepend(li);
+    const none = document.getElementById("feed-empty");
+    if (none) none.hidden = true;
     while (feed.children.length > 100) feed.lastElementChild.remove();
   }
   if (ev.type === "issue.stale_lock_cleared" && a.entityId) { swept.set(a.entityId, id); markSwept(); }
@@ -392,6 +409,71 @@ function toggleLog(btn) {
   logs.set(id, { pre, row: tr, offset: 0, timer: null });
   btn.setAttribute("aria-expanded", "true");
   pollLog(id);
+}
+
+// A run's page follows its log from the start, in the page's own <pre>.
+for (const pre of document.querySelectorAll("pre[data-follow-log]")) {
+  logs.set(pre.dataset.followLog, { pre, row: null, offset: 0, timer: null });
+  pollLog(pre.dataset.followLog);
+}
+
+// ---- keyboard shortcuts ------------------------------------------------
+// / search, c create, j/k move the selection through the page's cards or
+// rows, ? this help. Keys typed into a field, with a modifier, or while a
+// dialog is open are left alone.
+const help = document.getElementById("help");
+const helpOpen = document.getElementById("help-open");
+if (helpOpen) helpOpen.addEventListener("click", () => help.showModal());
+const itemSel = ".card, tr[data-run], table.activity tbody tr[data-id], section[data-agent], ul.held > li:not(.empty)";
+function typing(el) {
+  return el && (el.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(el.tagName));
+}
+function move(step) {
+  const items = [...document.querySelectorAll(itemSel)].filter(el => el.offsetParent !== null);
+  if (!items.length) return;
+  const cur = document.activeElement ? document.activeElement.closest(itemSel) : null;
+  let i = items.indexOf(cur);
+  i = i < 0 ? (step > 0 ? 0 : items.length - 1) : Math.min(Math.max(i + step, 0), items.length - 1);
+  const item = items[i];
+  const target = item.querySelector("a[href]") || item;
+  if (target === item) item.tabIndex = -1;
+  target.focus();
+  item.scrollIntoView({ block: "nearest" });
+}
+// swallow is the key of the shortcut just handled: its character (a
+// keypress sent apart from its keydown) must not land in the field the
+// shortcut focused. Cleared when the key is released.
+let swallow = null;
+document.addEventListener("keypress", (ev) => { if (swallow !== null && ev.key === swallow) ev.preventDefault(); }, true);
+document.addEventListener("keyup", (ev) => { if (ev.key === swallow) swallow = null; }, true);
+document.addEventListener("keydown", (ev) => {
+  // Esc leaves a field (outside a dialog), so that the shortcuts work again.
+  if (ev.key === "Escape" && typing(ev.target) && !ev.target.closest("dialog")) { ev.target.blur(); return; }
+  if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target)) return;
+  if (document.querySelector("dialog[open]")) return;
+  switch (ev.key) {
+    case "/": {
+      const q = document.getElementById("search");
+      if (q) { ev.preventDefault(); q.focus(); q.select(); }
+      else if (company) { ev.preventDefault(); location.href = "/?company=" + encodeURIComponent(company) + "#search"; }
+      break;
+    }
+    case "c": {
+      const t = document.getElementById("new-title");
+      if (t) { ev.preventDefault(); t.focus(); }
+      else if (company && !body.dataset.readonly) { ev.preventDefault(); location.href = "/?company=" + encodeURIComponent(company) + "#new-title"; }
+      break;
+    }
+    case "j": ev.preventDefault(); move(1); break;
+    case "k": ev.preventDefault(); move(-1); break;
+    case "?": ev.preventDefault(); help.showModal(); break;
+  }
+  if (ev.defaultPrevented) swallow = ev.key;
+});
+// Arriving with #search or #new-title (from / or c on another page) focuses that field.
+if (location.hash === "#search" || location.hash === "#new-title") {
+  const el = document.getElementById(location.hash.slice(1));
+  if (el) el.focus();
 }
 
 // ---- company picker --------------------------------------------------
