@@ -5,6 +5,8 @@ import (
 	"html/template"
 	"strings"
 	"time"
+
+	"github.com/clasp-dev/clasp"
 )
 
 // funcs are the templates' helpers. None returns markup: whatever they
@@ -52,6 +54,13 @@ var funcs = template.FuncMap{
 func init() {
 	funcs["actions"] = func() []string { return Actions }
 	funcs["list"] = func(s ...string) []string { return s }
+	funcs["waitingOn"] = waitingOn
+	funcs["depOf"] = func(v *view, s clasp.IssueSummary) any {
+		return struct {
+			Issue   clasp.IssueSummary
+			Company string
+		}{s, v.Company.ID}
+	}
 	funcs["list1"] = func(s seg) []seg { return []seg{s} }
 	funcs["cardOf"] = func(v *view, c card) any {
 		return struct {

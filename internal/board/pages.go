@@ -349,6 +349,12 @@ type issueView struct {
 	Agents    []*clasp.Agent
 	Statuses  []string
 	Names     map[string]string
+	// Parent is the issue this one is a part of (nil for a top-level
+	// issue) and Children the issues that are parts of it.
+	Parent   *clasp.IssueSummary
+	Children []clasp.IssueSummary
+	// BlockedByText and ParentText prefill the edit form: identifiers.
+	BlockedByText, ParentText string
 }
 
 func (b *Board) issueData(c *client, v *view) error {
@@ -379,6 +385,9 @@ func (b *Board) issueData(c *client, v *view) error {
 	if _, err := c.get("/api/issues/"+iss.ID+"/activity?limit=1000", &iv.Activity); err != nil {
 		return err
 	}
+	if err := dependencies(c, iv); err != nil {
+		return err
+	}
 	iv.Abandoned = l.abandoned(&iss, iv.Lock, iv.Activity)
 	l.idents = map[string]string{iss.ID: iss.Identifier}
 	iv.History = l.rows(iv.Activity)
@@ -400,6 +409,59 @@ func (b *Board) issueData(c *client, v *view) error {
 	sort.Slice(iv.Runs, func(i, j int) bool { return iv.Runs[i].Run.CreatedAt.After(iv.Runs[j].Run.CreatedAt) })
 	v.Data = iv
 	return nil
+}
+
+// dependencies fills the parent and the children of iv's issue (its
+// blockers and dependents come with the issue's answer) and the edit
+// form's dependency fields.
+func dependencies(c *client, iv *issueView) error {
+	iss := iv.Issue
+	if iss.ParentID != nil {
+		var p clasp.Issue
+		if _, err := c.get("/api/issues/"+url.PathEscape(*iss.ParentID), &p); err != nil {
+			return err
+		}
+		iv.Parent = &clasp.IssueSummary{ID: p.ID, Identifier: p.Identifier, Title: p.Title, Status: p.Status}
+		iv.ParentText = p.Identifier
+	}
+	var children []*clasp.Issue
+	if _, err := c.get("/api/companies/"+iss.CompanyID+"/issues?parentId="+iss.ID+"&limit=1000", &children); err != nil {
+		return err
+	}
+	for _, ch := range children {
+		iv.Children = append(iv.Children, clasp.IssueSummary{ID: ch.ID, Identifier: ch.Identifier, Title: ch.Title, Status: ch.Status})
+	}
+	sort.Slice(iv.Children, func(i, j int) bool { return identNum(iv.Children[i].Identifier) < identNum(iv.Children[j].Identifier) })
+	ids := make([]string, len(iss.BlockedBy))
+	for k, b := range iss.BlockedBy {
+		ids[k] = b.Identifier
+	}
+	iv.BlockedByText = strings.Join(ids, ", ")
+	return nil
+}
+
+// identNum is the number of an identifier (12 for ACME-12), to order
+// issues as people count them; 0 when there is none.
+func identNum(ident string) int {
+	_, n, _ := strings.Cut(ident, "-")
+	v, _ := strconv.Atoi(n)
+	return v
+}
+
+// waitingOn returns the blockers of iss that are not done (its unresolved
+// blockers), in the order of its answer.
+func waitingOn(iss *clasp.Issue) []clasp.IssueSummary {
+	unresolved := map[string]bool{}
+	for _, id := range iss.UnresolvedBlockerIssueIDs {
+		unresolved[id] = true
+	}
+	var out []clasp.IssueSummary
+	for _, b := range iss.BlockedBy {
+		if unresolved[b.ID] {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // runLink is a run with its link and its agent's.

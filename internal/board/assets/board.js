@@ -303,6 +303,7 @@ function payloadOf(form) {
       if (!changed) continue;
     }
     if (el.type === "checkbox") { out[el.name] = el.checked; continue; }
+    if (el.hasAttribute("data-list")) { out[el.name] = el.value.split(",").map((s) => s.trim()).filter(Boolean); continue; }
     if (el.value === "" && el.hasAttribute("data-null-empty")) { out[el.name] = null; continue; }
     out[el.name] = el.value;
   }
