@@ -99,8 +99,10 @@ WHERE b.issue_id = :issue AND i.status <> 'done'
 -- D9: the relations of issues :ids of company :company, one read: a row
 -- per issue that exists ('self'), per blocker ('blocker'), per dependent
 -- ('dependent') and per ancestor ('ancestor', depth 1 for the parent),
--- each naming its subject issue and the related issue's summary.
-WITH RECURSIVE s AS (
+-- each naming its subject issue and the related issue's summary. (The
+-- WITH sits in a sub-select so that the statement is a SELECT, prepared
+-- on the readers.)
+SELECT * FROM (WITH RECURSIVE s AS (
 	SELECT i.id, i.parent_id FROM issues i WHERE i.id IN (SELECT value FROM json_each(:ids)) AND i.company_id = :company
 ), a(subject, id, depth) AS (
 	SELECT s.id, s.parent_id, 1 FROM s WHERE s.parent_id IS NOT NULL
@@ -117,7 +119,7 @@ SELECT 'dependent', b.blocker_issue_id, i.id, i.identifier, i.title, i.status, 0
 FROM s JOIN issue_blockers b ON b.blocker_issue_id = s.id JOIN issues i ON i.id = b.issue_id
 UNION ALL
 SELECT 'ancestor', a.subject, i.id, i.identifier, i.title, i.status, a.depth
-FROM a JOIN issues i ON i.id = a.id
+FROM a JOIN issues i ON i.id = a.id)
 
 -- name: DepReadyDue
 -- D8: issues whose ready state is due (every blocker done, a generation
