@@ -169,50 +169,45 @@ func depResolve(ctx context.Context, q Querier, d Driver, c *DepChange, ref, fie
 
 // depBlockerCycle is D3 for the edge "c's issue blocked by r": 422
 // dependency_cycle when c's issue already blocks r, directly or through
-// other issues (DepBlockerReaches, then DepBlockerWalk to name the cycle).
+// other issues (statement DepBlockerCycle, which answers the walk from r
+// only when it reached c's issue).
 func depBlockerCycle(ctx context.Context, q Querier, c *DepChange, r depRef) error {
-	var reaches bool
-	if err := q.QueryRow(ctx, "DepBlockerReaches", Args{"start": r.id, "target": c.IssueID}).Scan(&reaches); err != nil {
+	rows, err := q.Query(ctx, "DepBlockerCycle", Args{"start": r.id, "target": c.IssueID})
+	if err != nil {
 		return fmt.Errorf("check blockers of issue %s: %w", r.id, err)
 	}
-	if !reaches {
-		return nil
-	}
-	rows, err := q.Query(ctx, "DepBlockerWalk", Args{"start": r.id})
-	if err != nil {
-		return fmt.Errorf("walk blockers of issue %s: %w", r.id, err)
-	}
-	next := map[string][]string{}
+	prev, ident := map[string]string{}, map[string]string{}
 	err = eachRow(rows, func(sc Row) error {
-		var from, to string
-		if err := sc.Scan(&from, &to); err != nil {
+		var (
+			id, name string
+			from     *string
+		)
+		if err := sc.Scan(&id, &from, &name); err != nil {
 			return err
 		}
-		next[from] = append(next[from], to)
+		ident[id] = name
+		if _, ok := prev[id]; !ok || from == nil {
+			prev[id] = deref(from)
+		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("walk blockers of issue %s: %w", r.id, err)
+		return fmt.Errorf("check blockers of issue %s: %w", r.id, err)
 	}
-	// the shortest chain r -> ... -> c's issue, breadth first
-	prev := map[string]string{r.id: ""}
-	queue := []string{r.id}
-	for len(queue) > 0 && prev[c.IssueID] == "" {
-		cur := queue[0]
-		queue = queue[1:]
-		for _, n := range next[cur] {
-			if _, ok := prev[n]; !ok {
-				prev[n] = cur
-				queue = append(queue, n)
-			}
-		}
+	if len(prev) == 0 {
+		return nil
 	}
-	path := []string{c.IssueID}
-	for at := prev[c.IssueID]; at != ""; at = prev[at] {
+	// back from c's issue to r along the walk: c's issue, ..., r
+	path := []string{}
+	for at := c.IssueID; at != "" && len(path) <= len(prev); at = prev[at] {
 		path = append(path, at)
 	}
-	slices.Reverse(path[1:]) // c's issue, r, ..., the issue c's issue blocks
-	return depCycleError(ctx, q, c, append(path, c.IssueID), "blockedByIssueIds")
+	slices.Reverse(path) // r, ..., c's issue
+	cycle := []string{c.Identifier}
+	for _, id := range path {
+		cycle = append(cycle, cmp.Or(ident[id], id))
+	}
+	return depCycleError(cycle, "blockedByIssueIds")
 }
 
 // depSetParent is D3 and D5 for the parent: parent nil makes c's issue
@@ -225,12 +220,18 @@ func depSetParent(ctx context.Context, q Querier, c *DepChange, parent *depRef) 
 	}
 	var newID, newIdent any
 	if parent != nil {
-		chain, err := depIDs(ctx, q, "DepAncestors", Args{"start": parent.id, "max": maxDepth})
+		chain, err := depList(ctx, q, "DepAncestors", Args{"start": parent.id, "max": maxDepth})
 		if err != nil {
 			return fmt.Errorf("read ancestors of issue %s: %w", parent.id, err)
 		}
-		if k := slices.Index(chain, c.IssueID); k >= 0 {
-			return depCycleError(ctx, q, c, append([]string{c.IssueID}, chain[:k+1]...), "parentId")
+		for k, a := range chain {
+			if a.id == c.IssueID {
+				cycle := []string{c.Identifier}
+				for _, x := range chain[:k+1] {
+					cycle = append(cycle, x.ident)
+				}
+				return depCycleError(cycle, "parentId")
+			}
 		}
 		newID, newIdent = parent.id, parent.ident
 	}
@@ -245,24 +246,12 @@ func depSetParent(ctx context.Context, q Querier, c *DepChange, parent *depRef) 
 		"identifier": c.Identifier, "parentId": newID, "parentIdentifier": newIdent, "previousParentId": old})
 }
 
-// depCycleError is the 422 dependency_cycle of c for the issues ids
-// along the cycle (named by their identifiers in details.cycle) and the
-// request field that would close it.
-func depCycleError(ctx context.Context, q Querier, c *DepChange, ids []string, field string) error {
-	names, err := depList(ctx, q, "DepIdentifiers", Args{"ids": ids})
-	if err != nil {
-		return fmt.Errorf("name issues of a cycle: %w", err)
-	}
-	ident := map[string]string{}
-	for _, r := range names {
-		ident[r.id] = r.ident
-	}
-	cycle := make([]string, len(ids))
-	for i, id := range ids {
-		cycle[i] = cmp.Or(ident[id], id)
-	}
-	return clasp.Errorf(clasp.CodeDependencyCycle, "This %s would close a cycle: %s.", map[string]string{
-		"blockedByIssueIds": "blocker", "parentId": "parent"}[field], strings.Join(cycle, " → ")).
+// depCycleError is the 422 dependency_cycle naming the identifiers along
+// the cycle (details.cycle, from the issue back to it) and the request
+// field that would close it.
+func depCycleError(cycle []string, field string) error {
+	what := map[string]string{"blockedByIssueIds": "blocker", "parentId": "parent"}[field]
+	return clasp.Errorf(clasp.CodeDependencyCycle, "This %s would close a cycle: %s.", what, strings.Join(cycle, " → ")).
 		WithDetails("cycle", cycle, "field", field)
 }
 
@@ -309,24 +298,6 @@ func depList(ctx context.Context, q Querier, name string, args Args) ([]depRef, 
 			return err
 		}
 		out = append(out, r)
-		return nil
-	})
-	return out, err
-}
-
-// depIDs runs the named statement for rows of one id.
-func depIDs(ctx context.Context, q Querier, name string, args Args) ([]string, error) {
-	rows, err := q.Query(ctx, name, args)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	err = eachRow(rows, func(sc Row) error {
-		var id string
-		if err := sc.Scan(&id); err != nil {
-			return err
-		}
-		out = append(out, id)
 		return nil
 	})
 	return out, err
@@ -474,7 +445,7 @@ func (c CRUD) DepCountsMismatch(ctx context.Context, companyID string) ([]string
 	var out []string
 	err = eachRow(rows, func(sc Row) error {
 		var (
-			id                 string
+			id                   string
 			ub, oc, wantU, wantO int
 		)
 		if err := sc.Scan(&id, &ub, &oc, &wantU, &wantO); err != nil {

@@ -28,42 +28,31 @@ SELECT pg_advisory_xact_lock(hashtextextended('clasp.deps:' || @company::text, 0
 -- such transactions from deadlocking.
 SELECT i.id FROM issues i WHERE i.id = ANY(@ids::text[]) ORDER BY i.id FOR SHARE
 
--- name: DepBlockerReaches
--- D3: whether issue @target is among the issues that block @start,
--- directly or through a chain of blockers (then an edge "@target blocked
--- by @start" closes a cycle). The walk follows issue_blockers' primary
--- key, one index look-up per issue; UNION visits each issue once.
-WITH RECURSIVE w(id) AS (
-	SELECT @start::text COLLATE "C"
+-- name: DepBlockerCycle
+-- D3: whether an edge "@target blocked by @start" closes a cycle: the walk
+-- from @start down its blockers, directly or through a chain of them,
+-- follows issue_blockers' primary key (one index look-up per issue; UNION
+-- keeps each pair once), and answers its rows (id, the issue it was
+-- reached from, identifier) only when it reached @target: no row, no
+-- cycle. The store names the cycle from the rows (store.ApplyDeps).
+WITH RECURSIVE w(id, prev) AS (
+	SELECT @start::text COLLATE "C", NULL::text COLLATE "C"
 	UNION
-	SELECT b.blocker_issue_id FROM issue_blockers b JOIN w ON b.issue_id = w.id
+	SELECT b.blocker_issue_id, b.issue_id FROM issue_blockers b JOIN w ON b.issue_id = w.id
 )
-SELECT EXISTS (SELECT 1 FROM w WHERE w.id = @target::text)
-
--- name: DepBlockerWalk
--- D3: the edges (issue, its blocker) reachable from @start through
--- blockers, to name the cycle DepBlockerReaches found.
-WITH RECURSIVE w(id) AS (
-	SELECT @start::text COLLATE "C"
-	UNION
-	SELECT b.blocker_issue_id FROM issue_blockers b JOIN w ON b.issue_id = w.id
-)
-SELECT b.issue_id, b.blocker_issue_id FROM issue_blockers b JOIN w ON b.issue_id = w.id
+SELECT w.id, w.prev, i.identifier FROM w JOIN issues i ON i.id = w.id
+WHERE EXISTS (SELECT 1 FROM w x WHERE x.id = @target::text)
 
 -- name: DepAncestors
--- D3/D9: issue @start and its ancestors, nearest first: the parent chain
--- walked up by primary key (bounded by @max steps).
+-- D3/D9: issue @start and its ancestors, nearest first (id, identifier):
+-- the parent chain walked up by primary key (bounded by @max steps).
 WITH RECURSIVE w(id, depth) AS (
 	SELECT @start::text COLLATE "C", 0
 	UNION ALL
 	SELECT i.parent_id, w.depth + 1 FROM issues i JOIN w ON i.id = w.id
 	WHERE i.parent_id IS NOT NULL AND w.depth < @max::integer
 )
-SELECT w.id FROM w ORDER BY w.depth
-
--- name: DepIdentifiers
--- The identifiers of issues @ids (to name a cycle or blockers).
-SELECT i.id, i.identifier FROM issues i WHERE i.id = ANY(@ids::text[])
+SELECT w.id, i.identifier FROM w JOIN issues i ON i.id = w.id ORDER BY w.depth
 
 -- name: DepBlockerList
 -- D5: the blockers of issue @issue: id and identifier.

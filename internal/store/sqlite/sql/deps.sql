@@ -24,42 +24,30 @@ SELECT :company IS NOT NULL
 -- SHARE here).
 SELECT count(*) FROM json_each(:ids)
 
--- name: DepBlockerReaches
--- D3: whether issue :target is among the issues that block :start,
--- directly or through a chain of blockers (then an edge ":target blocked
--- by :start" closes a cycle). The walk follows issue_blockers' primary
--- key, one index look-up per issue; UNION visits each issue once.
-WITH RECURSIVE w(id) AS (
-	SELECT :start
+-- name: DepBlockerCycle
+-- D3: whether an edge ":target blocked by :start" closes a cycle: the walk
+-- from :start down its blockers follows issue_blockers' primary key (UNION
+-- keeps each pair once) and answers its rows (id, the issue it was
+-- reached from, identifier) only when it reached :target: no row, no
+-- cycle. (The WITH sits in a sub-select: the statement is a SELECT.)
+SELECT * FROM (WITH RECURSIVE w(id, prev) AS MATERIALIZED (
+	SELECT :start, NULL
 	UNION
-	SELECT b.blocker_issue_id FROM issue_blockers b JOIN w ON b.issue_id = w.id
+	SELECT b.blocker_issue_id, b.issue_id FROM issue_blockers b JOIN w ON b.issue_id = w.id
 )
-SELECT EXISTS (SELECT 1 FROM w WHERE w.id = :target)
-
--- name: DepBlockerWalk
--- D3: the edges (issue, its blocker) reachable from :start through
--- blockers, to name the cycle DepBlockerReaches found.
-WITH RECURSIVE w(id) AS (
-	SELECT :start
-	UNION
-	SELECT b.blocker_issue_id FROM issue_blockers b JOIN w ON b.issue_id = w.id
-)
-SELECT b.issue_id, b.blocker_issue_id FROM issue_blockers b JOIN w ON b.issue_id = w.id
+SELECT w.id, w.prev, i.identifier FROM w JOIN issues i ON i.id = w.id
+WHERE EXISTS (SELECT 1 FROM w x WHERE x.id = :target))
 
 -- name: DepAncestors
--- D3/D9: issue :start and its ancestors, nearest first: the parent chain
--- walked up by primary key (bounded by :max steps).
-WITH RECURSIVE w(id, depth) AS (
+-- D3/D9: issue :start and its ancestors, nearest first (id, identifier):
+-- the parent chain walked up by primary key (bounded by :max steps).
+SELECT * FROM (WITH RECURSIVE w(id, depth) AS (
 	SELECT :start, 0
 	UNION ALL
 	SELECT i.parent_id, w.depth + 1 FROM issues i JOIN w ON i.id = w.id
 	WHERE i.parent_id IS NOT NULL AND w.depth < :max
 )
-SELECT w.id FROM w ORDER BY w.depth
-
--- name: DepIdentifiers
--- The identifiers of issues :ids (to name a cycle or blockers).
-SELECT i.id, i.identifier FROM issues i WHERE i.id IN (SELECT value FROM json_each(:ids))
+SELECT w.id, i.identifier FROM w JOIN issues i ON i.id = w.id ORDER BY w.depth)
 
 -- name: DepBlockerList
 -- D5: the blockers of issue :issue: id and identifier.

@@ -6,4 +6,4 @@ WITH RECURSIVE w(id, depth) AS (
 	SELECT i.parent_id, w.depth + 1 FROM issues i JOIN w ON i.id = w.id
 	WHERE i.parent_id IS NOT NULL AND w.depth < $2::integer
 )
-SELECT w.id FROM w ORDER BY w.depth
+SELECT w.id, i.identifier FROM w JOIN issues i ON i.id = w.id ORDER BY w.depth

@@ -1,2 +1,0 @@
--- $1 = @ids
-SELECT i.id, i.identifier FROM issues i WHERE i.id = ANY($1::text[])

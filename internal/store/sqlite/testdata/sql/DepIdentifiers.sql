@@ -1,1 +1,0 @@
-SELECT i.id, i.identifier FROM issues i WHERE i.id IN (SELECT value FROM json_each(:ids))
