@@ -370,6 +370,9 @@ type ActivityListParams struct {
 type SweepResult struct {
 	RunsExpired  int // pass 1: running runs whose lease expired, now failed (lease_expired)
 	LocksCleared int // pass 2: issues whose locks named only dead runs, now unlocked
+	// DependencyWakes (the dependency pass, RULES.md D8): the dependency
+	// wakes sent (HeartbeatStore.DependencyWakesDeliver).
+	DependencyWakes int
 }
 
 // IdempotencyWindow is how long an Idempotency-Key is remembered (RULES.md,

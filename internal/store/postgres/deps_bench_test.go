@@ -89,7 +89,7 @@ func BenchmarkDepClaim(b *testing.B) {
 				if withEdges && iss.Priority == clasp.PriorityCritical {
 					b.Fatalf("claimed blocked issue %s", iss.Identifier)
 				}
-				if _, err := e.s.IssueRelease(ctx, &store.IssueReleaseParams{Ref: iss.ID, Unassign: true, Actor: actor}); err != nil {
+				if _, err := e.s.IssueRelease(ctx, &store.IssueReleaseParams{Ref: iss.Identifier, Unassign: true, Actor: actor}); err != nil {
 					b.Fatal(err)
 				}
 			}
