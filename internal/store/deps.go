@@ -44,7 +44,8 @@ const maxDepth = 100000
 // DepSetParent and issue.parent_changed. Before any edge is added or a
 // parent set it takes the company's dependency lock (DepLockCompany) and
 // then checks for cycles on what committed before (D3); the blockers of
-// new edges are locked (DepLockBlockers) before their edges are inserted.
+// the edges that change are locked (DepLockBlockers, in id order) before
+// the edges are inserted or deleted.
 // Errors: 404 not_found naming a reference that is no issue of the
 // company (details.field); 422 precondition_failed for the issue itself
 // (details.field); 422 dependency_cycle (details.cycle: the identifiers
@@ -109,10 +110,12 @@ func ApplyDeps(ctx context.Context, q Querier, d Driver, c *DepChange) error {
 			return err
 		}
 	}
-	if len(added) > 0 {
-		ids := make([]string, len(added))
-		for i, r := range added {
-			ids[i] = r.id
+	if len(added)+len(removed) > 0 {
+		// the blockers of every edge that changes, in id order, before
+		// the edges and their counts (the triggers lock them again)
+		ids := make([]string, 0, len(added)+len(removed))
+		for _, r := range append(added, removed...) {
+			ids = append(ids, r.id)
 		}
 		slices.Sort(ids)
 		if _, err := q.Exec(ctx, "DepLockBlockers", Args{"ids": ids}); err != nil {

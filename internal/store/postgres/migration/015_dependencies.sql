@@ -76,11 +76,14 @@ CREATE INDEX issue_blockers_blocker ON issue_blockers(blocker_issue_id, issue_id
 CREATE FUNCTION clasp_issue_status_deps() RETURNS trigger LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     IF (OLD.status = 'done') <> (NEW.status = 'done') THEN
+        -- the dependents locked in id order first: two blockers of the
+        -- same dependents finishing at once never deadlock
         UPDATE issues d SET
             unresolved_blocker_count = d.unresolved_blocker_count + CASE WHEN NEW.status = 'done' THEN -1 ELSE 1 END,
             ready_generation = d.ready_generation + CASE WHEN NEW.status <> 'done' AND d.unresolved_blocker_count = 0 THEN 1 ELSE 0 END
-        FROM issue_blockers b
-        WHERE b.blocker_issue_id = NEW.id AND d.id = b.issue_id;
+        FROM (SELECT x.id FROM issues x JOIN issue_blockers b ON b.issue_id = x.id
+              WHERE b.blocker_issue_id = NEW.id ORDER BY x.id FOR UPDATE OF x) l
+        WHERE d.id = l.id;
     END IF;
     IF NEW.parent_id IS NOT NULL AND (OLD.status IN ('done', 'cancelled')) <> (NEW.status IN ('done', 'cancelled')) THEN
         UPDATE issues p SET

@@ -21,11 +21,11 @@ WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHE
 SELECT pg_advisory_xact_lock(hashtextextended('clasp.deps:' || @company::text, 0))
 
 -- name: DepLockBlockers
--- D5: the blockers of new edges (@ids), locked FOR SHARE in id order
--- before the edges are inserted and their statuses read (the trigger
--- issue_blockers_added), so a concurrent status change of a blocker is
--- serialised with the edge (schema v15 says how); the id order keeps two
--- such transactions from deadlocking.
+-- D5: the blockers of the edges that change (@ids), locked FOR SHARE in
+-- id order before the edges are inserted or deleted and their statuses
+-- read (the triggers issue_blockers_added, _removed), so a concurrent
+-- status change of a blocker is serialised with the edge (schema v15 says
+-- how); the id order keeps two such transactions from deadlocking.
 SELECT i.id FROM issues i WHERE i.id = ANY(@ids::text[]) ORDER BY i.id FOR SHARE
 
 -- name: DepBlockerCycle
