@@ -26,12 +26,35 @@
 --     the status change locks B first, the edge change waits, then reads
 --     B's committed status. Either way the count is that of the serial
 --     order, never off by one.
+--     In detail, for blocker B, dependent I and an edge change E of I on B
+--     (transaction T1) against a status change S of B into or out of done
+--     (T2): (a) T1 locks B FOR SHARE first: T2's UPDATE of B waits for T1's
+--     commit; its trigger's UPDATE of B's dependents then runs on a
+--     snapshot that holds E (added: I counted by T1 when B was not done,
+--     then moved by T2; removed: I no longer moved by T2). (b) T2 updates B
+--     first: T1's FOR SHARE waits for T2's commit and returns B's committed
+--     status; T2's trigger ran before E existed (added: T1 counts B as it
+--     now is; removed: T1 uncounts B only when it is not done, which is
+--     what T2 left). No order adds or removes B twice, or never.
 --   - A dependent's count update locks the dependent's row: a checkout,
 --     claim or PATCH of the dependent that read the row before it fails its
 --     compare-and-set on the row version (or, claim, re-checks the row's
 --     WHERE on its latest version) and decides again on the new count; one
 --     that locked the row first makes the count update wait for its commit
 --     (it then comes first in the serial order).
+--   - A reopen of B against a checkout or a claim of I: if the reopen's
+--     dependents update locks I first, the checkout's compare-and-set on
+--     I's row version fails and it runs again on a new snapshot, which
+--     sees the new count (refused, D1); the claim's FOR UPDATE SKIP LOCKED
+--     skips I while the reopen holds it, and re-checks its WHERE (count 0)
+--     on I's newest version once it committed. If the checkout or claim
+--     locks I first, the reopen's update waits for its commit and then
+--     counts I: the checkout came first in the serial order, and I stays
+--     in_progress with dependencyReady false (D6).
+--   - Two halves of a cycle: each transaction that adds an edge or sets a
+--     parent takes the company's advisory lock (statement DepLockCompany)
+--     before its cycle check, whose statement then sees the other half
+--     committed (D3).
 --   - The parent's open_child_count moves with the child's row lock held:
 --     a child's status change and a move to another parent lock the
 --     child's row, so they are serialised; the store never changes a
