@@ -60,11 +60,11 @@ type depCandidate struct {
 
 // DependencyWakesDeliver sends the due dependency wakes (D8), at most
 // limit candidates of each kind (ready, children) a call, and returns how
-// many it claimed (a wake request recorded for the assignee agent, or, for
-// an issue without an assignee, the state marked woken with its activity
-// row only). A ready state of a closed issue, and a children state of a
-// closed or blocked parent, are marked woken with no wake and no
-// activity. Each candidate is its own transaction (see the file's
+// many wakes it sent (a wake request recorded for the assignee agent,
+// whatever its outcome). The state of an issue without an assignee is
+// marked woken with its activity row and no wake; a ready state of a
+// closed issue, and a children state of a closed or blocked parent, are
+// marked woken with no wake and no activity. Each candidate is its own transaction (see the file's
 // comment): a failure of one is returned after the others ran.
 func (h Heartbeat) DependencyWakesDeliver(ctx context.Context, limit int) (int, error) {
 	limit = PageLimit(limit)
@@ -105,7 +105,7 @@ func (h Heartbeat) DependencyWakesDeliver(ctx context.Context, limit int) (int, 
 }
 
 // depWake delivers candidate c in one transaction: true when it sent the
-// wake (or, without an assignee, recorded the state's activity).
+// wake.
 func (h Heartbeat) depWake(ctx context.Context, c depCandidate) (bool, error) {
 	sent := false
 	err := h.TxRunner(ctx, func(tx HeartbeatTx) error {
@@ -126,7 +126,6 @@ func (h Heartbeat) depWake(ctx context.Context, c depCandidate) (bool, error) {
 		if m == nil || m.Status.Closed() || (c.children && m.Status == clasp.IssueBlocked) {
 			return nil // claimed elsewhere, no longer due, or nothing to wake: marked woken only
 		}
-		sent = true
 		if err := tx.LogActivity(ctx, m.CompanyID, SystemActor, action, "issue", c.issueID, map[string]any{
 			"identifier": m.Identifier, genKey: m.Generation,
 		}); err != nil {
@@ -135,11 +134,12 @@ func (h Heartbeat) depWake(ctx context.Context, c depCandidate) (bool, error) {
 		if c.assignee == nil {
 			return nil
 		}
+		sent = true
 		_, err = wake(ctx, tx, &WakeParams{AgentID: *c.assignee, IssueID: c.issueID, Reason: reason, Actor: SystemActor})
 		if clasp.AsError(err) != nil {
-			// the wake path refuses this issue for its agent (e.g. it is
-			// held by another agent's run): the state stays woken, the
-			// refusal is the wake's outcome
+			// the wake path refuses it (its agent is gone, say): the state
+			// stays woken and no wake request is recorded
+			sent = false
 			return nil
 		}
 		return err

@@ -53,7 +53,7 @@ func testD8BlockersResolvedWake(t *testing.T, e *hbEnv) {
 	free := depIssue(t, e.env, clasp.IssueTodo, "", "", b1.ID) // no assignee: marked, no wake request
 	e.deliver(t, "blocked", 0)
 	mustStatus(t, e.st, b1.ID, clasp.IssueDone)
-	e.deliver(t, "one blocker left", 1) // free's state: activity only
+	e.deliver(t, "one blocker left", 0) // free's state: marked, activity only, no wake
 	mustStatus(t, e.st, b2.ID, clasp.IssueDone)
 	e.deliver(t, "ready", 1)
 	e.deliver(t, "again", 0)
