@@ -38,6 +38,7 @@ var depTests = []struct {
 	{"D10_TerminateAndReleaseKeepCounts", testD10StatusPathsKeepCounts},
 	{"D1_Race_CheckoutVsReopen", testD1RaceCheckoutVsReopen},
 	{"D3_Race_CycleHalves", testD3RaceCycleHalves},
+	{"D10_Property_RandomOps", testD10PropertyRandomOps},
 	{"D7_Race_ClaimVsReopen", testD7RaceClaimVsReopen},
 }
 
@@ -547,6 +548,7 @@ func testD1RaceCheckoutVsReopen(t *testing.T, open opener) {
 		i1 := depIssue(t, e, clasp.IssueTodo, "", "", b.ID)
 		r := openRun(t, e.st, e.a)
 		var (
+			cout            *clasp.Issue
 			cerr            error
 			reopenedAt      atomic.Int64
 			checkoutStarted atomic.Int64
@@ -557,7 +559,7 @@ func testD1RaceCheckoutVsReopen(t *testing.T, open opener) {
 					time.Sleep(time.Millisecond)
 				}
 				checkoutStarted.Store(time.Now().UnixNano())
-				_, cerr = checkout(ctx, e.st, r, i1.ID, clasp.IssueTodo)
+				cout, cerr = checkout(ctx, e.st, r, i1.ID, clasp.IssueTodo)
 				return
 			}
 			if k%3 == 2 {
@@ -574,6 +576,9 @@ func testD1RaceCheckoutVsReopen(t *testing.T, open opener) {
 		case cerr == nil:
 			won++
 			wantLock(t, fmt.Sprintf("round %d: won", k), got, held(e.a.ID, r.ID, 1))
+			// the row the checkout wrote is the one it decided on: had the
+			// reopen's count been there, it would have been refused
+			wantReady(t, fmt.Sprintf("round %d: the checkout's answer", k), cout, 0)
 			if reopenedAt.Load() < checkoutStarted.Load() {
 				t.Errorf("round %d: the checkout succeeded although the reopen had returned before it began", k)
 			}
@@ -674,6 +679,7 @@ func testD7RaceClaimVsReopen(t *testing.T, open opener) {
 			if got.ID != i1.ID {
 				t.Errorf("round %d: claimed %s, want %s", k, got.Identifier, i1.Identifier)
 			}
+			wantReady(t, fmt.Sprintf("round %d: the claim's answer", k), got, 0)
 			if reopenedAt.Load() < claimStarted.Load() {
 				t.Errorf("round %d: the claim took the issue although the reopen had returned before it began", k)
 			}
@@ -696,6 +702,98 @@ func letters(k int) string {
 		k /= 26
 		if k == 0 {
 			return s
+		}
+	}
+}
+
+// D10 property: random PATCHes of statuses, blockers and parents, and
+// checkouts and releases, from several goroutines at once over a few
+// issues: afterwards the counts agree with the edges (newDepEnv), every
+// refusal is one of the dependency or lock codes, and no chain of blockers
+// or parents is a cycle.
+func testD10PropertyRandomOps(t *testing.T, open opener) {
+	e := newDepEnv(t, open)
+	ctx := t.Context()
+	var issues []*clasp.Issue
+	for range 12 {
+		issues = append(issues, newIssue(t, e.st, e.co.ID, clasp.IssueTodo, ""))
+	}
+	statuses := []clasp.IssueStatus{clasp.IssueBacklog, clasp.IssueTodo, clasp.IssueInReview, clasp.IssueBlocked,
+		clasp.IssueDone, clasp.IssueCancelled}
+	ops := scale(150, 30)
+	race(4, func(g int) {
+		rng := rand.New(rand.NewPCG(uint64(g), 7))
+		agent := []*clasp.Agent{e.a, e.b}[g%2]
+		run := openRun(t, e.st, agent)
+		pick := func() *clasp.Issue { return issues[rng.IntN(len(issues))] }
+		for range ops {
+			var err error
+			i := pick()
+			switch rng.IntN(5) {
+			case 0:
+				_, err = setStatus(ctx, e.st, i.ID, statuses[rng.IntN(len(statuses))])
+			case 1:
+				var bl []string
+				for range rng.IntN(3) {
+					bl = append(bl, pick().ID)
+				}
+				_, err = setBlockers(ctx, e.st, i.ID, bl...)
+			case 2:
+				p := ""
+				if rng.IntN(3) > 0 {
+					p = pick().ID
+				}
+				_, err = e.st.IssueUpdate(ctx, &store.IssueUpdateParams{Ref: i.ID, ParentID: &p, Actor: boardActor()})
+			case 3:
+				_, err = checkout(ctx, e.st, run, i.ID, clasp.IssueTodo, clasp.IssueBacklog, clasp.IssueInReview, clasp.IssueBlocked)
+			case 4:
+				_, err = release(ctx, e.st, runActor(run), i.ID, rng.IntN(2) == 0)
+			}
+			switch clasp.ErrorCode(err) {
+			case "", clasp.CodeBlockedByUnresolved, clasp.CodeDependencyCycle, clasp.CodePreconditionFailed,
+				clasp.CodeCheckoutConflict, clasp.CodeOwnershipConflict:
+			default:
+				t.Errorf("goroutine %d: %v", g, err)
+			}
+		}
+	})
+	rel, err := e.st.IssueRelations(ctx, e.co.ID, func() []string {
+		var ids []string
+		for _, i := range issues {
+			ids = append(ids, i.ID)
+		}
+		return ids
+	}())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// no cycle of blockers: a depth-first walk finds no back edge
+	state := map[string]int{}
+	var visit func(id string) bool
+	visit = func(id string) bool {
+		switch state[id] {
+		case 1:
+			return false
+		case 2:
+			return true
+		}
+		state[id] = 1
+		if r := rel[id]; r != nil {
+			for _, b := range r.BlockedBy {
+				if !visit(b.ID) {
+					return false
+				}
+			}
+		}
+		state[id] = 2
+		return true
+	}
+	for _, i := range issues {
+		if !visit(i.ID) {
+			t.Errorf("a cycle of blockers through %s", i.Identifier)
+		}
+		if r := rel[i.ID]; r != nil && len(r.Ancestors) >= len(issues) {
+			t.Errorf("%s has %d ancestors: a cycle of parents", i.Identifier, len(r.Ancestors))
 		}
 	}
 }
