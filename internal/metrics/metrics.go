@@ -33,6 +33,9 @@ type Metrics struct {
 	SweepRunsExpired prometheus.Counter
 	// SweepLocksCleared counts issues whose stale locks the sweeper cleared.
 	SweepLocksCleared prometheus.Counter
+	// SweepDependencyWakes counts the dependency wakes the sweeper sent
+	// (RULES.md, D8).
+	SweepDependencyWakes prometheus.Counter
 	// HTTPRequestDuration observes request latency in seconds by method
 	// (the standard ones, every other name as OTHER), route (the mux
 	// pattern's path, never the raw path; "unmatched" when none matched)
@@ -73,6 +76,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "clasp_sweep_locks_cleared_total",
 			Help: "Issues whose locks named only dead runs, cleared by the sweeper.",
 		}),
+		SweepDependencyWakes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "clasp_sweep_dependency_wakes_total",
+			Help: "Dependency wakes (blockers resolved, children completed) sent by the sweeper.",
+		}),
 		HTTPRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "clasp_http_request_duration_seconds",
 			Help:    "HTTP request latency in seconds by method, route pattern and status code.",
@@ -80,7 +87,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"method", "route", "code"}),
 	}
 	reg.MustRegister(m.Checkouts, m.CheckoutConflicts, m.LockAdoptions, m.Sweeps, m.SweepErrors,
-		m.SweepRunsExpired, m.SweepLocksCleared, m.HTTPRequestDuration)
+		m.SweepRunsExpired, m.SweepLocksCleared, m.SweepDependencyWakes, m.HTTPRequestDuration)
 	// Export every known label value from the start, so that rates work
 	// before the first event.
 	for _, o := range []string{OutcomeOK, OutcomeSameRun, OutcomeConflict, OutcomeError} {

@@ -1,6 +1,8 @@
 // Package recovery holds the sweeper (RULES.md, "The sweeper"): the background loop
 // that fails running runs whose lease expired (pass 1) and then clears the
-// locks of issues whose referenced runs are all dead (pass 2).
+// locks of issues whose referenced runs are all dead (pass 2), and, when
+// its store has them, sends the dependency wakes that are due (the
+// dependency pass, RULES.md D8; also at once on Nudge).
 //
 // Both passes are guarded single statements inside the store
 // (Store.SweepExpiredRuns, SweepStaleLocks), so any number of sweepers,
@@ -31,9 +33,26 @@ type Config struct {
 	// Logger receives a line per sweep that changed something, and errors.
 	// Default slog.Default().
 	Logger *slog.Logger
-	// Metrics, when not nil, counts sweeps, expired runs and cleared locks.
+	// Metrics, when not nil, counts sweeps, expired runs, cleared locks
+	// and dependency wakes.
 	Metrics *metrics.Metrics
+	// AfterWakes, when not nil, is called with the number of dependency
+	// wakes a dependency pass sent, when it sent some (the server nudges
+	// its heartbeat scheduler with it, so the queued runs start at once).
+	AfterWakes func(n int)
 }
+
+// DependencyWaker is the optional part of a sweeper's store that sends
+// the due dependency wakes (store.HeartbeatStore.DependencyWakesDeliver,
+// RULES.md D8): at most limit candidates a call; it returns how many
+// wakes it sent. Safe to run concurrently on any number of replicas.
+type DependencyWaker interface {
+	DependencyWakesDeliver(ctx context.Context, limit int) (int, error)
+}
+
+// dependencyBatch is the most dependency wake candidates of each kind one
+// call reads.
+const dependencyBatch = 500
 
 // Store is what the sweeper needs of the store: its two passes, each one
 // guarded statement (see store.Store's methods of the same names).
@@ -51,6 +70,10 @@ type Store interface {
 type Sweeper struct {
 	st  Store
 	cfg Config
+
+	// nudge asks the loop for a dependency pass now (Nudge); one pending
+	// request is enough.
+	nudge chan struct{}
 
 	mu      sync.Mutex
 	started bool
@@ -73,7 +96,18 @@ func NewSweeper(st Store, cfg Config) *Sweeper {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Sweeper{st: st, cfg: cfg}
+	return &Sweeper{st: st, cfg: cfg, nudge: make(chan struct{}, 1)}
+}
+
+// Nudge asks the running sweeper for a dependency pass at once (the HTTP
+// layer calls it after a write that may have made a dependency wake due).
+// It never blocks: a request already pending absorbs it, and a sweeper
+// not started runs its pass at its next sweep.
+func (s *Sweeper) Nudge() {
+	select {
+	case s.nudge <- struct{}{}:
+	default:
+	}
 }
 
 // Start starts the sweeper's goroutine: one sweep at once, then one every
@@ -115,6 +149,11 @@ func (s *Sweeper) loop(ctx context.Context, done chan<- struct{}) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.nudge:
+			if _, err := s.DependencyPass(ctx); err != nil && ctx.Err() == nil {
+				s.cfg.Logger.Error("dependency wakes failed", "err", err)
+			}
+			continue
 		case <-t.C:
 		}
 		res, err := s.RunOnce(ctx)
@@ -147,7 +186,9 @@ func (s *Sweeper) RunOnce(ctx context.Context) (store.SweepResult, error) {
 	res.RunsExpired = expired
 	cleared, err2 := s.st.SweepStaleLocks(ctx)
 	res.LocksCleared = cleared
-	err := errors.Join(err1, err2)
+	wakes, err3 := s.DependencyPass(ctx)
+	res.DependencyWakes = wakes
+	err := errors.Join(err1, err2, err3)
 	if m := s.cfg.Metrics; m != nil {
 		m.Sweeps.Inc()
 		if err != nil && ctx.Err() == nil {
@@ -160,4 +201,33 @@ func (s *Sweeper) RunOnce(ctx context.Context) (store.SweepResult, error) {
 		s.cfg.Logger.Info("sweep", "runsExpired", res.RunsExpired, "locksCleared", res.LocksCleared)
 	}
 	return res, err
+}
+
+// DependencyPass sends the dependency wakes that are due (RULES.md D8),
+// when the store is a DependencyWaker (else it does nothing), in batches
+// while a batch sent some and found a full batch's worth. It counts them
+// in the metrics, logs them, calls Config.AfterWakes when it sent any,
+// and returns how many it sent.
+func (s *Sweeper) DependencyPass(ctx context.Context) (int, error) {
+	dw, ok := s.st.(DependencyWaker)
+	if !ok {
+		return 0, nil
+	}
+	total := 0
+	for {
+		n, err := dw.DependencyWakesDeliver(ctx, dependencyBatch)
+		total += n
+		if err != nil || n < dependencyBatch {
+			if total > 0 {
+				if m := s.cfg.Metrics; m != nil {
+					m.SweepDependencyWakes.Add(float64(total))
+				}
+				s.cfg.Logger.Info("dependency wakes", "sent", total)
+				if s.cfg.AfterWakes != nil {
+					s.cfg.AfterWakes(total)
+				}
+			}
+			return total, err
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -312,4 +313,67 @@ func counterValue(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestDependencyPassAndNudge: with a real store (a DependencyWaker), the
+// sweep's dependency pass sends a due dependency wake once (RULES.md D8),
+// counts it and calls AfterWakes; Nudge runs the pass at once, without
+// waiting for the interval.
+func TestDependencyPassAndNudge(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	board := store.Actor{Type: clasp.ActorBoard}
+	co, err := b.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "D", IssuePrefix: "DEP", Actor: board})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := b.st.AgentCreate(ctx, &store.AgentCreateParams{CompanyID: co.ID, Name: "a", Actor: board})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newIssue := func(blockers ...string) *clasp.Issue {
+		iss, err := b.st.IssueCreate(ctx, &store.IssueCreateParams{CompanyID: co.ID, Title: "t", Status: clasp.IssueTodo,
+			AssigneeAgentID: a.ID, BlockedByIssueIDs: blockers, Actor: board})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return iss
+	}
+	done := func(iss *clasp.Issue) {
+		st := clasp.IssueDone
+		if _, err := b.st.IssueUpdate(ctx, &store.IssueUpdateParams{Ref: iss.ID, Status: &st, Actor: board}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	blocker := newIssue()
+	newIssue(blocker.ID)
+	var woke atomic.Int64
+	s := NewSweeper(b.st, Config{Interval: time.Hour, Logger: b.log, Metrics: b.m, AfterWakes: func(n int) { woke.Add(int64(n)) }})
+	done(blocker)
+	res, err := s.RunOnce(ctx)
+	if err != nil || res.DependencyWakes != 1 {
+		t.Fatalf("sweep: %+v, %v; want one dependency wake", res, err)
+	}
+	if res, _ := s.RunOnce(ctx); res.DependencyWakes != 0 {
+		t.Errorf("second sweep: %d dependency wakes, want 0", res.DependencyWakes)
+	}
+	if got := counterValue(b.m.SweepDependencyWakes); got != 1 {
+		t.Errorf("metric: %v, want 1", got)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	b2 := newIssue()
+	newIssue(b2.ID)
+	done(b2)
+	s.Nudge()
+	s.Nudge() // absorbed
+	deadline := time.Now().Add(5 * time.Second)
+	for woke.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := woke.Load(); got != 2 {
+		t.Errorf("AfterWakes total: %d, want 2 (one per due wake)", got)
+	}
 }

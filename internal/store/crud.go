@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -273,15 +274,24 @@ const inboxLimit = 1000
 // IssueInbox lists the issues assigned to agentID with status todo,
 // in_progress or blocked, most urgent first (then oldest first), at most
 // 1000, each with the live run (by the store's clock) holding its
-// execution lock, if any.
+// execution lock, if any, its parent and its readiness (D9; the
+// unresolved blockers' ids sorted, never nil).
 func (c CRUD) IssueInbox(ctx context.Context, agentID string) ([]*clasp.InboxItem, error) {
 	items, err := queryAll(ctx, c.d.Read(), "Inbox", Args{"agent": agentID, "limit": inboxLimit}, func(sc Row) (*clasp.InboxItem, error) {
 		var (
 			it               clasp.InboxItem
 			runID, runStatus *string
+			unresolved       *string
 		)
-		if err := sc.Scan(&it.ID, &it.Identifier, &it.Title, &it.Status, &it.Priority, Time(&it.UpdatedAt), &runID, &runStatus); err != nil {
+		if err := sc.Scan(&it.ID, &it.Identifier, &it.Title, &it.Status, &it.Priority, Time(&it.UpdatedAt), &runID, &runStatus,
+			&it.ParentID, &it.UnresolvedBlockerCount, &unresolved); err != nil {
 			return nil, err
+		}
+		it.DependencyReady = it.UnresolvedBlockerCount == 0 // D9
+		it.UnresolvedBlockerIssueIDs = []string{}
+		if unresolved != nil && *unresolved != "" {
+			it.UnresolvedBlockerIssueIDs = strings.Split(*unresolved, ",")
+			slices.Sort(it.UnresolvedBlockerIssueIDs)
 		}
 		if runID != nil {
 			it.ActiveRun = &clasp.ActiveRun{ID: *runID}

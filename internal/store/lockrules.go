@@ -54,6 +54,11 @@ type LockState struct {
 	// AssigneeInCompany (column assignee_in_company, PATCH): the new
 	// assignee, when the PATCH names one, is an agent of the issue's company.
 	AssigneeInCompany bool
+	// UnresolvedBlockers (column unresolved_blockers; PostgreSQL: the
+	// answered issue's unresolved_blocker_count, the row before the
+	// statement when it wrote nothing): how many of the issue's blockers
+	// are not done (D1, D2).
+	UnresolvedBlockers int
 }
 
 // Locked reports whether a lock column is set.
@@ -215,7 +220,9 @@ func BoardCheckoutRefused(l *LockState, agentID string, expected []string) (noop
 // the issue in state l by run runID ("" for the board) of agentID, with
 // details {issueId, status, assigneeAgentId, checkoutRunId, executionRunId,
 // reason}; reason is, in this order, assigned_to_other_agent,
-// held_by_live_run, status_not_expected. A state that explains none of
+// held_by_live_run, status_not_expected. After those, an issue not yet
+// in_progress with unresolved blockers is 422 blocked_by_unresolved (D1,
+// details completed by BlockedDetails). A state that explains none of
 // them is an internal error.
 func CheckoutConflict(l *LockState, agentID, runID string, expected []string) error {
 	var reason string
@@ -226,6 +233,10 @@ func CheckoutConflict(l *LockState, agentID, runID string, expected []string) er
 		reason = clasp.ReasonHeldByLiveRun
 	case !slices.Contains(expected, l.Status) && (l.Status != string(clasp.IssueInProgress) || deref(l.Assignee) != agentID):
 		reason = clasp.ReasonStatusNotExpected
+	case l.UnresolvedBlockers > 0 && l.Status != string(clasp.IssueInProgress):
+		// D1: after the 409 reasons, entering in_progress with a blocker
+		// not done; the store names the blockers (BlockedDetails)
+		return errBlocked(l)
 	default:
 		return fmt.Errorf("check out issue %s: refused for no known reason", l.IssueID)
 	}
@@ -293,7 +304,9 @@ func ReleaseRefused(l *LockState, a Actor) (noop bool, err error) {
 // PatchRefused explains a PATCH (L5/L6) whose statement changed nothing, in
 // the order of its WHERE: ownership of a locked issue by an agent (409
 // ownership_conflict, or the caller's run problem); entering in_progress
-// without an assignee (422); an assignee outside the issue's company (422).
+// without an assignee (422); an assignee outside the issue's company (422);
+// entering in_progress or done with unresolved blockers (422
+// blocked_by_unresolved, D1/D2).
 func PatchRefused(l *LockState, p *IssueUpdateParams) error {
 	a := p.Actor
 	if !a.IsBoard() && l.Locked() {
@@ -318,6 +331,10 @@ func PatchRefused(l *LockState, p *IssueUpdateParams) error {
 	if !l.AssigneeInCompany {
 		return clasp.Errorf(clasp.CodePreconditionFailed, "assigneeAgentId %q is not an agent of the issue's company.", newAssignee).
 			WithDetails("field", "assigneeAgentId")
+	}
+	if p.Status != nil && (*p.Status == clasp.IssueInProgress || *p.Status == clasp.IssueDone) &&
+		l.Status != string(*p.Status) && l.UnresolvedBlockers > 0 {
+		return errBlocked(l) // D1/D2; the store names the blockers (BlockedDetails)
 	}
 	return fmt.Errorf("update issue %s: refused for no known reason", l.IssueID)
 }

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"fmt"
+
 	"github.com/clasp-dev/clasp"
 )
 
@@ -14,7 +16,7 @@ const (
 		lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at`
 	IssueCols = `id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 		checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-		started_at, completed_at, cancelled_at, created_at, updated_at`
+		started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count`
 	CommentCols  = `id, issue_id, body, author_agent_id, author_board, run_id, created_at`
 	ActivityCols = `id, company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id`
 )
@@ -87,7 +89,28 @@ func ScanIssue(sc Row) (*clasp.Issue, error) {
 func IssueDest(i *clasp.Issue) []any {
 	return []any{&i.ID, &i.CompanyID, &i.Identifier, &i.Title, &i.Description, &i.Status, &i.Priority, &i.AssigneeAgentID,
 		&i.CheckoutRunID, &i.CheckoutEpoch, &i.ExecutionRunID, &i.ExecutionAgentNameKey, NullTime(&i.ExecutionLockedAt),
-		NullTime(&i.StartedAt), NullTime(&i.CompletedAt), NullTime(&i.CancelledAt), Time(&i.CreatedAt), Time(&i.UpdatedAt)}
+		NullTime(&i.StartedAt), NullTime(&i.CompletedAt), NullTime(&i.CancelledAt), Time(&i.CreatedAt), Time(&i.UpdatedAt),
+		&i.ParentID, readyCount{i}}
+}
+
+// readyCount is the scan destination of unresolved_blocker_count: it sets
+// the issue's UnresolvedBlockerCount and DependencyReady (count 0, RULES.md
+// D1) together, so every answer that scans an issue carries both.
+type readyCount struct{ i *clasp.Issue }
+
+// Scan implements sql.Scanner: an integer (int64, or int32 from
+// PostgreSQL).
+func (r readyCount) Scan(v any) error {
+	switch x := v.(type) {
+	case int64:
+		r.i.UnresolvedBlockerCount = int(x)
+	case int32:
+		r.i.UnresolvedBlockerCount = int(x)
+	default:
+		return fmt.Errorf("scan unresolved_blocker_count: unsupported column value of type %T", v)
+	}
+	r.i.DependencyReady = r.i.UnresolvedBlockerCount == 0
+	return nil
 }
 
 // ScanComment reads a CommentCols row.

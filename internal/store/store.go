@@ -370,6 +370,9 @@ type ActivityListParams struct {
 type SweepResult struct {
 	RunsExpired  int // pass 1: running runs whose lease expired, now failed (lease_expired)
 	LocksCleared int // pass 2: issues whose locks named only dead runs, now unlocked
+	// DependencyWakes (the dependency pass, RULES.md D8): the dependency
+	// wakes sent (HeartbeatStore.DependencyWakesDeliver).
+	DependencyWakes int
 }
 
 // IdempotencyWindow is how long an Idempotency-Key is remembered (RULES.md,
@@ -531,6 +534,9 @@ type Store interface {
 
 	// IssueCreate creates an issue with the next identifier of its company.
 	// With p.Idempotency a replay returns the recorded issue as it is now.
+	// Its parent and blockers are set in the same transaction (RULES.md
+	// D2-D5: 404 not_found for a reference, 422 precondition_failed,
+	// dependency_cycle, blocked_by_unresolved).
 	IssueCreate(ctx context.Context, p *IssueCreateParams) (*clasp.Issue, error)
 	// IssueGet returns an issue by UUID or identifier (case-insensitive).
 	// companyID, when not empty, scopes the lookup (404 for other companies).
@@ -549,7 +555,8 @@ type Store interface {
 	// identifier number, ancestors nearest first.
 	IssueRelations(ctx context.Context, companyID string, issueIDs []string) (map[string]*clasp.IssueRelations, error)
 	// IssueCheckout applies rules L1-L3. 409 checkout_conflict with the
-	// holder in details; 422 precondition_failed if a closed status is expected.
+	// holder in details; 422 precondition_failed if a closed status is expected;
+	// 422 blocked_by_unresolved (D1) for an issue with a blocker not done.
 	IssueCheckout(ctx context.Context, p *IssueCheckoutParams) (*clasp.Issue, error)
 	// IssueClaim checks out the most urgent eligible issue for the calling
 	// run (see IssueClaimParams) in one statement; (nil, nil) when none is
@@ -564,7 +571,9 @@ type Store interface {
 	IssueForceRelease(ctx context.Context, p *IssueForceReleaseParams) (*clasp.Issue, error)
 	// IssueUpdate applies a PATCH under rules L5 and L6. With
 	// p.Idempotency a replay writes nothing and returns the issue as it is
-	// now (see IssueUpdateParams).
+	// now (see IssueUpdateParams). Its edge changes apply first, in the same
+	// transaction (D5); into in_progress or done with a blocker not done is
+	// 422 blocked_by_unresolved (D1, D2); a cycle 422 dependency_cycle (D3).
 	IssueUpdate(ctx context.Context, p *IssueUpdateParams) (*clasp.Issue, error)
 
 	// CommentCreate adds a comment. With p.Idempotency a replay returns the

@@ -64,6 +64,13 @@ type WakeTx interface {
 	// WakePromote): status, its run and the run blocking it, if it is still
 	// deferred.
 	SetWakeOutcome(ctx context.Context, wakeID, status string, runID, blockedBy *string) error
+	// ReadyWakeMark runs statement DepReadyMark (D8): issue issueID's due
+	// ready state, while its assignee is assignee (nil: none), is marked
+	// woken; nil when nothing matched (claimed elsewhere, or not due).
+	ReadyWakeMark(ctx context.Context, issueID string, assignee *string) (*DepWakeMark, error)
+	// ChildrenWakeMark is ReadyWakeMark for a parent's children state
+	// (statement DepChildrenMark).
+	ChildrenWakeMark(ctx context.Context, issueID string, assignee *string) (*DepWakeMark, error)
 }
 
 // RecordedWake is a wake request as recorded (WakeTx.WakeByKey).

@@ -60,7 +60,7 @@ func newBenchEnv(b *testing.B, conns int) *benchEnv {
 	return &benchEnv{s: s, co: co}
 }
 
-func (e *benchEnv) agent(b *testing.B, name string) *clasp.Agent {
+func (e *benchEnv) agent(b testing.TB, name string) *clasp.Agent {
 	a, err := e.s.AgentCreate(context.Background(), &store.AgentCreateParams{CompanyID: e.co.ID, Name: name, Actor: board})
 	if err != nil {
 		b.Fatal(err)
@@ -68,7 +68,7 @@ func (e *benchEnv) agent(b *testing.B, name string) *clasp.Agent {
 	return a
 }
 
-func (e *benchEnv) run(b *testing.B, a *clasp.Agent) store.Actor {
+func (e *benchEnv) run(b testing.TB, a *clasp.Agent) store.Actor {
 	r, err := e.s.RunOpen(context.Background(), &store.RunOpenParams{AgentID: a.ID, LeaseTTL: time.Hour, Actor: agentOf(a, "")})
 	if err != nil {
 		b.Fatal(err)

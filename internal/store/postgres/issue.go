@@ -19,7 +19,8 @@ import (
 // agent creating in another company), 404 not_found (company), 422
 // precondition_failed (an agent creating it in_progress, in_progress
 // without an assignee, an assignee that is no active agent of the
-// company), 422 idempotency_key_reused.
+// company), 422 idempotency_key_reused, and those of store.ApplyCreateDeps
+// for its parent and blockers (D2-D5).
 func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*clasp.Issue, error) {
 	if err := p.Normalize(); err != nil {
 		return nil, err
@@ -31,6 +32,9 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 	idemArgs(args, p.Idempotency, store.IdemIssue)
 	replay := func(id string) (*clasp.Issue, error) { return s.IssueGet(ctx, "", id) }
 	return idempotent(ctx, s, p.Idempotency, store.IdemIssue, replay, func() (*clasp.Issue, error) {
+		if len(p.BlockedByIssueIDs) > 0 || p.ParentID != "" {
+			return s.issueCreateDeps(ctx, p, args)
+		}
 		var out *clasp.Issue
 		err := s.retry(ctx, func() error {
 			iss, err := store.ScanIssue(s.pool.QueryRow(ctx, q("IssueInsert"), args))
@@ -49,6 +53,32 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 		}
 		return out, nil
 	})
+}
+
+// issueCreateDeps is IssueCreate of an issue with a parent or blockers:
+// statement IssueInsert (args) and the edges (store.ApplyCreateDeps, D2-D5)
+// in one transaction, run again on a deadlock.
+func (s *Store) issueCreateDeps(ctx context.Context, p *store.IssueCreateParams, args namedArgs) (*clasp.Issue, error) {
+	var out *clasp.Issue
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		iss, err := store.ScanIssue(tx.QueryRow(ctx, q("IssueInsert"), args))
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, err := s.CompanyGet(ctx, p.CompanyID); err != nil {
+				return err
+			}
+			return clasp.Errorf(clasp.CodePreconditionFailed, "assigneeAgentId %q is not an active agent of the issue's company.",
+				p.AssigneeAgentID).WithDetails("field", "assigneeAgentId")
+		}
+		if err != nil {
+			return wrap(err, "create issue in company %s", p.CompanyID)
+		}
+		out, err = store.ApplyCreateDeps(ctx, pooled{tx}, driver{s}, iss, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // IssueList lists issues of a company, newest first, narrowed to statuses,
@@ -79,6 +109,9 @@ func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*cla
 		like := "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p.Query) + "%"
 		where = append(where, `(title ILIKE ? OR identifier ILIKE ?)`)
 		args = append(args, like, like)
+	}
+	if p.Ready {
+		where = append(where, "unresolved_blocker_count = 0") // D9
 	}
 	return store.ListPage(ctx, driver{s}, "issues", store.IssueCols, where, args, p.Page, false, store.ScanIssue,
 		func(i *clasp.Issue) string { return store.EncodeCursor(i.CreatedAt, i.ID) })

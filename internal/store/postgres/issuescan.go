@@ -27,7 +27,7 @@ func (r *issueRow) appendDest(dst []any, i *clasp.Issue) []any {
 	r.iss = i
 	return append(dst, &i.ID, &i.CompanyID, &i.Identifier, &i.Title, &i.Description, &i.Status, &i.Priority, &i.AssigneeAgentID,
 		&i.CheckoutRunID, &i.CheckoutEpoch, &i.ExecutionRunID, &i.ExecutionAgentNameKey, &r.lockedAt,
-		&r.started, &r.completed, &r.cancelled, &r.created, &r.updated)
+		&r.started, &r.completed, &r.cancelled, &r.created, &r.updated, &i.ParentID, &i.UnresolvedBlockerCount)
 }
 
 // done stores the scanned times into the issue; the nullable ones share
@@ -35,6 +35,7 @@ func (r *issueRow) appendDest(dst []any, i *clasp.Issue) []any {
 // a NOT NULL column, and an infinite timestamp (which they receive as a
 // string).
 func (r *issueRow) done() error {
+	r.iss.DependencyReady = r.iss.UnresolvedBlockerCount == 0 // D1
 	var (
 		ts   *[4]time.Time
 		dsts = [...]**time.Time{&r.iss.ExecutionLockedAt, &r.iss.StartedAt, &r.iss.CompletedAt, &r.iss.CancelledAt}

@@ -81,18 +81,21 @@ func scanLockAnswer(name string, row pgx.Row) (*lockAnswer, error) {
 	l.OwnedByCaller = ls.owned.Valid && ls.owned.Bool
 	l.AgentActive = ls.active.Valid && ls.active.Bool
 	l.AssigneeInCompany = ls.assigneeCompany.Valid && ls.assigneeCompany.Bool
+	// D1/D2: the answered issue is the row before the statement when it
+	// wrote nothing (and its count is not changed by a lock rule's write)
+	l.UnresolvedBlockers = ls.iss.UnresolvedBlockerCount
 	return l, nil
 }
 
 // lockScan is what scanLockAnswer scans one answer into: the answer, its
 // issue, the issue's times, the three nullable flags (NULL is false) and
-// the destinations (1 + 18 issue columns + 14).
+// the destinations (1 + 20 issue columns + 14).
 type lockScan struct {
 	l                              lockAnswer
 	iss                            clasp.Issue
 	ir                             issueRow
 	owned, active, assigneeCompany pgtype.Bool
-	dest                           [33]any
+	dest                           [35]any
 	row                            plannedRow
 }
 
@@ -165,7 +168,7 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 			return answer(l, err)
 		}
 		if noop, err := store.BoardCheckoutRefused(&l.LockState, p.AgentID, expected); !noop {
-			return nil, err
+			return nil, store.BlockedDetails(ctx, driver{s}.Read(), err) // D1 names the blockers
 		}
 		return l.issue, nil
 	}
@@ -192,7 +195,7 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 	}
 	sameRun, err := store.CheckoutRefused(&l.LockState, p.AgentID, a.RunID, expected)
 	if !sameRun {
-		return nil, err
+		return nil, store.BlockedDetails(ctx, driver{s}.Read(), err) // D1 names the blockers
 	}
 	if p.Result != nil { // L2
 		p.Result.SameRun = true
@@ -332,11 +335,14 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 	}
 	replay := func(id string) (*clasp.Issue, error) { return s.IssueGet(ctx, "", id) }
 	update := func() (*clasp.Issue, error) {
+		if p.BlockedByIssueIDs != nil || p.ParentID != nil {
+			return s.issueUpdateDeps(ctx, p, name, args)
+		}
 		l, err := s.lockRule(ctx, name, "update issue", p.Ref, args)
 		if err != nil || l.changed {
 			return answer(l, err)
 		}
-		return nil, store.PatchRefused(&l.LockState, p)
+		return nil, store.BlockedDetails(ctx, driver{s}.Read(), store.PatchRefused(&l.LockState, p))
 	}
 	out, err := idempotent(ctx, s, p.Idempotency, store.IdemIssueUpdate, replay, update)
 	if err != nil && p.Idempotency != nil && !isIdempotencyConflict(err) &&
@@ -353,6 +359,43 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 		}
 	}
 	return out, err
+}
+
+// issueUpdateDeps is the PATCH p that changes edges (D5): in one
+// transaction, the edges first (store.ApplyPatchDeps), then the PATCH's
+// statement name (args) as lockRule runs it, on the transaction: a try
+// whose row changed runs again on a new snapshot of the same transaction
+// (READ COMMITTED), and the whole transaction again on a deadlock. A
+// refusal rolls the edges back.
+func (s *Store) issueUpdateDeps(ctx context.Context, p *store.IssueUpdateParams, name string, args namedArgs) (*clasp.Issue, error) {
+	var out *clasp.Issue
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if err := store.ApplyPatchDeps(ctx, pooled{tx}, driver{s}, p); err != nil {
+			return err
+		}
+		l, err := store.RunLockRule(ctx, "update issue", p.Ref, func() (*lockAnswer, store.LockOutcome, error) {
+			l, err := scanLockAnswer(name, tx.QueryRow(ctx, q(name), args))
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				return nil, 0, notFound("issue", p.Ref)
+			case err != nil:
+				return nil, 0, err
+			}
+			return l, store.Outcome(l.changed, l.ok, l.runEnded), nil
+		})
+		if err != nil {
+			return err
+		}
+		if !l.changed {
+			return store.BlockedDetails(ctx, pooled{tx}, store.PatchRefused(&l.LockState, p))
+		}
+		out = l.issue
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // RunFinish ends run RunID with terminal Status (statement RunFinish) and,

@@ -21,7 +21,8 @@ import (
 // agent creating in another company), 404 not_found (company), 422
 // precondition_failed (an agent creating it in_progress, in_progress
 // without an assignee, an assignee that is no active agent of the
-// company), 422 idempotency_key_reused.
+// company), 422 idempotency_key_reused, and those of store.ApplyCreateDeps
+// for its parent and blockers (D2-D5).
 func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*clasp.Issue, error) {
 	if err := p.Normalize(); err != nil {
 		return nil, err
@@ -71,11 +72,14 @@ func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*c
 		if err != nil {
 			return fmt.Errorf("create issue %s: %w", ident, err)
 		}
-		out = iss
 		if err := tx.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueCreated, "issue", iss.ID, map[string]any{
 			"identifier": iss.Identifier, "title": iss.Title, "status": iss.Status, "priority": iss.Priority,
 			"assigneeAgentId": iss.AssigneeAgentID,
 		}); err != nil {
+			return err
+		}
+		// D2, D5: its parent and blockers, in the same transaction
+		if out, err = store.ApplyCreateDeps(ctx, writer{tx}, driver{tx.s}, iss, p); err != nil {
 			return err
 		}
 		return tx.idempotencyRecord(ctx, p.Idempotency, store.IdemIssue, iss.ID)
@@ -116,6 +120,9 @@ func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*cla
 		like := "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p.Query) + "%"
 		where = append(where, `(title LIKE ? ESCAPE '\' OR identifier LIKE ? ESCAPE '\')`)
 		args = append(args, like, like)
+	}
+	if p.Ready {
+		where = append(where, "unresolved_blocker_count = 0") // D9
 	}
 	return store.ListPage(ctx, driver{s}, "issues", store.IssueCols, where, args, p.Page, false, store.ScanIssue,
 		func(i *clasp.Issue) string { return store.EncodeCursor(i.CreatedAt, i.ID) })

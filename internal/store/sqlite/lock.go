@@ -49,7 +49,7 @@ func lockReadArgs(ref, company string, lq lockQuery, now int64) []any {
 func scanLockState(row *sql.Row, ref string) (*store.LockState, error) {
 	var l store.LockState
 	err := row.Scan(&l.IssueID, &l.CompanyID, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
-		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &l.OwnedByCaller, &l.AgentActive, &l.AssigneeInCompany)
+		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &l.OwnedByCaller, &l.AgentActive, &l.AssigneeInCompany, &l.UnresolvedBlockers)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("issue", ref)
 	}
@@ -206,7 +206,7 @@ func (t *wtx) checkout(ctx context.Context, ref, agentID string, expected []stri
 		if errors.Is(err, sql.ErrNoRows) {
 			sameRun, err := store.CheckoutRefused(old, agentID, a.RunID, expected)
 			if !sameRun {
-				return nil, err
+				return nil, store.BlockedDetails(ctx, writer{t}, err) // D1 names the blockers
 			}
 			if res != nil { // L2
 				res.SameRun = true
@@ -235,7 +235,7 @@ func (t *wtx) boardCheckout(ctx context.Context, ref, agentID string, expected [
 		sql.Named("expected", expectedArg(expected)), sql.Named("now", t.now)))
 	if errors.Is(err, sql.ErrNoRows) {
 		if noop, err := store.BoardCheckoutRefused(old, agentID, expected); !noop {
-			return nil, err
+			return nil, store.BlockedDetails(ctx, writer{t}, err) // D1 names the blockers
 		}
 		return t.issueByID(ctx, old.IssueID) // already so: nothing to write
 	}
@@ -372,6 +372,11 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 
 func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*clasp.Issue, error) {
 	a := p.Actor
+	// D5: the edges first, so that the status change below decides on
+	// the new count (removing the last blocker and finishing in one PATCH)
+	if err := store.ApplyPatchDeps(ctx, writer{t}, driver{t.s}, p); err != nil {
+		return nil, err
+	}
 	args := store.PatchArgs(store.LockArgs(p.Ref, a), p)
 	// The fields as they were, for the audit row (issue.updated {changes}).
 	before, err := t.auditFields(ctx, p.Ref, store.Scope(a))
@@ -394,7 +399,7 @@ func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*cla
 		args["rid"], args["rident"], args["company"], args["held_only"] = old.IssueID, "", "", false
 		iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, "Patch", args))
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, store.PatchRefused(old, p)
+			return nil, store.BlockedDetails(ctx, writer{t}, store.PatchRefused(old, p))
 		}
 	}
 	if err != nil {

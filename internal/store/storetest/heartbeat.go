@@ -13,7 +13,7 @@ import (
 // adapter configs, wake requests, server-managed runs, process loss) on
 // stores made by open, which must implement it.
 func RunHeartbeat(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
-	for _, tc := range []struct {
+	for _, tc := range append([]struct {
 		name string
 		fn   func(*testing.T, *hbEnv)
 	}{
@@ -29,7 +29,7 @@ func RunHeartbeat(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"HB_PromoteAfterLeaseExpired", testHBPromoteAfterLeaseExpired},
 		{"HB_PauseCancelsQueued", testHBPauseCancelsQueued},
 		{"HB_InstanceTakeOver", testHBInstanceTakeOver},
-	} {
+	}, depWakeTests...) { // RULES.md, D8 (depwake.go)
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, open)

@@ -27,7 +27,7 @@ WITH c AS (
 	FROM c
 	RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 		checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-		started_at, completed_at, cancelled_at, created_at, updated_at
+		started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
 ), rec AS (
 	INSERT INTO idempotency_keys (actor_id, key, request_hash, resource_type, resource_id, created_at)
 	SELECT @idem_actor::text, @idem_key::text, @idem_hash::text, @idem_type::text, made.id, now()
@@ -40,7 +40,7 @@ WITH c AS (
 )
 SELECT id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
 FROM made
 
 -- name: IssueGet
@@ -49,14 +49,20 @@ FROM made
 -- never an index condition; lock.sql says why).
 SELECT id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
 FROM issues i
 WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 
 -- name: Inbox
 -- The open issues of agent @agent, most urgent first, with the live run
--- holding each one's execution lock, if any.
-SELECT i.id, i.identifier, i.title, i.status, i.priority, i.updated_at, r.id, r.status
+-- holding each one's execution lock, if any, its parent and its
+-- readiness (D9: the count and the ids of its blockers not done, comma
+-- separated).
+SELECT i.id, i.identifier, i.title, i.status, i.priority, i.updated_at, r.id, r.status,
+	i.parent_id, i.unresolved_blocker_count,
+	CASE WHEN i.unresolved_blocker_count > 0 THEN (SELECT string_agg(b.blocker_issue_id, ',')
+		FROM issue_blockers b JOIN issues x ON x.id = b.blocker_issue_id
+		WHERE b.issue_id = i.id AND x.status <> 'done') END
 FROM issues i LEFT JOIN runs r ON r.id = i.execution_run_id
 	AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 WHERE i.assignee_agent_id = @agent::text AND i.status IN ('todo', 'in_progress', 'blocked')

@@ -14,26 +14,32 @@ VALUES (:id, :company, :identifier, :title, :description, :status, :priority, :p
 	:assignee, :started, :completed, :cancelled, :now, :now)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
 
 -- name: IssueGet
 -- The issue by UUID :rid or identifier :rident, within :company ('' for any).
 SELECT id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
 FROM issues
 WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)
 
 -- name: IssueByID
 SELECT id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
 FROM issues WHERE id = :id
 
 -- name: Inbox
 -- The open issues of agent :agent, most urgent first, with the live run
--- holding each one's execution lock, if any.
-SELECT i.id, i.identifier, i.title, i.status, i.priority, i.updated_at, r.id, r.status
+-- holding each one's execution lock, if any, its parent and its
+-- readiness (D9: the count and the ids of its blockers not done, comma
+-- separated).
+SELECT i.id, i.identifier, i.title, i.status, i.priority, i.updated_at, r.id, r.status,
+	i.parent_id, i.unresolved_blocker_count,
+	CASE WHEN i.unresolved_blocker_count > 0 THEN (SELECT group_concat(b.blocker_issue_id, ',')
+		FROM issue_blockers b JOIN issues x ON x.id = b.blocker_issue_id
+		WHERE b.issue_id = i.id AND x.status <> 'done') END
 FROM issues i LEFT JOIN runs r ON r.id = i.execution_run_id
 	AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))
 WHERE i.assignee_agent_id = :agent AND i.status IN ('todo', 'in_progress', 'blocked')

@@ -59,7 +59,9 @@ SELECT i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.e
 		AND (i.checkout_run_id IS :run OR i.execution_run_id IS :run OR i.assignee_agent_id IS :agent), 0) AS owned_by_caller,
 	EXISTS (SELECT 1 FROM agents a WHERE a.id = :agent AND a.company_id = i.company_id AND a.status <> 'terminated') AS agent_active,
 	(NOT :set_assignee OR :assignee IS NULL
-		OR EXISTS (SELECT 1 FROM agents a WHERE a.id = :assignee AND a.company_id = i.company_id)) AS assignee_in_company
+		OR EXISTS (SELECT 1 FROM agents a WHERE a.id = :assignee AND a.company_id = i.company_id)) AS assignee_in_company,
+	-- D1/D2: how many blockers are not done
+	i.unresolved_blocker_count AS unresolved_blockers
 FROM issues i LEFT JOIN runs c ON c.id = :run
 WHERE (i.id = :rid OR i.identifier = :rident) AND (:company = '' OR i.company_id = :company)
 
@@ -104,9 +106,11 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
 	-- L2: the same run again changes nothing
 	AND NOT (checkout_run_id IS :run AND execution_run_id IS :run)
+	-- D1: entering in_progress takes every blocker done (an issue in_progress keeps its lock)
+	AND (status = 'in_progress' OR unresolved_blocker_count = 0)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
 
 -- name: CheckoutWaitersRead
 -- L1-L3, the refusals of checkouts that waited for another checkout of the
@@ -158,9 +162,11 @@ WHERE id = :id
 		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
 	-- S12: already in_progress and the agent's changes nothing
 	AND NOT (status = 'in_progress' AND assignee_agent_id IS :agent)
+	-- D1: entering in_progress takes every blocker done
+	AND (status = 'in_progress' OR unresolved_blocker_count = 0)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
 
 -- name: Release
 -- L4: the holding run, a live run of the assignee over a dead holder
@@ -193,7 +199,7 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 		AND (checkout_run_id IS :run OR execution_run_id IS :run OR assignee_agent_id IS :agent)))
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
 
 -- name: Patch
 -- L5 owner-only write and L6 release on leaving in_progress or changing
@@ -260,9 +266,11 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 	-- L5: a new assignee is an agent of the issue's company
 	AND (NOT :set_assignee OR :assignee IS NULL
 		OR EXISTS (SELECT 1 FROM agents a WHERE a.id = :assignee AND a.company_id = issues.company_id))
+	-- D1/D2: entering in_progress or done takes every blocker done
+	AND NOT (coalesce(:status IN ('in_progress', 'done') AND :status <> status, 0) AND unresolved_blocker_count > 0)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
 
 -- name: IssueAudit
 -- The audited fields of an issue (issue.updated {changes}), read before a PATCH.
@@ -283,7 +291,7 @@ UPDATE issues SET
 WHERE id = :id
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
 
 -- name: RunFinish
 -- L6, the end of a run (finish): the run's row, guarded so that a terminal

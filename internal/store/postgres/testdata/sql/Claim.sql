@@ -26,6 +26,8 @@ cand AS MATERIALIZED (
 			FROM issues i
 			-- L1: unassigned, in the run's company, with a status the claim takes
 			WHERE i.company_id = lk.company_id AND i.assignee_agent_id IS NULL AND i.status = s.st
+				-- D7: every blocker done (the partial index holds no other issue)
+				AND i.unresolved_blocker_count = 0
 				-- L1/L3: each lock column is empty, the caller's run, or names a dead run (scalar
 				-- subqueries, looked up by primary key per locked row: a NOT EXISTS here is planned
 				-- as a hash of every live run)
@@ -54,6 +56,8 @@ cand AS MATERIALIZED (
 			FROM issues i
 			-- L1: the agent's, in the run's company, with a status the claim takes
 			WHERE i.assignee_agent_id = $2::text AND i.company_id = lk.company_id AND i.status = s.st
+				-- D7: every blocker done, unless it is in_progress and the agent's already (adoption)
+				AND (i.unresolved_blocker_count = 0 OR i.status = 'in_progress')
 				-- L1/L3: each lock column is empty, the caller's run, or names a dead run
 				AND (i.checkout_run_id IS NULL OR i.checkout_run_id = $1::text
 					OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
@@ -87,7 +91,7 @@ upd AS (
 	WHERE i.id = o.id
 	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count
 ),
 act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)

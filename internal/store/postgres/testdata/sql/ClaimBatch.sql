@@ -35,6 +35,8 @@ cand AS MATERIALIZED (
 		FROM issues i
 		-- L1: unassigned, in the company, with a status the claim takes
 		WHERE i.company_id = $7::text AND i.assignee_agent_id IS NULL AND i.status = s.st
+			-- D7: every blocker done (the partial index holds no other issue)
+			AND i.unresolved_blocker_count = 0
 			-- L1/L3: each lock column is empty, a call's run, or names a dead run (scalar
 			-- subqueries by primary key, as in Claim)
 			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = ANY($1::text[])
@@ -81,7 +83,7 @@ upd AS (
 	WHERE i.id = o.id
 	RETURNING o.ord, i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count
 ),
 act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)

@@ -23,7 +23,7 @@
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.xmin AS ver, i.ctid AS tid,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
 		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
@@ -73,7 +73,9 @@ d AS MATERIALIZED (
 		AND NOT ($6::text IS NOT DISTINCT FROM 'in_progress' AND o.status <> 'in_progress'
 			AND (CASE WHEN $1::boolean THEN $2::text ELSE o.assignee_agent_id END) IS NULL)
 		-- L5: a new assignee is an agent of the issue's company
-		AND o.assignee_in_company,
+		AND o.assignee_in_company
+		-- D1/D2: entering in_progress or done takes every blocker done
+		AND NOT coalesce($6::text IN ('in_progress', 'done') AND $6::text <> o.status AND o.unresolved_blocker_count > 0, false),
 		false) AS ok
 	FROM old o JOIN f ON f.id = o.id
 ),
@@ -109,7 +111,7 @@ upd AS (
 		AND (NOT f.adopts OR f.releases OR EXISTS (SELECT 1 FROM lk))
 	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count
 ),
 -- [comment or Idempotency-Key
 com AS (
@@ -172,6 +174,6 @@ FROM old o JOIN d ON d.id = o.id JOIN f ON f.id = o.id CROSS JOIN LATERAL (
 	UNION ALL
 	SELECT false, o.id, o.company_id, o.identifier, o.title, o.description, o.status, o.priority, o.assignee_agent_id,
 		o.checkout_run_id, o.checkout_epoch, o.execution_run_id, o.execution_agent_name_key, o.execution_locked_at,
-		o.started_at, o.completed_at, o.cancelled_at, o.created_at, o.updated_at
+		o.started_at, o.completed_at, o.cancelled_at, o.created_at, o.updated_at, o.parent_id, o.unresolved_blocker_count
 	WHERE NOT EXISTS (SELECT 1 FROM upd)
 ) x

@@ -17,6 +17,8 @@ WHERE id = :id
 		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
 	-- S12: already in_progress and the agent's changes nothing
 	AND NOT (status = 'in_progress' AND assignee_agent_id IS :agent)
+	-- D1: entering in_progress takes every blocker done
+	AND (status = 'in_progress' OR unresolved_blocker_count = 0)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count

@@ -26,6 +26,8 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
 	-- L2: the same run again changes nothing
 	AND NOT (checkout_run_id IS :run AND execution_run_id IS :run)
+	-- D1: entering in_progress takes every blocker done (an issue in_progress keeps its lock)
+	AND (status = 'in_progress' OR unresolved_blocker_count = 0)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count

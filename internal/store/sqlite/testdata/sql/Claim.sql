@@ -11,6 +11,9 @@ UPDATE issues SET
 WHERE id = (SELECT c.id FROM issues c WHERE c.id IN (
 		SELECT (SELECT i.id FROM issues i INDEXED BY issues_claim_unassigned
 			WHERE i.company_id = :company AND i.assignee_agent_id IS NULL AND i.status = s.value
+				AND i.unresolved_blocker_count = 0 -- D7
+			-- D7: every blocker done (the partial index holds no other issue)
+			AND i.unresolved_blocker_count = 0
 				AND (i.checkout_run_id IS NULL OR i.checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
 					WHERE r.id = i.checkout_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
 				AND (i.execution_run_id IS NULL OR i.execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
@@ -21,6 +24,9 @@ WHERE id = (SELECT c.id FROM issues c WHERE c.id IN (
 		UNION ALL
 		SELECT (SELECT i.id FROM issues i INDEXED BY issues_assignee_status
 			WHERE i.assignee_agent_id = :agent AND i.status = s.value AND i.company_id = :company
+				AND (i.unresolved_blocker_count = 0 OR i.status = 'in_progress') -- D7
+			-- D7: every blocker done, unless it is in_progress and the agent's already (adoption)
+			AND (i.unresolved_blocker_count = 0 OR i.status = 'in_progress')
 				AND (i.checkout_run_id IS NULL OR i.checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
 					WHERE r.id = i.checkout_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
 				AND (i.execution_run_id IS NULL OR i.execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
@@ -36,4 +42,4 @@ WHERE id = (SELECT c.id FROM issues c WHERE c.id IN (
 		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now)))
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count

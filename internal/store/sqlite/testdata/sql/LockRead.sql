@@ -21,6 +21,8 @@ SELECT i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.e
 		AND (i.checkout_run_id IS :run OR i.execution_run_id IS :run OR i.assignee_agent_id IS :agent), 0) AS owned_by_caller,
 	EXISTS (SELECT 1 FROM agents a WHERE a.id = :agent AND a.company_id = i.company_id AND a.status <> 'terminated') AS agent_active,
 	(NOT :set_assignee OR :assignee IS NULL
-		OR EXISTS (SELECT 1 FROM agents a WHERE a.id = :assignee AND a.company_id = i.company_id)) AS assignee_in_company
+		OR EXISTS (SELECT 1 FROM agents a WHERE a.id = :assignee AND a.company_id = i.company_id)) AS assignee_in_company,
+	-- D1/D2: how many blockers are not done
+	i.unresolved_blocker_count AS unresolved_blockers
 FROM issues i LEFT JOIN runs c ON c.id = :run
 WHERE (i.id = :rid OR i.identifier = :rident) AND (:company = '' OR i.company_id = :company)

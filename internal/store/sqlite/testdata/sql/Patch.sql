@@ -54,6 +54,8 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 	-- L5: a new assignee is an agent of the issue's company
 	AND (NOT :set_assignee OR :assignee IS NULL
 		OR EXISTS (SELECT 1 FROM agents a WHERE a.id = :assignee AND a.company_id = issues.company_id))
+	-- D1/D2: entering in_progress or done takes every blocker done
+	AND NOT (coalesce(:status IN ('in_progress', 'done') AND :status <> status, 0) AND unresolved_blocker_count > 0)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count

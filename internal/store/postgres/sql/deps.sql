@@ -1,0 +1,160 @@
+-- Issue dependencies (RULES.md, Dependencies, rules D1-D10): the edges,
+-- the cycle checks, the relations read and the dependency wakes, in the
+-- order of internal/store/sqlite/sql/deps.sql, under the same statement
+-- names. The counts of unresolved blockers and open children are kept by
+-- the triggers of schema v15 (migration/015_dependencies.sql), which also
+-- say how concurrent changes are serialised. Every statement but the reads
+-- runs inside the transaction of the change (store.ApplyDeps, the wakes).
+
+-- name: DepIssueRef
+-- D4: the issue @rid (UUID) or @rident (identifier) of company @company:
+-- its id, identifier and status; no row when there is none.
+SELECT i.id, i.identifier, i.status FROM issues i
+WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text))
+	AND i.company_id IS NOT DISTINCT FROM @company::text
+
+-- name: DepLockCompany
+-- D3: serialises, across replicas, the transactions that add an edge or
+-- set a parent in company @company, until they commit: the cycle check
+-- that follows runs on a snapshot taken after every earlier one committed,
+-- so two halves of a cycle added at once are never both accepted.
+SELECT pg_advisory_xact_lock(hashtextextended('clasp.deps:' || @company::text, 0))
+
+-- name: DepLockBlockers
+-- D5: the blockers of the edges that change (@ids), locked FOR SHARE in
+-- id order before the edges are inserted or deleted and their statuses
+-- read (the triggers issue_blockers_added, _removed), so a concurrent
+-- status change of a blocker is serialised with the edge (schema v15 says
+-- how); the id order keeps two such transactions from deadlocking.
+SELECT i.id FROM issues i WHERE i.id = ANY(@ids::text[]) ORDER BY i.id FOR SHARE
+
+-- name: DepBlockerCycle
+-- D3: whether an edge "@target blocked by @start" closes a cycle: the walk
+-- from @start down its blockers, directly or through a chain of them,
+-- follows issue_blockers' primary key (one index look-up per issue; UNION
+-- keeps each pair once), and answers its rows (id, the issue it was
+-- reached from, identifier) only when it reached @target: no row, no
+-- cycle. The store names the cycle from the rows (store.ApplyDeps).
+WITH RECURSIVE w(id, prev) AS (
+	SELECT @start::text COLLATE "C", NULL::text COLLATE "C"
+	UNION
+	SELECT b.blocker_issue_id, b.issue_id FROM issue_blockers b JOIN w ON b.issue_id = w.id
+)
+SELECT w.id, w.prev, i.identifier FROM w JOIN issues i ON i.id = w.id
+WHERE EXISTS (SELECT 1 FROM w x WHERE x.id = @target::text)
+
+-- name: DepAncestors
+-- D3/D9: issue @start and its ancestors, nearest first (id, identifier):
+-- the parent chain walked up by primary key (bounded by @max steps).
+WITH RECURSIVE w(id, depth) AS (
+	SELECT @start::text COLLATE "C", 0
+	UNION ALL
+	SELECT i.parent_id, w.depth + 1 FROM issues i JOIN w ON i.id = w.id
+	WHERE i.parent_id IS NOT NULL AND w.depth < @max::integer
+)
+SELECT w.id, i.identifier FROM w JOIN issues i ON i.id = w.id ORDER BY w.depth
+
+-- name: DepBlockerList
+-- D5: the blockers of issue @issue: id and identifier.
+SELECT i.id, i.identifier FROM issue_blockers b JOIN issues i ON i.id = b.blocker_issue_id
+WHERE b.issue_id = @issue::text
+
+-- name: DepBlockerInsert
+-- D5: issue @issue (of @company) is blocked by @blocker; the trigger
+-- issue_blockers_added counts it when @blocker is not done. One row when
+-- it is new.
+INSERT INTO issue_blockers (company_id, issue_id, blocker_issue_id, created_at)
+VALUES (@company::text, @issue::text, @blocker::text, now())
+ON CONFLICT DO NOTHING
+
+-- name: DepBlockerDelete
+-- D5: issue @issue is no longer blocked by @blocker; the trigger
+-- issue_blockers_removed stops counting it.
+DELETE FROM issue_blockers WHERE issue_id = @issue::text AND blocker_issue_id = @blocker::text
+
+-- name: DepSetParent
+-- D5: issue @issue moves under @parent (NULL: top level); the trigger
+-- issues_parent_deps moves its open child from the old parent to the new.
+-- One row changed when the parent changed.
+UPDATE issues SET parent_id = @parent::text, updated_at = now()
+WHERE id = @issue::text AND parent_id IS DISTINCT FROM @parent::text
+
+-- name: DepParentOf
+-- D5: the parent of issue @issue (NULL at top level).
+SELECT parent_id FROM issues WHERE id = @issue::text
+
+-- name: DepUnresolved
+-- D1/D2: the blockers of issue @issue that are not done: id and identifier.
+SELECT i.id, i.identifier FROM issue_blockers b JOIN issues i ON i.id = b.blocker_issue_id
+WHERE b.issue_id = @issue::text AND i.status <> 'done'
+
+-- name: DepRelations
+-- D9: the relations of issues @ids of company @company, one read: a row
+-- per issue that exists ('self'), per blocker ('blocker'), per dependent
+-- ('dependent') and per ancestor ('ancestor', depth 1 for the parent),
+-- each naming its subject issue and the related issue's summary.
+WITH RECURSIVE s AS MATERIALIZED (
+	SELECT i.id, i.parent_id FROM issues i WHERE i.id = ANY(@ids::text[]) AND i.company_id = @company::text
+), a(subject, id, depth) AS (
+	SELECT s.id, s.parent_id, 1 FROM s WHERE s.parent_id IS NOT NULL
+	UNION ALL
+	SELECT a.subject, p.parent_id, a.depth + 1 FROM a JOIN issues p ON p.id = a.id
+	WHERE p.parent_id IS NOT NULL AND a.depth < 10000
+)
+SELECT 'self', s.id, s.id, '', '', '', 0 FROM s
+UNION ALL
+SELECT 'blocker', b.issue_id, i.id, i.identifier, i.title, i.status, 0
+FROM s JOIN issue_blockers b ON b.issue_id = s.id JOIN issues i ON i.id = b.blocker_issue_id
+UNION ALL
+SELECT 'dependent', b.blocker_issue_id, i.id, i.identifier, i.title, i.status, 0
+FROM s JOIN issue_blockers b ON b.blocker_issue_id = s.id JOIN issues i ON i.id = b.issue_id
+UNION ALL
+SELECT 'ancestor', a.subject, i.id, i.identifier, i.title, i.status, a.depth
+FROM a JOIN issues i ON i.id = a.id
+
+-- name: DepReadyDue
+-- D8: issues whose ready state is due (every blocker done, a generation
+-- not woken yet), at most @limit, through the partial index
+-- issues_ready_due: id and assignee.
+SELECT i.id, i.assignee_agent_id FROM issues i
+WHERE i.ready_woken_generation < i.ready_generation AND i.unresolved_blocker_count = 0
+ORDER BY i.id LIMIT @limit::integer
+
+-- name: DepChildrenDue
+-- D8: parents whose children state is due (every child closed, a
+-- generation not woken yet), at most @limit (partial index
+-- issues_children_due): id and assignee.
+SELECT i.id, i.assignee_agent_id FROM issues i
+WHERE i.children_woken_generation < i.children_generation AND i.open_child_count = 0
+ORDER BY i.id LIMIT @limit::integer
+
+-- name: DepReadyMark
+-- D8: the compare-and-set that claims issue @id's due ready state for one
+-- wake: it matches only while the state is due and the assignee is still
+-- @assignee, and marks the generation woken; it answers the issue's
+-- company, identifier, status and the generation. No row: someone else
+-- claimed it, or it is no longer due.
+UPDATE issues SET ready_woken_generation = ready_generation
+WHERE id = @id::text AND ready_woken_generation < ready_generation AND unresolved_blocker_count = 0
+	AND assignee_agent_id IS NOT DISTINCT FROM @assignee::text
+RETURNING company_id, identifier, status, ready_generation
+
+-- name: DepChildrenMark
+-- D8: DepReadyMark for the children state of parent @id.
+UPDATE issues SET children_woken_generation = children_generation
+WHERE id = @id::text AND children_woken_generation < children_generation AND open_child_count = 0
+	AND assignee_agent_id IS NOT DISTINCT FROM @assignee::text
+RETURNING company_id, identifier, status, children_generation
+
+-- name: DepCountsCheck
+-- D10: the issues of company @company whose maintained counts differ from
+-- those recomputed from the edges and the children (none when they all
+-- agree): id, the maintained and the recomputed counts.
+SELECT i.id, i.unresolved_blocker_count, i.open_child_count,
+	(SELECT count(*) FROM issue_blockers b JOIN issues x ON x.id = b.blocker_issue_id
+		WHERE b.issue_id = i.id AND x.status <> 'done')::integer,
+	(SELECT count(*) FROM issues c WHERE c.parent_id = i.id AND c.status NOT IN ('done', 'cancelled'))::integer
+FROM issues i WHERE i.company_id = @company::text
+	AND (i.unresolved_blocker_count <> (SELECT count(*) FROM issue_blockers b JOIN issues x ON x.id = b.blocker_issue_id
+			WHERE b.issue_id = i.id AND x.status <> 'done')
+		OR i.open_child_count <> (SELECT count(*) FROM issues c WHERE c.parent_id = i.id AND c.status NOT IN ('done', 'cancelled')))

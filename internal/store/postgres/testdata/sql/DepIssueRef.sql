@@ -1,0 +1,6 @@
+-- $1 = @rid
+-- $2 = @rident
+-- $3 = @company
+SELECT i.id, i.identifier, i.status FROM issues i
+WHERE i.id = coalesce(nullif($1::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = $2::text))
+	AND i.company_id IS NOT DISTINCT FROM $3::text

@@ -1,0 +1,2 @@
+-- $1 = @issue
+SELECT parent_id FROM issues WHERE id = $1::text

@@ -1,0 +1,7 @@
+SELECT * FROM (WITH RECURSIVE w(id, prev) AS MATERIALIZED (
+	SELECT :start, NULL
+	UNION
+	SELECT b.blocker_issue_id, b.issue_id FROM issue_blockers b JOIN w ON b.issue_id = w.id
+)
+SELECT w.id, w.prev, i.identifier FROM w JOIN issues i ON i.id = w.id
+WHERE EXISTS (SELECT 1 FROM w x WHERE x.id = :target))

@@ -1,0 +1,1 @@
+SELECT :company IS NOT NULL

@@ -1,0 +1,1 @@
+SELECT parent_id FROM issues WHERE id = :issue

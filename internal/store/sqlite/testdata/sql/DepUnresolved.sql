@@ -1,0 +1,2 @@
+SELECT i.id, i.identifier FROM issue_blockers b JOIN issues i ON i.id = b.blocker_issue_id
+WHERE b.issue_id = :issue AND i.status <> 'done'
