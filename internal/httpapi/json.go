@@ -607,7 +607,54 @@ func appendIssueJSON(dst []byte, iss *clasp.Issue) []byte {
 	dst = appendJSONTime(dst, iss.CreatedAt)
 	dst = append(dst, `,"updatedAt":`...)
 	dst = appendJSONTime(dst, iss.UpdatedAt)
+	dst = append(dst, `,"parentId":`...)
+	dst = appendJSONStringPtr(dst, iss.ParentID)
+	dst = append(dst, `,"unresolvedBlockerCount":`...)
+	dst = strconv.AppendInt(dst, int64(iss.UnresolvedBlockerCount), 10)
+	dst = append(dst, `,"dependencyReady":`...)
+	dst = strconv.AppendBool(dst, iss.DependencyReady)
+	dst = append(dst, `,"blockedBy":`...)
+	dst = appendSummaries(dst, iss.BlockedBy)
+	dst = append(dst, `,"blocks":`...)
+	dst = appendSummaries(dst, iss.Blocks)
+	dst = append(dst, `,"unresolvedBlockerIssueIds":`...)
+	if iss.UnresolvedBlockerIssueIDs == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for k, id := range iss.UnresolvedBlockerIssueIDs {
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, id)
+		}
+		dst = append(dst, ']')
+	}
 	return append(dst, '}')
+}
+
+// appendSummaries appends issue summaries as encoding/json writes them
+// (null for a nil slice).
+func appendSummaries(dst []byte, ss []clasp.IssueSummary) []byte {
+	if ss == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for k, s := range ss {
+		if k > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"id":`...)
+		dst = appendJSONString(dst, s.ID)
+		dst = append(dst, `,"identifier":`...)
+		dst = appendJSONString(dst, s.Identifier)
+		dst = append(dst, `,"title":`...)
+		dst = appendJSONString(dst, s.Title)
+		dst = append(dst, `,"status":`...)
+		dst = appendJSONString(dst, string(s.Status))
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
 }
 
 // appendJSONStringPtr appends *s as a JSON string, or null for nil.

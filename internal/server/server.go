@@ -156,6 +156,15 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 			NewRunToken: func() (string, string) { return httpapi.NewToken(httpapi.TokenRun) }})
 		apiSched = s.sched
 	}
+	// The sweeper also sends the dependency wakes (RULES.md D8): the API
+	// nudges it after a write that may make an issue ready, and it nudges
+	// the scheduler when a wake queued a run.
+	rcfg := recovery.Config{Interval: cfg.SweepInterval, Logger: log, Metrics: m}
+	if s.sched != nil {
+		sched := s.sched
+		rcfg.AfterWakes = func(int) { sched.Nudge() }
+	}
+	s.sweeper = recovery.NewSweeper(cfg.Store, rcfg)
 	s.api = httpapi.New(httpapi.Config{
 		Store:           cfg.Store,
 		Logger:          log,
@@ -165,6 +174,7 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 		Registry:        reg,
 		Metrics:         m,
 		Scheduler:       apiSched,
+		Dependencies:    s.sweeper,
 		RunLogDir:       cfg.RunLogDir,
 		Limits:          cfg.Limits,
 		RequestDeadline: cfg.RequestDeadline,
@@ -185,7 +195,6 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 	mcpH := s.api.BodyDeadline(s.api.Guard(mcp.NewHTTPHandler(s.api.Handler(), log, cfg.Limits.TrustedProxies)))
 	webH := s.api.BodyDeadline(web.Handler())
 
-	s.sweeper = recovery.NewSweeper(cfg.Store, recovery.Config{Interval: cfg.SweepInterval, Logger: log, Metrics: m})
 	if err := s.sweeper.Start(ctx); err != nil {
 		_ = ln.Close() // the sweeper's error is the one returned
 		return nil, fmt.Errorf("start sweeper: %w", err)

@@ -62,9 +62,10 @@ type depCandidate struct {
 // limit candidates of each kind (ready, children) a call, and returns how
 // many wakes it sent (a wake request recorded for the assignee agent,
 // whatever its outcome). The state of an issue without an assignee is
-// marked woken with its activity row and no wake; a ready state of a
-// closed issue, and a children state of a closed or blocked parent, are
-// marked woken with no wake and no activity. Each candidate is its own transaction (see the file's
+// marked woken with its activity row and no wake; a ready state of an
+// issue closed before the delivery gets its activity row and a wake
+// request recorded as skipped (no run); a children state of a closed or
+// blocked parent is marked woken with no wake and no activity. Each candidate is its own transaction (see the file's
 // comment): a failure of one is returned after the others ran.
 func (h Heartbeat) DependencyWakesDeliver(ctx context.Context, limit int) (int, error) {
 	limit = PageLimit(limit)
@@ -123,8 +124,12 @@ func (h Heartbeat) depWake(ctx context.Context, c depCandidate) (bool, error) {
 		if err != nil {
 			return fmt.Errorf("mark dependency wake of issue %s: %w", c.issueID, err)
 		}
-		if m == nil || m.Status.Closed() || (c.children && m.Status == clasp.IssueBlocked) {
-			return nil // claimed elsewhere, no longer due, or nothing to wake: marked woken only
+		if m == nil {
+			return nil // claimed elsewhere, or no longer due
+		}
+		closed := m.Status.Closed()
+		if (c.children && (closed || m.Status == clasp.IssueBlocked)) || (closed && c.assignee == nil) {
+			return nil // nothing to wake: marked woken only
 		}
 		if err := tx.LogActivity(ctx, m.CompanyID, SystemActor, action, "issue", c.issueID, map[string]any{
 			"identifier": m.Identifier, genKey: m.Generation,
@@ -135,6 +140,12 @@ func (h Heartbeat) depWake(ctx context.Context, c depCandidate) (bool, error) {
 			return nil
 		}
 		sent = true
+		if closed {
+			// The issue was closed between its ready state and this
+			// delivery (its agent took it at once): the wake is recorded,
+			// skipped, so that every ready state has its one wake request.
+			return recordSkippedWake(ctx, tx, m.CompanyID, *c.assignee, c.issueID, reason)
+		}
 		_, err = wake(ctx, tx, &WakeParams{AgentID: *c.assignee, IssueID: c.issueID, Reason: reason, Actor: SystemActor})
 		if clasp.AsError(err) != nil {
 			// the wake path refuses it (its agent is gone, say): the state
@@ -148,4 +159,19 @@ func (h Heartbeat) depWake(ctx context.Context, c depCandidate) (bool, error) {
 		return false, h.d.Translate(fmt.Errorf("deliver dependency wake of issue %s: %w", c.issueID, err))
 	}
 	return sent, nil
+}
+
+// recordSkippedWake records a wake request of agentID for issueID with
+// reason and outcome skipped, and its agent.wake_requested row (actor
+// system), starting nothing: the wake of a ready state whose issue is
+// closed already.
+func recordSkippedWake(ctx context.Context, tx WakeTx, companyID, agentID, issueID, reason string) error {
+	id := tx.NewID()
+	if err := tx.InsertWake(ctx, &WakeRecord{ID: id, CompanyID: companyID, AgentID: agentID, IssueID: issueID,
+		Reason: reason, Outcome: WakeSkipped}); err != nil {
+		return fmt.Errorf("record wake of agent %s: %w", agentID, err)
+	}
+	return tx.LogActivity(ctx, companyID, SystemActor, clasp.ActionWakeRequested, "agent", agentID, map[string]any{
+		"wakeId": id, "reason": reason, "issueId": issueID, "outcome": WakeSkipped, "runId": nil, "blockedByRunId": nil,
+	})
 }

@@ -19,6 +19,30 @@ var depWakeTests = []struct {
 	{"D8_BlockersResolvedWakeOnce", testD8BlockersResolvedWake},
 	{"D8_ChildrenCompletedWake", testD8ChildrenCompletedWake},
 	{"D8_Race_TwoBlockersTwoDeliverers", testD8RaceTwoBlockers},
+	{"D8_ClosedBeforeDelivery", testD8ClosedBeforeDelivery},
+}
+
+// D8: an issue closed between its ready state and the delivery (its agent
+// took it at once) still gets its one wake request, recorded skipped, with
+// no run queued; a later delivery sends nothing more.
+func testD8ClosedBeforeDelivery(t *testing.T, e *hbEnv) {
+	t.Cleanup(func() { checkDepCounts(t, e.st, e.co.ID) })
+	b := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+	i := depIssue(t, e.env, clasp.IssueTodo, e.a.ID, "", b.ID)
+	mustStatus(t, e.st, b.ID, clasp.IssueDone)
+	mustStatus(t, e.st, i.ID, clasp.IssueDone)
+	e.deliver(t, "closed before delivery", 1)
+	e.deliver(t, "again", 0)
+	w := e.wakesOf(t, e.a.ID, clasp.InvocationBlockersResolved)
+	if len(w) != 1 {
+		t.Fatalf("wake requests: %d, want 1", len(w))
+	}
+	if d := details(t, w[0]); asString(d["outcome"]) != store.WakeSkipped || asString(d["issueId"]) != i.ID {
+		t.Errorf("wake details %v, want outcome %s for issue %s", d, store.WakeSkipped, i.ID)
+	}
+	if runs, err := e.hs.RunQueuedManaged(t.Context(), 10); err != nil || len(runs) != 0 {
+		t.Errorf("queued runs: %v, %v; want none for a closed issue", runs, err)
+	}
 }
 
 // wakesOf returns agentID's agent.wake_requested rows with reason.
