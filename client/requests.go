@@ -95,6 +95,7 @@ type IssueListParams struct {
 	AssigneeAgentID string
 	Query           string // q: substring of title or identifier
 	Ready           bool   // only issues whose blockers are all done
+	ParentID        string // only the children of this issue (its id)
 	Limit           int    // 1..1000, default 100
 	Cursor          string // from Page.NextCursor
 }
@@ -113,6 +114,7 @@ func (p IssueListParams) values() url.Values {
 	if p.Ready {
 		v.Set("ready", "true")
 	}
+	setNonEmpty(v, "parentId", p.ParentID)
 	setPage(v, p.Limit, p.Cursor)
 	return v
 }

@@ -128,10 +128,10 @@ func errAgentInProgress() error {
 		WithDetails("field", "status")
 }
 
-// issueList: GET /api/companies/{companyId}/issues?status=a,b&assigneeAgentId=&q=&ready=&limit=&cursor=
+// issueList: GET /api/companies/{companyId}/issues?status=a,b&assigneeAgentId=&q=&ready=&parentId=&limit=&cursor=
 // (board, or an agent of the company), newest first. assigneeAgentId=none
 // (or unassigned=true) lists unassigned issues; ready=true only issues
-// whose blockers are all done.
+// whose blockers are all done; parentId only the children of that issue.
 func (s *Server) issueList(ctx context.Context, c *call) (int, any, error) {
 	q := c.r.URL.Query()
 	page, err := pageParams(q)
@@ -168,6 +168,9 @@ func (s *Server) issueList(ctx context.Context, c *call) (int, any, error) {
 	}
 	if p.Unassigned && p.AssigneeAgentID != "" {
 		return 0, nil, clasp.InvalidField("assigneeAgentId", "Ask for unassigned issues or for one assignee, not both.")
+	}
+	if p.ParentID, err = uuidParam(q, "parentId", "an issue id (a UUID)"); err != nil {
+		return 0, nil, err
 	}
 	switch v := q.Get("ready"); v {
 	case "", "false":
@@ -217,10 +220,10 @@ type issueUpdateIn struct {
 
 	parent      *string   // decoded ParentID: nil absent, "" top-level, else a ref
 	blockers    *[]string // decoded BlockedByIssueIDs: nil absent, else the new list
-	assignee    *string  // decoded AssigneeAgentID: nil absent, "" unassign, else a UUID
-	description *string  // decoded Description: nil absent, "" for null (clear), else the text
-	compat      []string // Paperclip fields the body carried (accepted, unmodelled)
-	noop        bool     // the body carries only accepted Paperclip fields: nothing to write
+	assignee    *string   // decoded AssigneeAgentID: nil absent, "" unassign, else a UUID
+	description *string   // decoded Description: nil absent, "" for null (clear), else the text
+	compat      []string  // Paperclip fields the body carried (accepted, unmodelled)
+	noop        bool      // the body carries only accepted Paperclip fields: nothing to write
 }
 
 func (in *issueUpdateIn) compatFields() map[string]compatField { return issueUpdateCompat }

@@ -219,7 +219,9 @@ type IssueListParams struct {
 	// Ready keeps only issues whose blockers are all done
 	// (unresolvedBlockerCount 0).
 	Ready bool
-	Page  Page
+	// ParentID (an issue id) keeps only that issue's children.
+	ParentID string
+	Page     Page
 }
 
 // IssueCheckoutParams is a checkout (rules L1-L3). Ref is the issue UUID or

@@ -110,6 +110,9 @@ func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*cla
 		where = append(where, `(title ILIKE ? OR identifier ILIKE ?)`)
 		args = append(args, like, like)
 	}
+	if p.ParentID != "" {
+		where, args = append(where, "parent_id = ?"), append(args, p.ParentID) // D9: a parent's children
+	}
 	if p.Ready {
 		where = append(where, "unresolved_blocker_count = 0") // D9
 	}

@@ -435,7 +435,7 @@ func depIssueP(t *testing.T, e *env, prio clasp.Priority, assignee string, block
 
 // D9: IssueRelations (blockers, dependents by identifier number,
 // unresolved ids, ancestors nearest first), the inbox's readiness, and the
-// list's Ready filter.
+// list's Ready and ParentID filters.
 func testD9Relations(t *testing.T, open opener) {
 	e := newDepEnv(t, open)
 	ctx := t.Context()
@@ -500,6 +500,13 @@ func testD9Relations(t *testing.T, open opener) {
 	}
 	if len(list) != 4 {
 		t.Errorf("list ready: %d issues, want 4", len(list))
+	}
+	children, _, err := e.st.IssueList(ctx, &store.IssueListParams{CompanyID: e.co.ID, ParentID: mid.ID, Page: store.Page{Limit: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(children) != 1 || children[0].ID != i1.ID {
+		t.Errorf("children of %s: %d issues, want only %s", mid.Identifier, len(children), i1.Identifier)
 	}
 }
 
