@@ -348,3 +348,56 @@ func TestRunPage(t *testing.T) {
 		t.Errorf("an unknown run's page answers %d, want 404", res.StatusCode)
 	}
 }
+
+// TestDependenciesOnBoard: an issue's page names its parent, its blockers
+// and dependents with their status and its sub-issues, each linked, and
+// says what it waits for; its card on the board says "waiting on" the
+// blockers that are not done, and stops saying it once they are; the
+// History reads the edge changes as sentences.
+func TestDependenciesOnBoard(t *testing.T) {
+	f := newFleet(t)
+	parent := f.issue("Release", "todo", "high")
+	b1 := f.issue("Build", "todo", "medium")
+	b2 := f.issue("Docs", "done", "medium")
+	var iss struct {
+		Identifier string `json:"identifier"`
+	}
+	f.call("POST", "/api/companies/"+f.company+"/issues", "",
+		`{"title":"Ship","status":"todo","parentId":"`+parent+`","blockedByIssueIds":["`+b1+`","`+b2+`"]}`, http.StatusCreated, &iss)
+	ship := iss.Identifier
+
+	page := f.page("/issues/" + ship + "?company=" + f.company)
+	deps := visibleText(between(t, page, `id="deps"`, `</section>`))
+	for _, want := range []string{"Waiting on " + b1 + " : it cannot be checked out or finished before it is done.",
+		"Parent " + parent + " todo", "Blocked by " + b1 + " todo , " + b2 + " done", "Blocks nothing", "Sub-issues none"} {
+		if !strings.Contains(deps, want) {
+			t.Errorf("the Dependencies section lacks %q:\n%s", want, deps)
+		}
+	}
+	for _, link := range []string{parent, b1, b2} {
+		if !strings.Contains(between(t, page, `id="deps"`, `</section>`), `href="/issues/`+link+`?company=`) {
+			t.Errorf("%s is not linked in the Dependencies section", link)
+		}
+	}
+	hist := visibleText(between(t, page, `id="hist-h"`, `</section>`))
+	for _, want := range []string{"made " + ship + " wait for " + b1, "made " + ship + " a sub-issue of " + parent} {
+		if !strings.Contains(hist, want) {
+			t.Errorf("the History lacks %q:\n%s", want, hist)
+		}
+	}
+	parentPage := visibleText(between(t, f.page("/issues/"+parent+"?company="+f.company), `id="deps"`, `</section>`))
+	if !strings.Contains(parentPage, "Sub-issues "+ship+" todo") {
+		t.Errorf("the parent's page does not list its sub-issue:\n%s", parentPage)
+	}
+	if !strings.Contains(visibleText(cardOf(t, f.page("/?company="+f.company), ship)), "waiting on "+b1) {
+		t.Errorf("the card of %s does not say it waits on %s", ship, b1)
+	}
+
+	f.call("PATCH", "/api/issues/"+b1, "", `{"status":"done"}`, http.StatusOK, nil)
+	if card := visibleText(cardOf(t, f.page("/?company="+f.company), ship)); strings.Contains(card, "waiting") {
+		t.Errorf("the card of %s still waits once its blockers are done: %s", ship, card)
+	}
+	if deps := visibleText(between(t, f.page("/issues/"+ship+"?company="+f.company), `id="deps"`, `</section>`)); !strings.Contains(deps, "Ready: every blocker is done.") {
+		t.Errorf("the Dependencies section of a ready issue:\n%s", deps)
+	}
+}

@@ -41,6 +41,8 @@ var Actions = []string{
 	clasp.ActionCompanyCreated, clasp.ActionAgentCreated, clasp.ActionAgentUpdated, clasp.ActionAgentKeyCreated, clasp.ActionAgentKeyRevoked,
 	clasp.ActionAgentAdapterSet, clasp.ActionWakeRequested, clasp.ActionWakePromoted, clasp.ActionRunQueued,
 	clasp.ActionIssueExecutionLocked, clasp.ActionIssueLockMoved,
+	clasp.ActionIssueBlockerAdded, clasp.ActionIssueBlockerRemoved, clasp.ActionIssueParentChanged,
+	clasp.ActionIssueBlockersResolved, clasp.ActionIssueChildrenCompleted,
 }
 
 // page wraps a page's data function with the sign-in check (a redirect to

@@ -74,6 +74,18 @@ func (l *lookup) issueRef(id string) seg {
 	return seg{Text: ident, Href: "/issues/" + url.PathEscape(ident) + "?company=" + url.QueryEscape(l.companyID)}
 }
 
+// knownIssue is issueRef for an issue whose identifier the row itself
+// names (ident, "" when it does not): no lookup is needed.
+func (l *lookup) knownIssue(id, ident string) seg {
+	if ident != "" {
+		if l.idents == nil {
+			l.idents = map[string]string{}
+		}
+		l.idents[id] = ident
+	}
+	return l.issueRef(id)
+}
+
 // agentRef returns the link to agent id (its section of the Agents page),
 // named by its name.
 func (l *lookup) agentRef(id string) seg {
@@ -168,6 +180,10 @@ type details struct {
 	Attempt                int                        `json:"attempt"`
 	ExitCode               *int                       `json:"exitCode"`
 	Changes                map[string]json.RawMessage `json:"changes"`
+	BlockerIssueID         string                     `json:"blockerIssueId"`
+	BlockerIdentifier      string                     `json:"blockerIdentifier"`
+	ParentID               string                     `json:"parentId"`
+	ParentIdentifier       string                     `json:"parentIdentifier"`
 }
 
 // change is one field's {from, to} in an update's changes.
@@ -372,6 +388,19 @@ func (l *lookup) describe(a *clasp.Activity) []seg {
 			s = sentence(s, ", behind ", l.runRef(d.BlockedByRunID))
 		}
 		return s
+	case clasp.ActionIssueBlockerAdded:
+		return sentence("made ", e, " wait for ", l.knownIssue(d.BlockerIssueID, d.BlockerIdentifier))
+	case clasp.ActionIssueBlockerRemoved:
+		return sentence("stopped ", e, " waiting for ", l.knownIssue(d.BlockerIssueID, d.BlockerIdentifier))
+	case clasp.ActionIssueParentChanged:
+		if d.ParentID == "" {
+			return sentence("made ", e, " a top-level issue")
+		}
+		return sentence("made ", e, " a sub-issue of ", l.knownIssue(d.ParentID, d.ParentIdentifier))
+	case clasp.ActionIssueBlockersResolved:
+		return sentence("found every blocker of ", e, " done: it may start")
+	case clasp.ActionIssueChildrenCompleted:
+		return sentence("found every sub-issue of ", e, " closed")
 	case clasp.ActionWakePromoted:
 		s := sentence("woke ", e, " as asked earlier")
 		if d.RunID != "" {

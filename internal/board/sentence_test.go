@@ -61,6 +61,12 @@ func TestEveryActionReadsAsASentence(t *testing.T) {
 		{clasp.ActionAgentAdapterSet, "agent", agent, map[string]any{"adapterType": "process"}, "set the adapter of builder to process"},
 		{clasp.ActionWakeRequested, "agent", agent, map[string]any{"outcome": "deferred", "blockedByRunId": run}, "asked to wake builder: deferred, behind builder's run of 03:04:05"},
 		{clasp.ActionWakePromoted, "agent", agent, map[string]any{"runId": other, "endedRunId": run}, "woke builder as asked earlier, in builder's run of 03:05:05, once builder's run of 03:04:05 ended"},
+		{clasp.ActionIssueBlockerAdded, "issue", issue, map[string]any{"identifier": "ACME-5", "blockerIssueId": "0191e0a4-0000-7000-8000-0000000000e2", "blockerIdentifier": "ACME-3"}, "made ACME-5 wait for ACME-3"},
+		{clasp.ActionIssueBlockerRemoved, "issue", issue, map[string]any{"identifier": "ACME-5", "blockerIssueId": "0191e0a4-0000-7000-8000-0000000000e2", "blockerIdentifier": "ACME-3"}, "stopped ACME-5 waiting for ACME-3"},
+		{clasp.ActionIssueParentChanged, "issue", issue, map[string]any{"identifier": "ACME-5", "parentId": "0191e0a4-0000-7000-8000-0000000000e3", "parentIdentifier": "ACME-1"}, "made ACME-5 a sub-issue of ACME-1"},
+		{clasp.ActionIssueParentChanged, "issue", issue, map[string]any{"identifier": "ACME-5", "parentId": nil, "previousParentId": "0191e0a4-0000-7000-8000-0000000000e3"}, "made ACME-5 a top-level issue"},
+		{clasp.ActionIssueBlockersResolved, "issue", issue, map[string]any{"identifier": "ACME-5", "readyGeneration": 1}, "found every blocker of ACME-5 done: it may start"},
+		{clasp.ActionIssueChildrenCompleted, "issue", issue, map[string]any{"identifier": "ACME-5", "childrenGeneration": 1}, "found every sub-issue of ACME-5 closed"},
 		{"issue.renamed_by_a_newer_server", "issue", issue, map[string]any{"x": 1}, "recorded issue renamed by a newer server on ACME-5"},
 	}
 	tail := regexp.MustCompile(`\b[0-9a-f]{8}\b`)
