@@ -33,6 +33,8 @@ var codeStatus = map[string]int{
 	clasp.CodePreconditionFailed:   http.StatusUnprocessableEntity,
 	clasp.CodeRunNotFound:          http.StatusUnprocessableEntity,
 	clasp.CodeIdempotencyKeyReused: http.StatusUnprocessableEntity,
+	clasp.CodeBlockedByUnresolved:  http.StatusUnprocessableEntity,
+	clasp.CodeDependencyCycle:      http.StatusUnprocessableEntity,
 	clasp.CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	clasp.CodeHeaderTooLarge:       http.StatusRequestHeaderFieldsTooLarge,
 	clasp.CodeRateLimited:          http.StatusTooManyRequests,
