@@ -69,7 +69,7 @@ func TestToolListGolden(t *testing.T) {
 			t.Errorf("%s: output schema, annotations (with destructiveHint) and description are required", tl.Name)
 		}
 	}
-	if d := cmp.Diff([]string{"add_comment", "checkout_issue", "claim_next_issue", "get_issue", "list_my_issues", "release_issue", "session_status", "update_issue_status"}, names); d != "" {
+	if d := cmp.Diff([]string{"add_comment", "checkout_issue", "claim_next_issue", "create_issue", "get_issue", "list_my_issues", "release_issue", "session_status", "update_issue_status"}, names); d != "" {
 		t.Errorf("tools (-want +got):\n%s", d)
 	}
 	if cs.InitializeResult().Instructions != mcp.Instructions {
@@ -231,6 +231,54 @@ func TestWorkLoop(t *testing.T) {
 		wait := call(t, cs, "claim_next_issue", map[string]any{"waitSeconds": 99})
 		if !wait.IsError || wait.str("error", "code") != "invalid_request" {
 			t.Errorf("waitSeconds 99: %+v", wait.S)
+		}
+	})
+}
+
+// TestCreateIssueWithBlockers: create_issue splits work: a part with a
+// parent and a blocker waits (get_issue says on what, claim_next_issue
+// skips it), the same call again creates nothing new, a blocker that does
+// not exist is an isError not_found; once the blocker is done the part is
+// claimed.
+func TestCreateIssueWithBlockers(t *testing.T) {
+	stores(t, func(t *testing.T, dbURL string) {
+		w := newWorld(t, dbURL, 30*time.Second, 0)
+		cs, _ := w.agentSession(0)
+		ctx := context.Background()
+		first := call(t, cs, "create_issue", map[string]any{"title": "lay the foundation", "assignToMe": true})
+		if first.IsError || first.str("outcome") != "created" || first.str("issue", "status") != "todo" || first.str("issue", "assignee") != "you" {
+			t.Fatalf("create_issue: %+v", first.S)
+		}
+		base := first.str("issue", "identifier")
+		args := map[string]any{"title": "build the walls", "parent": base, "blockedBy": []string{base}}
+		part := call(t, cs, "create_issue", args)
+		ident := part.str("issue", "identifier")
+		if part.IsError || part.str("issue", "dependencyReady") != "false" || part.str("issue", "parent") != base ||
+			!strings.Contains(part.str("message"), "waiting on "+base) {
+			t.Fatalf("create_issue with a blocker: %+v", part.S)
+		}
+		if again := call(t, cs, "create_issue", args); again.str("issue", "identifier") != ident {
+			t.Errorf("the same create_issue again made %s, want %s (created once)", again.str("issue", "identifier"), ident)
+		}
+		g := call(t, cs, "get_issue", map[string]any{"issue": ident})
+		if g.IsError || !strings.Contains(g.str("message"), "waiting on "+base) || g.str("issue", "waitingOn") == "" {
+			t.Errorf("get_issue of a waiting issue: %+v", g.S)
+		}
+		missing := call(t, cs, "create_issue", map[string]any{"title": "x", "blockedBy": []string{"ACME-999"}})
+		if !missing.IsError || missing.str("error", "code") != "not_found" {
+			t.Errorf("a blocker that does not exist: %+v", missing.S)
+		}
+		c := call(t, cs, "claim_next_issue", nil)
+		if c.str("issue", "identifier") != base {
+			t.Fatalf("claim: %+v; want %s (%s waits on it)", c.S, base, ident)
+		}
+		call(t, cs, "update_issue_status", map[string]any{"issue": base, "status": "done", "comment": "laid"})
+		c = call(t, cs, "claim_next_issue", nil)
+		if c.str("issue", "identifier") != ident {
+			t.Fatalf("claim once the blocker is done: %+v; want %s", c.S, ident)
+		}
+		if iss, err := w.board.IssueGet(ctx, ident); err != nil || iss.ParentID == nil || len(iss.BlockedBy) != 1 {
+			t.Errorf("the part as the board sees it: %+v, %v", iss, err)
 		}
 	})
 }

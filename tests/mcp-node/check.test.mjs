@@ -74,7 +74,7 @@ after(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-const tools = ["add_comment", "checkout_issue", "claim_next_issue", "get_issue", "list_my_issues", "release_issue", "session_status", "update_issue_status"];
+const tools = ["add_comment", "checkout_issue", "claim_next_issue", "create_issue", "get_issue", "list_my_issues", "release_issue", "session_status", "update_issue_status"];
 
 async function connect(transport) {
   const c = new Client({ name: "clasp-node-check", version: "1.0.0" });
