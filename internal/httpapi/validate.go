@@ -90,7 +90,7 @@ func firstErr(errs ...error) error {
 }
 
 // maxBlockers is the most blockers one issue may list in a request.
-const maxBlockers = 100
+const maxBlockers = 1000
 
 // issueRefField checks an optional issue ref field (a UUID or an
 // identifier such as ACME-12): 400 invalid_request naming field

@@ -143,6 +143,43 @@ func TestSwarmSurvivesKills(t *testing.T) {
 	}
 }
 
+// TestSwarmDepsSurvivesKills runs `clasp swarm --deps` on a tree of 40
+// files in nested directories with 4 agents and kills: every file and
+// directory issue is done once, the root's result is the tree hash, no
+// issue entered in_progress or done before its blockers, and each
+// directory's ready state woke its agent once (the report's wakes equal
+// its directories).
+func TestSwarmDepsSurvivesKills(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeTree(t, dir, 40)
+	cmd := exec.Command(claspBin, "swarm", "--deps", "--dir", dir, "--agents", "4", "--kill-rate", "0.3", "--slow", "20ms",
+		"--lease-ttl", "1s", "--sweep-interval", "200ms", "--timeout", "4m", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("stderr:\n%s", stderr.String())
+	if err != nil {
+		t.Fatalf("clasp swarm --deps: %v\nstdout:\n%s", err, stdout.String())
+	}
+	var rep swarm.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("decode report: %v\n%s", err, stdout.String())
+	}
+	if rep.Deps == nil || rep.Deps.Dirs < 2 || rep.Deps.Edges != rep.Issues-1 || rep.Deps.Wakes != rep.Deps.Dirs || rep.Deps.RootHash == "" {
+		t.Fatalf("dependency report %+v of %d issues: want the directories, one edge per issue but the root, one wake per directory", rep.Deps, rep.Issues)
+	}
+	if rep.Issues != 40+rep.Deps.Dirs || rep.Done != rep.Issues {
+		t.Errorf("issues %d, done %d; want 40 files + %d directories, all done", rep.Issues, rep.Done, rep.Deps.Dirs)
+	}
+	if rep.Kills == 0 {
+		t.Errorf("kills = 0, want > 0")
+	}
+	if len(rep.Violations) != 0 {
+		t.Errorf("violations: %v", rep.Violations)
+	}
+}
+
 // TestSwarmManagedSurvivesKills runs `clasp swarm --managed` on 20 files
 // with 3 server-managed agents, 30% of whose run processes are SIGKILLed
 // : the server's process-loss handling (process_lost, one retry)
