@@ -140,6 +140,11 @@ type Config struct {
 	// makes a scale run (baseline and ratios) like SeedIssues, with or
 	// without it. 0 (the default) adds none.
 	SeedAgents int
+	// Blockers, when positive, blocks every issue of the HTTP fixture by
+	// that many done issues (RULES.md, Dependencies), to weigh what
+	// dependencies cost the cycle: compare a run with 2 against one
+	// without. 0 (the default) adds none.
+	Blockers int
 	// NoRaw skips the raw and textbook limit phases.
 	NoRaw bool
 	// KeepData leaves what the bench made on a --server (ServerURL) as it
@@ -219,6 +224,9 @@ func (c Config) Validate() error {
 	if c.SeedAgents < 0 || c.SeedAgents > 0 && c.ServerURL != "" {
 		return errors.New("seed-agents: a count of 0 or more, with an in-process server only (SQLite or --database-url)")
 	}
+	if c.Blockers < 0 || c.Blockers > 1000 {
+		return fmt.Errorf("blockers %d: want 0 to 1000", c.Blockers)
+	}
 	if c.ServerURL != "" && c.DatabaseURL != "" {
 		return errors.New("server and database-url: give one or the other")
 	}
@@ -246,6 +254,8 @@ type Report struct {
 	// key and a finished run) were bulk-inserted in each company.
 	SeedIssues int `json:"seedIssues,omitempty"`
 	SeedAgents int `json:"seedAgents,omitempty"`
+	// Blockers is Config.Blockers: the done blockers of every issue.
+	Blockers int `json:"blockers,omitempty"`
 	// CPUMeasures and OpUnits explain the columns.
 	CPUMeasures string `json:"cpuMeasures"`
 	// DBCPUMeasures explains the database CPU column ("" when not measured).
@@ -495,7 +505,7 @@ func setup(ctx context.Context, cfg Config) (*benchRun, error) {
 	// Making thousands of issues takes seconds: say so before the first
 	// phase's line, so that a run is never silent while it starts.
 	fmt.Fprintf(cfg.Progress, "%-24s %d agents and %d issues...\n", "setting up", maxClients, b.fixIssues)
-	if b.fx, err = setupHTTP(ctx, srv.api, maxClients, b.fixIssues); err != nil {
+	if b.fx, err = setupHTTP(ctx, srv.api, maxClients, b.fixIssues, cfg.Blockers); err != nil {
 		return b, err
 	}
 	if cfg.SeedIssues > 0 || cfg.SeedAgents > 0 {
@@ -507,7 +517,7 @@ func setup(ctx context.Context, cfg Config) (*benchRun, error) {
 			return b, err
 		}
 		b.cleanups = append(b.cleanups, bsrv.close)
-		bfx, err := setupHTTP(ctx, bsrv.api, maxClients, b.fixIssues)
+		bfx, err := setupHTTP(ctx, bsrv.api, maxClients, b.fixIssues, cfg.Blockers)
 		if err != nil {
 			return b, err
 		}
@@ -554,7 +564,7 @@ func (b *benchRun) newReport() *Report {
 	cfg := b.cfg
 	rep := &Report{
 		Command: cfg.Command, StartedAt: time.Now().UTC(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
-		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Duration: cfg.Duration, Issues: cfg.Issues, SeedIssues: cfg.SeedIssues, SeedAgents: cfg.SeedAgents, OpUnits: map[string]string{},
+		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Duration: cfg.Duration, Issues: cfg.Issues, SeedIssues: cfg.SeedIssues, SeedAgents: cfg.SeedAgents, Blockers: cfg.Blockers, OpUnits: map[string]string{},
 		Server: b.srv.describe,
 	}
 	for _, w := range cfg.Workloads {

@@ -323,7 +323,12 @@ type fixture struct {
 // setupHTTP creates, through the API, a company with a random prefix,
 // nAgents agents with a key each, one unassigned issue for the contended
 // workload and nIssues-1 todo issues assigned round-robin to the agents.
-func setupHTTP(ctx context.Context, a *api, nAgents, nIssues int) (*fixture, error) {
+//
+// With blockers > 0 it first creates that many done issues, and every
+// issue of the run is blocked by all of them (RULES.md, Dependencies):
+// each answer then carries its blockers, and every checkout and claim
+// decides readiness, at the cost the dependencies add to the cycle.
+func setupHTTP(ctx context.Context, a *api, nAgents, nIssues, blockers int) (*fixture, error) {
 	board := a.client(a.board)
 	co, err := a.createCompany(ctx, "clasp bench", "B")
 	if err != nil {
@@ -351,9 +356,20 @@ func setupHTTP(ctx context.Context, a *api, nAgents, nIssues int) (*fixture, err
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
+	var done []string
+	for i := range blockers {
+		var b *clasp.Issue
+		if err := retryLimited(ctx, func() (err error) {
+			b, err = board.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: fmt.Sprintf("bench blocker %d", i), Status: clasp.IssueDone})
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("bench: create blocker: %w", err)
+		}
+		done = append(done, b.ID)
+	}
 	var hot *clasp.Issue
 	err = retryLimited(ctx, func() (err error) {
-		hot, err = board.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: "contended", Status: clasp.IssueTodo})
+		hot, err = board.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: "contended", Status: clasp.IssueTodo, BlockedByIssueIDs: done})
 		return err
 	})
 	if err != nil {
@@ -365,7 +381,7 @@ func setupHTTP(ctx context.Context, a *api, nAgents, nIssues int) (*fixture, err
 		var iss *clasp.Issue
 		err := retryLimited(ctx, func() (err error) {
 			iss, err = board.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: fmt.Sprintf("bench issue %d", i),
-				Status: clasp.IssueTodo, AssigneeAgentID: fx.agents[i%nAgents].id})
+				Status: clasp.IssueTodo, AssigneeAgentID: fx.agents[i%nAgents].id, BlockedByIssueIDs: done})
 			return err
 		})
 		if err != nil {

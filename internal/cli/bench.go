@@ -140,6 +140,7 @@ stderr says so (--keep-data leaves them as they are).`,
 	f.StringVar(&cfg.Token, "token", "", "board token of --server (default $"+EnvToken+"; none for a --local-trusted server)")
 	f.StringVar(&cfg.DatabaseURL, "database-url", "", "run the in-process server on this PostgreSQL database (postgres://...) in a fresh schema, dropped at the end; the raw limit is the same statements through pgx in a second fresh schema")
 	f.IntVar(&cfg.SeedIssues, "seed-issues", 0, "bulk-insert this many filler issues (done, unassigned) into each company before its phases, for scale figures (in-process servers only: SQLite or --database-url)")
+	f.IntVar(&cfg.Blockers, "blockers", 0, "block every issue of the run by this many done issues, to weigh what dependencies cost (compare --blockers 2 with none)")
 	f.IntVar(&cfg.SeedAgents, "seed-agents", 0, "bulk-insert this many filler agents (each with an API key and a finished run) into the same companies as --seed-issues, for scale figures (in-process servers only; like --seed-issues it adds the http-base baseline)")
 	f.BoolVar(&cfg.NoRaw, "no-raw", false, "skip the raw and textbook limit phases")
 	f.BoolVar(&cfg.KeepData, "keep-data", false, "with --server: leave the bench's agents and issues as they are (by default its agents are terminated and its open issues cancelled at the end)")
