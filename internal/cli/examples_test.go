@@ -194,6 +194,12 @@ func startExampleServer(t *testing.T, bin string) *exampleServer {
 	s.api("POST", "/api/agents/"+ag.ID+"/keys", s.token, `{}`, &key)
 	s.api("POST", "/api/agents/me/runs", key.Token, `{}`, &run)
 	s.api("POST", "/api/companies/"+co.ID+"/issues", s.token, `{"title":"An example's issue","status":"todo"}`, &iss)
+	// EX-2 to EX-5 stand for the other issues the examples name (a
+	// parent, blockers, an issue to show), in backlog: no agent example
+	// claims them.
+	for i := 2; i <= 5; i++ {
+		s.api("POST", "/api/companies/"+co.ID+"/issues", s.token, fmt.Sprintf(`{"title":"Example issue %d","status":"backlog"}`, i), nil)
+	}
 	s.api("POST", "/api/operators/tokens", s.token, `{"name":"ci","role":"viewer"}`, &op)
 	s.company, s.agent, s.key, s.keyID, s.run, s.runToken, s.issue, s.operatorTok = co.ID, ag.ID, key.Token, key.ID, run.ID, run.RunToken, iss.Identifier, op.ID
 	return s
@@ -399,6 +405,7 @@ func runExample(t *testing.T, bin, repo string, ex example) {
 		"<company-id>", s.company, "<id>", s.company, "0b6c...e1", s.company,
 		"<agent-id>", s.agent, "<key-id>", s.keyID, "<run-id>", runID, "<token-id>", s.operatorTok,
 		"ACME-12", s.issue, "ENG-12", s.issue, "--company ACME", "--company EX",
+		"ACME-1", "EX-2", "ACME-3", "EX-3", "ACME-4", "EX-4", "ACME-5", "EX-5",
 		"/backups/", backups+"/", "/var/lib/clasp", s.data, "/tmp/clasp", filepath.Join(tmp, "serve-data"),
 		"/tmp/verify", filepath.Join(tmp, "verify"), "/src/clasp", repo, "/usr/share/doc", filepath.Join(repo, "docs"),
 		"/etc/bash_completion.d/clasp", filepath.Join(tmp, "clasp.bash"), "~/.config/fish/completions/clasp.fish", filepath.Join(tmp, "clasp.fish"),
