@@ -228,7 +228,8 @@ func fileDeps(ctx context.Context, board *client.Client, co *clasp.Company, file
 	return out, nil
 }
 
-// parallel calls f(0..n-1) on 8 goroutines and returns the first error.
+// parallel calls f(0..n-1) on 8 goroutines and returns the first error
+// (ctx's error when it ended before every call was made).
 func parallel(ctx context.Context, n int, f func(i int) error) error {
 	var (
 		wg       sync.WaitGroup

@@ -9,9 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
-	"sync"
 	"time"
 )
 
@@ -79,39 +77,10 @@ func ListFiles(ctx context.Context, dir string, skip []string, max int) ([]File,
 
 // hashAll fills in SHA256 of every file with a few goroutines.
 func hashAll(ctx context.Context, files []File) error {
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		next     = make(chan int)
-	)
-	for range max(2, runtime.GOMAXPROCS(0)) {
-		wg.Go(func() {
-			for i := range next {
-				sum, err := HashFile(ctx, files[i].Abs, 0)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-				files[i].SHA256 = sum
-			}
-		})
-	}
-feed:
-	for i := range files {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
+	return parallel(ctx, len(files), func(i int) (err error) {
+		files[i].SHA256, err = HashFile(ctx, files[i].Abs, 0)
+		return err
+	})
 }
 
 // hashSteps is how many pieces a slowed hash is cut into: the work sleeps

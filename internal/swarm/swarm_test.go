@@ -79,6 +79,26 @@ func writeTree(t *testing.T, dir string, n int) {
 	}
 }
 
+// runSwarm runs `clasp swarm args... --json`, logs its stderr, and returns
+// its report and stderr; it fails the test when the swarm exits non-zero
+// or its report cannot be read.
+func runSwarm(t *testing.T, args ...string) (swarm.Report, string) {
+	t.Helper()
+	cmd := exec.Command(claspBin, append(append([]string{"swarm"}, args...), "--json")...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("stderr:\n%s", stderr.String())
+	if err != nil {
+		t.Fatalf("clasp swarm %s: %v\nstdout:\n%s", strings.Join(args, " "), err, stdout.String())
+	}
+	var rep swarm.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("decode report: %v\n%s", err, stdout.String())
+	}
+	return rep, stderr.String()
+}
+
 // wantProgressDone checks that the last progress line on stderr
 // ("swarm: done N/M ...") counts what the report counts: N is the report's
 // done issues and M its issues.
@@ -107,23 +127,12 @@ func TestSwarmSurvivesKills(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeTree(t, dir, 60)
-	cmd := exec.Command(claspBin, "swarm", "--dir", dir, "--agents", "4", "--kill-rate", "0.3", "--slow", "20ms",
-		"--lease-ttl", "1s", "--sweep-interval", "200ms", "--timeout", "4m", "--json")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	t.Logf("stderr:\n%s", stderr.String())
-	if err != nil {
-		t.Fatalf("clasp swarm: %v\nstdout:\n%s", err, stdout.String())
-	}
-	var rep swarm.Report
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("decode report: %v\n%s", err, stdout.String())
-	}
+	rep, stderr := runSwarm(t, "--dir", dir, "--agents", "4", "--kill-rate", "0.3", "--slow", "20ms",
+		"--lease-ttl", "1s", "--sweep-interval", "200ms", "--timeout", "4m")
 	if rep.Issues != 60 || rep.Done != 60 {
 		t.Errorf("issues %d, done %d; want 60, 60", rep.Issues, rep.Done)
 	}
-	wantProgressDone(t, stderr.String(), rep)
+	wantProgressDone(t, stderr, rep)
 	if rep.Kills == 0 {
 		t.Errorf("kills = 0, want > 0 (kill rate 0.3 over 60 checkouts)")
 	}
@@ -153,25 +162,15 @@ func TestSwarmDepsSurvivesKills(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeTree(t, dir, 40)
-	cmd := exec.Command(claspBin, "swarm", "--deps", "--dir", dir, "--agents", "4", "--kill-rate", "0.3", "--slow", "20ms",
-		"--lease-ttl", "1s", "--sweep-interval", "200ms", "--timeout", "4m", "--json")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	t.Logf("stderr:\n%s", stderr.String())
-	if err != nil {
-		t.Fatalf("clasp swarm --deps: %v\nstdout:\n%s", err, stdout.String())
-	}
-	var rep swarm.Report
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("decode report: %v\n%s", err, stdout.String())
-	}
+	rep, stderr := runSwarm(t, "--deps", "--dir", dir, "--agents", "4", "--kill-rate", "0.3", "--slow", "20ms",
+		"--lease-ttl", "1s", "--sweep-interval", "200ms", "--timeout", "4m")
 	if rep.Deps == nil || rep.Deps.Dirs < 2 || rep.Deps.Edges != rep.Issues-1 || rep.Deps.Wakes != rep.Deps.Dirs || rep.Deps.RootHash == "" {
 		t.Fatalf("dependency report %+v of %d issues: want the directories, one edge per issue but the root, one wake per directory", rep.Deps, rep.Issues)
 	}
 	if rep.Issues != 40+rep.Deps.Dirs || rep.Done != rep.Issues {
 		t.Errorf("issues %d, done %d; want 40 files + %d directories, all done", rep.Issues, rep.Done, rep.Deps.Dirs)
 	}
+	wantProgressDone(t, stderr, rep)
 	if rep.Kills == 0 {
 		t.Errorf("kills = 0, want > 0")
 	}
@@ -188,23 +187,12 @@ func TestSwarmManagedSurvivesKills(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeTree(t, dir, 20)
-	cmd := exec.Command(claspBin, "swarm", "--managed", "--dir", dir, "--agents", "3", "--kill-rate", "0.3",
-		"--lease-ttl", "2s", "--sweep-interval", "200ms", "--timeout", "3m", "--json")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	t.Logf("stderr:\n%s", stderr.String())
-	if err != nil {
-		t.Fatalf("clasp swarm --managed: %v\nstdout:\n%s", err, stdout.String())
-	}
-	var rep swarm.Report
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("decode report: %v\n%s", err, stdout.String())
-	}
+	rep, stderr := runSwarm(t, "--managed", "--dir", dir, "--agents", "3", "--kill-rate", "0.3",
+		"--lease-ttl", "2s", "--sweep-interval", "200ms", "--timeout", "3m")
 	if !rep.Managed || rep.Issues != 20 || rep.Done != 20 {
 		t.Errorf("managed %v, issues %d, done %d; want true, 20, 20", rep.Managed, rep.Issues, rep.Done)
 	}
-	wantProgressDone(t, stderr.String(), rep)
+	wantProgressDone(t, stderr, rep)
 	// One issue per run: at least one process per issue.
 	if rep.ProcessesStarted < 20 {
 		t.Errorf("processes started %d, want at least 20 (one issue per run)", rep.ProcessesStarted)
@@ -231,19 +219,8 @@ func TestSwarmMCPSurvivesKills(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeTree(t, dir, 30)
-	cmd := exec.Command(claspBin, "swarm", "--mcp", "--dir", dir, "--agents", "3", "--kill-rate", "0.3", "--slow", "20ms",
-		"--lease-ttl", "1s", "--sweep-interval", "200ms", "--timeout", "4m", "--json")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	t.Logf("stderr:\n%s", stderr.String())
-	if err != nil {
-		t.Fatalf("clasp swarm --mcp: %v\nstdout:\n%s", err, stdout.String())
-	}
-	var rep swarm.Report
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("decode report: %v\n%s", err, stdout.String())
-	}
+	rep, _ := runSwarm(t, "--mcp", "--dir", dir, "--agents", "3", "--kill-rate", "0.3", "--slow", "20ms",
+		"--lease-ttl", "1s", "--sweep-interval", "200ms", "--timeout", "4m")
 	if !rep.MCP || rep.Issues != 30 || rep.Done != 30 {
 		t.Errorf("mcp %v, issues %d, done %d; want true, 30, 30", rep.MCP, rep.Issues, rep.Done)
 	}
