@@ -141,9 +141,11 @@ func postgresRawStep(ctx context.Context, st *postgres.Store, what, name string,
 		epoch                                  int64
 		ts1, ts2, ts3, ts4                     *time.Time
 		created, updated                       time.Time
+		parent                                 *string
+		unresolved                             int64
 	)
 	err := st.QueryRowNamed(ctx, name, args).Scan(&changed, &t1, &t2, &t3, &t4, &t5, &t6, &t7, &n1, &n2, &epoch, &n3, &n4,
-		&ts1, &ts2, &ts3, &ts4, &created, &updated,
+		&ts1, &ts2, &ts3, &ts4, &created, &updated, &parent, &unresolved,
 		&status, &o1, &o2, &o3, &o4, &o5, &o6, &o7, &o8, &owned, &active, &inCompany, &ok, &runEnded)
 	if err != nil {
 		return fmt.Errorf("raw %s of issue %s: %w", what, p.IssueID, err)
