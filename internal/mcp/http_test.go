@@ -57,8 +57,8 @@ func TestHTTPEndpoint(t *testing.T) {
 		a := httpSession(t, w.url, map[string]string{"Authorization": "Bearer " + r1.RunToken})
 		b := httpSession(t, w.url, map[string]string{"Authorization": "Bearer " + w.keys[0], "X-Clasp-Run-Id": r2.ID})
 		tools, err := a.ListTools(ctx, nil)
-		if err != nil || len(tools.Tools) != 8 {
-			t.Fatalf("tools/list: %v", err)
+		if err != nil || len(tools.Tools) != 9 {
+			t.Fatalf("tools/list: %v, %d tools", err, len(tools.Tools))
 		}
 		c := call(t, a, "claim_next_issue", nil)
 		if c.IsError || c.str("outcome") != "claimed" || !strings.HasPrefix(c.str("stamp"), "Clasp-Issue: ACME-1@") {
