@@ -75,8 +75,10 @@ var (
 // typescriptBuild builds the TypeScript package once per test binary in a
 // temporary copy of sdk/typescript (npm ci from its lockfile, then npm run
 // build, which first fails when src/generated/openapi.ts differs from
-// what internal/httpapi/openapi.json generates) and returns the copy's
-// directory; "" when node or npm is missing (reported by missing).
+// what internal/httpapi/openapi.json generates), beside a copy of
+// examples/typescript-agent, and returns the package copy's directory; ""
+// when node or npm is missing (reported by missing). The repository's own
+// tree is left as it is.
 func typescriptBuild(t *testing.T) string {
 	t.Helper()
 	tsOnce.Do(func() {
@@ -87,9 +89,23 @@ func typescriptBuild(t *testing.T) string {
 			return
 		}
 		_ = node
-		dir, err := os.MkdirTemp("", "clasp-sdktest-ts-")
+		root, err := os.MkdirTemp("", "clasp-sdktest-ts-")
 		if err != nil {
 			tsErr = err.Error()
+			return
+		}
+		// The copy keeps the repository's layout, so that the example
+		// agent's import of ../../sdk/typescript/dist finds the build.
+		dir := filepath.Join(root, "sdk/typescript")
+		ex := filepath.Join(root, "examples/typescript-agent")
+		for _, d := range []string{dir, ex} {
+			if err := os.MkdirAll(d, 0o750); err != nil {
+				tsErr = err.Error()
+				return
+			}
+		}
+		if out, err := exec.Command("cp", filepath.Join(repoRoot, "examples/typescript-agent/agent.mjs"), ex).CombinedOutput(); err != nil {
+			tsErr = fmt.Sprintf("copy the example agent: %v\n%s", err, out)
 			return
 		}
 		src := filepath.Join(repoRoot, "sdk/typescript")
