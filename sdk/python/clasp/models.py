@@ -7,22 +7,29 @@ breaks an older client.
 """
 
 import dataclasses
+import functools
 import re
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional, Type, TypeVar
+from typing import Any, Dict, FrozenSet, List, Optional, Type, TypeVar
 
 T = TypeVar("T")
 
 _camel = re.compile(r"(?<!^)(?=[A-Z])")
 
 
+@functools.lru_cache(maxsize=512)
 def _snake(name: str) -> str:
     return _camel.sub("_", name).lower()
 
 
+@functools.lru_cache(maxsize=None)
+def _fields(cls: type) -> FrozenSet[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
 def from_json(cls: Type[T], data: Dict[str, Any]) -> T:
     """Builds a dataclass from a JSON object; unknown fields go to extra."""
-    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    known = _fields(cls)
     kwargs: Dict[str, Any] = {}
     extra: Dict[str, Any] = {}
     for k, v in data.items():
