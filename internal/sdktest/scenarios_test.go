@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,6 +45,7 @@ func TestScenarios(t *testing.T) {
 					t.Run("claim_until_empty", func(t *testing.T) { scenarioClaim(t, l, main) })
 					t.Run("failed_on_exception", func(t *testing.T) { scenarioFailed(t, l, main) })
 					t.Run("heartbeat_keeps_lease", func(t *testing.T) { scenarioHeartbeat(t, l, main) })
+					t.Run("sigterm_stops_cleanly", func(t *testing.T) { scenarioSigterm(t, l, main) })
 					t.Run("events_resume_after_restart", func(t *testing.T) { scenarioEvents(t, l, events) })
 					t.Run("rate_limit_honoured", func(t *testing.T) { scenarioRateLimit(t, l, limited) })
 				})
@@ -216,6 +218,40 @@ func scenarioHeartbeat(t *testing.T, l lang, s *server) {
 	}
 	if len(lost.Items) > 0 {
 		t.Errorf("%d run.lost rows: the heartbeat did not keep the lease", len(lost.Items))
+	}
+}
+
+// scenarioSigterm: SIGTERM during a handler lets work finish the issue in
+// hand (result, done, run succeeded) and stop before the next one.
+func scenarioSigterm(t *testing.T, l lang, s *server) {
+	f := newFixture(t, s, 2)
+	p := startScript(t, l, "sigterm", s, f)
+	select {
+	case m, ok := <-p.lines:
+		if !ok || str(m, "started") == "" {
+			t.Fatalf("the script did not start a handler: %v %v\n%s", m, <-p.done, p.stderr.String())
+		}
+	case <-time.After(scriptTimeout):
+		t.Fatalf("no handler started within %s; stderr:\n%s", scriptTimeout, p.stderr.String())
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	lines := p.wait(t) // exit 0
+	if len(lines) != 1 || num(lines[0], "done") != 1 {
+		t.Fatalf("after SIGTERM the script printed %v, want work to answer 1 issue done", lines)
+	}
+	got := lines[0]
+	runOf(t, s, str(got, "run"), clasp.RunSucceeded)
+	for _, iss := range f.issues {
+		cur := issue(t, s, iss.ID)
+		want := clasp.IssueTodo
+		if iss.Identifier == str(got, "issue") {
+			want = clasp.IssueDone
+		}
+		if cur.Status != want || cur.CheckoutRunID != nil {
+			t.Errorf("%s is %s held by %s, want %s and unlocked", iss.Identifier, cur.Status, deref(cur.CheckoutRunID), want)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import json
 import os
 import random
 import secrets
+import select
 import signal
 import ssl
 import threading
@@ -112,7 +113,11 @@ class Client:
     def _conn(self, fresh: bool = False) -> Tuple[http.client.HTTPConnection, bool]:
         c = getattr(self._local, "conn", None)
         if c is not None and not fresh:
-            return c, True
+            sock = c.sock
+            # A kept-alive connection the server has closed meanwhile reads
+            # as ready (EOF): open a new one rather than send into it.
+            if sock is None or not select.select([sock], [], [], 0)[0]:
+                return c, sock is not None
         if c is not None:
             c.close()
         if self._ssl is not None:

@@ -105,6 +105,19 @@ def heartbeat(c):
     out(seen)
 
 
+def sigterm(c):
+    seen = {}
+
+    def handler(issue, run):
+        seen["run"], seen["issue"] = run.id, issue.identifier
+        out({"started": issue.identifier})  # the test sends SIGTERM now
+        time.sleep(1.5)
+        return "finished"
+
+    seen["done"] = c.work(handler, idle_wait=0.05)
+    out(seen)
+
+
 def events(c):
     stop_after = int(os.environ["SCN_STOP_AFTER"])
     last = os.environ.get("SCN_LAST_EVENT_ID")
@@ -136,7 +149,7 @@ def rate_limit(c):
 
 
 SCENARIOS = {f.__name__: f for f in (checkout, idempotent, conflict, claim_until_empty, failed_on_exception,
-                                     heartbeat, events, rate_limit)}
+                                     heartbeat, sigterm, events, rate_limit)}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in SCENARIOS:

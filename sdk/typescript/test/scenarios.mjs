@@ -98,6 +98,18 @@ const scenarios = {
     out(seen);
   },
 
+  async sigterm(c) {
+    const seen = {};
+    seen.done = await c.work(async (issue, run) => {
+      seen.run = run.id;
+      seen.issue = issue.identifier;
+      out({ started: issue.identifier }); // the test sends SIGTERM now
+      await new Promise((r) => setTimeout(r, 1500));
+      return "finished";
+    }, { idleWaitMs: 50 });
+    out(seen);
+  },
+
   async events(c) {
     const stopAfter = Number(env.SCN_STOP_AFTER);
     const last = env.SCN_LAST_EVENT_ID;
