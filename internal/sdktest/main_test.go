@@ -14,8 +14,9 @@ import (
 )
 
 // claspBin is the clasp binary built once by TestMain; every test runs it
-// as a real server process.
-var claspBin string
+// as a real server process. goScenarios is the Go client's scenario
+// program (./goscenarios).
+var claspBin, goScenarios string
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
@@ -26,9 +27,12 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		claspBin = filepath.Join(dir, "clasp")
-		if out, err := exec.Command("go", "build", "-o", claspBin, "github.com/clasp-dev/clasp/cmd/clasp").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build clasp: %v\n%s", err, out)
-			return 1
+		goScenarios = filepath.Join(dir, "goscenarios")
+		for bin, pkg := range map[string]string{claspBin: "github.com/clasp-dev/clasp/cmd/clasp", goScenarios: "github.com/clasp-dev/clasp/internal/sdktest/goscenarios"} {
+			if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+				return 1
+			}
 		}
 		return m.Run()
 	}())
