@@ -39,6 +39,8 @@ type lang struct {
 	// behaviour for; the others are skipped, saying why.
 	only map[string]bool
 	why  string
+	// missing says why the client cannot run here ("" when it can).
+	missing string
 }
 
 // goClient is the Go client (package client), through goscenarios.
@@ -49,33 +51,40 @@ var goClient = lang{
 	why:  "the Go client has no run scope, work loop or waiting out of 429s (clasp agent work is its loop, tested by the swarm)",
 }
 
-// languages returns the Python and TypeScript clients whose interpreter
-// is here. A missing python3 or node skips that language with a message,
-// except in CI (CI set), where it fails the test.
+// languages returns the Python and TypeScript clients. One whose
+// interpreter (python3, or node and npm) is missing here says so in
+// missing: its tests skip with that message, except in CI (CI set), where
+// they fail (lang.ready).
 func languages(t *testing.T) []lang {
 	t.Helper()
-	var out []lang
-	if py, err := exec.LookPath("python3"); err != nil {
-		missing(t, "python3 is not on PATH: the Python client's scenarios cannot run")
+	py := lang{name: "python"}
+	if bin, err := exec.LookPath("python3"); err != nil {
+		py.missing = "python3 is not on PATH: the Python client's scenarios cannot run"
 	} else {
 		script := filepath.Join(repoRoot, "sdk/python/tests/scenarios.py")
-		out = append(out, lang{name: "python", argv: func(s string) []string { return []string{py, script, s} }})
+		py.argv = func(s string) []string { return []string{bin, script, s} }
 	}
-	if dir := typescriptBuild(t); dir != "" {
+	ts := lang{name: "typescript"}
+	if dir := typescriptBuild(t); dir == "" {
+		ts.missing = tsErr
+	} else {
 		node, _ := exec.LookPath("node")
 		script := filepath.Join(dir, "test/scenarios.mjs")
-		out = append(out, lang{name: "typescript", argv: func(s string) []string { return []string{node, script, s} }})
+		ts.argv = func(s string) []string { return []string{node, script, s} }
 	}
-	return out
+	return []lang{py, ts}
 }
 
-func missing(t *testing.T, msg string) {
+// ready skips (or in CI fails) the test when l cannot run here.
+func (l lang) ready(t *testing.T) {
 	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Errorf("%s (CI is set: it must not be skipped)", msg)
+	if l.missing == "" {
 		return
 	}
-	t.Log("skipped: " + msg)
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s (CI is set: it must not be skipped)", l.missing)
+	}
+	t.Skip(l.missing)
 }
 
 var (
@@ -144,7 +153,7 @@ func typescriptBuild(t *testing.T) string {
 	case tsDir != "":
 		return tsDir
 	case strings.HasPrefix(tsErr, "node or npm"):
-		missing(t, tsErr)
+		return ""
 	default:
 		t.Fatalf("build the TypeScript client: %s", tsErr)
 	}

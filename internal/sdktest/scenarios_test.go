@@ -37,6 +37,7 @@ func TestScenarios(t *testing.T) {
 			limited := startServer(t, backend, "--rate-credential", "1", "--rate-credential-burst", "3")
 			for _, l := range langs {
 				t.Run(l.name, func(t *testing.T) {
+					l.ready(t)
 					run := func(name, script string, f func(*testing.T, lang, *server), s *server) {
 						t.Run(name, func(t *testing.T) {
 							if l.only != nil && !l.only[script] {

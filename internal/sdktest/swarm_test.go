@@ -18,9 +18,6 @@ import (
 // acknowledged write in the database) must pass, so it exits 0.
 func TestSwarmWithExampleAgents(t *testing.T) {
 	langs := languages(t)
-	if len(langs) == 0 {
-		t.Skip("no client language can run here (see the messages above)")
-	}
 	tree := t.TempDir()
 	for i := range 16 {
 		dir := filepath.Join(tree, fmt.Sprintf("d%d", i%3))
@@ -33,6 +30,7 @@ func TestSwarmWithExampleAgents(t *testing.T) {
 	}
 	for _, l := range langs {
 		t.Run(l.name, func(t *testing.T) {
+			l.ready(t)
 			var agent string
 			switch l.name {
 			case "python":
