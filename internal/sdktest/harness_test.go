@@ -57,13 +57,6 @@ var goClient = lang{
 // they fail (lang.ready).
 func languages(t *testing.T) []lang {
 	t.Helper()
-	py := lang{name: "python"}
-	if bin, err := exec.LookPath("python3"); err != nil {
-		py.missing = "python3 is not on PATH: the Python client's scenarios cannot run"
-	} else {
-		script := filepath.Join(repoRoot, "sdk/python/tests/scenarios.py")
-		py.argv = func(s string) []string { return []string{bin, script, s} }
-	}
 	ts := lang{name: "typescript"}
 	if dir := typescriptBuild(t); dir == "" {
 		ts.missing = tsErr
@@ -72,7 +65,19 @@ func languages(t *testing.T) []lang {
 		script := filepath.Join(dir, "test/scenarios.mjs")
 		ts.argv = func(s string) []string { return []string{node, script, s} }
 	}
-	return []lang{py, ts}
+	return []lang{pythonLang(), ts}
+}
+
+// pythonLang is the Python client (missing set when python3 is not here).
+func pythonLang() lang {
+	py := lang{name: "python"}
+	if bin, err := exec.LookPath("python3"); err != nil {
+		py.missing = "python3 is not on PATH: the Python client's scenarios cannot run"
+	} else {
+		script := filepath.Join(repoRoot, "sdk/python/tests/scenarios.py")
+		py.argv = func(s string) []string { return []string{bin, script, s} }
+	}
+	return py
 }
 
 // ready skips (or in CI fails) the test when l cannot run here.

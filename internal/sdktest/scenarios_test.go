@@ -343,3 +343,28 @@ func scenarioRateLimit(t *testing.T, l lang, s *server) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestPythonAsyncio runs the asyncio flavour of the Python client
+// (clasp.aio): a run as an async context manager checks an issue out and
+// sets it done, then work with an async handler does the next one.
+func TestPythonAsyncio(t *testing.T) {
+	py := pythonLang()
+	py.ready(t)
+	s := startServer(t, "sqlite")
+	f := newFixture(t, s, 2)
+	got := runScript(t, py, "aio", s, f, "SCN_ISSUE="+f.issues[0].Identifier)
+	runOf(t, s, str(got, "run"), clasp.RunSucceeded)
+	if num(got, "done") != 1 || str(got, "workIssue") != f.issues[1].Identifier {
+		t.Errorf("async work answered %v, want %s done", got, f.issues[1].Identifier)
+	}
+	for i, want := range []string{"async", "async work"} {
+		iss := issue(t, s, f.issues[i].ID)
+		cs, err := s.board.CommentList(t.Context(), iss.ID, client.CommentListParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if iss.Status != clasp.IssueDone || len(cs) != 1 || cs[0].Body != want {
+			t.Errorf("%s: %s with comments %v, want done with the one comment %q", iss.Identifier, iss.Status, cs, want)
+		}
+	}
+}

@@ -148,8 +148,32 @@ def rate_limit(c):
     out(seen)
 
 
+def aio(c):
+    import asyncio
+
+    import clasp.aio
+
+    async def main():
+        seen = {}
+        async with clasp.aio.Client() as ac:
+            async with ac.run() as run:
+                iss = await run.checkout(os.environ["SCN_ISSUE"])
+                await run.update(iss.id, status="done", comment="async")
+                seen["run"] = run.id
+
+            async def handler(issue, run):
+                seen["workIssue"] = issue.identifier
+                await asyncio.sleep(0.01)
+                return "async work"
+
+            seen["done"] = await ac.work(handler, idle_wait=0.05)
+        out(seen)
+
+    asyncio.run(main())
+
+
 SCENARIOS = {f.__name__: f for f in (checkout, idempotent, conflict, claim_until_empty, failed_on_exception,
-                                     heartbeat, sigterm, events, rate_limit)}
+                                     heartbeat, sigterm, events, rate_limit, aio)}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in SCENARIOS:
