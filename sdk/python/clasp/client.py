@@ -284,7 +284,8 @@ class Client:
         released, the run finished failed with the exception's text, and
         the exception raised again. When nothing is free it looks again
         every ``idle_wait`` seconds; with ``stop_when_idle`` it returns
-        after two empty looks in a row. SIGTERM (and SIGINT) stop it
+        after two empty looks in a row. The looks of one turn share its
+        run. SIGTERM (and SIGINT) stop it
         cleanly: the issue in hand is completed first. Returns how many
         issues it set done."""
         stop = threading.Event()
@@ -296,13 +297,24 @@ class Client:
         try:
             while not stop.is_set() and (max_issues is None or done < max_issues):
                 lost: Optional[ClaspError] = None
+                issue: Optional[Issue] = None
                 with self.run(invocation_source="sdk-work") as run:
-                    try:
-                        issue = run.claim(scope=scope, expected_statuses=expected_statuses)
-                    except (RunNotLive, Unauthorized) as e:
-                        issue, lost = None, e  # the run ended under us (a stall past its lease)
+                    # The looks for work of one turn share its run.
+                    while issue is None and lost is None and not stop.is_set():
+                        try:
+                            issue = run.claim(scope=scope, expected_statuses=expected_statuses)
+                        except (RunNotLive, Unauthorized) as e:
+                            lost = e  # the run ended under us (a stall past its lease)
+                            break
+                        if issue is not None:
+                            empty = 0
+                            break
+                        empty += 1
+                        if stop_when_idle and empty >= 2:
+                            break
+                        stop.wait(idle_wait)
+                        lost = run.lost
                     if issue is not None:
-                        empty = 0
                         try:
                             result = handler(issue, run)
                         except BaseException:
@@ -319,15 +331,10 @@ class Client:
                             # The lock was taken over after this run was
                             # swept: the result is not written (rule L6).
                             lost = e
-                    elif lost is None:
-                        empty += 1
                     if lost is not None:
                         run.finish("failed", error=f"run lost: {lost}")
-                if issue is not None or lost is not None:
-                    continue
-                if stop_when_idle and empty >= 2:
-                    break
-                stop.wait(idle_wait)
+                if issue is None and lost is None:
+                    break  # idle (stop_when_idle) or stopped
         finally:
             for sig, old in restore:
                 signal.signal(sig, old)

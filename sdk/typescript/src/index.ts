@@ -364,7 +364,7 @@ export class Client {
    * the issue is released, the run finished failed with the error's text,
    * and the error thrown again. When nothing is free it looks again every
    * idleWaitMs; with stopWhenIdle (default) it returns after two empty
-   * looks in a row. SIGTERM and SIGINT (Node), or the signal, stop it
+   * looks in a row. The looks of one turn share its run. SIGTERM and SIGINT (Node), or the signal, stop it
    * cleanly: the issue in hand is completed first. Answers how many issues
    * it set done.
    */
@@ -386,14 +386,24 @@ export class Client {
         let issue: Issue | null = null;
         let lost: unknown;
         try {
-          try {
-            issue = await run.claim({ scope: o.scope ?? "any", expectedStatuses: o.expectedStatuses ?? ["todo"] });
-          } catch (e) {
-            if (!(e instanceof RunNotLiveError || e instanceof UnauthorizedError)) throw e;
-            lost = e; // the run ended under us (a stall past its lease)
+          // The looks for work of one turn share its run.
+          while (!issue && !lost && !stop.signal.aborted) {
+            try {
+              issue = await run.claim({ scope: o.scope ?? "any", expectedStatuses: o.expectedStatuses ?? ["todo"] });
+            } catch (e) {
+              if (!(e instanceof RunNotLiveError || e instanceof UnauthorizedError)) throw e;
+              lost = e; // the run ended under us (a stall past its lease)
+              break;
+            }
+            if (issue) {
+              empty = 0;
+              break;
+            }
+            if (++empty >= 2 && (o.stopWhenIdle ?? true)) break;
+            await sleep(o.idleWaitMs ?? 1000, stop.signal).catch(() => undefined);
+            lost = run.lost;
           }
           if (issue) {
-            empty = 0;
             let result: unknown;
             try {
               result = await handler(issue, run);
@@ -408,16 +418,14 @@ export class Client {
               if (!(e instanceof ConflictError || e instanceof RunNotLiveError || e instanceof UnauthorizedError)) throw e;
               lost = e; // the lock was taken over after this run was swept (rule L6)
             }
-          } else if (!lost) empty++;
+          }
         } catch (e) {
           await run.close(e);
           throw e;
         }
         if (lost) await run.finish("failed", { error: `run lost: ${(lost as Error).message}` });
         await run.close();
-        if (issue || lost) continue;
-        if ((o.stopWhenIdle ?? true) && empty >= 2) break;
-        await sleep(o.idleWaitMs ?? 1000, stop.signal).catch(() => undefined);
+        if (!issue && !lost) break; // idle (stopWhenIdle) or stopped
       }
     } finally {
       o.signal?.removeEventListener("abort", onStop);
