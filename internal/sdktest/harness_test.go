@@ -9,11 +9,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +50,7 @@ type lang struct {
 var goClient = lang{
 	name: "go",
 	argv: func(s string) []string { return []string{goScenarios, s} },
-	only: map[string]bool{"checkout": true, "idempotent": true, "conflict": true, "claim_until_empty": true, "events": true},
+	only: map[string]bool{"checkout": true, "idempotent": true, "lost_answer": true, "conflict": true, "claim_until_empty": true, "events": true},
 	why:  "the Go client has no run scope, work loop or waiting out of 429s (clasp agent work is its loop, tested by the swarm)",
 }
 
@@ -429,4 +432,69 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// lossyProxy is a loopback HTTP proxy in front of a server that loses the
+// answer of the first request whose method and path end match: it forwards
+// the request, lets the server answer (the write is done), then closes the
+// client's connection without a byte of that answer. Every other request
+// passes through.
+type lossyProxy struct {
+	url     string
+	lost    atomic.Int32 // answers lost so far (0 or 1)
+	matched atomic.Int32 // requests that matched, the lost one included
+}
+
+func startLossyProxy(t *testing.T, target, method, pathSuffix string) *lossyProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &lossyProxy{url: "http://" + ln.Addr().String()}
+	tr := &http.Transport{}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+		tr.CloseIdleConnections()
+	})
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					req.URL.Scheme, req.URL.Host, req.RequestURI = "http", strings.TrimPrefix(target, "http://"), ""
+					res, err := tr.RoundTrip(req)
+					if err != nil {
+						return
+					}
+					match := req.Method == method && strings.HasSuffix(req.URL.Path, pathSuffix)
+					if match {
+						p.matched.Add(1)
+					}
+					if match && p.lost.CompareAndSwap(0, 1) {
+						_, _ = io.Copy(io.Discard, res.Body)
+						res.Body.Close()
+						return // the answer is lost: the connection closes with none of it
+					}
+					err = res.Write(conn)
+					res.Body.Close()
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	return p
 }

@@ -48,6 +48,7 @@ func TestScenarios(t *testing.T) {
 					}
 					run("checkout", "checkout", scenarioCheckout, main)
 					run("idempotent_retry", "idempotent", scenarioIdempotent, main)
+					run("lost_answer_retried_once", "lost_answer", scenarioLostAnswer, main)
 					run("conflict_names_holder", "conflict", scenarioConflict, main)
 					run("claim_until_empty", "claim_until_empty", scenarioClaim, main)
 					run("failed_on_exception", "failed_on_exception", scenarioFailed, main)
@@ -124,6 +125,29 @@ func scenarioIdempotent(t *testing.T, l lang, s *server) {
 	}
 	if len(cs) != 1 || cs[0].Body != "once" || cs[0].ID != str(got, "first") {
 		t.Errorf("the issue has %d comments (%v), want the one comment %q", len(cs), cs, str(got, "first"))
+	}
+	runOf(t, s, str(got, "run"), clasp.RunSucceeded)
+}
+
+// scenarioLostAnswer: the answer to a comment is lost (a proxy closes the
+// connection after the server wrote it); the client sends it again with
+// the same Idempotency-Key, gets the first answer and the comment is
+// written once.
+func scenarioLostAnswer(t *testing.T, l lang, s *server) {
+	f := newFixture(t, s, 1)
+	proxy := startLossyProxy(t, s.url, "POST", "/comments")
+	through := *s
+	through.url = proxy.url
+	got := runScript(t, l, "lost_answer", &through, f, "SCN_ISSUE="+f.issues[0].Identifier)
+	if proxy.lost.Load() != 1 || proxy.matched.Load() != 2 {
+		t.Errorf("the proxy lost %d answers of %d comment requests, want 1 of 2 (a retry after the lost one)", proxy.lost.Load(), proxy.matched.Load())
+	}
+	cs, err := s.board.CommentList(t.Context(), f.issues[0].ID, client.CommentListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Body != "lost once" || cs[0].ID != str(got, "comment") {
+		t.Errorf("comments %v; the client answered %q: want the one comment, written once, answered after the retry", cs, str(got, "comment"))
 	}
 	runOf(t, s, str(got, "run"), clasp.RunSucceeded)
 }

@@ -24,7 +24,7 @@ import (
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: goscenarios checkout|idempotent|conflict|claim_until_empty|events")
+		fmt.Fprintln(os.Stderr, "usage: goscenarios checkout|idempotent|lost_answer|conflict|claim_until_empty|events")
 		os.Exit(2)
 	}
 	c := client.New(os.Getenv("CLASP_URL"), client.WithToken(os.Getenv("CLASP_API_KEY")))
@@ -79,6 +79,16 @@ func run(ctx context.Context, c *client.Client, scenario string) error {
 				return err
 			}
 			out(map[string]any{"run": run.ID, "first": first.ID, "again": again.ID})
+			return nil
+		})
+	case "lost_answer":
+		return withRun(ctx, c, func(rc *client.Client, run *clasp.Run) error {
+			ictx := client.WithIdempotencyKey(ctx, client.NewIdempotencyKey())
+			cm, err := rc.CommentCreate(ictx, issue, client.CommentCreateRequest{Body: "lost once"})
+			if err != nil {
+				return err
+			}
+			out(map[string]any{"run": run.ID, "comment": cm.ID})
 			return nil
 		})
 	case "conflict":

@@ -44,6 +44,14 @@ def idempotent(c):
         out({"run": run.id, "first": first.id, "again": again.id})
 
 
+def lost_answer(c):
+    # The test's proxy loses the first comment's answer: the client retries
+    # with the same Idempotency-Key.
+    with c.run() as run:
+        cm = run.comment(os.environ["SCN_ISSUE"], "lost once")
+        out({"run": run.id, "comment": cm.id})
+
+
 def conflict(c):
     with c.run() as run:
         try:
@@ -172,7 +180,7 @@ def aio(c):
     asyncio.run(main())
 
 
-SCENARIOS = {f.__name__: f for f in (checkout, idempotent, conflict, claim_until_empty, failed_on_exception,
+SCENARIOS = {f.__name__: f for f in (checkout, idempotent, lost_answer, conflict, claim_until_empty, failed_on_exception,
                                      heartbeat, sigterm, events, rate_limit, aio)}
 
 if __name__ == "__main__":

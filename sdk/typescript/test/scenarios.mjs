@@ -34,6 +34,15 @@ const scenarios = {
     });
   },
 
+  async lost_answer(c) {
+    // The test's proxy loses the first comment's answer: the client retries
+    // with the same Idempotency-Key.
+    await c.withRun(async (run) => {
+      const cm = await run.comment(env.SCN_ISSUE, "lost once");
+      out({ run: run.id, comment: cm.id });
+    });
+  },
+
   async conflict(c) {
     await c.withRun(async (run) => {
       try {
