@@ -438,7 +438,8 @@ func (s *syncBuffer) String() string {
 // answer of the first request whose method and path end match: it forwards
 // the request, lets the server answer (the write is done), then closes the
 // client's connection without a byte of that answer. Every other request
-// passes through.
+// passes through. With lost set to 1 beforehand it loses nothing and only
+// counts.
 type lossyProxy struct {
 	url     string
 	lost    atomic.Int32 // answers lost so far (0 or 1)

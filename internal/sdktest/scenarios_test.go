@@ -153,8 +153,8 @@ func scenarioLostAnswer(t *testing.T, l lang, s *server) {
 }
 
 // scenarioConflict: a checkout of an issue another live run of the agent
-// holds raises the client's conflict error naming the holder, and changes
-// nothing.
+// holds raises the client's conflict error naming the holder, is sent
+// once, and changes nothing.
 func scenarioConflict(t *testing.T, l lang, s *server) {
 	f := newFixture(t, s, 1)
 	ctx := t.Context()
@@ -170,7 +170,16 @@ func scenarioConflict(t *testing.T, l lang, s *server) {
 	if _, err := hc.IssueCheckout(ctx, f.issues[0].ID, client.CheckoutRequest{AgentID: f.agent.ID, ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo}}); err != nil {
 		t.Fatal(err)
 	}
-	got := runScript(t, l, "conflict", s, f, "SCN_ISSUE="+f.issues[0].Identifier)
+	// Through a proxy that loses nothing and counts the checkouts: a 409
+	// is never sent again.
+	proxy := startLossyProxy(t, s.url, "POST", "/checkout")
+	proxy.lost.Store(1)
+	through := *s
+	through.url = proxy.url
+	got := runScript(t, l, "conflict", &through, f, "SCN_ISSUE="+f.issues[0].Identifier)
+	if n := proxy.matched.Load(); n != 1 {
+		t.Errorf("the client sent %d checkouts, want 1: a 409 is never retried", n)
+	}
 	want := map[string]any{"status": 409.0, "code": "checkout_conflict", "holderRunId": holder.ID, "holderAgentId": f.agent.ID, "reason": "held_by_live_run"}
 	for k, v := range want {
 		if got[k] != v {
