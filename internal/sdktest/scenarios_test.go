@@ -2,9 +2,12 @@ package sdktest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,11 +18,11 @@ import (
 
 // leaseTTL is the scenario servers' lease: short, so that a run that is
 // not heartbeated is lost within the heartbeat scenario's work.
-const leaseTTL = 2 * time.Second
+const leaseTTL = 3 * time.Second
 
 // hold is how long the heartbeat scenario's handler works: more than two
 // leases.
-const hold = "5"
+const hold = "7"
 
 // TestScenarios runs every scenario script of each client (Python,
 // TypeScript, and the Go client for the scenarios it has the behaviour
@@ -170,6 +173,23 @@ func scenarioConflict(t *testing.T, l lang, s *server) {
 	if _, err := hc.IssueCheckout(ctx, f.issues[0].ID, client.CheckoutRequest{AgentID: f.agent.ID, ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo}}); err != nil {
 		t.Fatal(err)
 	}
+	// The holder stays live however long the script takes to start: it
+	// heartbeats every third of the lease until the scenario ends.
+	hbCtx, stopHB := context.WithCancel(ctx)
+	var hb sync.WaitGroup
+	hb.Go(func() {
+		tick := time.NewTicker(leaseTTL / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-hbCtx.Done():
+				return
+			case <-tick.C:
+				_, _ = hc.RunHeartbeat(hbCtx, holder.ID)
+			}
+		}
+	})
+	defer func() { stopHB(); hb.Wait() }()
 	// Through a proxy that loses nothing and counts the checkouts: a 409
 	// is never sent again.
 	proxy := startLossyProxy(t, s.url, "POST", "/checkout")
@@ -262,10 +282,13 @@ func scenarioHeartbeat(t *testing.T, l lang, s *server) {
 }
 
 // scenarioSigterm: SIGTERM during a handler lets work finish the issue in
-// hand (result, done, run succeeded) and stop before the next one.
+// hand (result, done, run succeeded) and stop before the next one. The
+// handler waits for a file the test creates after the signal, so the
+// signal always lands mid-handler.
 func scenarioSigterm(t *testing.T, l lang, s *server) {
 	f := newFixture(t, s, 2)
-	p := startScript(t, l, "sigterm", s, f)
+	release := filepath.Join(t.TempDir(), "release")
+	p := startScript(t, l, "sigterm", s, f, "SCN_RELEASE="+release)
 	select {
 	case m, ok := <-p.lines:
 		if !ok || str(m, "started") == "" {
@@ -275,6 +298,11 @@ func scenarioSigterm(t *testing.T, l lang, s *server) {
 		t.Fatalf("no handler started within %s; stderr:\n%s", scriptTimeout, p.stderr.String())
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The handler ends only now, after the signal: it must still finish
+	// its issue, and take no other.
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	lines := p.wait(t) // exit 0

@@ -105,6 +105,8 @@ def heartbeat(c):
     seen = {}
 
     def handler(issue, run):
+        if "run" in seen:
+            fail(f"the handler was called again ({issue.identifier}): run {seen['run']} lost its lease")
         seen["run"], seen["issue"] = run.id, issue.identifier
         time.sleep(hold)  # the work: longer than the lease
         return "held %.1fs" % hold
@@ -118,8 +120,10 @@ def sigterm(c):
 
     def handler(issue, run):
         seen["run"], seen["issue"] = run.id, issue.identifier
-        out({"started": issue.identifier})  # the test sends SIGTERM now
-        time.sleep(1.5)
+        out({"started": issue.identifier})  # the test sends SIGTERM now, then creates SCN_RELEASE
+        deadline = time.monotonic() + 60
+        while not os.path.exists(os.environ["SCN_RELEASE"]) and time.monotonic() < deadline:
+            time.sleep(0.02)
         return "finished"
 
     seen["done"] = c.work(handler, idle_wait=0.05)

@@ -7,6 +7,7 @@
 // events scenario one per event), which the Go test checks together with
 // the server's state. It exits 1 when the client did not behave as the
 // scenario says (the reason on stderr).
+import { existsSync } from "node:fs";
 import { Client, ConflictError, RateLimitedError } from "../dist/index.js";
 
 const env = process.env;
@@ -99,6 +100,7 @@ const scenarios = {
     const hold = Number(env.SCN_HOLD);
     const seen = {};
     seen.done = await c.work(async (issue, run) => {
+      if (seen.run) fail(`the handler was called again (${issue.identifier}): run ${seen.run} lost its lease`);
       seen.run = run.id;
       seen.issue = issue.identifier;
       await new Promise((r) => setTimeout(r, hold * 1000)); // the work: longer than the lease
@@ -112,8 +114,9 @@ const scenarios = {
     seen.done = await c.work(async (issue, run) => {
       seen.run = run.id;
       seen.issue = issue.identifier;
-      out({ started: issue.identifier }); // the test sends SIGTERM now
-      await new Promise((r) => setTimeout(r, 1500));
+      out({ started: issue.identifier }); // the test sends SIGTERM now, then creates SCN_RELEASE
+      const deadline = Date.now() + 60_000;
+      while (!existsSync(env.SCN_RELEASE) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       return "finished";
     }, { idleWaitMs: 50 });
     out(seen);
