@@ -444,6 +444,41 @@ type lossyProxy struct {
 	url     string
 	lost    atomic.Int32 // answers lost so far (0 or 1)
 	matched atomic.Int32 // requests that matched, the lost one included
+
+	mu    sync.Mutex
+	gate  chan struct{} // requests wait until it is closed (hold, release)
+	held  chan struct{} // gets a value when a request waits at the gate
+	conns map[net.Conn]bool
+}
+
+// hold makes the requests that arrive from now on wait until release.
+func (p *lossyProxy) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gate = make(chan struct{})
+}
+
+// release lets the held requests (and later ones) through.
+func (p *lossyProxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(p.gate)
+}
+
+func (p *lossyProxy) waitGate() {
+	p.mu.Lock()
+	g := p.gate
+	p.mu.Unlock()
+	select {
+	case <-g:
+		return
+	default:
+	}
+	select {
+	case p.held <- struct{}{}:
+	default:
+	}
+	<-g
 }
 
 func startLossyProxy(t *testing.T, target, method, pathSuffix string) *lossyProxy {
@@ -452,11 +487,21 @@ func startLossyProxy(t *testing.T, target, method, pathSuffix string) *lossyProx
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &lossyProxy{url: "http://" + ln.Addr().String()}
+	p := &lossyProxy{url: "http://" + ln.Addr().String(), gate: make(chan struct{}), held: make(chan struct{}, 1), conns: map[net.Conn]bool{}}
+	close(p.gate)
 	tr := &http.Transport{}
+	// Ending the test ends every exchange in flight: the upstream requests
+	// (an event stream waits for data) and the client connections.
+	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
 		_ = ln.Close()
+		cancel()
+		p.mu.Lock()
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		p.mu.Unlock()
 		wg.Wait()
 		tr.CloseIdleConnections()
 	})
@@ -466,6 +511,9 @@ func startLossyProxy(t *testing.T, target, method, pathSuffix string) *lossyProx
 			if err != nil {
 				return
 			}
+			p.mu.Lock()
+			p.conns[conn] = true
+			p.mu.Unlock()
 			wg.Go(func() {
 				defer conn.Close()
 				br := bufio.NewReader(conn)
@@ -474,6 +522,8 @@ func startLossyProxy(t *testing.T, target, method, pathSuffix string) *lossyProx
 					if err != nil {
 						return
 					}
+					p.waitGate()
+					req = req.WithContext(ctx)
 					req.URL.Scheme, req.URL.Host, req.RequestURI = "http", strings.TrimPrefix(target, "http://"), ""
 					res, err := tr.RoundTrip(req)
 					if err != nil {

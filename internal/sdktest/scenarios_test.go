@@ -324,9 +324,9 @@ func scenarioSigterm(t *testing.T, l lang, s *server) {
 }
 
 // scenarioEvents: the event stream yields every row once, in order, also
-// those written while the server was down and coming back (SIGKILL and a
-// restart on the same port and data): the client resumes with
-// Last-Event-ID.
+// those written after the server was killed and restarted (same port and
+// data) while the client's reconnection was held back by a proxy: the
+// client resumes with Last-Event-ID.
 func scenarioEvents(t *testing.T, l lang, s *server) {
 	f := newFixture(t, s, 0)
 	ctx := t.Context()
@@ -335,7 +335,12 @@ func scenarioEvents(t *testing.T, l lang, s *server) {
 		t.Fatalf("latest activity: %v (%d rows)", err, len(last.Items))
 	}
 	from := last.Items[0].ID
-	p := startScript(t, l, "events", s, f, "SCN_STOP_AFTER=3", "SCN_LAST_EVENT_ID="+itoa(from))
+	// The script reaches the server through a proxy that can hold its
+	// reconnection until rows were written behind its back.
+	proxy := startLossyProxy(t, s.url, "", "")
+	through := *s
+	through.url = proxy.url
+	p := startScript(t, l, "events", &through, f, "SCN_STOP_AFTER=3", "SCN_LAST_EVENT_ID="+itoa(from))
 	create := func(title string) *clasp.Issue {
 		iss, err := s.board.IssueCreate(ctx, f.co.ID, client.IssueCreateRequest{Title: title})
 		if err != nil {
@@ -344,6 +349,7 @@ func scenarioEvents(t *testing.T, l lang, s *server) {
 		return iss
 	}
 	first := create("before the restart")
+
 	var seen []map[string]any
 	select {
 	case m, ok := <-p.lines:
@@ -357,13 +363,20 @@ func scenarioEvents(t *testing.T, l lang, s *server) {
 	if str(seen[0], "entityId") != first.ID {
 		t.Fatalf("first event %v, want the creation of %s", seen[0], first.ID)
 	}
+	proxy.hold()
 	if err := s.srv.Restart(ctx); err != nil { // SIGKILL, then a new process on the same port
 		t.Fatal(err)
 	}
-	// Written as soon as the server is back, while the client is still
-	// waiting to reconnect: only Last-Event-ID brings them.
+	// The client's reconnection is held; the rows are written meanwhile:
+	// only Last-Event-ID brings them.
+	select {
+	case <-proxy.held:
+	case <-time.After(scriptTimeout):
+		t.Fatalf("the client did not reconnect within %s; stderr:\n%s", scriptTimeout, p.stderr.String())
+	}
 	create("after the restart 1")
 	create("after the restart 2")
+	proxy.release()
 	seen = append(seen, p.wait(t)...)
 	rows, err := s.board.CompanyActivity(ctx, f.co.ID, client.ActivityListParams{})
 	if err != nil {
