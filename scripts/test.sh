@@ -19,6 +19,16 @@ if [ -n "$unformatted" ]; then echo "$unformatted"; echo "gofmt would change the
 step "go vet"
 go vet ./...
 
+step "the TypeScript client's API types match internal/httpapi/openapi.json (sdk/typescript/scripts/gen-types.mjs)"
+if command -v node >/dev/null 2>&1; then
+  node sdk/typescript/scripts/gen-types.mjs --check
+elif [ -n "${CI:-}" ]; then
+  echo "node is missing in CI: the TypeScript client's type check cannot run" >&2
+  exit 1
+else
+  echo "node is missing: skipped"
+fi
+
 step "security scanners: govulncheck (offline database), staticcheck, gosec (scripts/scan.sh)"
 timeout 20m scripts/scan.sh
 

@@ -152,6 +152,9 @@ func TestUsageErrors(t *testing.T) {
 		{"swarm", "--agents", "-1"},
 		{"swarm", "--slow", "-1s"},
 		{"swarm", "--lease-ttl", "0s"},
+		{"swarm", "--agent-cmd", "python3 agent.py", "--managed"}, // --managed runs --agent-command
+		{"swarm", "--agent-cmd", "python3 agent.py", "--mcp"},
+		{"swarm", "--agent-cmd", "  "},
 		{"run", "log", "r1", "--offset", "-5"},
 		{"serve", "--db-max-conns", "5"}, // SQLite: no pool to size
 		{"verify", "--replicas", "2"},    // replicas need PostgreSQL

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,8 +15,9 @@ import (
 // newSwarmCmd is `clasp swarm` (package swarm, Run).
 func (a *app) newSwarmCmd() *cobra.Command {
 	var (
-		cfg     swarm.Config
-		jsonOut bool
+		cfg      swarm.Config
+		jsonOut  bool
+		agentCmd string
 	)
 	cmd := &cobra.Command{
 		Use:   "swarm",
@@ -47,6 +49,15 @@ of a run seen running (its pid) at a random moment within --slow (default
 100ms); the server's process-loss handling must fail the run (process_lost) and
 queue its one retry, which carries the issue on.
 
+With --agent-cmd each agent process runs that command line instead of 'clasp agent
+work' (split at spaces, no shell; relative paths from the current directory),
+such as "python3 examples/python-agent/agent.py" or "node
+examples/typescript-agent/agent.mjs": it gets CLASP_URL and its agent's key in
+CLASP_TOKEN and CLASP_API_KEY, and --slow when set; it must claim issues until
+none is left, write the result comment "sha256 <hex>" with status done in one
+write, and print "event=checked_out issue=<id> run=<id> epoch=<n>" lines on
+stdout, which the kills are timed by.
+
 With --mcp each agent process ('clasp agent work --mcp') works through the MCP
 tools of a 'clasp mcp' process it starts on a pipe (claim_next_issue, then
 update_issue_status done with the result); a SIGKILL of the agent kills its
@@ -72,6 +83,7 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
   clasp swarm --managed --agents 8 --kill-rate 0.2
   clasp swarm --deps --agents 8 --kill-rate 0.2       # directories wait for their entries
   clasp swarm --mcp --agents 8 --kill-rate 0.2
+  clasp swarm --agents 3 --kill-rate 0.2 --agent-cmd "python3 /src/clasp/examples/python-agent/agent.py"
   clasp swarm --server http://127.0.0.1:3100 --token clasp_bt_... --json
   clasp swarm --database-url postgres://clasp@127.0.0.1/clasp --replicas 3 --agents 16 --kill-rate 0.2 --kill-replica-every 5s`,
 		Args: cobra.NoArgs,
@@ -90,6 +102,14 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 			}
 			if len(cfg.ManagedCommand) > 0 && !cfg.Managed {
 				return usageErr(errors.New("--agent-command needs --managed"))
+			}
+			if agentCmd != "" {
+				if cfg.Managed || cfg.MCP || cfg.NoClaim || cfg.Deps {
+					return usageErr(errors.New("--agent-cmd excludes --managed (see --agent-command), --mcp, --no-claim and --deps (its agents hash files, not directories)"))
+				}
+				if cfg.AgentCommand = strings.Fields(agentCmd); len(cfg.AgentCommand) == 0 {
+					return usageErr(errors.New("--agent-cmd is empty"))
+				}
 			}
 			if cfg.Replicas < 1 {
 				return usageErr(errors.New("--replicas must be at least 1"))
@@ -130,6 +150,7 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 	f.BoolVar(&cfg.MCP, "mcp", false, "each agent process is an MCP client of a 'clasp mcp' process and works through its tools (same kills: the pair dies together)")
 	f.StringSliceVar(&cfg.ManagedCommand, "agent-command", nil, "with --managed: the agents' process runs this command line (absolute program path, then arguments, comma-separated) instead of 'clasp agent work --one-run'; e.g. /bin/sh,$PWD/examples/paperclip-agent/agent.sh,0.1")
 	f.BoolVar(&cfg.Deps, "deps", false, "also one issue per directory, blocked by its entries' issues; checks the tree hash, the blocker order and one wake per ready directory")
+	f.StringVar(&agentCmd, "agent-cmd", "", "run this command line as each agent's process instead of 'clasp agent work' (split at spaces, no shell), e.g. \"python3 examples/python-agent/agent.py\": it gets CLASP_URL and CLASP_TOKEN/CLASP_API_KEY and prints event=checked_out lines for the kills")
 	f.BoolVar(&cfg.NoClaim, "no-claim", false, "agents find work with inbox, list and checkout instead of claim-next (to compare)")
 	f.StringVar(&cfg.ServerURL, "server", "", "use the clasp server at this URL instead of an embedded one")
 	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server, or of a --database-url that has one already (default $"+EnvToken+"; none for --local-trusted)")

@@ -94,7 +94,8 @@ type Config struct {
 	ServerBinary string
 
 	// AgentCommand is the agent process to start, to which CLASP_URL and
-	// CLASP_TOKEN are passed in the environment (and --slow when Slow > 0);
+	// the key (CLASP_TOKEN and CLASP_API_KEY) are passed in the environment
+	// (and --slow when Slow > 0); its event=checked_out lines time the kills;
 	// default: this executable with "agent work".
 	AgentCommand []string
 	// StartServer starts the embedded server (required unless ServerURL).
@@ -934,7 +935,11 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 	cmd := exec.Command(args[0], args[1:]...) // #nosec G204 -- the agent command the operator passed, run without a shell
 	// CLASP_URL lists the replicas (one URL without them), starting at a
 	// different one per agent: the agents spread over the replicas.
-	cmd.Env = append(os.Environ(), "CLASP_URL="+strings.Join(s.urls(n-1), ","), "CLASP_TOKEN="+key)
+	// The key also goes in CLASP_API_KEY, which the Python and TypeScript
+	// clients read first; a run named by the swarm's own environment is
+	// not the agent's to adopt.
+	cmd.Env = append(os.Environ(), "CLASP_URL="+strings.Join(s.urls(n-1), ","), "CLASP_TOKEN="+key, "CLASP_API_KEY="+key,
+		"CLASP_RUN_ID=", "PAPERCLIP_RUN_ID=", "PAPERCLIP_API_KEY=")
 	cmd.Stderr = logFile
 	// The agent dies with the swarm even if the swarm itself is SIGKILLed.
 	setDeathSignal(cmd)
