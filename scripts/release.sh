@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the release binaries of clasp into dist/: static (CGO_ENABLED=0)
 # binaries for linux and darwin on amd64 and arm64, each stamped with the
-# version and commit (-ldflags -X, read by `clasp version` and /healthz), and
-# dist/SHA256SUMS with the SHA-256 checksum of each (check with
+# version and commit (-ldflags -X, read by `clasp version` and /healthz), the
+# Python wheel and npm package of the clients in sdk/ with the same version,
+# and dist/SHA256SUMS with the SHA-256 checksum of each (check with
 # `cd dist && sha256sum -c SHA256SUMS`).
 #
 # The version is $VERSION when set, else `git describe --tags --dirty` (a tag
@@ -62,5 +63,31 @@ if [ -x "$native" ]; then
 	*) echo "release: $native version says '$got', want clasp $version" >&2; exit 1 ;;
 	esac
 fi
+
+# The clients in sdk/ are versioned with the server: the Python wheel and the
+# npm package of a release carry its version (for a build that is not a tag,
+# 0.0.0 with a development suffix naming the commit).
+sdkversion=${version#v}
+case "$sdkversion" in
+*[!0-9.]*) pyversion="0.0.0.dev0+g${commit:0:12}"; npmversion="0.0.0-dev.${commit:0:12}" ;;
+*) pyversion=$sdkversion; npmversion=$sdkversion ;;
+esac
+sdktmp=$(mktemp -d)
+trap 'rm -rf "$sdktmp"' EXIT
+cp -r sdk/python "$sdktmp/python"
+sed -i "s/^version = \".*\"/version = \"$pyversion\"/" "$sdktmp/python/pyproject.toml"
+sed -i "s/^NAME, DIST, VERSION = \(.*\), \".*\"$/NAME, DIST, VERSION = \1, \"$pyversion\"/" "$sdktmp/python/_build/clasp_build.py"
+sed -i "s/^__version__ = \".*\"/__version__ = \"$pyversion\"/" "$sdktmp/python/clasp/__init__.py"
+python3 -m pip wheel --quiet --no-index --no-deps --no-build-isolation -w dist "$sdktmp/python"
+if command -v npm >/dev/null 2>&1; then
+	cp -r sdk/typescript "$sdktmp/typescript"
+	(cd "$sdktmp/typescript" && export CLASP_OPENAPI="$OLDPWD/internal/httpapi/openapi.json" && rm -rf node_modules dist && npm version --no-git-tag-version --allow-same-version "$npmversion" >/dev/null &&
+		npm ci --no-audit --no-fund --loglevel=error && npm run --silent build && npm pack --silent --pack-destination "$OLDPWD/dist" >/dev/null)
+else
+	echo "release: npm not found: no TypeScript package in dist/" >&2
+fi
+(cd dist && find . -maxdepth 1 -type f ! -name SHA256SUMS -printf '%P\n' | sort | xargs sha256sum >SHA256SUMS)
+ls dist/*.whl dist/*.tgz 2>/dev/null
+
 echo
 cat dist/SHA256SUMS

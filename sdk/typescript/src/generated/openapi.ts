@@ -6,7 +6,7 @@ export type Error = {
   /** A sentence for people. */
   error: string;
   /** Stable snake_case code; clients match on it. */
-  code: "invalid_request" | "body_too_large" | "request_timeout" | "unauthenticated" | "run_id_required" | "forbidden" | "agent_mismatch" | "run_not_owned" | "not_found" | "method_not_allowed" | "checkout_conflict" | "ownership_conflict" | "run_not_live" | "already_exists" | "idempotency_in_flight" | "precondition_failed" | "run_not_found" | "idempotency_key_reused" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal" | "unavailable" | "client_closed_request";
+  code: "invalid_request" | "body_too_large" | "request_timeout" | "unauthenticated" | "run_id_required" | "forbidden" | "agent_mismatch" | "run_not_owned" | "not_found" | "method_not_allowed" | "checkout_conflict" | "ownership_conflict" | "run_not_live" | "already_exists" | "idempotency_in_flight" | "precondition_failed" | "run_not_found" | "idempotency_key_reused" | "dependency_cycle" | "blocked_by_unresolved" | "unsupported_media_type" | "rate_limited" | "headers_too_large" | "internal" | "unavailable" | "client_closed_request";
   /** Facts about the failure: `field` names the bad field or parameter; a conflict names the holder (issueId, status, assigneeAgentId, checkoutRunId, executionRunId, reason). */
   details: { [key: string]: unknown };
 };
@@ -121,6 +121,24 @@ export type Issue = {
   cancelledAt: string | null;
   createdAt: string;
   updatedAt: string;
+  /** The issue this one is a part of (same company); null for a top-level issue. */
+  parentId: string | null;
+  /** The issues that must be done before this one enters in_progress or done. */
+  blockedBy: Array<IssueSummary>;
+  /** The issues this one blocks. */
+  blocks: Array<IssueSummary>;
+  /** True when every blocker is done (a cancelled blocker stays unresolved until its edge is removed). */
+  dependencyReady: boolean;
+  unresolvedBlockerCount: number;
+  unresolvedBlockerIssueIds: Array<string>;
+};
+
+/** An issue another issue's answer refers to: a blocker, a dependent or an ancestor. */
+export type IssueSummary = {
+  id: string;
+  identifier: string;
+  title: string;
+  status: IssueStatus;
 };
 
 export type InboxItem = {
@@ -134,6 +152,10 @@ export type InboxItem = {
     id: string;
     status: RunStatus;
   } | null;
+  parentId: string | null;
+  dependencyReady: boolean;
+  unresolvedBlockerCount: number;
+  unresolvedBlockerIssueIds: Array<string>;
 };
 
 export type Comment = {
@@ -237,6 +259,10 @@ export type IssueCreate = {
   status?: IssueStatus;
   priority?: Priority;
   assigneeAgentId?: string | null;
+  /** The issue this one is a part of: a UUID or identifier of the same company (no cycles). */
+  parentId?: string;
+  /** Issues that must be done before this one enters in_progress or done (no cycles). */
+  blockedByIssueIds?: Array<string>;
 };
 
 /** Lock columns are never writable. */
@@ -248,6 +274,10 @@ export type IssueUpdate = {
   assigneeAgentId?: string | null;
   /** A comment written in the same transaction as the change. */
   comment?: string;
+  /** Moves the issue under this issue (UUID or identifier of the same company); null makes it top-level. */
+  parentId?: string | null;
+  /** Replaces the blockers with these; [] or null removes them all. Applied before the status change of the same request. */
+  blockedByIssueIds?: Array<string> | null;
 };
 
 export type Checkout = {
