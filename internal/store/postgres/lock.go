@@ -168,7 +168,7 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 			return answer(l, err)
 		}
 		if noop, err := store.BoardCheckoutRefused(&l.LockState, p.AgentID, expected); !noop {
-			return nil, store.BlockedDetails(ctx, driver{s}.Read(), err) // D1 names the blockers
+			return nil, translate(store.BlockedDetails(ctx, driver{s}.Read(), err)) // D1 names the blockers; a failed read is 503 as any
 		}
 		return l.issue, nil
 	}
@@ -195,7 +195,7 @@ func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams)
 	}
 	sameRun, err := store.CheckoutRefused(&l.LockState, p.AgentID, a.RunID, expected)
 	if !sameRun {
-		return nil, store.BlockedDetails(ctx, driver{s}.Read(), err) // D1 names the blockers
+		return nil, translate(store.BlockedDetails(ctx, driver{s}.Read(), err)) // D1 names the blockers; a failed read is 503 as any
 	}
 	if p.Result != nil { // L2
 		p.Result.SameRun = true
@@ -342,7 +342,7 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 		if err != nil || l.changed {
 			return answer(l, err)
 		}
-		return nil, store.BlockedDetails(ctx, driver{s}.Read(), store.PatchRefused(&l.LockState, p))
+		return nil, translate(store.BlockedDetails(ctx, driver{s}.Read(), store.PatchRefused(&l.LockState, p)))
 	}
 	out, err := idempotent(ctx, s, p.Idempotency, store.IdemIssueUpdate, replay, update)
 	if err != nil && p.Idempotency != nil && !isIdempotencyConflict(err) &&
