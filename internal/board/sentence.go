@@ -47,9 +47,7 @@ func sentence(parts ...any) []seg {
 		case seg:
 			out = append(out, v)
 		case []seg:
-			for _, s := range v {
-				out = append(out, s)
-			}
+			out = append(out, v...)
 		}
 	}
 	return out

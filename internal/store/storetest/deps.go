@@ -77,7 +77,7 @@ func checkDepCounts(t *testing.T, st store.Store, companyID string) {
 // parent (refs).
 func depIssue(t *testing.T, e *env, status clasp.IssueStatus, assignee, parent string, blockers ...string) *clasp.Issue {
 	t.Helper()
-	iss, err := e.st.IssueCreate(t.Context(), &store.IssueCreateParams{CompanyID: e.co.ID, Title: "dep " + fmt.Sprint(rand.Int()),
+	iss, err := e.st.IssueCreate(t.Context(), &store.IssueCreateParams{CompanyID: e.co.ID, Title: "dep " + fmt.Sprint(rand.Int()), // #nosec G404 -- a title, not a secret
 		Status: status, AssigneeAgentID: assignee, ParentID: parent, BlockedByIssueIDs: blockers, Actor: boardActor()})
 	if err != nil {
 		t.Fatalf("setup: create issue blocked by %v (parent %q): %v", blockers, parent, err)
@@ -729,7 +729,7 @@ func testD10PropertyRandomOps(t *testing.T, open opener) {
 		clasp.IssueDone, clasp.IssueCancelled}
 	ops := scale(150, 30)
 	race(4, func(g int) {
-		rng := rand.New(rand.NewPCG(uint64(g), 7))
+		rng := rand.New(rand.NewPCG(uint64(g), 7)) // #nosec G115 G404 -- a reproducible schedule per goroutine index (g >= 0), not a secret
 		agent := []*clasp.Agent{e.a, e.b}[g%2]
 		run := openRun(t, e.st, agent)
 		pick := func() *clasp.Issue { return issues[rng.IntN(len(issues))] }

@@ -4,7 +4,6 @@ package storetest
 // ready state, whoever delivers it and however often.
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/clasp-dev/clasp"
@@ -168,5 +167,5 @@ func testD8RaceTwoBlockers(t *testing.T, e *hbEnv) {
 			t.Errorf("round %d: %d wake requests for %s, want 1", k, n, i1.Identifier)
 		}
 	}
-	t.Log(fmt.Sprintf("two blockers, two deliverers, %d rounds: one wake each", rounds))
+	t.Logf("two blockers, two deliverers, %d rounds: one wake each", rounds)
 }
