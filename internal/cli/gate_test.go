@@ -207,3 +207,67 @@ func httpDo(t *testing.T, method, url, bearer string) int {
 	res.Body.Close()
 	return res.StatusCode
 }
+
+// TestAgentWorkGitWorktrees (RULES.md G5): clasp agent work --git DIR
+// works its claim of EX-1 (epoch 1) in the worktree
+// DIR/.clasp-worktrees/EX-1@1 on branch clasp/EX-1, started from the
+// branch's tip where a superseded hold (epoch 0's worktree, left on this
+// machine) committed work; that older worktree is removed with a log
+// line, never reused. The result commit carries Clasp-Issue: EX-1@1, the
+// issue is completed at epoch 1, and the gate accepts the branch.
+func TestAgentWorkGitWorktrees(t *testing.T) {
+	bin := gateBin(t)
+	s := startExampleServer(t, bin)
+	tmp := t.TempDir()
+	env := gitEnv(tmp)
+	repo := filepath.Join(tmp, "repo")
+	mustSh(t, env, tmp, "git", "init", "-q", "-b", "main", repo)
+	mustSh(t, env, repo, "git", "commit", "-q", "--allow-empty", "-m", "start")
+	stale := filepath.Join(repo, ".clasp-worktrees", "EX-1@0")
+	mustSh(t, env, repo, "git", "worktree", "add", "-q", "-b", "clasp/EX-1", stale, "HEAD")
+	mustSh(t, env, stale, "git", "commit", "-q", "--allow-empty", "-m", "previous holder")
+	input := filepath.Join(tmp, "input.txt")
+	if err := os.WriteFile(input, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.api("PATCH", "/api/issues/"+s.issue, s.token, `{"description":"`+input+`"}`, nil)
+
+	work := append(append([]string(nil), env...), "CLASP_URL="+s.url, "CLASP_TOKEN="+s.key)
+	cmd := exec.Command(bin, "agent", "work", "--git", repo)
+	cmd.Dir, cmd.Env = tmp, work
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("agent work: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "removing the worktree of a superseded hold") || !strings.Contains(stderr.String(), "EX-1@0") {
+		t.Errorf("no log line for the removal of the superseded worktree; stderr:\n%s", stderr.String())
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the superseded worktree %s is still there (%v)", stale, err)
+	}
+	wt := filepath.Join(repo, ".clasp-worktrees", "EX-1@1")
+	if !strings.Contains(stdout.String(), "event=committed") || !strings.Contains(stdout.String(), wt) {
+		t.Errorf("no committed event naming %s; stdout:\n%s", wt, stdout.String())
+	}
+	log := mustSh(t, env, repo, "git", "log", "--format=%s|%(trailers:key=Clasp-Issue,valueonly,separator=;)", "main..clasp/EX-1")
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], "|EX-1@1") || lines[1] != "previous holder|" {
+		t.Errorf("clasp/EX-1 since main:\n%s\nwant the result stamped EX-1@1 on top of the previous holder's commit", log)
+	}
+	if b, err := os.ReadFile(filepath.Join(wt, "results", "EX-1")); err != nil || !strings.HasPrefix(string(b), "sha256 ") {
+		t.Errorf("results/EX-1 in the worktree: %q, %v", b, err)
+	}
+	var iss clasp.Issue
+	s.api("GET", "/api/issues/"+s.issue, s.token, "", &iss)
+	if iss.Status != clasp.IssueDone || iss.CompletedEpoch == nil || *iss.CompletedEpoch != 1 {
+		t.Fatalf("EX-1: status %s, completedEpoch %v; want done at 1", iss.Status, iss.CompletedEpoch)
+	}
+	var gt clasp.GateToken
+	s.api("POST", "/api/companies/"+s.company+"/gate-tokens", s.token, `{"name":"ci"}`, &gt)
+	gate := append(append([]string(nil), env...), "CLASP_URL="+s.url, "CLASP_TOKEN="+gt.Token)
+	if out, err := sh(t, gate, repo, bin, "gate", "check", "--ref", "refs/heads/clasp/EX-1", "--range", "main..clasp/EX-1"); err == nil ||
+		!strings.Contains(out, "unstamped") || !strings.Contains(out, "1 of 2 commits refused") {
+		t.Errorf("gate check of clasp/EX-1: err %v, output:\n%s\nwant the previous holder's unstamped commit refused, the result accepted", err, out)
+	}
+}
