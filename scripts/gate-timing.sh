@@ -49,7 +49,8 @@ git init -q -b main "$dir/repo"
 	done
 } | git -C "$dir/repo" fast-import --quiet
 gt=$(api POST "/api/companies/$co/gate-tokens" "$board" '{"name":"timing"}' | jq -r .token)
-echo "commits: $(git -C "$dir/repo" rev-list --count HEAD), store: ${url:+postgres}${url:-sqlite}"
+store=sqlite; [ -n "$url" ] && store=postgres
+echo "commits: $(git -C "$dir/repo" rev-list --count HEAD), store: $store"
 for k in 1 2 3; do
 	start=$(date +%s.%N)
 	CLASP_URL=$base CLASP_TOKEN=$gt "$bin" gate check --repo "$dir/repo" --range HEAD

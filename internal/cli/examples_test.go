@@ -399,6 +399,13 @@ func runExample(t *testing.T, bin, repo string, ex example) {
 	if strings.Contains(line, "clasp restore") || strings.Contains(line, "clasp migrate") || strings.Contains(line, "clasp serve") {
 		s.stop() // they need the data directory to themselves
 	}
+	if strings.Contains(line, "<gate-token-id>") {
+		var g struct {
+			ID string `json:"id"`
+		}
+		s.api("POST", "/api/companies/"+s.company+"/gate-tokens", s.token, `{"name":"to revoke"}`, &g)
+		line = strings.ReplaceAll(line, "<gate-token-id>", g.ID)
+	}
 	appRepo := filepath.Join(tmp, "app.git")
 	if strings.Contains(line, "/srv/git/app.git") {
 		// The gate is installed in a bare repository of its own.

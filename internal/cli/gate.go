@@ -126,9 +126,10 @@ func (a *app) newGateTokenListCmd() *cobra.Command {
 func (a *app) newGateTokenRevokeCmd() *cobra.Command {
 	var company string
 	c := &cobra.Command{
-		Use:   "revoke TOKEN_ID --company COMPANY",
-		Short: "Revoke a gate token at once",
-		Args:  cobra.ExactArgs(1),
+		Use:     "revoke TOKEN_ID --company COMPANY",
+		Short:   "Revoke a gate token at once",
+		Example: `  clasp gate token revoke <gate-token-id> --company ACME`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := a.resolveCompany(cmd.Context(), company, "--company")
 			if err != nil {
