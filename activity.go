@@ -13,6 +13,9 @@ const (
 	ActorAgent  ActorType = "agent"
 	ActorBoard  ActorType = "board"
 	ActorSystem ActorType = "system" // the sweeper and the server itself
+	// ActorGate is a gate token (RULES.md G4): it only reads, so no
+	// activity row ever names it.
+	ActorGate ActorType = "gate"
 )
 
 // Activity actions written by the lock rules (RULES.md, Lock rules) and the

@@ -110,6 +110,15 @@ type Issue struct {
 	BlockedBy                 []IssueSummary `json:"blockedBy"`
 	Blocks                    []IssueSummary `json:"blocks"`
 	UnresolvedBlockerIssueIDs []string       `json:"unresolvedBlockerIssueIds"`
+
+	// CompletedEpoch is the checkoutEpoch under which the issue moved to
+	// done (set by the statement that moves it, nil while it is not done):
+	// a stamp of that epoch is finished work, an older one superseded
+	// work (RULES.md, The git gate).
+	CompletedEpoch *int64 `json:"completedEpoch"`
+	// Workspace is where the holder works: set on the answers that grant
+	// the issue to a run (checkout, claim), absent elsewhere.
+	Workspace *Workspace `json:"workspace,omitempty"`
 }
 
 // IssueSummary names an issue another issue's answer refers to: a

@@ -19,6 +19,7 @@ import (
 func (a *app) newAgentWorkCmd() *cobra.Command {
 	var slow time.Duration
 	var noClaim, oneRun, viaMCP bool
+	var gitDir string
 	cmd := &cobra.Command{
 		Use:   "work",
 		Short: "Work issues as one agent until none is left (the swarm's agent process)",
@@ -50,6 +51,15 @@ find no work, or on SIGTERM once the issue in hand is done and its run
 finished, provided no work failed; 1 when some work failed (the issues left
 blocked are named, event=exit reason=work_failed), or the server stays
 unreachable or refuses the key.
+
+With --git DIR each claim works in its own git worktree of DIR,
+DIR/.clasp-worktrees/<identifier>@<epoch>, on the issue's branch clasp/<identifier>
+(made from DIR's HEAD, or from the branch's tip when a previous holder left work
+there), writes the result to results/<identifier> and commits it with the
+trailer "Clasp-Issue: <identifier>@<epoch>" before marking the issue done
+(event=committed). A worktree of an older epoch of the same issue (a superseded
+hold on this machine) is removed first, with a log line; one of a newer epoch
+means this hold is superseded, and its work fails.
 
 With --one-run it is the process of a server-managed agent (clasp swarm
 --managed): it works at most one issue in the run the server started
@@ -91,6 +101,7 @@ the server ends the run.`,
 				RunID:      runID,
 				IssueID:    issueID,
 				Slow:       slow,
+				GitDir:     gitDir,
 				NoClaim:    noClaim,
 				Events:     a.stdout,
 				Log:        slog.New(slog.NewTextHandler(a.stderr, nil)),
@@ -109,6 +120,7 @@ the server ends the run.`,
 		},
 	}
 	cmd.Flags().DurationVar(&slow, "slow", 0, "stretch the work on each issue to at least this long (e.g. 200ms)")
+	cmd.Flags().StringVar(&gitDir, "git", "", "a git repository: each claim works in its own worktree of it (DIR/.clasp-worktrees/<issue>@<epoch>, branch clasp/<issue>)\nand commits its result stamped 'Clasp-Issue: <issue>@<epoch>'; worktrees of superseded holds are removed")
 	cmd.Flags().BoolVar(&noClaim, "no-claim", false, "find work with inbox, list and checkout instead of claim-next")
 	cmd.Flags().BoolVar(&viaMCP, "mcp", false, "work through the MCP tools of a 'clasp mcp' process started on a pipe (clasp swarm --mcp)")
 	cmd.Flags().BoolVar(&oneRun, "one-run", false, "work at most one issue in the run $CLASP_RUN_ID with the run token $CLASP_API_KEY on $CLASP_API_URL\n(the process of a server-managed agent; $CLASP_ISSUE_ID (or $PAPERCLIP_TASK_ID), when set, is the issue to work, first)")

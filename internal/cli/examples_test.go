@@ -399,7 +399,22 @@ func runExample(t *testing.T, bin, repo string, ex example) {
 	if strings.Contains(line, "clasp restore") || strings.Contains(line, "clasp migrate") || strings.Contains(line, "clasp serve") {
 		s.stop() // they need the data directory to themselves
 	}
+	if strings.Contains(line, "<gate-token-id>") {
+		var g struct {
+			ID string `json:"id"`
+		}
+		s.api("POST", "/api/companies/"+s.company+"/gate-tokens", s.token, `{"name":"to revoke"}`, &g)
+		line = strings.ReplaceAll(line, "<gate-token-id>", g.ID)
+	}
+	appRepo := filepath.Join(tmp, "app.git")
+	if strings.Contains(line, "/srv/git/app.git") {
+		// The gate is installed in a bare repository of its own.
+		if out, err := exec.Command("git", "init", "-q", "--bare", appRepo).CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v\n%s", err, out)
+		}
+	}
 	r := strings.NewReplacer(
+		"/srv/git/app.git", appRepo,
 		"http://127.0.0.1:3100", s.url,
 		"clasp_ak_...", s.key, "clasp_rt_...", runToken, "clasp_bt_...", s.token,
 		"<company-id>", s.company, "<id>", s.company, "0b6c...e1", s.company,
@@ -418,6 +433,14 @@ func runExample(t *testing.T, bin, repo string, ex example) {
 	token := s.token
 	if agentSide(line) {
 		token = s.key
+	}
+	if strings.Contains(line, "clasp gate check") {
+		// The gate's check takes a gate token (and only it may call it).
+		var g struct {
+			Token string `json:"token"`
+		}
+		s.api("POST", "/api/companies/"+s.company+"/gate-tokens", s.token, `{"name":"examples"}`, &g)
+		token = g.Token
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), exampleLimit)
 	defer cancel()

@@ -160,6 +160,13 @@ func printIssue(w io.Writer, i *clasp.Issue) {
 		"Created", fmtTime(i.CreatedAt), "Updated", fmtTime(i.UpdatedAt),
 		"Parent", optStr(i.ParentID), "Blocked by", summaries(i.BlockedBy), "Blocks", summaries(i.Blocks),
 		"Ready", readiness(i))
+	if i.CompletedEpoch != nil {
+		fields(w, "Completed epoch", strconv.FormatInt(*i.CompletedEpoch, 10))
+	}
+	if ws := i.Workspace; ws != nil {
+		// A grant: where the holder works and how it stamps its commits.
+		fields(w, "Branch", ws.Branch, "Stamp", ws.Stamp)
+	}
 	if i.Description != "" {
 		fmt.Fprintf(w, "\n%s\n", i.Description)
 	}

@@ -43,6 +43,9 @@ type principal struct {
 	// run token or the board): the secret an idempotent run open derives
 	// its run token from (runTokenFor); hash is its hash.
 	key, hash string
+	// gate is the gate token the request authenticated with: it may call
+	// the gate's check alone (RULES.md G4).
+	gate *clasp.GateToken
 }
 
 // authenticate resolves the caller (RULES.md, Actors and credentials). A bearer token is
@@ -78,6 +81,9 @@ func (s *Server) authenticate(r *http.Request, ep *endpoint) (principal, error) 
 	hash := HashToken(token)
 	if kind == TokenSession {
 		return s.authenticateSession(ctx, hash)
+	}
+	if kind == TokenGate {
+		return s.authenticateGate(ctx, hash)
 	}
 	if kind == TokenBoard || kind == TokenOperator || kind == "" {
 		op, err := s.authenticateOperator(ctx, token, hash, kind)
@@ -237,6 +243,11 @@ func truncate(s string, n int) string {
 // it names one) its run.
 func (c *call) actor() store.Actor {
 	rid := RequestIDFrom(c.r.Context())
+	if g := c.who.gate; g != nil {
+		// A gate token writes nothing (authorize refuses it every write
+		// route); it is named in logs as itself.
+		return store.Actor{Type: clasp.ActorGate, OperatorID: g.ID, CompanyID: g.CompanyID, RequestID: rid}
+	}
 	if c.who.board {
 		return store.Actor{Type: clasp.ActorBoard, OperatorID: c.who.op.id, CompanyID: c.who.op.company, RequestID: rid}
 	}

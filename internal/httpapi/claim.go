@@ -68,5 +68,5 @@ func (s *Server) issueClaim(ctx context.Context, c *call, in *claimIn) (status i
 		return 0, streamed, nil
 	}
 	s.countCheckout(&res, nil)
-	return http.StatusOK, iss, nil
+	return http.StatusOK, withWorkspace(c, iss), nil
 }

@@ -26,6 +26,7 @@ const (
 	agentOnly                   // the board gets 403 forbidden
 	anyone                      // the board or an agent
 	adminOnly                   // the board with an operator token of role admin (others: 403)
+	gateOnly                    // a gate token (RULES.md G4); every other route refuses one (403)
 )
 
 // runRule says how an endpoint treats the run an agent names.

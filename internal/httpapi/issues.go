@@ -430,7 +430,7 @@ func (s *Server) issueCheckout(ctx context.Context, c *call, in *checkoutIn) (st
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, iss, nil
+	return http.StatusOK, withWorkspace(c, iss), nil
 }
 
 // countCheckout records a checkout's outcome as the store reported it:

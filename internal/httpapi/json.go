@@ -630,6 +630,21 @@ func appendIssueJSON(dst []byte, iss *clasp.Issue) []byte {
 		}
 		dst = append(dst, ']')
 	}
+	dst = append(dst, `,"completedEpoch":`...)
+	if iss.CompletedEpoch == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = strconv.AppendInt(dst, *iss.CompletedEpoch, 10)
+	}
+	if w := iss.Workspace; w != nil {
+		dst = append(dst, `,"workspace":{"branch":`...)
+		dst = appendJSONString(dst, w.Branch)
+		dst = append(dst, `,"stamp":`...)
+		dst = appendJSONString(dst, w.Stamp)
+		dst = append(dst, `,"epoch":`...)
+		dst = strconv.AppendInt(dst, w.Epoch, 10)
+		dst = append(dst, '}')
+	}
 	return append(dst, '}')
 }
 

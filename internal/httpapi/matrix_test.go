@@ -37,10 +37,11 @@ const (
 	actViewer                  // an operator token of role viewer, scoped to company C
 	actOperatorC               // an operator token of role operator, scoped to company C
 	actOperatorD               // an operator token of role operator, scoped to company D
+	actGate                    // a gate token of company C: the gate's check alone (RULES.md G4)
 	numActors
 )
 
-var actorNames = [numActors]string{"board", "agent", "otherCo", "revoked", "terminated", "noAuth", "otherRun", "terminalRun", "viewerC", "operatorC", "operatorD"}
+var actorNames = [numActors]string{"board", "agent", "otherCo", "revoked", "terminated", "noAuth", "otherRun", "terminalRun", "viewerC", "operatorC", "operatorD", "gateC"}
 
 // Cell values: "status" or "status code" (the code of the JSON error body).
 const (
@@ -68,6 +69,8 @@ type mworld struct {
 	commentID          string       // a comment on issue, when the row's prep wrote one
 	viewer, opC, opD   string       // operator tokens: viewer of C, operator of C, operator of D
 	spareOperatorID    string       // an operator token that DELETE may revoke and rotate may replace
+	gate               string       // a gate token of C
+	spareGateID        string       // a gate token of C that DELETE may revoke
 }
 
 var matrixSeq atomic.Int64
@@ -110,6 +113,11 @@ func mworldSetup(b *bundle) *mworld {
 	w.opC = b.operatorToken("operator", w.c.ID).Token
 	w.opD = b.operatorToken("operator", w.d.ID).Token
 	w.spareOperatorID = b.operatorToken("viewer", "").ID
+	var g clasp.GateToken
+	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/gate-tokens", req{body: map[string]any{"name": "matrix"}}, &g)
+	w.gate = g.Token
+	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/gate-tokens", req{body: map[string]any{"name": "spare"}}, &g)
+	w.spareGateID = g.ID
 	return w
 }
 
@@ -139,6 +147,8 @@ func (w *mworld) credentials(b *bundle, a actor) (token, run, agentID string) {
 		return w.opC, "", ""
 	case actOperatorD:
 		return w.opD, "", ""
+	case actGate:
+		return w.gate, "", ""
 	}
 	panic("unknown actor")
 }
@@ -203,9 +213,9 @@ func matrixRows() []mrow {
 	byID := func(ok string) [numActors]string {
 		return [numActors]string{ok, ok, cNotFound, cUnauth, cUnauth, cUnauth, cNotOwned, cNotLive}
 	}
-	public := [numActors]string{c200, c200, c200, c200, c200, c200, c200, c200, c200, c200, c200}
+	public := [numActors]string{c200, c200, c200, c200, c200, c200, c200, c200, c200, c200, c200, c200}
 
-	return []mrow{
+	rows := []mrow{
 		//       pattern                                        path                                   body
 		{pattern: "GET /healthz", path: fixed("/healthz"), body: noBodyFn, want: public},
 		{pattern: "GET /readyz", path: fixed("/readyz"), body: noBodyFn, want: public},
@@ -312,7 +322,26 @@ func matrixRows() []mrow {
 		{pattern: "POST /api/operators/tokens/{id}/rotate", path: func(w *mworld) string { return "/api/operators/tokens/" + w.spareOperatorID + "/rotate" }, body: empty, want: adminRoute(boardOnly(c201))},
 		{pattern: "POST /api/sessions", path: fixed("/api/sessions"), body: empty, want: ops(boardOnly(c201), c201, c201, c201)},
 		{pattern: "DELETE /api/sessions/current", path: fixed("/api/sessions/current"), body: noBodyFn, want: ops(boardOnly(cForbidden), cForbidden, cForbidden, cForbidden)},
+		// The git gate (RULES.md G4): its check answers a gate token alone
+		// (the access check precedes the run checks); its tokens are an
+		// admin's of the company.
+		{pattern: "POST /api/gate/check", path: fixed("/api/gate/check"), body: func(w *mworld, _ string) any {
+			return map[string]any{"stamps": []map[string]any{{"issue": w.issue.Identifier, "epoch": 0}}}
+		}, want: [numActors]string{cForbidden, cForbidden, cForbidden, cUnauth, cUnauth, cUnauth, cForbidden, cForbidden, cForbidden, cForbidden, cForbidden, c200}},
+		{pattern: "POST /api/companies/{companyId}/gate-tokens", path: func(w *mworld) string { return C(w) + "/gate-tokens" }, body: func(*mworld, string) any {
+			return map[string]any{"name": "ci"}
+		}, want: adminRoute(boardOnly(c201))},
+		{pattern: "GET /api/companies/{companyId}/gate-tokens", path: func(w *mworld) string { return C(w) + "/gate-tokens" }, body: noBodyFn, want: adminRoute(boardOnly(c200))},
+		{pattern: "DELETE /api/companies/{companyId}/gate-tokens/{id}", path: func(w *mworld) string { return C(w) + "/gate-tokens/" + w.spareGateID }, body: noBodyFn, want: adminRoute(boardOnly(c200))},
 	}
+	// A gate token may call the gate's check and nothing else: every
+	// other route answers it 403 (the public ones aside).
+	for k := range rows {
+		if rows[k].want[actGate] == "" {
+			rows[k].want[actGate] = cForbidden
+		}
+	}
+	return rows
 }
 
 // routePatterns returns every pattern registered in routes.go, read from

@@ -607,6 +607,8 @@ func TestOpenAPISaysWhoMayCall(t *testing.T) {
 			ok = board && agent
 		case acc == adminOnly:
 			ok = board && strings.Contains(who, "admin") && !agent
+		case acc == gateOnly:
+			ok = strings.Contains(who, "gate token") && !board && !agent
 		}
 		if !ok {
 			t.Errorf("%s: the document says %q, which does not match the route's access in routes.go", p, m[0])

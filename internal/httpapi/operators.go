@@ -47,6 +47,9 @@ func operatorOf(t *clasp.OperatorToken) *operator {
 // company returns the company the caller is confined to: an agent's own,
 // a company-scoped operator's, or "" for an operator of every company.
 func (p principal) company() string {
+	if p.gate != nil {
+		return p.gate.CompanyID
+	}
 	if p.board {
 		return p.op.company
 	}
@@ -164,6 +167,13 @@ func (s *Server) authorize(c *call) error {
 	who, ep := c.who, c.ep
 	route := routeLabel(ep.pattern)
 	switch {
+	case who.gate != nil && ep.access != gateOnly:
+		// G4: a gate token reads the gate's verdicts and nothing else.
+		return clasp.Errorf(clasp.CodeForbidden, "A gate token may call only POST /api/gate/check, not %s.", route)
+	case who.gate != nil:
+		return nil
+	case ep.access == gateOnly:
+		return clasp.Errorf(clasp.CodeForbidden, "Only a gate token may call %s: create one with clasp gate token create.", route)
 	case (ep.access == boardOnly || ep.access == adminOnly) && !who.board:
 		return clasp.Errorf(clasp.CodeForbidden, "Only the board may call %s.", route)
 	case ep.access == agentOnly && who.board:

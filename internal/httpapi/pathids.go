@@ -27,13 +27,14 @@ type idKind struct {
 // wildcard of a route registered with Server.handle must follow one of
 // these (pathParams panics otherwise).
 var pathIDKinds = map[string]idKind{
-	"companies": {what: "a company id"},
-	"agents":    {what: "an agent id"},
-	"runs":      {what: "a run id"},
-	"keys":      {what: "an API key id"},
-	"comments":  {what: "a comment id"},
-	"issues":    {what: "an issue id", issueRef: true},
-	"tokens":    {what: "an operator token id"},
+	"companies":   {what: "a company id"},
+	"agents":      {what: "an agent id"},
+	"runs":        {what: "a run id"},
+	"keys":        {what: "an API key id"},
+	"comments":    {what: "a comment id"},
+	"issues":      {what: "an issue id", issueRef: true},
+	"tokens":      {what: "an operator token id"},
+	"gate-tokens": {what: "a gate token id"},
 }
 
 // pathID is one wildcard of a route's pattern and the id it takes.

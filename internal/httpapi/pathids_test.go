@@ -55,6 +55,8 @@ func TestPathIDsTable(t *testing.T) {
 	b.must(http.StatusCreated, "POST", "/api/agents/"+w.b.ID+"/keys", req{body: map[string]any{"name": "spare"}}, &key)
 	writeRunLog(b, w.ra1.ID, "log line\n")
 	opA, opB := b.operatorToken("viewer", ""), b.operatorToken("viewer", "")
+	var gt clasp.GateToken
+	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/gate-tokens", req{body: map[string]any{"name": "ci"}}, &gt)
 
 	co := map[string]string{"companyId": w.c.ID}
 	ag := map[string]string{"id": w.b.ID}
@@ -63,6 +65,9 @@ func TestPathIDsTable(t *testing.T) {
 	routes := []idRoute{
 		{pattern: "GET /api/companies/{companyId}", good: co, status: 200},
 		{pattern: "DELETE /api/operators/tokens/{id}", good: map[string]string{"id": opA.ID}, status: 200},
+		{pattern: "POST /api/companies/{companyId}/gate-tokens", good: co, body: map[string]any{"name": "ci2"}, status: 201},
+		{pattern: "GET /api/companies/{companyId}/gate-tokens", good: co, status: 200},
+		{pattern: "DELETE /api/companies/{companyId}/gate-tokens/{id}", good: map[string]string{"companyId": w.c.ID, "id": gt.ID}, status: 200},
 		{pattern: "POST /api/operators/tokens/{id}/rotate", good: map[string]string{"id": opB.ID}, body: map[string]any{}, status: 201},
 		{pattern: "POST /api/companies/{companyId}/agents", good: co, body: map[string]any{"name": "gamma"}, status: 201},
 		{pattern: "GET /api/companies/{companyId}/agents", good: co, status: 200},

@@ -68,4 +68,11 @@ func (s *Server) routes() {
 	s.handle(endpoint{pattern: "GET /api/issues/{id}/activity", access: anyone, serve: noBody(s.issueActivity)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/activity", access: anyone, serve: noBody(s.companyActivity)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/events", access: anyone, serve: noBody(s.companyEvents)})
+
+	// The git gate (RULES.md, The git gate): its check takes a gate token
+	// alone; an admin of the company makes and revokes those.
+	s.handle(endpoint{pattern: "POST /api/gate/check", access: gateOnly, serve: withBody(s.gateCheck)})
+	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/gate-tokens", access: adminOnly, serve: withBody(s.gateTokenCreate)})
+	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/gate-tokens", access: adminOnly, serve: noBody(s.gateTokenList)})
+	s.handle(endpoint{pattern: "DELETE /api/companies/{companyId}/gate-tokens/{id}", access: adminOnly, serve: noBody(s.gateTokenRevoke)})
 }

@@ -811,3 +811,64 @@ func TestSecurityKeyRevocationEndsItsRuns(t *testing.T) {
 		b.must(http.StatusOK, "GET", "/api/agents/me", req{token: w.ra2.RunToken}, nil)
 	})
 }
+
+// TestSecurityGateTokenChecksOnly (RULES.md G4): a gate token answers 403
+// forbidden on every route of routes.go but the gate's check, whatever
+// the method and the ids (its own company's), writes nothing, and judges
+// its own company's issues alone (another company's issue is unknown);
+// once revoked it answers 401 at once. Both stores.
+func TestSecurityGateTokenChecksOnly(t *testing.T) {
+	eachStore(t, func(t *testing.T, pg bool) {
+		b := setup(t, onPG(pg))
+		w := b.world("GT")
+		o := b.world("GU")
+		mine := b.issue(w.c.ID, map[string]any{"status": "todo"})
+		theirs := b.issue(o.c.ID, map[string]any{"status": "todo"})
+		var g clasp.GateToken
+		b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/gate-tokens", req{body: map[string]any{"name": "ci"}}, &g)
+		if !strings.HasPrefix(g.Token, "clasp_gt_") || g.Prefix != g.Token[:KeyPrefixLen] {
+			t.Fatalf("gate token %q, prefix %q: want clasp_gt_... and its id as prefix", g.Token, g.Prefix)
+		}
+		before := len(b.activityOf(w.c.ID))
+		ids := map[string]string{"{companyId}": w.c.ID, "{id}": mine.ID, "{commentId}": uuid.NewString(), "{keyId}": uuid.NewString()}
+		checked := 0
+		for _, pat := range routePatterns(t) {
+			method, path, _ := strings.Cut(pat, " ")
+			if !strings.HasPrefix(path, "/api/") || pat == "GET /api/openapi.json" || pat == "POST /api/gate/check" {
+				continue
+			}
+			for k, v := range ids {
+				path = strings.ReplaceAll(path, k, v)
+			}
+			var body any
+			if method != "GET" && method != "DELETE" {
+				body = map[string]any{}
+			}
+			wantErr(t, b.do(method, path, req{token: g.Token, body: body}), http.StatusForbidden, clasp.CodeForbidden, "")
+			checked++
+		}
+		if checked < 40 {
+			t.Fatalf("only %d routes checked", checked)
+		}
+		if n := len(b.activityOf(w.c.ID)); n != before {
+			t.Errorf("the gate token's refused calls wrote %d activity rows", n-before)
+		}
+		var out struct {
+			OK      bool                 `json:"ok"`
+			Results []*clasp.GateVerdict `json:"results"`
+		}
+		b.must(http.StatusOK, "POST", "/api/gate/check", req{token: g.Token, body: map[string]any{"stamps": []map[string]any{
+			{"issue": mine.Identifier, "epoch": 0}, {"issue": theirs.Identifier, "epoch": 0}}}}, &out)
+		if out.OK || len(out.Results) != 2 || out.Results[0].Reason != clasp.GateNotHeld || out.Results[1].Reason != clasp.GateUnknown {
+			t.Errorf("check: got %+v; want not_held for its own unheld issue, unknown for another company's", out)
+		}
+		many := make([]map[string]any, 1001)
+		for k := range many {
+			many[k] = map[string]any{"issue": mine.Identifier, "epoch": 0}
+		}
+		wantErr(t, b.do("POST", "/api/gate/check", req{token: g.Token, body: map[string]any{"stamps": many}}), http.StatusBadRequest, clasp.CodeInvalidRequest, "stamps")
+		wantErr(t, b.do("POST", "/api/gate/check", req{token: g.Token, body: map[string]any{"stamps": []map[string]any{{"issue": "nope", "epoch": 1}}}}), http.StatusBadRequest, clasp.CodeInvalidRequest, "stamps")
+		b.must(http.StatusOK, "DELETE", "/api/companies/"+w.c.ID+"/gate-tokens/"+g.ID, req{}, nil)
+		wantErr(t, b.do("POST", "/api/gate/check", req{token: g.Token, body: map[string]any{"stamps": []map[string]any{}}}), http.StatusUnauthorized, clasp.CodeUnauthenticated, "")
+	})
+}

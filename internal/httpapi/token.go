@@ -17,6 +17,7 @@ const (
 	TokenBoard    = secret.Board
 	TokenOperator = secret.Operator
 	TokenSession  = secret.Session
+	TokenGate     = secret.Gate
 )
 
 // KeyPrefixLen is how many leading characters of an agent key are kept, in

@@ -14,7 +14,7 @@ const Instructions = `You take work from clasp, a shared backlog where exactly o
 
 Work loop:
 1. claim_next_issue: takes the most urgent issue you may work on, atomically. If the answer is none_available, wait retryAfterSeconds (or pass waitSeconds) or stop: there is nothing to do.
-2. Do the work the issue describes. Stamp every commit with the trailer from the answer's "stamp" field (for example "Clasp-Issue: ACME-12@7"), so work of an older holder can be told apart.
+2. Do the work the issue describes. In a git repository, work in a worktree of your own on the answer's "branch" (for example clasp/ACME-12: git worktree add .clasp-worktrees/ACME-12@7 clasp/ACME-12, or with -b clasp/ACME-12 when the branch is new), never in a worktree of an older epoch. Stamp every commit with the trailer from the answer's "stamp" field (git commit --trailer "Clasp-Issue: ACME-12@7"), so work of an older holder can be told apart: a repository with the clasp gate refuses a push of commits stamped with a superseded epoch.
 3. add_comment for progress notes or questions worth keeping (optional).
 4. update_issue_status with status done and the result as comment (one atomic write). Use in_review when a human must check it, or blocked with a comment saying what blocks it. If you stop without finishing, release_issue. To split a large issue, create_issue its parts (parent: this issue; blockedBy: parts that must come first) and make this issue wait for them.
 5. Repeat from 1.

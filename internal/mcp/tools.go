@@ -476,6 +476,7 @@ func (s *Session) grant(out *IssueOut, iss *clasp.Issue, me *clasp.Agent, runID 
 	}
 	out.Issue = viewIssue(iss, myID, h)
 	out.RunID, out.CheckoutEpoch, out.Stamp = runID, iss.CheckoutEpoch, stampOf(iss.Identifier, iss.CheckoutEpoch)
+	out.Branch = clasp.WorkspaceOf(iss.Identifier, iss.CheckoutEpoch).Branch
 }
 
 // getIssue is get_issue.
@@ -517,6 +518,7 @@ func (s *Session) getIssue(ctx context.Context, in IssueIn, out *IssueOut) error
 	switch h := out.Issue.HeldBy; {
 	case h != nil && h.ThisRun:
 		out.RunID, out.CheckoutEpoch, out.Stamp = h.RunID, iss.CheckoutEpoch, stampOf(iss.Identifier, iss.CheckoutEpoch)
+		out.Branch = clasp.WorkspaceOf(iss.Identifier, iss.CheckoutEpoch).Branch
 		out.Message = fmt.Sprintf("%s is %s and held by this session (epoch %d): go on with it.", iss.Identifier, iss.Status, iss.CheckoutEpoch)
 	case h != nil:
 		out.Message = fmt.Sprintf("%s is %s and held by agent %s (run %s): do not work on it.", iss.Identifier, iss.Status, h.Agent, short(h.RunID))

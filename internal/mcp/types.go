@@ -151,6 +151,7 @@ type IssueOut struct {
 	RunID             string `json:"runId,omitempty" jsonschema:"the run of this session that holds the issue"`
 	CheckoutEpoch     int64  `json:"checkoutEpoch,omitempty" jsonschema:"fencing token of this checkout: stamp it on your work"`
 	Stamp             string `json:"stamp,omitempty" jsonschema:"a trailer to add to each commit (or other output) of this work, e.g. Clasp-Issue: ACME-12@7"`
+	Branch            string `json:"branch,omitempty" jsonschema:"the git branch of this issue's work, e.g. clasp/ACME-12: work in a worktree of your repository on it"`
 	RetryAfterSeconds int    `json:"retryAfterSeconds,omitempty" jsonschema:"none_available: call claim_next_issue again after this many seconds"`
 }
 

@@ -4,8 +4,9 @@
 //
 // A credential is "clasp_<kind>_<id>_<secret><check>": kind is ak (agent
 // API key), rt (run token), bt (the board token of the first start, an
-// admin operator token), ot (operator token) or bs (board session, the
-// secret a signed-in browser's cookie carries); id is 8 characters of
+// admin operator token), ot (operator token), bs (board session, the
+// secret a signed-in browser's cookie carries) or gt (gate token, read-only,
+// for the git gate's check alone); id is 8 characters of
 // lower-case base32 (a-z, 2-7) that name the credential in listings and
 // logs without revealing it; secret is 256 random bits in unpadded
 // base64url (43 characters); check is the CRC-32 (IEEE) of everything
@@ -34,6 +35,9 @@ const (
 	Board    = "bt"
 	Operator = "ot"
 	Session  = "bs"
+	// Gate is a gate token: a company's read-only credential for the git
+	// gate's check alone.
+	Gate = "gt"
 )
 
 // Prefix starts every clasp credential.
@@ -61,7 +65,7 @@ const (
 
 // validKind reports whether k is a credential kind.
 func validKind(k string) bool {
-	return k == AgentKey || k == RunToken || k == Board || k == Operator || k == Session
+	return k == AgentKey || k == RunToken || k == Board || k == Operator || k == Session || k == Gate
 }
 
 // New returns a new credential of kind (AgentKey, RunToken or Board) in
@@ -225,7 +229,7 @@ func Pending(b []byte, maxHold int, values ...string) int {
 	}
 	// "clasp_xx_" or a prefix of it, or a proper prefix of a value, at
 	// the very end.
-	for i, v := range append([]string{Prefix + AgentKey + "_", Prefix + RunToken + "_", Prefix + Board + "_", Prefix + Operator + "_", Prefix + Session + "_"}, values...) {
+	for i, v := range append([]string{Prefix + AgentKey + "_", Prefix + RunToken + "_", Prefix + Board + "_", Prefix + Operator + "_", Prefix + Session + "_", Prefix + Gate + "_"}, values...) {
 		longest := len(v) - 1
 		if i < 5 { // the five credential heads
 			longest = len(v)

@@ -121,6 +121,7 @@ func TestMalformedKeyRefusedWithoutLookup(t *testing.T) {
 			{"bad-char", good[:len(good)-7] + "!" + good[len(good)-6:], false},
 			{"typo-run-token", "clasp_rt_" + typo[9:], false},
 			{"typo-board-token", "clasp_bt_" + typo[9:], false},
+			{"typo-gate-token", "clasp_gt_" + typo[9:], false},
 			{"well-formed-unknown", good, true},
 			{"legacy-unknown", "clasp_ak_" + strings.Repeat("k", 43), true},
 		} {

@@ -46,6 +46,8 @@ func (a Actor) ID() string {
 	switch a.Type {
 	case clasp.ActorAgent:
 		return a.AgentID
+	case clasp.ActorGate:
+		return a.OperatorID
 	case clasp.ActorBoard:
 		if a.OperatorID != "" {
 			return a.OperatorID
@@ -456,6 +458,23 @@ type Store interface {
 	BoardSessionSeen(ctx context.Context, sessionHash string, at time.Time) error
 	// BoardSessionDelete ends a board session (nothing if it is gone).
 	BoardSessionDelete(ctx context.Context, sessionHash string) error
+
+	// GateTokenCreate stores a gate token (its hash) of a company; see
+	// CRUD.GateTokenCreate for the codes.
+	GateTokenCreate(ctx context.Context, p *GateTokenCreateParams) (*clasp.GateToken, error)
+	// GateTokenFind returns the gate token with this secret hash (revoked
+	// ones too); 404.
+	GateTokenFind(ctx context.Context, tokenHash string) (*clasp.GateToken, error)
+	// GateTokenList lists a company's gate tokens, oldest first.
+	GateTokenList(ctx context.Context, companyID string) ([]*clasp.GateToken, error)
+	// GateTokenRevoke revokes a gate token of a company; 404.
+	GateTokenRevoke(ctx context.Context, companyID, id string, at time.Time) (*clasp.GateToken, error)
+	// GateTokenUsed records a gate token's use, at most once a minute.
+	GateTokenUsed(ctx context.Context, id string, at time.Time) error
+	// GateCheck answers whether commits carrying stamps may be written
+	// (RULES.md, The git gate); one read for all of them. 400 beyond
+	// GateMaxStamps.
+	GateCheck(ctx context.Context, companyID string, stamps []clasp.GateStamp) ([]*clasp.GateVerdict, error)
 
 	// CompanyCreate creates a company. 409 already_exists if IssuePrefix is taken.
 	CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp.Company, error)

@@ -69,6 +69,11 @@ type WorkerConfig struct {
 	// lock): it is checked out instead of claiming one.
 	RunID   string
 	IssueID string
+	// GitDir, when set, is a git repository in which each claim works in
+	// its own worktree (<GitDir>/.clasp-worktrees/<identifier>@<epoch>, on
+	// branch clasp/<identifier>) and commits its result stamped with the
+	// hold's trailer (RULES.md G5) before marking the issue done.
+	GitDir string
 }
 
 // Worker is one agent process: the loop of `clasp agent work`. Build it
@@ -572,6 +577,18 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 	// From here on the calls must not be cut short: a PATCH cancelled
 	// client-side may still commit.
 	ctx = context.WithoutCancel(ctx)
+	if herr == nil && w.cfg.GitDir != "" {
+		// The result goes into the hold's own worktree, committed with the
+		// stamp, before the issue is done (a gate accepts the commit while
+		// this run holds the issue at its epoch, and after it is completed
+		// under that epoch).
+		wt, commit, gerr := w.commitResult(ctx, iss, ResultPrefix+sum)
+		if gerr != nil {
+			herr = fmt.Errorf("commit the result in its worktree: %w", gerr)
+		} else {
+			w.ev.Emit(EventCommitted, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "commit", commit, "worktree", wt)
+		}
+	}
 	status, result, kind := clasp.IssueDone, ResultPrefix+sum, "done-"
 	if herr != nil {
 		// Work that failed never marks the issue done: it goes to blocked

@@ -106,6 +106,9 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"S27_ConcurrentIdentifiers", testS27ConcurrentIdentifiers},
 		// Other contract points.
 		{"Fencing_EpochSequence", testFencingEpochSequence},
+		{"G2_CompletedEpoch", testGateCompletedEpoch},
+		{"G1_GateCheck", testGateCheck},
+		{"G4_GateTokens", testGateTokens},
 		{"Company_PrefixUnique", testCompanyPrefixUnique},
 		{"Agent_NameKeyUnique", testAgentNameKeyUnique},
 		{"AgentKey_AuthenticateRevokeTerminate", testAgentKeys},

@@ -110,7 +110,7 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 	AND (status = 'in_progress' OR unresolved_blocker_count = 0)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
 
 -- name: CheckoutWaitersRead
 -- L1-L3, the refusals of checkouts that waited for another checkout of the
@@ -166,7 +166,7 @@ WHERE id = :id
 	AND (status = 'in_progress' OR unresolved_blocker_count = 0)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
 
 -- name: Release
 -- L4: the holding run, a live run of the assignee over a dead holder
@@ -199,7 +199,7 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 		AND (checkout_run_id IS :run OR execution_run_id IS :run OR assignee_agent_id IS :agent)))
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
 
 -- name: Patch
 -- L5 owner-only write and L6 release on leaving in_progress or changing
@@ -219,6 +219,10 @@ UPDATE issues SET
 	assignee_agent_id = CASE WHEN :set_assignee THEN :assignee ELSE assignee_agent_id END,
 	started_at = CASE WHEN :status IS 'in_progress' THEN coalesce(started_at, :now) ELSE started_at END,
 	completed_at = CASE WHEN :status IS 'done' AND status <> 'done' THEN :now ELSE completed_at END,
+	-- the fencing epoch the work was completed under (gate G2): set by the
+	-- statement that moves the issue to done, cleared when it leaves done
+	completed_epoch = CASE WHEN :status IS 'done' AND status <> 'done' THEN checkout_epoch
+		WHEN coalesce(:status, status) <> 'done' THEN NULL ELSE completed_epoch END,
 	cancelled_at = CASE WHEN :status IS 'cancelled' AND status <> 'cancelled' THEN :now ELSE cancelled_at END,
 	-- L6 (releases) clears, L5/L3 adoption (adopts) takes over, otherwise unchanged
 	checkout_run_id = CASE
@@ -270,7 +274,7 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 	AND NOT (coalesce(:status IN ('in_progress', 'done') AND :status <> status, 0) AND unresolved_blocker_count > 0)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
 
 -- name: IssueAudit
 -- The audited fields of an issue (issue.updated {changes}), read before a PATCH.
@@ -291,7 +295,7 @@ UPDATE issues SET
 WHERE id = :id
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
 
 -- name: RunFinish
 -- L6, the end of a run (finish): the run's row, guarded so that a terminal

@@ -131,6 +131,10 @@ export type Issue = {
   dependencyReady: boolean;
   unresolvedBlockerCount: number;
   unresolvedBlockerIssueIds: Array<string>;
+  /** The checkoutEpoch under which the issue moved to done (set by the statement that moves it; null while it is not done). A stamp of this epoch is finished work; an older one, superseded work (RULES.md G2). */
+  completedEpoch: number | null;
+  /** Only in the answer of a checkout or claim that grants the issue to the calling run: where to do its work. */
+  workspace?: Workspace;
 };
 
 /** An issue another issue's answer refers to: a blocker, a dependent or an ancestor. */
@@ -355,6 +359,66 @@ export type Session = {
   operator: Operator;
 };
 
+/** Where a holder does an issue's work (RULES.md G5). */
+export type Workspace = {
+  /** The issue's git branch: `clasp/<identifier>`, e.g. `clasp/ACME-12`. */
+  branch: string;
+  /** The trailer every commit of this work carries: `Clasp-Issue: ACME-12@7`. */
+  stamp: string;
+  /** The checkoutEpoch of this hold (the fencing token). */
+  epoch: number;
+};
+
+/** A gate token: a company's read-only credential for POST /api/gate/check alone (RULES.md G4); the secret is stored only as a hash. */
+export type GateToken = {
+  id: string;
+  companyId: string;
+  name: string;
+  /** `clasp_gt_<id>`: names the token without revealing it. */
+  prefix: string;
+  createdAt: string;
+  /** Recorded at most once a minute. */
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+  /** The secret (clasp_gt_...), only in the answer that created the token. */
+  token?: string;
+};
+
+export type GateTokenCreate = {
+  name: string;
+};
+
+export type GateCheck = {
+  stamps: Array<{
+    /** An issue identifier, e.g. ACME-12. */
+    issue: string;
+    epoch: number;
+  }>;
+};
+
+export type GateVerdict = {
+  issue: string;
+  epoch: number;
+  /** Whether a commit carrying this stamp may be written. */
+  ok: boolean;
+  reason: "held" | "completed" | "superseded" | "dead_holder" | "not_held" | "future" | "unknown";
+  /** A sentence for the pusher, e.g. `superseded: ACME-12 is at epoch 8, held by run ... of agent builder`. */
+  message: string;
+  /** The issue's checkoutEpoch; null for an unknown issue. */
+  currentEpoch: number | null;
+  status: IssueStatus | null;
+  holderRunId: string | null;
+  /** The name of the holding run's agent. */
+  holderAgent: string | null;
+};
+
+export type GateCheckResult = {
+  /** True when every stamp may be written. */
+  ok: boolean;
+  /** One verdict per stamp, in the order asked. */
+  results: Array<GateVerdict>;
+};
+
 /** The API's paths, as the server routes them. */
 export const paths = [
   "/healthz",
@@ -394,5 +458,8 @@ export const paths = [
   "/api/operators/tokens/{id}",
   "/api/operators/tokens/{id}/rotate",
   "/api/sessions",
-  "/api/sessions/current"
+  "/api/sessions/current",
+  "/api/companies/{companyId}/gate-tokens",
+  "/api/companies/{companyId}/gate-tokens/{id}",
+  "/api/gate/check"
 ] as const;

@@ -7,6 +7,10 @@ UPDATE issues SET
 	assignee_agent_id = CASE WHEN :set_assignee THEN :assignee ELSE assignee_agent_id END,
 	started_at = CASE WHEN :status IS 'in_progress' THEN coalesce(started_at, :now) ELSE started_at END,
 	completed_at = CASE WHEN :status IS 'done' AND status <> 'done' THEN :now ELSE completed_at END,
+	-- the fencing epoch the work was completed under (gate G2): set by the
+	-- statement that moves the issue to done, cleared when it leaves done
+	completed_epoch = CASE WHEN :status IS 'done' AND status <> 'done' THEN checkout_epoch
+		WHEN coalesce(:status, status) <> 'done' THEN NULL ELSE completed_epoch END,
 	cancelled_at = CASE WHEN :status IS 'cancelled' AND status <> 'cancelled' THEN :now ELSE cancelled_at END,
 	-- L6 (releases) clears, L5/L3 adoption (adopts) takes over, otherwise unchanged
 	checkout_run_id = CASE
@@ -58,4 +62,4 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 	AND NOT (coalesce(:status IN ('in_progress', 'done') AND :status <> status, 0) AND unresolved_blocker_count > 0)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch

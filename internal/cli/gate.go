@@ -1,0 +1,445 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// The git gate (RULES.md, The git gate): `clasp gate check` reads the
+// stamps (Clasp-Issue trailers) of a range of commits and asks the
+// server, in one request per 1000 stamps, whether each may be written;
+// `clasp gate install` puts it in a repository's pre-receive hook.
+
+// EnvGateToken is where the pre-receive hook's environment file keeps the
+// gate token.
+const EnvGateToken = "CLASP_GATE_TOKEN"
+
+// gateEnvFile is the file beside the hook that holds the server URL and
+// the gate token (mode 0600).
+const gateEnvFile = "clasp-gate.env"
+
+func (a *app) newGateCmd() *cobra.Command {
+	g := a.newGroup("gate", "Refuse git commits stamped by a superseded holder",
+		`Every checkout of an issue carries a fencing epoch (checkoutEpoch), and the
+answers that grant an issue name its workspace: the branch clasp/<identifier>
+and the stamp, a commit trailer such as
+
+  Clasp-Issue: ACME-12@7
+
+'clasp gate check' reads the stamps of a range of commits and asks the server,
+in one request, whether each may be written: yes when the issue is held by a
+live run at that epoch, or is done and was completed under it; no when a later
+checkout superseded it, its holder is dead, or the issue is another company's
+or unknown. A commit on a clasp/ branch without a stamp is refused too.
+
+'clasp gate install' makes a repository's pre-receive hook run the check on
+every push, with a gate token (clasp gate token create): a read-only
+credential that may call the check and nothing else.`,
+		`  clasp gate token create --company ACME --name ci
+  clasp gate check --repo /src/clasp --range HEAD~3..HEAD
+  clasp gate install --repo /srv/git/app.git --company ACME`)
+	tok := &cobra.Command{
+		Use:   "token",
+		Short: "Create, list and revoke gate tokens",
+		Example: `  clasp gate token create --company ACME --name ci
+  clasp gate token list --company ACME`,
+		RunE: groupRunE,
+	}
+	tok.AddCommand(a.newGateTokenCreateCmd(), a.newGateTokenListCmd(), a.newGateTokenRevokeCmd())
+	g.AddCommand(tok, a.newGateCheckCmd(), a.newGateInstallCmd())
+	return g
+}
+
+func (a *app) newGateTokenCreateCmd() *cobra.Command {
+	var company, name string
+	c := &cobra.Command{
+		Use:   "create --company COMPANY [--name NAME]",
+		Short: "Create a gate token and print it once",
+		Long: `Create a gate token of a company: a read-only credential that may ask the
+gate's check (POST /api/gate/check) and nothing else. It is printed this once;
+the server keeps only its hash. Needs an admin token of the company.`,
+		Example: `  clasp gate token create --company ACME --name ci
+  clasp gate token create --company ACME --name ci --json | jq -r .token`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := a.resolveCompany(cmd.Context(), company, "--company")
+			if err != nil {
+				return err
+			}
+			t, err := a.client().GateTokenCreate(cmd.Context(), id, name)
+			if err != nil {
+				return err
+			}
+			return a.emit(t, func(w io.Writer) {
+				fields(w, "ID", t.ID, "Name", t.Name, "Company", t.CompanyID, "Prefix", t.Prefix)
+				fmt.Fprintf(w, "\nGate token (shown only this once; store it now):\n%s\n", t.Token)
+			})
+		},
+	}
+	c.Flags().StringVar(&company, "company", "", "the company whose issues the token may ask about: its id, issue prefix or name (required)")
+	c.Flags().StringVar(&name, "name", "gate", "a name for people")
+	_ = c.MarkFlagRequired("company")
+	return c
+}
+
+func (a *app) newGateTokenListCmd() *cobra.Command {
+	var company string
+	c := &cobra.Command{
+		Use:     "list --company COMPANY",
+		Short:   "List a company's gate tokens (never the secrets)",
+		Example: `  clasp gate token list --company ACME`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := a.resolveCompany(cmd.Context(), company, "--company")
+			if err != nil {
+				return err
+			}
+			ts, err := a.client().GateTokenList(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			return a.emit(ts, func(w io.Writer) {
+				t := newTable(w, "ID", "NAME", "PREFIX", "CREATED", "REVOKED")
+				for _, g := range ts {
+					t.row(g.ID, g.Name, g.Prefix, g.CreatedAt.Format("2006-01-02 15:04"), optTime(g.RevokedAt))
+				}
+				t.flush()
+			})
+		},
+	}
+	c.Flags().StringVar(&company, "company", "", "the company: its id, issue prefix or name (required)")
+	_ = c.MarkFlagRequired("company")
+	return c
+}
+
+func (a *app) newGateTokenRevokeCmd() *cobra.Command {
+	var company string
+	c := &cobra.Command{
+		Use:     "revoke TOKEN_ID --company COMPANY",
+		Short:   "Revoke a gate token at once",
+		Example: `  clasp gate token revoke <gate-token-id> --company ACME`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := a.resolveCompany(cmd.Context(), company, "--company")
+			if err != nil {
+				return err
+			}
+			t, err := a.client().GateTokenRevoke(cmd.Context(), id, args[0])
+			if err != nil {
+				return err
+			}
+			return a.emit(t, func(w io.Writer) { fmt.Fprintf(w, "Revoked gate token %s (%s).\n", t.ID, t.Name) })
+		},
+	}
+	c.Flags().StringVar(&company, "company", "", "the company: its id, issue prefix or name (required)")
+	_ = c.MarkFlagRequired("company")
+	return c
+}
+
+// gateCommit is one commit of a checked range and the gate's verdict.
+type gateCommit struct {
+	Commit  string               `json:"commit"`
+	Subject string               `json:"subject"`
+	Stamps  []string             `json:"stamps"`
+	OK      bool                 `json:"ok"`
+	Reasons []string             `json:"reasons,omitempty"`
+	Results []*clasp.GateVerdict `json:"results,omitempty"`
+}
+
+// gateReport is the --json answer of clasp gate check.
+type gateReport struct {
+	OK      bool          `json:"ok"`
+	Range   string        `json:"range"`
+	Ref     string        `json:"ref,omitempty"`
+	Commits []*gateCommit `json:"commits"`
+}
+
+func (a *app) newGateCheckCmd() *cobra.Command {
+	var rng, repo, ref string
+	c := &cobra.Command{
+		Use:   "check [--range A..B] [--ref REF] [--repo DIR] [--json]",
+		Short: "Check that a range of commits may be written: every stamp current or completed",
+		Long: `Read the commits of a range (git rev-list), take the Clasp-Issue trailers of
+each ("Clasp-Issue: ACME-12@7") and ask the server, in one request, whether
+each stamp may be written (RULES.md, The git gate). A commit with a malformed
+stamp, or with none on a branch under clasp/ (the branch of --ref, else the
+checked-out branch), is refused.
+
+--range is what git rev-list takes: A..B, or "NEW --not --all" for the commits
+of NEW that no ref holds yet. The credential is a gate token in $CLASP_TOKEN
+(clasp gate token create). A server that cannot be asked refuses: the check
+fails closed.
+
+Exit codes: 0 every commit may be written, 1 a commit is refused (each named,
+with why) or the server could not be asked, 2 bad input (no repository, a
+bad range).`,
+		Example: `  clasp gate check --repo /src/clasp --range HEAD~3..HEAD
+  clasp gate check --repo /src/clasp --range HEAD~3..HEAD --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.gateCheck(cmd.Context(), repo, rng, ref)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&rng, "range", "HEAD", "the commits to check, as git rev-list takes them: A..B, or \"NEW --not --all\"")
+	f.StringVar(&ref, "ref", "", "the ref the commits go to (refs/heads/clasp/ACME-12); default: the checked-out branch")
+	f.StringVar(&repo, "repo", ".", "the git repository")
+	return c
+}
+
+// git runs git in dir with args and returns its standard output; a
+// failure is a usage error (exit 2) naming git's complaint.
+func runGit(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+func (a *app) gateCheck(ctx context.Context, repo, rng, ref string) error {
+	if ref == "" {
+		out, err := runGit(ctx, repo, "symbolic-ref", "-q", "HEAD")
+		if err == nil {
+			ref = strings.TrimSpace(out)
+		}
+	}
+	// One record per commit: hash, subject, then the trailer values,
+	// separated by units; records by record separators.
+	args := append([]string{"log", "--format=%H%x1f%s%x1f%(trailers:key=" + clasp.StampKey + ",valueonly,separator=%x1f)%x1e"}, strings.Fields(rng)...)
+	out, err := runGit(ctx, repo, args...)
+	if err != nil {
+		return usageErr(err)
+	}
+	branch := strings.TrimPrefix(ref, "refs/heads/")
+	onIssueBranch := strings.HasPrefix(branch, clasp.BranchPrefix)
+	rep := &gateReport{OK: true, Range: rng, Ref: ref, Commits: []*gateCommit{}}
+	var stamps []clasp.GateStamp
+	type at struct{ commit, stamp int }
+	var where []at
+	for _, rec := range strings.Split(out, "\x1e") {
+		rec = strings.TrimLeft(rec, "\n")
+		if rec == "" {
+			continue
+		}
+		parts := strings.Split(rec, "\x1f")
+		if len(parts) < 2 {
+			continue
+		}
+		gc := &gateCommit{Commit: parts[0], Subject: parts[1], Stamps: []string{}, OK: true}
+		for _, v := range parts[2:] {
+			v = strings.TrimSpace(v)
+			if v == "" {
+				continue
+			}
+			gc.Stamps = append(gc.Stamps, v)
+			st, ok := clasp.ParseStamp(v)
+			if !ok {
+				gc.OK = false
+				gc.Reasons = append(gc.Reasons, fmt.Sprintf("malformed stamp %q: want %s: PREFIX-N@EPOCH", v, clasp.StampKey))
+				continue
+			}
+			where = append(where, at{len(rep.Commits), len(stamps)})
+			stamps = append(stamps, st)
+		}
+		if len(gc.Stamps) == 0 && onIssueBranch {
+			gc.OK = false
+			gc.Reasons = append(gc.Reasons, fmt.Sprintf("unstamped: a commit on %s must carry a %s trailer", branch, clasp.StampKey))
+		}
+		rep.Commits = append(rep.Commits, gc)
+	}
+	// Ask the server even for no stamp: a gate that cannot ask refuses.
+	cl := a.client()
+	verdicts := make([]*clasp.GateVerdict, 0, len(stamps))
+	for start := 0; start == 0 || start < len(stamps); start += 1000 {
+		end := min(start+1000, len(stamps))
+		res, err := cl.GateCheck(ctx, stamps[start:end])
+		if err != nil {
+			return &exitError{Code: ExitError, Err: fmt.Errorf("gate: refusing, the clasp server could not check the stamps: %w", err)}
+		}
+		verdicts = append(verdicts, res.Results...)
+		if len(stamps) == 0 {
+			break
+		}
+	}
+	if len(verdicts) != len(stamps) {
+		return &exitError{Code: ExitError, Err: fmt.Errorf("gate: refusing, the server answered %d verdicts for %d stamps", len(verdicts), len(stamps))}
+	}
+	for _, w := range where {
+		gc, v := rep.Commits[w.commit], verdicts[w.stamp]
+		gc.Results = append(gc.Results, v)
+		if !v.OK {
+			gc.OK = false
+			gc.Reasons = append(gc.Reasons, v.Message)
+		}
+	}
+	bad := 0
+	for _, gc := range rep.Commits {
+		if !gc.OK {
+			bad++
+			rep.OK = false
+		}
+	}
+	if a.jsonOut {
+		if err := writeJSON(a.stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		for _, gc := range rep.Commits {
+			if gc.OK {
+				continue
+			}
+			for _, r := range gc.Reasons {
+				fmt.Fprintf(a.stdout, "refused %s %s: %s\n", short(gc.Commit), gc.Subject, r)
+			}
+		}
+		if bad == 0 {
+			fmt.Fprintf(a.stdout, "gate: %d commits, %d stamps: all may be written\n", len(rep.Commits), len(stamps))
+		} else {
+			fmt.Fprintf(a.stdout, "gate: %d of %d commits refused\n", bad, len(rep.Commits))
+		}
+	}
+	if bad > 0 {
+		return &exitError{Code: ExitError}
+	}
+	return nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// gateHook is the pre-receive hook: for each pushed ref, the commits the
+// push adds to it (old..new; for a new ref, those no ref holds yet) go
+// through clasp gate check. Any refusal, or a server that cannot be
+// asked, refuses the whole push.
+const gateHook = `#!/bin/sh
+# clasp gate (clasp gate install): refuses pushed commits stamped by a
+# superseded holder of their issue. The server URL and the gate token are
+# in clasp-gate.env beside this file (mode 0600).
+set -u
+. "$(dirname "$0")/` + gateEnvFile + `"
+CLASP_TOKEN=$` + EnvGateToken + `
+export CLASP_URL CLASP_TOKEN
+status=0
+while read -r old new ref; do
+	case $new in *[!0]*) ;; *) continue ;; esac # a deletion adds no commit
+	case $old in
+	*[!0]*) range="$old..$new" ;;
+	*) range="$new --not --all" ;;
+	esac
+	if ! %s gate check --repo . --ref "$ref" --range "$range" >&2; then
+		echo "clasp gate: push to $ref refused" >&2
+		status=1
+	fi
+done
+exit $status
+`
+
+func (a *app) newGateInstallCmd() *cobra.Command {
+	var repo, company, tokenFile string
+	c := &cobra.Command{
+		Use:   "install --repo PATH (--company COMPANY | --gate-token-file FILE)",
+		Short: "Install the gate as a repository's pre-receive hook",
+		Long: `Install a pre-receive hook in the repository at --repo (bare or not) that runs
+'clasp gate check' on the commits each push adds to each ref, so that a push
+of a superseded holder's commits, to any branch, is refused with the reason
+on the pusher's terminal. The hook runs this clasp binary (its absolute
+path) and reads the server URL and a gate token from hooks/clasp-gate.env
+(mode 0600): the token of --gate-token-file, or a new one of --company
+(made with the admin token in $CLASP_TOKEN). An existing pre-receive hook
+that is not the gate's is left alone (refused).`,
+		Example: `  clasp gate install --repo /srv/git/app.git --company ACME`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if (company == "") == (tokenFile == "") {
+				return usageErr(errors.New("give --company (a new gate token is made) or --gate-token-file"))
+			}
+			hooks, err := runGit(ctx, repo, "rev-parse", "--git-path", "hooks")
+			if err != nil {
+				return usageErr(err)
+			}
+			hooks = strings.TrimSpace(hooks)
+			if !filepath.IsAbs(hooks) {
+				hooks = filepath.Join(repo, hooks)
+			}
+			hook := filepath.Join(hooks, "pre-receive")
+			if old, err := os.ReadFile(hook); err == nil && !bytes.Contains(old, []byte("clasp gate install")) {
+				return fmt.Errorf("%s exists and is not the gate's: merge it by hand (the gate's hook runs: clasp gate check --ref REF --range OLD..NEW)", hook)
+			}
+			bin, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			if bin, err = filepath.Abs(bin); err != nil {
+				return err
+			}
+			var token string
+			if tokenFile != "" {
+				b, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return usageErr(err)
+				}
+				token = strings.TrimSpace(string(b))
+			} else {
+				id, err := a.resolveCompany(ctx, company, "--company")
+				if err != nil {
+					return err
+				}
+				t, err := a.client().GateTokenCreate(ctx, id, "pre-receive "+filepath.Base(filepath.Clean(repo)))
+				if err != nil {
+					return err
+				}
+				token = t.Token
+			}
+			if err := os.MkdirAll(hooks, 0o755); err != nil {
+				return err
+			}
+			env := fmt.Sprintf("CLASP_URL=%s\n%s=%s\n", shellQuote(firstNonEmpty(a.url, a.getenv(EnvURL), DefaultURL)), EnvGateToken, shellQuote(token))
+			envPath := filepath.Join(hooks, gateEnvFile)
+			if err := writeFileMode(envPath, []byte(env), 0o600); err != nil {
+				return err
+			}
+			if err := writeFileMode(hook, []byte(fmt.Sprintf(gateHook, shellQuote(bin))), 0o755); err != nil {
+				return err
+			}
+			return a.emit(map[string]string{"hook": hook, "env": envPath, "clasp": bin}, func(w io.Writer) {
+				fmt.Fprintf(w, "Installed the gate: %s runs %s gate check on every push; its server and gate token are in %s (mode 0600).\n", hook, bin, envPath)
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&repo, "repo", ".", "the repository (bare or not)")
+	f.StringVar(&company, "company", "", "make a new gate token of this company (its id, issue prefix or name)")
+	f.StringVar(&tokenFile, "gate-token-file", "", "a file holding an existing gate token (clasp_gt_...)")
+	return c
+}
+
+// writeFileMode writes data to path with mode perm, also when the file
+// exists with another mode.
+func writeFileMode(path string, data []byte, perm os.FileMode) error {
+	if err := os.WriteFile(path, data, perm); err != nil {
+		return err
+	}
+	return os.Chmod(path, perm)
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -1,0 +1,141 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/store"
+)
+
+// authenticateGate finds the gate token whose secret has hash: a
+// principal that may call the gate's check alone (RULES.md G4). 401 for
+// an unknown or revoked one.
+func (s *Server) authenticateGate(ctx context.Context, hash string) (principal, error) {
+	t, err := s.st.GateTokenFind(ctx, hash)
+	if clasp.ErrorCode(err) == clasp.CodeNotFound || (err == nil && t.RevokedAt != nil) {
+		return principal{}, clasp.Errorf(clasp.CodeUnauthenticated, "The gate token is unknown or revoked.")
+	}
+	if err != nil {
+		return principal{}, err
+	}
+	if t.LastUsedAt == nil || s.now().Sub(*t.LastUsedAt) >= useRecordInterval {
+		if err := s.st.GateTokenUsed(ctx, t.ID, s.now()); err != nil && ctx.Err() == nil {
+			s.log.Warn("record gate token use", "gateToken", t.ID, "err", err)
+		}
+	}
+	return principal{gate: t}, nil
+}
+
+type gateStampIn struct {
+	Issue *string `json:"issue"`
+	Epoch *int64  `json:"epoch"`
+}
+
+type gateCheckIn struct {
+	Stamps []gateStampIn `json:"stamps"`
+}
+
+func (in *gateCheckIn) validate() error {
+	if in.Stamps == nil {
+		return clasp.InvalidField("stamps", "Field \"stamps\" is required: a list of {issue, epoch}.")
+	}
+	if len(in.Stamps) > store.GateMaxStamps {
+		return clasp.InvalidField("stamps", "At most %d stamps per check, not %d: split the range.", store.GateMaxStamps, len(in.Stamps))
+	}
+	for _, st := range in.Stamps {
+		if st.Issue == nil || !validIssueRef(*st.Issue) || !strings.Contains(*st.Issue, "-") {
+			return clasp.InvalidField("stamps", "Each stamp needs \"issue\", an identifier such as ACME-12.")
+		}
+		if st.Epoch == nil || *st.Epoch < 0 {
+			return clasp.InvalidField("stamps", "Each stamp needs \"epoch\", a checkout epoch (0 or more).")
+		}
+	}
+	return nil
+}
+
+// gateCheckOut is the answer of POST /api/gate/check: ok when every stamp
+// may be written, and one verdict per stamp, in the order asked.
+type gateCheckOut struct {
+	OK      bool                 `json:"ok"`
+	Results []*clasp.GateVerdict `json:"results"`
+}
+
+// gateCheck: POST /api/gate/check (a gate token) {stamps: [{issue,
+// epoch}]}: whether commits carrying these stamps may be written, each
+// judged in the gate token's company (RULES.md G1-G3), in one read. 400
+// for more than 1000 stamps or a malformed one.
+func (s *Server) gateCheck(ctx context.Context, c *call, in *gateCheckIn) (int, any, error) {
+	stamps := make([]clasp.GateStamp, len(in.Stamps))
+	for k, st := range in.Stamps {
+		stamps[k] = clasp.GateStamp{Issue: *st.Issue, Epoch: *st.Epoch}
+	}
+	vs, err := s.st.GateCheck(ctx, c.who.gate.CompanyID, stamps)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := gateCheckOut{OK: true, Results: list(vs)}
+	for _, v := range vs {
+		out.OK = out.OK && v.OK
+	}
+	return http.StatusOK, out, nil
+}
+
+type gateTokenCreateIn struct {
+	Name *string `json:"name"`
+}
+
+func (in *gateTokenCreateIn) validate() error { return requiredText("name", in.Name, maxNameLen) }
+
+// gateTokenCreate: POST /api/companies/{companyId}/gate-tokens (admin of
+// the company) {name}: 201 the gate token with its secret, shown this
+// once and stored only as its hash.
+func (s *Server) gateTokenCreate(ctx context.Context, c *call, in *gateTokenCreateIn) (int, any, error) {
+	token, hash := NewToken(TokenGate)
+	t, err := s.st.GateTokenCreate(ctx, &store.GateTokenCreateParams{CompanyID: pathUUID(c, "companyId"), Name: *in.Name,
+		TokenHash: hash, Prefix: token[:KeyPrefixLen], At: s.now()})
+	if err != nil {
+		return 0, nil, err
+	}
+	t.Token = token
+	return http.StatusCreated, t, nil
+}
+
+// gateTokenList: GET /api/companies/{companyId}/gate-tokens (admin): the
+// company's gate tokens, oldest first, never the secrets.
+func (s *Server) gateTokenList(ctx context.Context, c *call) (int, any, error) {
+	if _, err := s.st.CompanyGet(ctx, pathUUID(c, "companyId")); err != nil {
+		return 0, nil, err
+	}
+	ts, err := s.st.GateTokenList(ctx, pathUUID(c, "companyId"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, list(ts), nil
+}
+
+// gateTokenRevoke: DELETE /api/companies/{companyId}/gate-tokens/{id}
+// (admin): revokes it at once (its next request answers 401). 404 for
+// none of this company.
+func (s *Server) gateTokenRevoke(ctx context.Context, c *call) (int, any, error) {
+	t, err := s.st.GateTokenRevoke(ctx, pathUUID(c, "companyId"), pathUUID(c, "id"), s.now())
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, t, nil
+}
+
+// withWorkspace returns the answer of a checkout or claim: when the call's
+// run holds iss, a copy carrying the workspace of that hold (the branch
+// of the issue and the stamp of its epoch, RULES.md G5); iss itself
+// otherwise (the board's checkout takes no lock). The store's issue may
+// be shared by the answers of concurrent checkouts: it is never changed.
+func withWorkspace(c *call, iss *clasp.Issue) *clasp.Issue {
+	if c.runID == "" || iss.CheckoutRunID == nil || *iss.CheckoutRunID != c.runID {
+		return iss
+	}
+	out := *iss
+	out.Workspace = clasp.WorkspaceOf(iss.Identifier, iss.CheckoutEpoch)
+	return &out
+}

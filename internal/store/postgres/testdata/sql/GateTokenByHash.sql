@@ -1,0 +1,3 @@
+-- $1 = @hash
+SELECT id, company_id, name, prefix, created_at, last_used_at, revoked_at
+FROM gate_tokens WHERE token_hash = $1::text

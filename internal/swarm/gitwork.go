@@ -1,0 +1,110 @@
+package swarm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// EventCommitted is the event of a result committed in the issue's
+// worktree: issue=, run=, epoch=, commit=, worktree=.
+const EventCommitted = "committed"
+
+// WorktreesDir is the directory of the worktrees of claims, inside the
+// repository given to `clasp agent work --git`.
+const WorktreesDir = ".clasp-worktrees"
+
+// gitIn runs git in dir and returns its trimmed standard output.
+func gitIn(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// worktree returns the worktree in which the hold of iss at its epoch
+// works (RULES.md G5): <repo>/.clasp-worktrees/<identifier>@<epoch>, on
+// branch clasp/<identifier>. The worktrees of the same issue at older
+// epochs (holds this machine worked that were superseded) are removed
+// first, each with a log line, so that one is never worked again by
+// mistake and the branch is free to check out; a worktree at a newer
+// epoch means this hold is itself superseded: an error. A new worktree
+// starts at the branch's tip when the branch exists (a previous holder's
+// work), else at the repository's HEAD.
+func (w *Worker) worktree(ctx context.Context, iss *clasp.Issue) (string, error) {
+	repo := w.cfg.GitDir
+	ws := clasp.WorkspaceOf(iss.Identifier, iss.CheckoutEpoch)
+	if iss.Workspace != nil {
+		ws = iss.Workspace
+	}
+	root := filepath.Join(repo, WorktreesDir)
+	path := filepath.Join(root, clasp.StampValue(iss.Identifier, ws.Epoch))
+	olds, _ := filepath.Glob(filepath.Join(root, iss.Identifier+"@*"))
+	for _, old := range olds {
+		e, err := strconv.ParseInt(strings.TrimPrefix(filepath.Base(old), iss.Identifier+"@"), 10, 64)
+		switch {
+		case err != nil || e == ws.Epoch:
+			continue
+		case e > ws.Epoch:
+			return "", fmt.Errorf("worktree %s is of a later hold of %s than this one (epoch %d): this hold is superseded", old, iss.Identifier, ws.Epoch)
+		}
+		w.log.Info("removing the worktree of a superseded hold", "issue", iss.Identifier, "worktree", old, "epoch", e, "currentEpoch", ws.Epoch)
+		if _, err := gitIn(ctx, repo, "worktree", "remove", "--force", old); err != nil {
+			return "", err
+		}
+	}
+	if _, err := gitIn(ctx, repo, "worktree", "prune"); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(path); err == nil {
+		return path, nil // this hold's own worktree, from an earlier try
+	}
+	if _, err := gitIn(ctx, repo, "rev-parse", "--verify", "-q", "refs/heads/"+ws.Branch); err == nil {
+		_, err = gitIn(ctx, repo, "worktree", "add", "-q", path, ws.Branch)
+		return path, err
+	}
+	_, err := gitIn(ctx, repo, "worktree", "add", "-q", "-b", ws.Branch, path, "HEAD")
+	return path, err
+}
+
+// commitResult writes the result of iss into its worktree (results/<identifier>)
+// and commits it stamped with the hold's trailer; it returns the commit.
+func (w *Worker) commitResult(ctx context.Context, iss *clasp.Issue, result string) (wt, commit string, err error) {
+	wt, err = w.worktree(ctx, iss)
+	if err != nil {
+		return "", "", err
+	}
+	ws := clasp.WorkspaceOf(iss.Identifier, iss.CheckoutEpoch)
+	if iss.Workspace != nil {
+		ws = iss.Workspace
+	}
+	file := filepath.Join(wt, "results", iss.Identifier)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(file, []byte(result+"\n"), 0o644); err != nil {
+		return "", "", err
+	}
+	if _, err := gitIn(ctx, wt, "add", "results/"+iss.Identifier); err != nil {
+		return "", "", err
+	}
+	args := []string{"commit", "-q", "--allow-empty", "-m", iss.Identifier + ": " + iss.Title, "--trailer", ws.Stamp}
+	if name, _ := gitIn(ctx, wt, "config", "user.name"); name == "" {
+		args = append([]string{"-c", "user.name=clasp agent", "-c", "user.email=agent@clasp.invalid"}, args...)
+	}
+	if _, err := gitIn(ctx, wt, args...); err != nil {
+		return "", "", err
+	}
+	commit, err = gitIn(ctx, wt, "rev-parse", "HEAD")
+	return wt, commit, err
+}
