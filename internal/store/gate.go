@@ -12,7 +12,7 @@ import (
 )
 
 // GateTokenCols is the column list scanGateToken reads.
-const GateTokenCols = `id, company_id, name, prefix, created_at, last_used_at, revoked_at`
+const GateTokenCols = `id, company_id, name, prefix, created_at, last_used_at, revoked_at` // #nosec G101 -- column names, no credential
 
 // GateMaxStamps is the most stamps one gate check may ask about.
 const GateMaxStamps = 1000

@@ -23,7 +23,7 @@ const WorktreesDir = ".clasp-worktrees"
 
 // gitIn runs git in dir and returns its trimmed standard output.
 func gitIn(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...) // #nosec G204 -- git with arguments, no shell
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -89,10 +89,10 @@ func (w *Worker) commitResult(ctx context.Context, iss *clasp.Issue, result stri
 		ws = iss.Workspace
 	}
 	file := filepath.Join(wt, "results", iss.Identifier)
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(file), 0o750); err != nil {
 		return "", "", err
 	}
-	if err := os.WriteFile(file, []byte(result+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(result+"\n"), 0o600); err != nil {
 		return "", "", err
 	}
 	if _, err := gitIn(ctx, wt, "add", "results/"+iss.Identifier); err != nil {
