@@ -128,25 +128,24 @@ func postgresRawRelease(ctx context.Context, st *postgres.Store, p rawStep) erro
 	return postgresRawStep(ctx, st, "release", "Release", p)
 }
 
+// lockStateCols is how many columns of a lock rule's answer follow the
+// issue's: status, assignee, the two lock columns and their run states,
+// the caller's run (agent, company, state), owned_by_caller, agent_active,
+// assignee_in_company, ok and run_ended.
+const lockStateCols = 14
+
 func postgresRawStep(ctx context.Context, st *postgres.Store, what, name string, p rawStep) error {
 	args := map[string]any{"rid": p.IssueID, "rident": "", "company": p.CompanyID, "run": p.RunID, "agent": p.AgentID, "board": false,
 		"actor_type": "agent", "actor_id": p.AgentID, "actor_run": p.RunID, "expected": []string{"todo"}, "unassign": false}
-	// the answer columns of every lock rule statement (sql/lock.sql)
-	var (
-		changed, ok, runEnded                  bool
-		owned, active, inCompany               *bool
-		t1, t2, t3, t4, t5, t6, t7, status     string
-		n1, n2, n3, n4, o1, o2, o3, o4, o5, o6 *string
-		o7, o8                                 *string
-		epoch                                  int64
-		ts1, ts2, ts3, ts4                     *time.Time
-		created, updated                       time.Time
-		parent                                 *string
-		unresolved                             int64
-	)
-	err := st.QueryRowNamed(ctx, name, args).Scan(&changed, &t1, &t2, &t3, &t4, &t5, &t6, &t7, &n1, &n2, &epoch, &n3, &n4,
-		&ts1, &ts2, &ts3, &ts4, &created, &updated, &parent, &unresolved,
-		&status, &o1, &o2, &o3, &o4, &o5, &o6, &o7, &o8, &owned, &active, &inCompany, &ok, &runEnded)
+	// the answer columns of every lock rule statement (sql/lock.sql):
+	// changed, the issue's columns (store.IssueCols), then the old lock
+	// state's 14 columns; only changed is read.
+	var changed bool
+	dest := []any{&changed}
+	for range strings.Count(store.IssueCols, ",") + 1 + lockStateCols {
+		dest = append(dest, new(any))
+	}
+	err := st.QueryRowNamed(ctx, name, args).Scan(dest...)
 	if err != nil {
 		return fmt.Errorf("raw %s of issue %s: %w", what, p.IssueID, err)
 	}
