@@ -1,5 +1,7 @@
 SELECT * FROM (WITH RECURSIVE s AS (
-	SELECT i.id, i.parent_id FROM issues i WHERE i.id IN (SELECT value FROM json_each(:ids)) AND i.company_id = :company
+	-- (+company_id: the look-up goes by primary key, never by the company's
+	-- index, which would read every issue of the company on each answer)
+	SELECT i.id, i.parent_id FROM issues i WHERE i.id IN (SELECT value FROM json_each(:ids)) AND +i.company_id = :company
 ), a(subject, id, depth) AS (
 	SELECT s.id, s.parent_id, 1 FROM s WHERE s.parent_id IS NOT NULL
 	UNION ALL
