@@ -261,7 +261,7 @@ func addTools(srv *toolSet, s *Session) {
 	addTool(srv, s, &sdk.Tool{
 		Name:  "claim_next_issue",
 		Title: "Claim the next issue",
-		Description: "Picks the most urgent todo issue this agent may take (whose blockers are all done) and checks it out for this session in one atomic call (no other agent gets it). " +
+		Description: "Picks the most urgent todo issue this agent may take (whose blockers are all done) and checks it out for the session's run in one atomic call (no other agent gets it). " +
 			"Answers outcome claimed with the issue, its checkoutEpoch and a stamp to put on your work (a commit trailer such as 'Clasp-Issue: ACME-12@7'); " +
 			"or none_available with retryAfterSeconds (not an error: wait or stop). Optional waitSeconds keeps trying for up to 60 s. " +
 			"Next: do the work described, add_comment as you go, then update_issue_status done (or in_review, or blocked with a reason).",
@@ -306,7 +306,7 @@ func addTools(srv *toolSet, s *Session) {
 		Name:  "create_issue",
 		Title: "Create an issue",
 		Description: "Creates a todo issue in this agent's company, to split work into parts: parent names the issue it belongs to, blockedBy the issues that must be done first " +
-			"(an issue with an unfinished blocker cannot be checked out or finished, and claim_next_issue skips it). Safe to retry: the same call in this session creates one issue. " +
+			"(an issue with an unfinished blocker cannot be checked out or finished, and claim_next_issue skips it). Safe to retry: the same call repeated creates one issue. " +
 			"Answers outcome created with the new issue and its identifier. An edge that would close a cycle is refused (error.code dependency_cycle).",
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: false, IdempotentHint: true, DestructiveHint: &f, OpenWorldHint: &f},
 	}, createRef, s.createIssue)
