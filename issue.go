@@ -116,6 +116,11 @@ type Issue struct {
 	// a stamp of that epoch is finished work, an older one superseded
 	// work (RULES.md, The git gate).
 	CompletedEpoch *int64 `json:"completedEpoch"`
+	// RelationCount is how many dependency edges touch the issue, as the
+	// blocked issue or as the blocker, as the issue's row keeps it (D9).
+	// The server reads BlockedBy and Blocks only for an issue whose count
+	// is above 0; it is not part of the JSON answer (0 in a decoded one).
+	RelationCount int `json:"-"`
 	// Workspace is where the holder works: set on the answers that grant
 	// the issue to a run (checkout, claim), absent elsewhere.
 	Workspace *Workspace `json:"workspace,omitempty"`

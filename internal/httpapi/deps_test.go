@@ -98,6 +98,14 @@ func TestDependenciesOverHTTP(t *testing.T) {
 		t.Errorf("?parentId lists %d issues, want %s", len(children), dep.Identifier)
 	}
 
+	// An issue with a parent and no edge still gets its ancestors (the
+	// relations read is skipped only for a top-level issue without edges).
+	leaf := b.issue(w.c.ID, map[string]any{"title": "leaf", "status": "todo", "assigneeAgentId": w.a.ID, "parentId": top.ID})
+	b.must(http.StatusOK, "GET", "/api/issues/"+leaf.ID+"/heartbeat-context", req{token: w.ka, run: w.ra1.ID}, &hb)
+	if len(hb.Ancestors) != 1 || hb.Ancestors[0].ID != top.ID || len(hb.Issue.BlockedBy) != 0 || len(hb.Issue.Blocks) != 0 {
+		t.Errorf("heartbeat-context of a child without edges: ancestors %v blockedBy %v blocks %v", hb.Ancestors, hb.Issue.BlockedBy, hb.Issue.Blocks)
+	}
+
 	// D3: a cycle is refused, naming it.
 	e = wantErr(t, b.do("PATCH", "/api/issues/"+b1.ID, req{body: map[string]any{"blockedByIssueIds": []string{dep.Identifier}}}),
 		http.StatusUnprocessableEntity, clasp.CodeDependencyCycle, "blockedByIssueIds")
@@ -140,5 +148,15 @@ func TestDependenciesOverHTTP(t *testing.T) {
 	}
 	if n := countAction(b.activity(dep.ID), clasp.ActionIssueBlockerRemoved); n != 1 {
 		t.Errorf("issue.blocker_removed rows: %d, want 1", n)
+	}
+	// The blocker whose edge was removed blocks nothing any more, and the
+	// other blocker still lists dep.
+	b.must(http.StatusOK, "GET", "/api/issues/"+b1.ID, req{}, &got)
+	if len(got.Blocks) != 0 {
+		t.Errorf("b1 blocks %v after its edge was removed, want []", got.Blocks)
+	}
+	b.must(http.StatusOK, "GET", "/api/issues/"+b2.ID, req{}, &got)
+	if len(got.Blocks) != 1 || got.Blocks[0].ID != dep.ID {
+		t.Errorf("b2 blocks %v, want [%s]", got.Blocks, dep.Identifier)
 	}
 }

@@ -27,7 +27,9 @@ func (s *Server) nudgeDependencies() {
 // unresolvedBlockerIssueIds) of the issues an endpoint answers, v being
 // what it returned: an issue, a list of issues or a heartbeat context;
 // other answers are left as they are. One read of the edge table for the
-// whole answer (store.IssueRelations), per company.
+// whole answer (store.IssueRelations), per company, of the issues whose
+// row counts an edge (RelationCount above 0); an issue with none gets
+// empty lists without a read.
 func (s *Server) withRelations(ctx context.Context, v any) error {
 	var issues []*clasp.Issue
 	switch v := v.(type) {
@@ -42,7 +44,7 @@ func (s *Server) withRelations(ctx context.Context, v any) error {
 	}
 	byCompany := map[string][]string{}
 	for _, iss := range issues {
-		if iss != nil {
+		if iss != nil && iss.RelationCount > 0 {
 			byCompany[iss.CompanyID] = append(byCompany[iss.CompanyID], iss.ID)
 		}
 	}
@@ -65,9 +67,15 @@ func (s *Server) withRelations(ctx context.Context, v any) error {
 }
 
 // hbRelations fills a heartbeat context's issue relations and its
-// ancestors (the parent first, up to the top; [] for a top-level issue).
+// ancestors (the parent first, up to the top; [] for a top-level issue),
+// without a read for a top-level issue with no edge.
 func (s *Server) hbRelations(ctx context.Context, out *heartbeatContextOut) error {
 	iss := out.Issue.Issue
+	if iss.RelationCount == 0 && iss.ParentID == nil {
+		iss.SetRelations(nil)
+		out.Ancestors = []clasp.IssueSummary{}
+		return nil
+	}
 	m, err := s.st.IssueRelations(ctx, iss.CompanyID, []string{iss.ID})
 	if err != nil {
 		return err

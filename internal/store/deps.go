@@ -448,14 +448,14 @@ func (c CRUD) DepCountsMismatch(ctx context.Context, companyID string) ([]string
 	var out []string
 	err = eachRow(rows, func(sc Row) error {
 		var (
-			id                   string
-			ub, oc, wantU, wantO int
+			id                              string
+			ub, oc, rc, wantU, wantO, wantR int
 		)
-		if err := sc.Scan(&id, &ub, &oc, &wantU, &wantO); err != nil {
+		if err := sc.Scan(&id, &ub, &oc, &rc, &wantU, &wantO, &wantR); err != nil {
 			return err
 		}
-		out = append(out, fmt.Sprintf("issue %s: unresolved_blocker_count %d (recomputed %d), open_child_count %d (recomputed %d)",
-			id, ub, wantU, oc, wantO))
+		out = append(out, fmt.Sprintf("issue %s: unresolved_blocker_count %d (recomputed %d), open_child_count %d (recomputed %d), relation_count %d (recomputed %d)",
+			id, ub, wantU, oc, wantO, rc, wantR))
 		return nil
 	})
 	return out, c.d.Translate(err)

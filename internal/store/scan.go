@@ -16,7 +16,7 @@ const (
 		lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at`
 	IssueCols = `id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 		checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-		started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch`
+		started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count`
 	CommentCols  = `id, issue_id, body, author_agent_id, author_board, run_id, created_at`
 	ActivityCols = `id, company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id`
 )
@@ -90,7 +90,7 @@ func IssueDest(i *clasp.Issue) []any {
 	return []any{&i.ID, &i.CompanyID, &i.Identifier, &i.Title, &i.Description, &i.Status, &i.Priority, &i.AssigneeAgentID,
 		&i.CheckoutRunID, &i.CheckoutEpoch, &i.ExecutionRunID, &i.ExecutionAgentNameKey, NullTime(&i.ExecutionLockedAt),
 		NullTime(&i.StartedAt), NullTime(&i.CompletedAt), NullTime(&i.CancelledAt), Time(&i.CreatedAt), Time(&i.UpdatedAt),
-		&i.ParentID, readyCount{i}, &i.CompletedEpoch}
+		&i.ParentID, readyCount{i}, &i.CompletedEpoch, &i.RelationCount}
 }
 
 // readyCount is the scan destination of unresolved_blocker_count: it sets

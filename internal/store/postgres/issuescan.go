@@ -27,7 +27,7 @@ func (r *issueRow) appendDest(dst []any, i *clasp.Issue) []any {
 	r.iss = i
 	return append(dst, &i.ID, &i.CompanyID, &i.Identifier, &i.Title, &i.Description, &i.Status, &i.Priority, &i.AssigneeAgentID,
 		&i.CheckoutRunID, &i.CheckoutEpoch, &i.ExecutionRunID, &i.ExecutionAgentNameKey, &r.lockedAt,
-		&r.started, &r.completed, &r.cancelled, &r.created, &r.updated, &i.ParentID, &i.UnresolvedBlockerCount, &i.CompletedEpoch)
+		&r.started, &r.completed, &r.cancelled, &r.created, &r.updated, &i.ParentID, &i.UnresolvedBlockerCount, &i.CompletedEpoch, &i.RelationCount)
 }
 
 // done stores the scanned times into the issue; the nullable ones share

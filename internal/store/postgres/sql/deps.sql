@@ -21,12 +21,15 @@ WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHE
 SELECT pg_advisory_xact_lock(hashtextextended('clasp.deps:' || @company::text, 0))
 
 -- name: DepLockBlockers
--- D5: the blockers of the edges that change (@ids), locked FOR SHARE in
+-- D5: the blockers of the edges that change (@ids), locked FOR UPDATE in
 -- id order before the edges are inserted or deleted and their statuses
 -- read (the triggers issue_blockers_added, _removed), so a concurrent
 -- status change of a blocker is serialised with the edge (schema v15 says
--- how); the id order keeps two such transactions from deadlocking.
-SELECT i.id FROM issues i WHERE i.id = ANY(@ids::text[]) ORDER BY i.id FOR SHARE
+-- how); the id order keeps two such transactions from deadlocking. FOR
+-- UPDATE, not FOR SHARE: the edge's trigger also updates the blocker's
+-- relation_count (schema v17), and two holders of a shared lock that each
+-- upgrade it would deadlock.
+SELECT i.id FROM issues i WHERE i.id = ANY(@ids::text[]) ORDER BY i.id FOR UPDATE
 
 -- name: DepBlockerCycle
 -- D3: whether an edge "@target blocked by @start" closes a cycle: the walk
@@ -149,12 +152,13 @@ RETURNING company_id, identifier, status, children_generation
 -- name: DepCountsCheck
 -- D10: the issues of company @company whose maintained counts differ from
 -- those recomputed from the edges and the children (none when they all
--- agree): id, the maintained and the recomputed counts.
-SELECT i.id, i.unresolved_blocker_count, i.open_child_count,
+-- agree): id, then the maintained and the recomputed unresolved blocker,
+-- open child and relation counts.
+SELECT * FROM (SELECT i.id, i.unresolved_blocker_count, i.open_child_count, i.relation_count,
 	(SELECT count(*) FROM issue_blockers b JOIN issues x ON x.id = b.blocker_issue_id
-		WHERE b.issue_id = i.id AND x.status <> 'done')::integer,
-	(SELECT count(*) FROM issues c WHERE c.parent_id = i.id AND c.status NOT IN ('done', 'cancelled'))::integer
-FROM issues i WHERE i.company_id = @company::text
-	AND (i.unresolved_blocker_count <> (SELECT count(*) FROM issue_blockers b JOIN issues x ON x.id = b.blocker_issue_id
-			WHERE b.issue_id = i.id AND x.status <> 'done')
-		OR i.open_child_count <> (SELECT count(*) FROM issues c WHERE c.parent_id = i.id AND c.status NOT IN ('done', 'cancelled')))
+		WHERE b.issue_id = i.id AND x.status <> 'done')::integer AS unresolved,
+	(SELECT count(*) FROM issues c WHERE c.parent_id = i.id AND c.status NOT IN ('done', 'cancelled'))::integer AS open_children,
+	((SELECT count(*) FROM issue_blockers b WHERE b.issue_id = i.id)
+		+ (SELECT count(*) FROM issue_blockers b WHERE b.blocker_issue_id = i.id))::integer AS relations
+	FROM issues i WHERE i.company_id = @company::text) r
+WHERE r.unresolved_blocker_count <> r.unresolved OR r.open_child_count <> r.open_children OR r.relation_count <> r.relations

@@ -27,7 +27,7 @@ WITH c AS (
 	FROM c
 	RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 		checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-		started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
+		started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
 ), rec AS (
 	INSERT INTO idempotency_keys (actor_id, key, request_hash, resource_type, resource_id, created_at)
 	SELECT @idem_actor::text, @idem_key::text, @idem_hash::text, @idem_type::text, made.id, now()
@@ -40,7 +40,7 @@ WITH c AS (
 )
 SELECT id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
 FROM made
 
 -- name: IssueGet
@@ -49,7 +49,7 @@ FROM made
 -- never an index condition; lock.sql says why).
 SELECT id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
 FROM issues i
 WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 

@@ -93,4 +93,4 @@ WHERE id = (SELECT c.id FROM issues c WHERE c.id IN (
 		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now)))
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count

@@ -110,7 +110,7 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 	AND (status = 'in_progress' OR unresolved_blocker_count = 0)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
 
 -- name: CheckoutWaitersRead
 -- L1-L3, the refusals of checkouts that waited for another checkout of the
@@ -166,7 +166,7 @@ WHERE id = :id
 	AND (status = 'in_progress' OR unresolved_blocker_count = 0)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
 
 -- name: Release
 -- L4: the holding run, a live run of the assignee over a dead holder
@@ -199,7 +199,7 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 		AND (checkout_run_id IS :run OR execution_run_id IS :run OR assignee_agent_id IS :agent)))
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
 
 -- name: Patch
 -- L5 owner-only write and L6 release on leaving in_progress or changing
@@ -274,7 +274,7 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 	AND NOT (coalesce(:status IN ('in_progress', 'done') AND :status <> status, 0) AND unresolved_blocker_count > 0)
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
 
 -- name: IssueAudit
 -- The audited fields of an issue (issue.updated {changes}), read before a PATCH.
@@ -295,7 +295,7 @@ UPDATE issues SET
 WHERE id = :id
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
 
 -- name: RunFinish
 -- L6, the end of a run (finish): the run's row, guarded so that a terminal

@@ -25,7 +25,7 @@ WITH old AS MATERIALIZED (
 		false) AS ok
 	FROM (SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.xmin AS ver, i.ctid AS tid,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.relation_count, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
 		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
@@ -102,7 +102,7 @@ SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o
 	CASE WHEN u.id IS NULL THEN o.started_at ELSE u.started_at END,
 	o.completed_at, o.cancelled_at, o.created_at,
 	CASE WHEN u.id IS NULL THEN o.updated_at ELSE u.updated_at END,
-	o.parent_id, o.unresolved_blocker_count, o.completed_epoch,
+	o.parent_id, o.unresolved_blocker_count, o.completed_epoch, o.relation_count,
 	o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,

@@ -32,7 +32,7 @@ WITH c AS (
 	FROM c
 	RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 		checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-		started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
+		started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
 ), rec AS (
 	INSERT INTO idempotency_keys (actor_id, key, request_hash, resource_type, resource_id, created_at)
 	SELECT $9::text, $10::text, $11::text, $12::text, made.id, now()
@@ -45,5 +45,5 @@ WITH c AS (
 )
 SELECT id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch
+	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
 FROM made

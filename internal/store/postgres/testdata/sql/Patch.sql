@@ -23,7 +23,7 @@
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.xmin AS ver, i.ctid AS tid,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.relation_count, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
 		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
@@ -115,7 +115,7 @@ upd AS (
 		AND (NOT f.adopts OR f.releases OR EXISTS (SELECT 1 FROM lk))
 	RETURNING i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.relation_count
 ),
 -- [comment or Idempotency-Key
 com AS (
@@ -178,6 +178,6 @@ FROM old o JOIN d ON d.id = o.id JOIN f ON f.id = o.id CROSS JOIN LATERAL (
 	UNION ALL
 	SELECT false, o.id, o.company_id, o.identifier, o.title, o.description, o.status, o.priority, o.assignee_agent_id,
 		o.checkout_run_id, o.checkout_epoch, o.execution_run_id, o.execution_agent_name_key, o.execution_locked_at,
-		o.started_at, o.completed_at, o.cancelled_at, o.created_at, o.updated_at, o.parent_id, o.unresolved_blocker_count, o.completed_epoch
+		o.started_at, o.completed_at, o.cancelled_at, o.created_at, o.updated_at, o.parent_id, o.unresolved_blocker_count, o.completed_epoch, o.relation_count
 	WHERE NOT EXISTS (SELECT 1 FROM upd)
 ) x
