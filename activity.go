@@ -35,6 +35,8 @@ const (
 	ActionRunFinished           = "run.finished"
 	ActionRunLost               = "run.lost"
 	ActionCompanyCreated        = "company.created"
+	ActionCompanyArchived       = "company.archived"   // {name, issuePrefix}
+	ActionCompanyUnarchived     = "company.unarchived" // {name, issuePrefix}
 	ActionAgentCreated          = "agent.created"
 	ActionAgentUpdated          = "agent.updated"
 	ActionAgentKeyCreated       = "agent.key_created"

@@ -13,6 +13,11 @@ type Company struct {
 	Name        string    `json:"name"`
 	IssuePrefix string    `json:"issuePrefix"`
 	CreatedAt   time.Time `json:"createdAt"`
+	// ArchivedAt is when the company was archived (nil: it is not). An
+	// archived company is left out of the company list unless archived
+	// ones are asked for; nothing else about it changes, and it can be
+	// restored (RULES.md, Actors and credentials).
+	ArchivedAt *time.Time `json:"archivedAt"`
 }
 
 var issuePrefixRE = regexp.MustCompile(`^[A-Z]{2,10}$`)

@@ -29,6 +29,35 @@ func (c *Client) CompanyList(ctx context.Context, p ListParams) (*Page[*clasp.Co
 	return getPage[*clasp.Company](ctx, c, request{method: http.MethodGet, path: "/api/companies", query: p.values()})
 }
 
+// CompanyListIncludingArchived is CompanyList with the archived companies
+// too (GET /api/companies?includeArchived=true).
+func (c *Client) CompanyListIncludingArchived(ctx context.Context, p ListParams) (*Page[*clasp.Company], error) {
+	q := p.values()
+	q.Set("includeArchived", "true")
+	return getPage[*clasp.Company](ctx, c, request{method: http.MethodGet, path: "/api/companies", query: q})
+}
+
+// CompanyArchive archives a company (an admin's): it is left out of
+// CompanyList and the board's picker; its agents, issues and runs stay as
+// they are. Archiving an archived company changes nothing. 404 not_found.
+func (c *Client) CompanyArchive(ctx context.Context, id string) (*clasp.Company, error) {
+	var out clasp.Company
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: pathf("/api/companies/%s/archive", id)}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CompanyUnarchive restores an archived company to the list (an admin's).
+// 404 not_found.
+func (c *Client) CompanyUnarchive(ctx context.Context, id string) (*clasp.Company, error) {
+	var out clasp.Company
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: pathf("/api/companies/%s/unarchive", id)}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // CompanyGet returns a company (board). 404 not_found.
 func (c *Client) CompanyGet(ctx context.Context, id string) (*clasp.Company, error) {
 	var out clasp.Company

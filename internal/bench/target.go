@@ -179,8 +179,10 @@ func (a *api) createCompany(ctx context.Context, name string, letter string) (*c
 // cleanUp undoes, as far as the API allows, what the bench made on a
 // server it does not own: each of its companies' agents is terminated
 // (their keys stop working, their runs end) and each issue not done is
-// cancelled. The companies themselves stay (the API deletes none); what
-// is left is said on progress (when not nil).
+// cancelled, then the company is archived, which takes it out of the
+// company list and the board's picker (the API deletes no company: its
+// rows stay, and `clasp company unarchive` restores it). What was done is
+// said on progress (when not nil).
 func (a *api) cleanUp(ctx context.Context, progress io.Writer) {
 	board := a.client(a.board)
 	a.mu.Lock()
@@ -227,6 +229,13 @@ func (a *api) cleanUp(ctx context.Context, progress io.Writer) {
 				})
 			})
 		}
+		var co *clasp.Company
+		if err == nil {
+			err = retryLimited(ctx, func() (err error) {
+				co, err = board.CompanyArchive(ctx, id)
+				return err
+			})
+		}
 		if progress == nil {
 			continue
 		}
@@ -234,8 +243,8 @@ func (a *api) cleanUp(ctx context.Context, progress io.Writer) {
 			fmt.Fprintf(progress, "bench: cleaning up company %s on %s failed: %v\n", id, a.base, err)
 			continue
 		}
-		fmt.Fprintf(progress, "bench: company %s (\"clasp bench ...\") stays on %s, as the API deletes no company; its %d agents are terminated and its %d open issues cancelled (--keep-data leaves them as they were)\n",
-			id, a.base, len(agents), len(issues))
+		fmt.Fprintf(progress, "bench: company %s (%s) on %s is archived (its %d agents terminated, its %d open issues cancelled; `clasp company unarchive %s` shows it again, --keep-data leaves it as it was)\n",
+			co.IssuePrefix, co.Name, a.base, len(agents), len(issues), co.IssuePrefix)
 	}
 }
 

@@ -38,7 +38,7 @@ var Actions = []string{
 	clasp.ActionIssueCreated, clasp.ActionIssueUpdated, clasp.ActionIssueCheckedOut, clasp.ActionIssueLockAdopted,
 	clasp.ActionIssueReleased, clasp.ActionIssueLockReleased, clasp.ActionIssueStaleLockCleared, clasp.ActionIssueForceRelease,
 	clasp.ActionIssueCommented, clasp.ActionRunStarted, clasp.ActionRunFinished, clasp.ActionRunLost,
-	clasp.ActionCompanyCreated, clasp.ActionAgentCreated, clasp.ActionAgentUpdated, clasp.ActionAgentKeyCreated, clasp.ActionAgentKeyRevoked,
+	clasp.ActionCompanyCreated, clasp.ActionCompanyArchived, clasp.ActionCompanyUnarchived, clasp.ActionAgentCreated, clasp.ActionAgentUpdated, clasp.ActionAgentKeyCreated, clasp.ActionAgentKeyRevoked,
 	clasp.ActionAgentAdapterSet, clasp.ActionWakeRequested, clasp.ActionWakePromoted, clasp.ActionRunQueued,
 	clasp.ActionIssueExecutionLocked, clasp.ActionIssueLockMoved,
 	clasp.ActionIssueBlockerAdded, clasp.ActionIssueBlockerRemoved, clasp.ActionIssueParentChanged,

@@ -337,6 +337,10 @@ func (l *lookup) describe(a *clasp.Activity) []seg {
 			s = sentence(s, " with issue prefix "+d.IssuePrefix)
 		}
 		return s
+	case clasp.ActionCompanyArchived:
+		return sentence("archived the company")
+	case clasp.ActionCompanyUnarchived:
+		return sentence("restored the company from the archive")
 	case clasp.ActionAgentCreated:
 		return sentence("created the agent ", e)
 	case clasp.ActionAgentUpdated:

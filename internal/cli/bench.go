@@ -65,9 +65,10 @@ with a progress line on stderr while it runs. It exits 1 if a check failed
 refused claim, an issue claimed twice or never).
 
 Set-up requests refused by a rate limit (429) are sent again after the
-answer's Retry-After. With --server, the bench's companies ("clasp bench",
-"clasp bench claim") stay on that server, since the API deletes no company;
-at the end their agents are terminated and their open issues cancelled, and
+answer's Retry-After. With --server, at the end the bench's companies
+("clasp bench", "clasp bench claim") have their agents terminated and their
+open issues cancelled, and are archived: left out of the company list and
+the board's picker, kept in the database (the API deletes no company), and
 stderr says so (--keep-data leaves them as they are).`,
 		Example: `  clasp bench                                        # cycle at 1, 8 and 32 clients, 10 s each
   clasp bench --workload cycle,contended,mixed --clients 32 --duration 20s
@@ -143,7 +144,7 @@ stderr says so (--keep-data leaves them as they are).`,
 	f.IntVar(&cfg.Blockers, "blockers", 0, "block every issue of the run by this many done issues, to weigh what dependencies cost (compare --blockers 2 with none)")
 	f.IntVar(&cfg.SeedAgents, "seed-agents", 0, "bulk-insert this many filler agents (each with an API key and a finished run) into the same companies as --seed-issues, for scale figures (in-process servers only; like --seed-issues it adds the http-base baseline)")
 	f.BoolVar(&cfg.NoRaw, "no-raw", false, "skip the raw and textbook limit phases")
-	f.BoolVar(&cfg.KeepData, "keep-data", false, "with --server: leave the bench's agents and issues as they are (by default its agents are terminated and its open issues cancelled at the end)")
+	f.BoolVar(&cfg.KeepData, "keep-data", false, "with --server: leave the bench's companies, agents and issues as they are (by default at the end its agents are terminated, its open issues cancelled and its companies archived)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for the databases (default a fresh temporary directory, removed at the end)")
 	f.BoolVar(&jsonOut, "json", false, "print the report as JSON")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (server and clients) to this file")

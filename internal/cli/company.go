@@ -2,7 +2,9 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,11 +15,17 @@ func (a *app) newCompanyCmd() *cobra.Command {
 	g := a.newGroup("company", "Create and read companies (tenants; board token)",
 		`A company is a tenant: every agent, issue, run and activity row belongs to
 exactly one. These commands need the board token (or a server started with
---local-trusted).`,
+--local-trusted). A company is named by its id, its issue prefix or its name.
+An archived company is left out of the list and the board's picker until it
+is restored; its agents, issues and runs stay as they are.`,
 		`  clasp company create "Acme Robotics" --prefix ACME
   clasp company list
-  clasp company show <company-id> --json`)
-	g.AddCommand(a.newCompanyCreateCmd(), a.newCompanyListCmd(), a.newCompanyShowCmd())
+  clasp company show ACME --json
+  clasp company archive ACME
+  clasp company list --archived
+  clasp company unarchive ACME`)
+	g.AddCommand(a.newCompanyCreateCmd(), a.newCompanyListCmd(), a.newCompanyShowCmd(),
+		a.newCompanyArchiveCmd(true), a.newCompanyArchiveCmd(false))
 	return g
 }
 
@@ -50,15 +58,22 @@ else longer ones (ACME, ...) when that is taken; the company printed shows it.`,
 }
 
 func (a *app) newCompanyListCmd() *cobra.Command {
-	var lf listFlags
+	var (
+		lf       listFlags
+		archived bool
+	)
 	cmd := &cobra.Command{
-		Use:     "list",
+		Use:     "list [--archived]",
 		Short:   "List companies, oldest first",
-		Example: "  clasp company list --json",
+		Example: "  clasp company list --json\n  clasp company list --archived",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			first, err := a.client().CompanyList(ctx, client.ListParams{Limit: lf.limit, Cursor: lf.cursor})
+			list := a.client().CompanyList
+			if archived {
+				list = a.client().CompanyListIncludingArchived
+			}
+			first, err := list(ctx, client.ListParams{Limit: lf.limit, Cursor: lf.cursor})
 			if err != nil {
 				return err
 			}
@@ -70,21 +85,72 @@ func (a *app) newCompanyListCmd() *cobra.Command {
 		},
 	}
 	lf.add(cmd)
+	cmd.Flags().BoolVar(&archived, "archived", false, "list the archived companies too")
 	return cmd
 }
 
 func (a *app) newCompanyShowCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:     "show COMPANY_ID",
-		Short:   "Show a company",
-		Example: "  clasp company show 0b6c...e1",
+		Use:     "show COMPANY",
+		Short:   "Show a company (by id, issue prefix or name)",
+		Example: "  clasp company show ACME\n  clasp company show 0b6c...e1 --json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			co, err := a.client().CompanyGet(cmd.Context(), args[0])
+			id, err := a.resolveCompany(cmd.Context(), args[0], "COMPANY")
+			if err != nil {
+				return err
+			}
+			co, err := a.client().CompanyGet(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
 			return a.emit(co, func(w io.Writer) { printCompany(w, co) })
+		},
+	}
+}
+
+// newCompanyArchiveCmd is `company archive` (archive true) or `company
+// unarchive` (false).
+func (a *app) newCompanyArchiveCmd(archive bool) *cobra.Command {
+	use, short, long := "archive COMPANY", "Archive a company: hide it from the list and the board's picker",
+		`Archive a company (an admin's token). It is left out of `+"`clasp company list`"+`
+and the board's company picker; its agents, issues, runs and activity stay as
+they are, and agents holding its keys keep working (terminate them with
+`+"`clasp agent terminate`"+` to stop them). `+"`clasp company unarchive`"+` restores it.
+Archiving an archived company changes nothing.`
+	if !archive {
+		use, short, long = "unarchive COMPANY", "Restore an archived company to the list",
+			`Restore an archived company to `+"`clasp company list`"+` and the board's picker (an
+admin's token). Restoring a company that is not archived changes nothing.`
+	}
+	return &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Long:    long,
+		Example: "  clasp company " + strings.Fields(use)[0] + " ACME",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			id, err := a.resolveCompany(ctx, args[0], "COMPANY")
+			if err != nil {
+				return err
+			}
+			do := a.client().CompanyUnarchive
+			if archive {
+				do = a.client().CompanyArchive
+			}
+			co, err := do(ctx, id)
+			if err != nil {
+				return err
+			}
+			return a.emit(co, func(w io.Writer) {
+				if co.ArchivedAt != nil {
+					fmt.Fprintf(w, "Company %s (%s) is archived since %s; `clasp company unarchive %s` restores it.\n",
+						co.IssuePrefix, co.Name, fmtTime(*co.ArchivedAt), co.IssuePrefix)
+					return
+				}
+				fmt.Fprintf(w, "Company %s (%s) is in the list.\n", co.IssuePrefix, co.Name)
+			})
 		},
 	}
 }

@@ -420,6 +420,7 @@ func runExample(t *testing.T, bin, repo string, ex example) {
 		"<company-id>", s.company, "<id>", s.company, "0b6c...e1", s.company,
 		"<agent-id>", s.agent, "<key-id>", s.keyID, "<run-id>", runID, "<token-id>", s.operatorTok,
 		"ACME-12", s.issue, "ENG-12", s.issue, "--company ACME", "--company EX",
+		"company show ACME", "company show EX", "archive ACME", "archive EX",
 		"ACME-1", "EX-2", "ACME-3", "EX-3", "ACME-4", "EX-4", "ACME-5", "EX-5",
 		"/backups/", backups+"/", "/var/lib/clasp", s.data, "/tmp/clasp", filepath.Join(tmp, "serve-data"),
 		"/tmp/verify", filepath.Join(tmp, "verify"), "/src/clasp", repo, "/usr/share/doc", filepath.Join(repo, "docs"),

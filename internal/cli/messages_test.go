@@ -215,11 +215,13 @@ func TestBenchHelpExampleSmall(t *testing.T) {
 	if code != 0 || ctx.Err() != nil {
 		t.Fatalf("clasp bench: exit %d (%v)\nstdout:\n%s\nstderr:\n%s", code, ctx.Err(), out.String(), errb.String())
 	}
-	if !strings.Contains(errb.String(), "agents are terminated") || !strings.Contains(errb.String(), "--keep-data") {
+	if !strings.Contains(errb.String(), "is archived (its") || !strings.Contains(errb.String(), "--keep-data") {
 		t.Errorf("bench stderr does not say what it left on the server:\n%s", errb.String())
 	}
 	board := client.New(info.URL, client.WithToken(info.BoardToken))
-	cos, err := board.CompanyList(ctx, client.ListParams{})
+	// The bench's companies are archived (the store's contract tests
+	// check that an archived company is out of the default list).
+	cos, err := board.CompanyListIncludingArchived(ctx, client.ListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,6 +231,9 @@ func TestBenchHelpExampleSmall(t *testing.T) {
 			continue
 		}
 		n++
+		if co.ArchivedAt == nil {
+			t.Errorf("company %q is not archived after the bench", co.Name)
+		}
 		ags, err := board.AgentList(ctx, co.ID, client.ListParams{Limit: 1000})
 		if err != nil {
 			t.Fatal(err)

@@ -90,13 +90,26 @@ func optTime(t *time.Time) string {
 }
 
 func printCompany(w io.Writer, c *clasp.Company) {
-	fields(w, "ID", c.ID, "Name", c.Name, "Issue prefix", c.IssuePrefix, "Created", fmtTime(c.CreatedAt))
+	fields(w, "ID", c.ID, "Name", c.Name, "Issue prefix", c.IssuePrefix, "Created", fmtTime(c.CreatedAt),
+		"Archived", optTime(c.ArchivedAt))
 }
 
 func printCompanies(w io.Writer, cs []*clasp.Company) {
-	t := newTable(w, "ID", "PREFIX", "NAME", "CREATED")
+	archived := false
 	for _, c := range cs {
-		t.row(c.ID, c.IssuePrefix, c.Name, fmtTime(c.CreatedAt))
+		archived = archived || c.ArchivedAt != nil
+	}
+	if !archived {
+		t := newTable(w, "ID", "PREFIX", "NAME", "CREATED")
+		for _, c := range cs {
+			t.row(c.ID, c.IssuePrefix, c.Name, fmtTime(c.CreatedAt))
+		}
+		t.flush()
+		return
+	}
+	t := newTable(w, "ID", "PREFIX", "NAME", "CREATED", "ARCHIVED")
+	for _, c := range cs {
+		t.row(c.ID, c.IssuePrefix, c.Name, fmtTime(c.CreatedAt), optTime(c.ArchivedAt))
 	}
 	t.flush()
 }

@@ -29,9 +29,10 @@ func isUUID(s string) bool {
 	return err == nil && len(s) == 36
 }
 
-// visibleCompanies lists every company the operator credential sees.
+// visibleCompanies lists every company the operator credential sees,
+// archived ones included (a person may name one to restore it).
 func (a *app) visibleCompanies(ctx context.Context, c *client.Client) ([]*clasp.Company, error) {
-	p, err := c.CompanyList(ctx, client.ListParams{Limit: maxLimit})
+	p, err := c.CompanyListIncludingArchived(ctx, client.ListParams{Limit: maxLimit})
 	if err != nil {
 		return nil, fmt.Errorf("list the companies: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/clasp-dev/clasp"
@@ -68,7 +69,9 @@ func (s *Server) companyCreate(ctx context.Context, c *call, in *companyCreateIn
 		WithDetails("field", "issuePrefix")
 }
 
-// companyList: GET /api/companies (board), oldest first, paged.
+// companyList: GET /api/companies (board), oldest first, paged; archived
+// companies only with ?includeArchived=true (400 for a value that is no
+// boolean).
 func (s *Server) companyList(ctx context.Context, c *call) (int, any, error) {
 	p, err := pageParams(c.r.URL.Query())
 	if err != nil {
@@ -82,12 +85,33 @@ func (s *Server) companyList(ctx context.Context, c *call) (int, any, error) {
 		}
 		return http.StatusOK, []*clasp.Company{co}, nil
 	}
-	items, next, err := s.st.CompanyList(ctx, p)
+	includeArchived := false
+	if v := c.r.URL.Query().Get("includeArchived"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return 0, nil, clasp.InvalidField("includeArchived", "includeArchived must be true or false.")
+		}
+		includeArchived = b
+	}
+	items, next, err := s.st.CompanyList(ctx, p, includeArchived)
 	if err != nil {
 		return 0, nil, err
 	}
 	setNextLink(c, "cursor", next)
 	return http.StatusOK, list(items), nil
+}
+
+// companyArchive: POST /api/companies/{companyId}/archive (archive true)
+// and .../unarchive (false), an admin's: the company as it is now. Asking
+// for the state it is in changes nothing. 404 not_found.
+func (s *Server) companyArchive(archive bool) func(ctx context.Context, c *call) (int, any, error) {
+	return func(ctx context.Context, c *call) (int, any, error) {
+		co, err := s.st.CompanyArchive(ctx, &store.CompanyArchiveParams{ID: pathUUID(c, "companyId"), Archive: archive, Actor: c.actor()})
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, co, nil
+	}
 }
 
 // companyGet: GET /api/companies/{companyId} (board). 404 not_found.

@@ -332,6 +332,8 @@ func matrixRows() []mrow {
 			return map[string]any{"name": "ci"}
 		}, want: adminRoute(boardOnly(c201))},
 		{pattern: "GET /api/companies/{companyId}/gate-tokens", path: func(w *mworld) string { return C(w) + "/gate-tokens" }, body: noBodyFn, want: adminRoute(boardOnly(c200))},
+		{pattern: "POST /api/companies/{companyId}/archive", path: func(w *mworld) string { return C(w) + "/archive" }, body: noBodyFn, want: adminRoute(boardOnly(c200))},
+		{pattern: "POST /api/companies/{companyId}/unarchive", path: func(w *mworld) string { return C(w) + "/unarchive" }, body: noBodyFn, want: adminRoute(boardOnly(c200))},
 		{pattern: "DELETE /api/companies/{companyId}/gate-tokens/{id}", path: func(w *mworld) string { return C(w) + "/gate-tokens/" + w.spareGateID }, body: noBodyFn, want: adminRoute(boardOnly(c200))},
 	}
 	// A gate token may call the gate's check and nothing else: every

@@ -67,6 +67,8 @@ func TestPathIDsTable(t *testing.T) {
 		{pattern: "DELETE /api/operators/tokens/{id}", good: map[string]string{"id": opA.ID}, status: 200},
 		{pattern: "POST /api/companies/{companyId}/gate-tokens", good: co, body: map[string]any{"name": "ci2"}, status: 201},
 		{pattern: "GET /api/companies/{companyId}/gate-tokens", good: co, status: 200},
+		{pattern: "POST /api/companies/{companyId}/archive", good: co, status: 200},
+		{pattern: "POST /api/companies/{companyId}/unarchive", good: co, status: 200},
 		{pattern: "DELETE /api/companies/{companyId}/gate-tokens/{id}", good: map[string]string{"companyId": w.c.ID, "id": gt.ID}, status: 200},
 		{pattern: "POST /api/operators/tokens/{id}/rotate", good: map[string]string{"id": opB.ID}, body: map[string]any{}, status: 201},
 		{pattern: "POST /api/companies/{companyId}/agents", good: co, body: map[string]any{"name": "gamma"}, status: 201},

@@ -23,6 +23,9 @@ func (s *Server) routes() {
 	s.handle(endpoint{pattern: "POST /api/companies", access: adminOnly, unscoped: true, serve: withBody(s.companyCreate)})
 	s.handle(endpoint{pattern: "GET /api/companies", access: boardOnly, serve: noBody(s.companyList)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}", access: boardOnly, serve: noBody(s.companyGet)})
+	// Archiving hides a company from the list (and the board's picker); an admin's.
+	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/archive", access: adminOnly, serve: noBody(s.companyArchive(true))})
+	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/unarchive", access: adminOnly, serve: noBody(s.companyArchive(false))})
 	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/agents", access: boardOnly, serve: withBody(s.agentCreate)})
 	// Agents read their own company's agents, without keys or adapters (RULES.md, Actors and credentials).
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/agents", access: anyone, serve: noBody(s.agentList)})

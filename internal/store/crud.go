@@ -133,10 +133,58 @@ func (c CRUD) CompanyGet(ctx context.Context, id string) (*clasp.Company, error)
 	return co, nil
 }
 
-// CompanyList returns companies, oldest first, one keyset page at a time.
-func (c CRUD) CompanyList(ctx context.Context, page Page) ([]*clasp.Company, string, error) {
-	return ListPage(ctx, c.d, "companies", CompanyCols, nil, nil, page, true, ScanCompany,
+// CompanyList returns companies, oldest first, one keyset page at a time;
+// the archived ones only when includeArchived.
+func (c CRUD) CompanyList(ctx context.Context, page Page, includeArchived bool) ([]*clasp.Company, string, error) {
+	var where []string
+	if !includeArchived {
+		where = []string{"archived_at IS NULL"}
+	}
+	return ListPage(ctx, c.d, "companies", CompanyCols, where, nil, page, true, ScanCompany,
 		func(co *clasp.Company) string { return EncodeCursor(co.CreatedAt, co.ID) })
+}
+
+// CompanyArchive archives company p.ID or restores it (statement
+// CompanyArchive), writing company.archived or company.unarchived when the
+// state changed; a company already in the asked state is answered as it
+// is, with no row. 404 not_found.
+func (c CRUD) CompanyArchive(ctx context.Context, p *CompanyArchiveParams) (*clasp.Company, error) {
+	var out *clasp.Company
+	err := c.d.Write(ctx, func(q Querier) error {
+		var (
+			co      clasp.Company
+			changed bool
+		)
+		err := q.QueryRow(ctx, "CompanyArchive", ActorArgs(Args{"id": p.ID, "archive": p.Archive}, p.Actor)).
+			Scan(&co.ID, &co.Name, &co.IssuePrefix, Time(&co.CreatedAt), NullTime(&co.ArchivedAt), &changed)
+		if c.d.NoRows(err) {
+			// no such company, or it is in that state already
+			cur, err := ScanCompany(q.QueryRow(ctx, "CompanyGet", Args{"id": p.ID}))
+			if c.d.NoRows(err) {
+				return ErrNotFound("company", p.ID)
+			}
+			out = cur
+			return Wrap(err, "get company %s", p.ID)
+		}
+		if err != nil {
+			return Wrap(err, "archive company %s", p.ID)
+		}
+		out = &co
+		if !changed {
+			return nil
+		}
+		action := clasp.ActionCompanyUnarchived
+		if p.Archive {
+			action = clasp.ActionCompanyArchived
+		}
+		return activity(ctx, q, co.ID, p.Actor, action, "company", co.ID, map[string]any{
+			"name": co.Name, "issuePrefix": co.IssuePrefix,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ListPage runs one keyset page of table (columns cols, read by scan)

@@ -71,6 +71,14 @@ type CompanyCreateParams struct {
 	Actor       Actor
 }
 
+// CompanyArchiveParams archives company ID (Archive true) or restores it
+// from the archive (false).
+type CompanyArchiveParams struct {
+	ID      string
+	Archive bool
+	Actor   Actor
+}
+
 // AgentCreateParams creates an agent; its NameKey must be unique in CompanyID.
 type AgentCreateParams struct {
 	CompanyID string
@@ -480,8 +488,14 @@ type Store interface {
 	CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp.Company, error)
 	// CompanyGet returns a company; 404 not_found.
 	CompanyGet(ctx context.Context, id string) (*clasp.Company, error)
-	// CompanyList returns companies, oldest first.
-	CompanyList(ctx context.Context, page Page) ([]*clasp.Company, string, error)
+	// CompanyList returns companies, oldest first, without the archived
+	// ones unless includeArchived.
+	CompanyList(ctx context.Context, page Page, includeArchived bool) ([]*clasp.Company, string, error)
+	// CompanyArchive archives a company (p.Archive) or restores it, with a
+	// company.archived or company.unarchived activity row when its state
+	// changed; asking for the state it is in changes nothing. 404
+	// not_found.
+	CompanyArchive(ctx context.Context, p *CompanyArchiveParams) (*clasp.Company, error)
 
 	// AgentCreate creates an active agent. 404 if the company is missing,
 	// 409 already_exists if the name key is taken in the company.

@@ -269,7 +269,7 @@ func TestGroupCommitFailingRequestRollsBackAlone(t *testing.T) {
 	if diff := cmp.Diff(want, settingsSet(t, s, "one", "two", "four")); diff != "" {
 		t.Errorf("settings after the batch (-want +got):\n%s", diff)
 	}
-	cos, _, err := s.CompanyList(ctx, store.Page{})
+	cos, _, err := s.CompanyList(ctx, store.Page{}, false)
 	if err != nil || len(cos) != 1 {
 		t.Errorf("companies: got %d, %v, want 1", len(cos), err)
 	}

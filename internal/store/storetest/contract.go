@@ -83,7 +83,7 @@ func testFencingEpochSequence(t *testing.T, open opener) {
 }
 
 // Companies: the issue prefix is unique (409 already_exists); get and list
-// (oldest first).
+// (oldest first); archive and restore (RULES.md, Actors and credentials).
 func testCompanyPrefixUnique(t *testing.T, open opener) {
 	st, _ := open(t)
 	ctx := t.Context()
@@ -103,17 +103,68 @@ func testCompanyPrefixUnique(t *testing.T, open opener) {
 	}
 	_, err = st.CompanyGet(ctx, "00000000-0000-4000-8000-000000000000")
 	wantCode(t, "unknown company", err, clasp.CodeNotFound)
-	list, _, err := st.CompanyList(ctx, store.Page{Limit: 100})
-	if err != nil {
-		t.Fatalf("list companies: %v", err)
+	listIDs := func(includeArchived bool) []string {
+		t.Helper()
+		list, _, err := st.CompanyList(ctx, store.Page{Limit: 100}, includeArchived)
+		if err != nil {
+			t.Fatalf("list companies: %v", err)
+		}
+		var ids []string
+		for _, c := range list {
+			ids = append(ids, c.ID)
+		}
+		return ids
 	}
-	var ids []string
-	for _, c := range list {
-		ids = append(ids, c.ID)
-	}
-	if diff := cmp.Diff([]string{c1.ID, c2.ID}, ids); diff != "" {
+	if diff := cmp.Diff([]string{c1.ID, c2.ID}, listIDs(false)); diff != "" {
 		t.Errorf("company list, oldest first (-want +got):\n%s", diff)
 	}
+
+	// Archive: left out of the list unless asked for; asking twice
+	// changes nothing and writes one activity row; restore brings it back.
+	arch := func(id string, archive bool) *clasp.Company {
+		t.Helper()
+		co, err := st.CompanyArchive(ctx, &store.CompanyArchiveParams{ID: id, Archive: archive, Actor: boardActor()})
+		if err != nil {
+			t.Fatalf("archive company %s (%v): %v", id, archive, err)
+		}
+		return co
+	}
+	a1 := arch(c1.ID, true)
+	if a1.ArchivedAt == nil || a1.Name != c1.Name {
+		t.Fatalf("archived company: %+v, want archivedAt set", a1)
+	}
+	if a2 := arch(c1.ID, true); a2.ArchivedAt == nil || !a2.ArchivedAt.Equal(*a1.ArchivedAt) {
+		t.Errorf("archived twice: archivedAt %v, want the first %v", a2.ArchivedAt, a1.ArchivedAt)
+	}
+	if diff := cmp.Diff([]string{c2.ID}, listIDs(false)); diff != "" {
+		t.Errorf("company list without archived (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{c1.ID, c2.ID}, listIDs(true)); diff != "" {
+		t.Errorf("company list with archived (-want +got):\n%s", diff)
+	}
+	if got, err := st.CompanyGet(ctx, c1.ID); err != nil || got.ArchivedAt == nil {
+		t.Errorf("get of an archived company: %+v, %v", got, err)
+	}
+	if r := arch(c1.ID, false); r.ArchivedAt != nil {
+		t.Errorf("restored company: archivedAt %v, want nil", r.ArchivedAt)
+	}
+	arch(c1.ID, false)
+	if diff := cmp.Diff([]string{c1.ID, c2.ID}, listIDs(false)); diff != "" {
+		t.Errorf("company list after restore (-want +got):\n%s", diff)
+	}
+	acts, _, err := st.ActivityList(ctx, &store.ActivityListParams{CompanyID: c1.ID, Page: store.Page{Limit: 100}})
+	if err != nil {
+		t.Fatalf("activity of company: %v", err)
+	}
+	counts := map[string]int{}
+	for _, a := range acts {
+		counts[a.Action]++
+	}
+	if counts[clasp.ActionCompanyArchived] != 1 || counts[clasp.ActionCompanyUnarchived] != 1 {
+		t.Errorf("activity rows: %v, want one company.archived and one company.unarchived", counts)
+	}
+	_, err = st.CompanyArchive(ctx, &store.CompanyArchiveParams{ID: "00000000-0000-4000-8000-000000000000", Archive: true, Actor: boardActor()})
+	wantCode(t, "archive of an unknown company", err, clasp.CodeNotFound)
 }
 
 // Agents: the name key (trimmed, lower-cased name) is unique per company

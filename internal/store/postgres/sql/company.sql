@@ -15,13 +15,30 @@ RETURNING value
 -- The company and its company.created row.
 WITH c AS (
 	INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (@id::text, @name::text, @prefix::text, now())
-	RETURNING id, name, issue_prefix, created_at
+	RETURNING id, name, issue_prefix, created_at, archived_at
 ), act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
 	SELECT c.id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'company.created', 'company', c.id,
 		jsonb_build_object('name', c.name, 'issuePrefix', c.issue_prefix) FROM c
 )
-SELECT id, name, issue_prefix, created_at FROM c
+SELECT id, name, issue_prefix, created_at, archived_at FROM c
 
 -- name: CompanyGet
-SELECT id, name, issue_prefix, created_at FROM companies WHERE id = @id::text
+SELECT id, name, issue_prefix, created_at, archived_at FROM companies WHERE id = @id::text
+
+-- name: CompanyArchive
+-- Archives company @id (@archive true) or restores it (false) when its
+-- state differs, with its company.archived or company.unarchived row,
+-- answering the company and changed (true). No row: no such company, or
+-- it was already in that state (the store reads it to tell which).
+WITH u AS (
+	UPDATE companies SET archived_at = CASE WHEN @archive::boolean THEN now() END
+	WHERE id = @id::text AND (archived_at IS NULL) = @archive::boolean
+	RETURNING id, name, issue_prefix, created_at, archived_at
+), act AS (
+	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
+	SELECT u.id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text,
+		CASE WHEN @archive::boolean THEN 'company.archived' ELSE 'company.unarchived' END, 'company', u.id,
+		jsonb_build_object('name', u.name, 'issuePrefix', u.issue_prefix) FROM u
+)
+SELECT id, name, issue_prefix, created_at, archived_at, true FROM u

@@ -12,7 +12,16 @@ RETURNING value
 
 -- name: CompanyInsert
 INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (:id, :name, :prefix, :now)
-RETURNING id, name, issue_prefix, created_at
+RETURNING id, name, issue_prefix, created_at, archived_at
 
 -- name: CompanyGet
-SELECT id, name, issue_prefix, created_at FROM companies WHERE id = :id
+SELECT id, name, issue_prefix, created_at, archived_at FROM companies WHERE id = :id
+
+-- name: CompanyArchive
+-- Archives company :id (:archive 1) or restores it (0) when its state
+-- differs, answering the company and changed (1); the store then writes
+-- company.archived or company.unarchived. No row: no such company, or it
+-- was already in that state (the store reads it to tell which).
+UPDATE companies SET archived_at = CASE WHEN :archive THEN :now END
+WHERE id = :id AND (archived_at IS NULL) = (:archive = 1)
+RETURNING id, name, issue_prefix, created_at, archived_at, 1

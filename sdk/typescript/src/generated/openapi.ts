@@ -25,6 +25,8 @@ export type Company = {
   name: string;
   issuePrefix: string;
   createdAt: string;
+  /** When the company was archived; null when it is not. An archived company is left out of GET /api/companies unless includeArchived=true; nothing else about it changes. */
+  archivedAt: string | null;
 };
 
 /** A worker identity. */
@@ -461,5 +463,7 @@ export const paths = [
   "/api/sessions/current",
   "/api/companies/{companyId}/gate-tokens",
   "/api/companies/{companyId}/gate-tokens/{id}",
-  "/api/gate/check"
+  "/api/gate/check",
+  "/api/companies/{companyId}/archive",
+  "/api/companies/{companyId}/unarchive"
 ] as const;
