@@ -89,13 +89,13 @@ func scanLockAnswer(name string, row pgx.Row) (*lockAnswer, error) {
 
 // lockScan is what scanLockAnswer scans one answer into: the answer, its
 // issue, the issue's times, the three nullable flags (NULL is false) and
-// the destinations (1 + 20 issue columns + 14).
+// the destinations (1 + the 22 issue columns + 14: an array too short for them costs an allocation per answer).
 type lockScan struct {
 	l                              lockAnswer
 	iss                            clasp.Issue
 	ir                             issueRow
 	owned, active, assigneeCompany pgtype.Bool
-	dest                           [35]any
+	dest                           [37]any
 	row                            plannedRow
 }
 
