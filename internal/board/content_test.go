@@ -401,3 +401,37 @@ func TestDependenciesOnBoard(t *testing.T) {
 		t.Errorf("the Dependencies section of a ready issue:\n%s", deps)
 	}
 }
+
+// An archived company leaves the picker and is not the default page; its
+// own link still opens it, marked archived; restored, it is back.
+func TestArchivedCompanyLeavesThePicker(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	var beta struct {
+		ID string `json:"id"`
+	}
+	f.call("POST", "/api/companies", "", `{"name":"Beta Labs","issuePrefix":"BETA"}`, http.StatusCreated, &beta)
+	picker := func(body string) string { return between(t, body, `<select id="company-pick"`, `</select>`) }
+	if p := picker(f.page("/")); !strings.Contains(p, "Acme (ACME)") || !strings.Contains(p, "Beta Labs (BETA)") {
+		t.Fatalf("picker before archiving:\n%s", p)
+	}
+	f.call("POST", "/api/companies/"+f.company+"/archive", "", ``, http.StatusOK, nil)
+	home := f.page("/")
+	if p := picker(home); strings.Contains(p, "ACME") || !strings.Contains(p, "Beta Labs (BETA)") {
+		t.Errorf("picker with Acme archived lists it, or lacks Beta:\n%s", p)
+	}
+	if strings.Contains(home, `data-company="`+f.company+`"`) {
+		t.Errorf("the default page opens the archived company")
+	}
+	own := f.page("/?company=" + f.company)
+	if p := picker(own); !strings.Contains(p, "Acme (ACME), archived") {
+		t.Errorf("picker on the archived company's own page does not mark it:\n%s", p)
+	}
+	if !strings.Contains(own, `<span class="badge" title="Left out of the company picker`) {
+		t.Errorf("the archived company's page has no archived badge")
+	}
+	f.call("POST", "/api/companies/"+f.company+"/unarchive", "", ``, http.StatusOK, nil)
+	if p := picker(f.page("/")); !strings.Contains(p, "Acme (ACME)</option>") {
+		t.Errorf("picker after restoring lacks Acme:\n%s", p)
+	}
+}

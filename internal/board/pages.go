@@ -47,7 +47,9 @@ var Actions = []string{
 
 // page wraps a page's data function with the sign-in check (a redirect to
 // /login without a valid cookie) and the company picker (?company=ID, else
-// the first company).
+// the first company that is not archived). The picker lists the companies
+// that are not archived, and an archived one only while it is open (by its
+// link), marked as archived.
 func (b *Board) page(name string, fill func(c *client, v *view) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := &client{b: b, r: r}
@@ -59,7 +61,8 @@ func (b *Board) page(name string, fill func(c *client, v *view) error) http.Hand
 			}
 		}
 		v := &view{Title: strings.ToUpper(name[:1]) + name[1:]}
-		if _, err := c.get("/api/companies?limit=1000", &v.Companies); err != nil {
+		var all []clasp.Company
+		if _, err := c.get("/api/companies?limit=1000&includeArchived=true", &all); err != nil {
 			var ae *apiError
 			if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
 				http.SetCookie(w, &http.Cookie{Name: CookieName, Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode}) // #nosec G124 -- deletes a stale cookie (no value), on any transport
@@ -77,6 +80,11 @@ func (b *Board) page(name string, fill func(c *client, v *view) error) http.Hand
 			v.ReadOnly = true // a viewer's token makes no changes: the page shows no actions
 		}
 		want := r.URL.Query().Get("company")
+		for _, co := range all {
+			if co.ArchivedAt == nil || co.ID == want {
+				v.Companies = append(v.Companies, co)
+			}
+		}
 		for i := range v.Companies {
 			if v.Companies[i].ID == want || (want == "" && i == 0) {
 				v.Company = &v.Companies[i]

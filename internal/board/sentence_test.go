@@ -54,6 +54,8 @@ func TestEveryActionReadsAsASentence(t *testing.T) {
 		{clasp.ActionRunFinished, "run", run, map[string]any{"status": "failed", "exitCode": 2}, "ended builder's run of 03:04:05 as failed, exit code 2"},
 		{clasp.ActionRunLost, "run", run, map[string]any{"agentId": agent, "errorCode": "lease_expired"}, "marked builder's run of 03:04:05 lost (lease expired)"},
 		{clasp.ActionCompanyCreated, "company", co, map[string]any{"name": "Acme", "issuePrefix": "ACME"}, "created the company “Acme” with issue prefix ACME"},
+		{clasp.ActionCompanyArchived, "company", co, map[string]any{"name": "Acme", "issuePrefix": "ACME"}, "archived the company"},
+		{clasp.ActionCompanyUnarchived, "company", co, map[string]any{"name": "Acme", "issuePrefix": "ACME"}, "restored the company from the archive"},
 		{clasp.ActionAgentCreated, "agent", agent, map[string]any{"name": "builder"}, "created the agent builder"},
 		{clasp.ActionAgentUpdated, "agent", agent, map[string]any{"changes": map[string]any{"status": map[string]any{"from": "active", "to": "paused"}}}, "changed builder: status from active to paused"},
 		{clasp.ActionAgentKeyCreated, "agent", agent, map[string]any{"keyId": "0191e0a4-0000-7000-8000-0000000000b1", "prefix": "clasp_ak_x1"}, "created the API key clasp_ak_x1… of builder"},
