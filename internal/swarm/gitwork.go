@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/clasp-dev/clasp"
 )
@@ -70,11 +71,62 @@ func (w *Worker) worktree(ctx context.Context, iss *clasp.Issue) (string, error)
 		return path, nil // this hold's own worktree, from an earlier try
 	}
 	if _, err := gitIn(ctx, repo, "rev-parse", "--verify", "-q", "refs/heads/"+ws.Branch); err == nil {
-		_, err = gitIn(ctx, repo, "worktree", "add", "-q", path, ws.Branch)
-		return path, err
+		return path, addWorktree(ctx, repo, path, ws.Branch, "")
 	}
-	_, err := gitIn(ctx, repo, "worktree", "add", "-q", "-b", ws.Branch, path, "HEAD")
-	return path, err
+	return path, addWorktree(ctx, repo, path, ws.Branch, "HEAD")
+}
+
+// worktreeAddTries bounds the tries of addWorktree.
+const worktreeAddTries = 8
+
+// addWorktree adds the worktree path of repo on branch: the existing
+// branch when start is "", else branch created (or reset) at start, with
+// no upstream recorded. Agents on one machine add worktrees to the same
+// repository at once, and git then fails on its lock files (config.lock,
+// index.lock, a .git/worktrees entry another add is making); such a
+// failure is retried, after the half-made worktree is cleared, up to
+// worktreeAddTries times with a short growing pause. Any other failure,
+// or the last lock failure, is returned as git's error.
+func addWorktree(ctx context.Context, repo, path, branch, start string) error {
+	args := []string{"worktree", "add", "-q", path, branch}
+	if start != "" {
+		args = []string{"worktree", "add", "-q", "--no-track", "-b", branch, path, start}
+	}
+	for try := 1; ; try++ {
+		_, err := gitIn(ctx, repo, args...)
+		if err == nil || try == worktreeAddTries || !gitLockError(err) {
+			return err
+		}
+		// A failed add may have created the branch (then -B: it is ours,
+		// made at start by this add) or the directory without registering
+		// it.
+		if start != "" {
+			args = []string{"worktree", "add", "-q", "--no-track", "-B", branch, path, start}
+		}
+		if _, serr := os.Stat(filepath.Join(path, ".git")); serr != nil {
+			_ = os.RemoveAll(path) // best effort: a directory git made and did not register; the next add reports what remains
+		}
+		if !sleepCtx(ctx, time.Duration(try)*20*time.Millisecond) {
+			return err
+		}
+	}
+}
+
+// gitLockError reports whether err is git failing on a lock another git
+// process holds in the same repository: "Unable to create '.../index.lock':
+// File exists", "could not lock config file", or a .git/worktrees entry
+// read while another add makes it.
+func gitLockError(err error) bool {
+	s := err.Error()
+	switch {
+	case strings.Contains(s, ".lock") && (strings.Contains(s, "File exists") || strings.Contains(s, "could not lock") || strings.Contains(s, "Unable to create")):
+		return true
+	case strings.Contains(s, "could not lock config file"):
+		return true
+	case strings.Contains(s, "/worktrees/") && (strings.Contains(s, "failed to read") || strings.Contains(s, "could not create")):
+		return true
+	}
+	return false
 }
 
 // commitResult writes the result of iss into its worktree (results/<identifier>)
