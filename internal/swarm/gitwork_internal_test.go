@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/clasp-dev/clasp"
 )
 
 // TestAddWorktreeConcurrent adds 8 worktrees to one clone at once, each on
@@ -78,6 +80,31 @@ func TestGitLockError(t *testing.T) {
 	} {
 		if got := gitLockError(fmt.Errorf("%s", msg)); got != want {
 			t.Errorf("gitLockError(%q) = %v, want %v", msg, got, want)
+		}
+	}
+}
+
+// TestPushOutcome reads git push's outputs: the gate's refusals by
+// reason, a rejection as not a fast-forward, and a ref another push moved
+// while the hook ran (a non-fast-forward found late, not a refusal).
+func TestPushOutcome(t *testing.T) {
+	for _, c := range []struct {
+		out     string
+		refused string
+		nonFF   bool
+	}{
+		{"remote: refused 1234 EX-1: t: superseded: EX-1 is at epoch 2, held by run r of agent b\n!\tHEAD:refs/heads/clasp/EX-1\t[remote rejected] (pre-receive hook declined)", clasp.GateSuperseded, false},
+		{"remote: refused 1234 EX-1: t: dead holder: EX-1 is at epoch 2\n!\tHEAD:refs/heads/clasp/EX-1\t[remote rejected] (pre-receive hook declined)", clasp.GateDeadHolder, false},
+		{"remote: Error: gate: refusing, the clasp server could not check the stamps: dial tcp\n!\tHEAD:refs/heads/main\t[remote rejected] (pre-receive hook declined)", "unreachable", false},
+		{"!\tHEAD:refs/heads/main\t[rejected] (fetch first)", "", true},
+		{"remote: error: cannot lock ref 'refs/heads/main': is at 311d but expected fbb6\n!\tHEAD:refs/heads/main\t[remote rejected] (failed to update ref)", "", true},
+		{"=\tHEAD:refs/heads/main\t[up to date]", "", false},
+	} {
+		if got := pushRefusal(c.out); got != c.refused {
+			t.Errorf("pushRefusal(%q) = %q, want %q", c.out, got, c.refused)
+		}
+		if got := nonFastForward(c.out); got != c.nonFF {
+			t.Errorf("nonFastForward(%q) = %v, want %v", c.out, got, c.nonFF)
 		}
 	}
 }
