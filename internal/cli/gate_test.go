@@ -162,7 +162,7 @@ func TestGateRefusesSupersededPush(t *testing.T) {
 	for _, c := range []struct{ branch, trailer, want string }{
 		{"misc", "Clasp-Issue: " + otIssue.Identifier + "@0", "unknown: no issue " + otIssue.Identifier + " in this company"},
 		{"misc2", "Clasp-Issue: not-a-stamp", `malformed stamp "not-a-stamp"`},
-		{"clasp/EX-1", "", "unstamped: a commit on clasp/EX-1 must carry a Clasp-Issue trailer"},
+		{"clasp/EX-1", "", "unstamped: a commit on clasp/EX-1, a branch of the company's template clasp/<identifier>, must carry a Clasp-Issue trailer"},
 	} {
 		args := []string{"commit", "-q", "--allow-empty", "-m", "probe " + c.branch}
 		if c.trailer != "" {

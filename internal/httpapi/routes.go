@@ -23,6 +23,7 @@ func (s *Server) routes() {
 	s.handle(endpoint{pattern: "POST /api/companies", access: adminOnly, unscoped: true, serve: withBody(s.companyCreate)})
 	s.handle(endpoint{pattern: "GET /api/companies", access: boardOnly, serve: noBody(s.companyList)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}", access: boardOnly, serve: noBody(s.companyGet)})
+	s.handle(endpoint{pattern: "PATCH /api/companies/{companyId}", access: adminOnly, serve: withBody(s.companyUpdate)})
 	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/agents", access: boardOnly, serve: withBody(s.agentCreate)})
 	// Agents read their own company's agents, without keys or adapters (RULES.md, Actors and credentials).
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/agents", access: anyone, serve: noBody(s.agentList)})

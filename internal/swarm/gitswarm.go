@@ -379,9 +379,9 @@ func (r *swarmRun) checkGit(ctx context.Context) {
 		if got, err := gitIn(ctx, g.repo, "show", cs[0].commit+":results/"+iss.Identifier); err != nil || got+"\n" != want {
 			add(iss.Identifier, CheckMainContent, "results/%s of commit %s is %q (%v), want %q", iss.Identifier, cs[0].commit, got, err, strings.TrimSpace(want))
 		}
-		ws := workspaceOf(&clasp.Issue{Identifier: iss.Identifier, CheckoutEpoch: iss.CheckoutEpoch})
-		if commit, st, ok := branchTip(ctx, g.repo, ws.Branch); !ok || iss.CompletedEpoch == nil || st.Epoch != *iss.CompletedEpoch || st.Issue != iss.Identifier {
-			add(iss.Identifier, CheckBranchTip, "branch %s ends with %s stamped %s@%d; want the commit of the hold that completed it (epoch %s)", ws.Branch, commit, st.Issue, st.Epoch, i64(iss.CompletedEpoch))
+		branch := r.branchOf(iss.Identifier)
+		if commit, st, ok := branchTip(ctx, g.repo, branch); !ok || iss.CompletedEpoch == nil || st.Epoch != *iss.CompletedEpoch || st.Issue != iss.Identifier {
+			add(iss.Identifier, CheckBranchTip, "branch %s ends with %s stamped %s@%d; want the commit of the hold that completed it (epoch %s)", branch, commit, st.Issue, st.Epoch, i64(iss.CompletedEpoch))
 		}
 	}
 	for id := range byIssue {
@@ -404,8 +404,7 @@ func (r *swarmRun) land(ctx context.Context, issues []*clasp.Issue, onMain map[s
 		if iss.Status != clasp.IssueDone || iss.CompletedEpoch == nil || onMain[iss.Identifier] > 0 {
 			continue
 		}
-		ws := workspaceOf(&clasp.Issue{Identifier: iss.Identifier, CheckoutEpoch: iss.CheckoutEpoch})
-		if _, st, ok := branchTip(ctx, r.git.repo, ws.Branch); ok && st.Issue == iss.Identifier && st.Epoch == *iss.CompletedEpoch {
+		if _, st, ok := branchTip(ctx, r.git.repo, r.branchOf(iss.Identifier)); ok && st.Issue == iss.Identifier && st.Epoch == *iss.CompletedEpoch {
 			todo = append(todo, iss)
 		}
 	}
@@ -420,11 +419,11 @@ func (r *swarmRun) land(ctx context.Context, issues []*clasp.Issue, onMain map[s
 	}
 	id := []string{"-c", "user.name=clasp swarm", "-c", "user.email=swarm@clasp.invalid"}
 	for _, iss := range todo {
-		ws := workspaceOf(&clasp.Issue{Identifier: iss.Identifier, CheckoutEpoch: iss.CheckoutEpoch})
+		branch := r.branchOf(iss.Identifier)
 		for _, args := range [][]string{
-			{"fetch", "-q", "origin", "main", ws.Branch},
+			{"fetch", "-q", "origin", "main", branch},
 			{"checkout", "-q", "-B", "land", "origin/main"},
-			append(append([]string{}, id...), "cherry-pick", "origin/"+ws.Branch),
+			append(append([]string{}, id...), "cherry-pick", "origin/"+branch),
 		} {
 			if _, err := gitIn(ctx, dir, args...); err != nil {
 				return 0, err
@@ -433,9 +432,15 @@ func (r *swarmRun) land(ctx context.Context, issues []*clasp.Issue, onMain map[s
 		if out, err := push(ctx, dir, "origin", "HEAD:refs/heads/main"); err != nil {
 			return 0, fmt.Errorf("push the result of %s to main: %w: %s", iss.Identifier, err, strings.TrimSpace(out))
 		}
-		r.logf("landed the result of %s from %s (its agent set it done, then died before merging)", iss.Identifier, ws.Branch)
+		r.logf("landed the result of %s from %s (its agent set it done, then died before merging)", iss.Identifier, branch)
 	}
 	return len(todo), nil
+}
+
+// branchOf is the branch of issue identifier under the swarm company's
+// branch template.
+func (r *swarmRun) branchOf(identifier string) string {
+	return clasp.BranchName(r.co.BranchTemplate, r.co.IssuePrefix, identifier)
 }
 
 func i64(p *int64) string {

@@ -11,8 +11,14 @@ INSERT INTO settings (key, value) VALUES (:key, :value) ON CONFLICT (key) DO UPD
 RETURNING value
 
 -- name: CompanyInsert
-INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (:id, :name, :prefix, :now)
-RETURNING id, name, issue_prefix, created_at
+INSERT INTO companies (id, name, issue_prefix, branch_template, created_at) VALUES (:id, :name, :prefix, :branch_template, :now)
+RETURNING id, name, issue_prefix, branch_template, created_at
 
 -- name: CompanyGet
-SELECT id, name, issue_prefix, created_at FROM companies WHERE id = :id
+SELECT id, name, issue_prefix, branch_template, created_at FROM companies WHERE id = :id
+
+-- name: CompanyUpdate
+-- Sets the fields given (a NULL argument keeps the column).
+UPDATE companies SET name = coalesce(:name, name), branch_template = coalesce(:branch_template, branch_template)
+WHERE id = :id
+RETURNING id, name, issue_prefix, branch_template, created_at
