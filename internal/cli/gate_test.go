@@ -176,6 +176,23 @@ func TestGateRefusesSupersededPush(t *testing.T) {
 		}
 	}
 
+	// The company's branch template decides which branches need stamps:
+	// under work/{identifier} an unstamped commit on work/EX-7 is refused
+	// naming the template, one on clasp/EX-7 is not on an issue branch.
+	mustSh(t, cli, tmp, bin, "company", "update", "EX", "--branch-template", "work/{identifier}")
+	for _, c := range []struct {
+		branch string
+		ok     bool
+	}{{"work/EX-7", false}, {"clasp/EX-7", true}} {
+		mustSh(t, env, wb, "git", "checkout", "-q", "-B", c.branch, "origin/main")
+		mustSh(t, env, wb, "git", "commit", "-q", "--allow-empty", "-m", "unstamped on "+c.branch)
+		out, err := sh(t, env, wb, "git", "push", "origin", c.branch)
+		refused := strings.Contains(out, "unstamped: a commit on "+c.branch+", a branch of the company's template work/<identifier>")
+		if (err == nil) != c.ok || refused == c.ok {
+			t.Errorf("unstamped push to %s under work/{identifier}: err %v, output:\n%s\nwant accepted %v", c.branch, err, out, c.ok)
+		}
+	}
+
 	// The gate token may ask the check and nothing else.
 	res := httpDo(t, "GET", s.url+"/api/companies", gt.Token)
 	if res != 403 {
