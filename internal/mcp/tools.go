@@ -442,8 +442,8 @@ func (s *Session) claimNext(ctx context.Context, in ClaimIn, out *IssueOut) erro
 			me, _ := s.agent(ctx)
 			s.grant(out, iss, me, runID)
 			out.Outcome = OutcomeClaimed
-			out.Message = fmt.Sprintf("You hold %s (%s) now, checkout epoch %d. Do the work it describes; stamp your commits with the trailer '%s'; then call update_issue_status with status done and the result as comment.",
-				iss.Identifier, iss.Title, iss.CheckoutEpoch, out.Stamp)
+			out.Message = fmt.Sprintf("You hold %s (%s) now, checkout epoch %d. Do the work it describes, in a git worktree of your own on branch %s; stamp your commits with the trailer '%s'; then call update_issue_status with status done and the result as comment.",
+				iss.Identifier, iss.Title, iss.CheckoutEpoch, out.Branch, out.Stamp)
 			return nil
 		}
 		if time.Now().Add(time.Second).After(deadline) {
@@ -649,7 +649,7 @@ func (s *Session) checkout(ctx context.Context, in IssueIn, out *IssueOut) error
 	s.hold(iss)
 	s.grant(out, iss, me, runID)
 	out.Outcome = OutcomeCheckedOut
-	out.Message = fmt.Sprintf("You hold %s (%s) now, checkout epoch %d. Stamp your commits with the trailer '%s'; call update_issue_status when done.", iss.Identifier, iss.Title, iss.CheckoutEpoch, out.Stamp)
+	out.Message = fmt.Sprintf("You hold %s (%s) now, checkout epoch %d. Work in a git worktree of your own on branch %s; stamp your commits with the trailer '%s'; call update_issue_status when done.", iss.Identifier, iss.Title, iss.CheckoutEpoch, out.Branch, out.Stamp)
 	return nil
 }
 
