@@ -18,7 +18,7 @@ exactly one. These commands need the board token (or a server started with
 		`  clasp company create "Acme Robotics" --prefix ACME
   clasp company list
   clasp company show <company-id> --json
-  clasp company update ACME --branch-template 'agents/{prefix}/{identifier}'`)
+  clasp company update <company-id> --branch-template 'agents/{prefix}/{identifier}'`)
 	g.AddCommand(a.newCompanyCreateCmd(), a.newCompanyUpdateCmd(), a.newCompanyListCmd(), a.newCompanyShowCmd())
 	return g
 }
@@ -69,8 +69,8 @@ template, which names the git branch of each issue's work from the next
 checkout or claim on ({identifier} required, {prefix} optional; the result
 must be a valid git branch name, else 400 naming branchTemplate). Needs an
 admin token of the company.`,
-		Example: `  clasp company update ACME --branch-template 'agents/{prefix}/{identifier}'
-  clasp company update ACME --name "Acme Robotics Inc."`,
+		Example: `  clasp company update <company-id> --branch-template 'agents/{prefix}/{identifier}'
+  clasp company update <company-id> --name "Acme Robotics Inc."`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var req client.CompanyUpdateRequest

@@ -16,7 +16,7 @@ import (
 	"github.com/clasp-dev/clasp/client"
 )
 
-// The git swarm (Config.Git): the agents share a bare repository whose
+// The git swarm (Config.Git; RULES.md G6): the agents share a bare repository whose
 // pre-receive hook is the gate (`clasp gate install`). Each agent process
 // works in its own clone (`clasp agent work --git CLONE --git-remote
 // REPO`): a worktree per claim, the result committed stamped with the
