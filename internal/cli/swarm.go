@@ -130,17 +130,14 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 					return usageErr(errors.New("--agent-cmd is empty"))
 				}
 			}
-			if cfg.FreezeRate < 0 {
-				cfg.FreezeRate = 0
-				if cfg.Git {
-					cfg.FreezeRate = 0.1
-				}
-			}
-			if cfg.FreezeRate > 1 {
+			if cfg.FreezeRate < 0 || cfg.FreezeRate > 1 {
 				return usageErr(errors.New("--freeze-rate must be between 0 and 1"))
 			}
-			if cfg.FreezeRate > 0 && !cfg.Git {
-				return usageErr(errors.New("--freeze-rate needs --git"))
+			if !cfg.Git {
+				if cmd.Flags().Changed("freeze-rate") && cfg.FreezeRate > 0 {
+					return usageErr(errors.New("--freeze-rate needs --git"))
+				}
+				cfg.FreezeRate = 0
 			}
 			if cfg.Git && (cfg.Managed || cfg.MCP || cfg.Deps || agentCmd != "") {
 				return usageErr(errors.New("--git excludes --managed, --mcp, --deps and --agent-cmd: its agents are 'clasp agent work --git' processes"))
@@ -186,7 +183,7 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 	f.BoolVar(&cfg.Deps, "deps", false, "also one issue per directory, blocked by its entries' issues; checks the tree hash, the blocker order and one wake per ready directory")
 	f.StringVar(&agentCmd, "agent-cmd", "", "run this command line as each agent's process instead of 'clasp agent work' (split at spaces, no shell), e.g. \"python3 examples/python-agent/agent.py\": it gets CLASP_URL and CLASP_TOKEN/CLASP_API_KEY and prints event=checked_out lines for the kills")
 	f.BoolVar(&cfg.Git, "git", false, "a shared bare repository with the gate as its pre-receive hook: each agent process works in its own clone, a worktree per claim,\ncommits the result stamped, pushes the branch and merges it into main; --freeze-rate freezes agents past their lease")
-	f.Float64Var(&cfg.FreezeRate, "freeze-rate", -1, "with --git: probability that a checkout freezes its agent process (SIGSTOP until its run is swept and its issue taken over, then SIGCONT)\n(default 0.1 with --git)")
+	f.Float64Var(&cfg.FreezeRate, "freeze-rate", 0.1, "with --git: probability that a checkout freezes its agent process (SIGSTOP until its run is swept and its issue taken over, then SIGCONT);\nabove 0, the first checkout always freezes")
 	f.BoolVar(&cfg.NoClaim, "no-claim", false, "agents find work with inbox, list and checkout instead of claim-next (to compare)")
 	f.StringVar(&cfg.ServerURL, "server", "", "use the clasp server at this URL instead of an embedded one")
 	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server, or of a --database-url that has one already (default $"+EnvToken+"; none for --local-trusted)")

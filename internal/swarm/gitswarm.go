@@ -38,8 +38,8 @@ type GitTally struct {
 	Merges                int `json:"merges"`
 	NonFastForwardRetries int `json:"nonFastForwardRetries"`
 	// StalePushesRefused counts the pushes the gate refused because their
-	// hold was superseded or its run dead; PushesRefused splits every
-	// refusal by reason.
+	// hold was superseded, its run dead, or its lock cleared by the
+	// sweeper (not_held); PushesRefused splits every refusal by reason.
 	StalePushesRefused int            `json:"stalePushesRefused"`
 	PushesRefused      map[string]int `json:"pushesRefused"`
 	// Freezes counts SIGSTOPs, FrozenSwept the frozen holds whose run was
@@ -168,13 +168,24 @@ func (s *supervisor) freeze(ctx context.Context, n int, key string, cmd *exec.Cm
 	s.mu.Lock()
 	s.gitTally.Freezes++
 	s.mu.Unlock()
+	pid := cmd.Process.Pid
+	s.logf("froze agent %d (pid %d, SIGSTOP) holding %s at epoch %d; a replacement starts", n, pid, h.issue, h.epoch)
 	s.slots.Go(func() { s.runSlot(ctx, n, key) })
 	s.slots.Go(func() {
+		why := "the wait for the sweep and the takeover ran out"
 		defer func() {
-			_ = cmd.Process.Signal(syscall.SIGCONT) // a no-op once the process is gone
+			if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				why += " (" + err.Error() + ")" // the process is gone
+			}
 			s.mu.Lock()
 			h.thawed = true
 			s.mu.Unlock()
+			s.logf("continued agent %d (pid %d, SIGCONT): %s", n, pid, why)
+		}()
+		defer func() {
+			if ctx.Err() != nil {
+				why = "the swarm is stopping"
+			}
 		}()
 		deadline := time.Now().Add(s.cfg.LeaseTTL + 2*s.cfg.SweepInterval + gitFreezeWait)
 		poll := max(s.cfg.SweepInterval/4, 50*time.Millisecond)
@@ -197,6 +208,7 @@ func (s *supervisor) freeze(ctx context.Context, n int, key string, cmd *exec.Cm
 				s.mu.Lock()
 				s.gitTally.FrozenTakenOver++
 				s.mu.Unlock()
+				why = fmt.Sprintf("its run was swept and %s taken over (epoch %d)", h.issue, iss.CheckoutEpoch)
 				return
 			}
 			if !sleepCtx(ctx, poll) {
@@ -231,7 +243,7 @@ func (s *supervisor) gitEvent(ev Event, frozen *frozenHold) {
 	case EventPushRefused:
 		reason := ev.Fields["reason"]
 		t.PushesRefused[reason]++
-		if reason == clasp.GateSuperseded || reason == clasp.GateDeadHolder {
+		if reason == clasp.GateSuperseded || reason == clasp.GateDeadHolder || reason == clasp.GateNotHeld {
 			t.StalePushesRefused++
 		}
 		if ofFrozen {

@@ -1,13 +1,17 @@
 package swarm_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/serveproc"
 	"github.com/clasp-dev/clasp/internal/swarm"
 )
@@ -108,12 +112,68 @@ func wantGitReport(t *testing.T, rep swarm.Report, n int) {
 	}
 	refused := 0
 	for reason, k := range g.PushesRefused {
-		if !strings.Contains("superseded dead_holder", reason) {
-			t.Errorf("%d pushes refused as %s; want only superseded or dead holders refused", k, reason)
+		if reason != clasp.GateSuperseded && reason != clasp.GateDeadHolder && reason != clasp.GateNotHeld {
+			t.Errorf("%d pushes refused as %s; want only superseded, dead or swept holders refused", k, reason)
 		}
 		refused += k
 	}
 	if refused != g.StalePushesRefused {
 		t.Errorf("%d refusals by reason, %d stale refusals", refused, g.StalePushesRefused)
+	}
+}
+
+// TestSwarmGitInterruptContinuesFrozen interrupts (SIGINT) a git swarm
+// while an agent is frozen: with a 30 s lease the freeze would last at
+// least that long, so the SIGCONT the swarm logs can only be the one its
+// stopping sends, and the frozen process is not left stopped.
+func TestSwarmGitInterruptContinuesFrozen(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	dir := t.TempDir()
+	writeTree(t, dir, 6)
+	cmd := exec.Command(claspBin, "swarm", "--git", "--dir", dir, "--agents", "2", "--kill-rate", "0", "--freeze-rate", "0.01",
+		"--slow", "300ms", "--lease-ttl", "30s", "--timeout", "2m")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	sc := bufio.NewScanner(stderr)
+	var agent, pid int
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if _, err := fmt.Sscanf(sc.Text(), "swarm: froze agent %d (pid %d,", &agent, &pid); err == nil {
+			break
+		}
+	}
+	if pid == 0 {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("no freeze announced:\n%s", strings.Join(lines, "\n"))
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	err = cmd.Wait()
+	out := strings.Join(lines, "\n")
+	if err == nil {
+		t.Errorf("an interrupted swarm exited 0:\n%s", out)
+	}
+	want := fmt.Sprintf("swarm: continued agent %d (pid %d, SIGCONT): the swarm is stopping", agent, pid)
+	if !strings.Contains(out, want) {
+		t.Errorf("stderr has no line %q:\n%s", want, out)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// pid (comm) state ...: a process that outlived the swarm must
+		// not be stopped.
+		if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && f[0] == "T" {
+			t.Errorf("agent process %d is still stopped after the swarm ended", pid)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -311,8 +312,9 @@ func (w *Worker) pushBranch(ctx context.Context, wt string, ws *clasp.Workspace)
 // fetch the main branch, rebase the worktree's branch on it (each issue
 // writes its own file, so the rebase never conflicts), push HEAD to it.
 // A rejection as not a fast-forward (another merge landed first) starts
-// over, mergeTries times at most, each counted in an
-// EventNonFastForward; a refusal by the repository's gate is returned as
+// over after a random pause that grows with the tries (up to 1 s), so
+// that agents merging at once take turns; mergeTries times at most, each
+// counted in an EventNonFastForward; a refusal by the repository's gate is returned as
 // its reason. It returns the commit now on the main branch and the tries.
 func (w *Worker) mergeMain(ctx context.Context, wt string, iss *clasp.Issue) (commit string, tries int, refused string, err error) {
 	main := w.mainBranch()
@@ -340,6 +342,11 @@ func (w *Worker) mergeMain(ctx context.Context, wt string, iss *clasp.Issue) (co
 			return "", try, "", fmt.Errorf("git push origin %s: %w: %s", main, perr, strings.TrimSpace(out))
 		}
 		w.ev.Emit(EventNonFastForward, "issue", iss.Identifier, "try", try)
+		// Agents merging at once take turns: a random pause, growing with
+		// the tries, spreads the next tries out.
+		if !sleepCtx(ctx, rand.N(min(25*time.Millisecond<<min(try, 6), time.Second))) { // #nosec G404 -- a pause's jitter, not a secret
+			return "", try, "", ctx.Err()
+		}
 	}
 	return "", mergeTries, "", fmt.Errorf("merge into %s: still not a fast-forward after %d tries", main, mergeTries)
 }

@@ -227,7 +227,7 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  git repository      %s\n", g.Repo)
 		fmt.Fprintf(w, "  commits             %d in worktrees, %d on main\n", g.Commits, g.MainCommits)
 		fmt.Fprintf(w, "  branch pushes       %d accepted, refused%s\n", g.Pushes, byReason(g.PushesRefused))
-		fmt.Fprintf(w, "  refused stale pushes %d (superseded or dead holder)\n", g.StalePushesRefused)
+		fmt.Fprintf(w, "  refused stale pushes %d (superseded, dead or swept holder)\n", g.StalePushesRefused)
 		fmt.Fprintf(w, "  merges into main    %d (%d non-fast-forward retries), %d landed by the swarm, %d failed\n", g.Merges, g.NonFastForwardRetries, g.Landed, g.MergeFailures)
 		fmt.Fprintf(w, "  freezes (SIGSTOP)   %d: %d swept before SIGCONT, %d taken over, %d pushes after waking refused\n", g.Freezes, g.FrozenSwept, g.FrozenTakenOver, g.FrozenPushesRefused)
 	}
@@ -483,7 +483,7 @@ func (r *swarmRun) work(ctx context.Context) error {
 	board, co := r.board, r.co
 	sup := &supervisor{cfg: cfg, urls: r.urlsFor, total: len(r.expected), byReason: map[string]int{}, logDir: r.logDir,
 		countDone: func(ctx context.Context) (int, error) { return issuesDone(ctx, board, co.ID) },
-		board:     board, git: r.git, gitTally: GitTally{PushesRefused: map[string]int{}}}
+		board:     board, logf: r.logf, git: r.git, gitTally: GitTally{PushesRefused: map[string]int{}}}
 	r.sup = sup
 	replicas := r.replicas
 	var kwg sync.WaitGroup
@@ -903,6 +903,7 @@ type supervisor struct {
 	// slots counts the goroutines of run (slots, replacements of frozen
 	// processes, their thaws).
 	board    *client.Client
+	logf     func(format string, args ...any) // a line of the swarm's progress output
 	git      *gitState
 	gitTally GitTally
 	slots    sync.WaitGroup
