@@ -204,7 +204,7 @@ const (
 
 // mergeTries bounds the tries of a merge into the main branch that are
 // rejected as not a fast-forward.
-const mergeTries = 20
+const mergeTries = 40
 
 // unreachableTries bounds the tries of a push the gate refused because it
 // could not ask the server (a replica down for a moment).
