@@ -35,6 +35,7 @@ const (
 	ActionRunFinished           = "run.finished"
 	ActionRunLost               = "run.lost"
 	ActionCompanyCreated        = "company.created"
+	ActionCompanyUpdated        = "company.updated"
 	ActionCompanyArchived       = "company.archived"   // {name, issuePrefix}
 	ActionCompanyUnarchived     = "company.unarchived" // {name, issuePrefix}
 	ActionAgentCreated          = "agent.created"

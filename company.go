@@ -9,10 +9,13 @@ import (
 // Company is a tenant. Every agent, run, issue and activity
 // row belongs to exactly one; nothing crosses companies.
 type Company struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name"`
-	IssuePrefix string    `json:"issuePrefix"`
-	CreatedAt   time.Time `json:"createdAt"`
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	IssuePrefix string `json:"issuePrefix"`
+	// BranchTemplate names the git branch of each issue's work
+	// (DefaultBranchTemplate unless set; see BranchName).
+	BranchTemplate string    `json:"branchTemplate"`
+	CreatedAt      time.Time `json:"createdAt"`
 	// ArchivedAt is when the company was archived (nil: it is not). An
 	// archived company is left out of the company list unless archived
 	// ones are asked for; nothing else about it changes, and it can be

@@ -12,9 +12,10 @@ import (
 // the fencing epoch it was written under: "Clasp-Issue: ACME-12@7".
 const StampKey = "Clasp-Issue"
 
-// BranchPrefix is the prefix of the branches of issues: an issue's work
-// goes on branch BranchPrefix + identifier ("clasp/ACME-12"). A commit
-// on such a branch without a stamp is refused by the gate.
+// BranchPrefix is the prefix of the branches of issues under the default
+// branch template (DefaultBranchTemplate): an issue's work goes on branch
+// BranchPrefix + identifier ("clasp/ACME-12"). A commit on such a branch
+// without a stamp is refused by the gate.
 const BranchPrefix = "clasp/"
 
 // Workspace is where a holder does an issue's work: the git branch of the
@@ -27,7 +28,8 @@ type Workspace struct {
 }
 
 // WorkspaceOf returns the workspace of issue identifier checked out at
-// epoch.
+// epoch under the default branch template (WorkspaceFor takes a
+// company's).
 func WorkspaceOf(identifier string, epoch int64) *Workspace {
 	return &Workspace{Branch: BranchPrefix + identifier, Stamp: Stamp(identifier, epoch), Epoch: epoch}
 }

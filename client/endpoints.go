@@ -24,6 +24,17 @@ func (c *Client) CompanyCreate(ctx context.Context, req CompanyCreateRequest) (*
 	return &out, nil
 }
 
+// CompanyUpdate changes a company's name or branch template (an admin of
+// the company). 400 invalid_request naming the field (a template without
+// {identifier} or that makes no valid git branch name); 404 not_found.
+func (c *Client) CompanyUpdate(ctx context.Context, id string, req CompanyUpdateRequest) (*clasp.Company, error) {
+	var out clasp.Company
+	if _, err := c.do(ctx, request{method: http.MethodPatch, path: pathf("/api/companies/%s", id), body: req}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // CompanyList returns the first page of companies (board), oldest first.
 func (c *Client) CompanyList(ctx context.Context, p ListParams) (*Page[*clasp.Company], error) {
 	return getPage[*clasp.Company](ctx, c, request{method: http.MethodGet, path: "/api/companies", query: p.values()})

@@ -13,6 +13,10 @@ import (
 type GateCheckResult struct {
 	OK      bool                 `json:"ok"`
 	Results []*clasp.GateVerdict `json:"results"`
+	// BranchTemplate and IssuePrefix are the gate's company's: a commit
+	// without a stamp on a branch the template names is refused.
+	BranchTemplate string `json:"branchTemplate"`
+	IssuePrefix    string `json:"issuePrefix"`
 }
 
 // GateCheck asks, with a gate token, whether commits carrying stamps may

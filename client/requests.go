@@ -17,6 +17,16 @@ import (
 type CompanyCreateRequest struct {
 	Name        string `json:"name"`
 	IssuePrefix string `json:"issuePrefix,omitempty"`
+	// BranchTemplate names the branches of the company's issues
+	// ("" is clasp.DefaultBranchTemplate, "clasp/{identifier}").
+	BranchTemplate string `json:"branchTemplate,omitempty"`
+}
+
+// CompanyUpdateRequest is the body of PATCH /api/companies/{companyId}:
+// the fields set are changed, the nil ones kept.
+type CompanyUpdateRequest struct {
+	Name           *string `json:"name,omitempty"`
+	BranchTemplate *string `json:"branchTemplate,omitempty"`
 }
 
 // AgentCreateRequest is the body of POST /api/companies/{companyId}/agents.

@@ -19,7 +19,7 @@ import (
 func (a *app) newAgentWorkCmd() *cobra.Command {
 	var slow time.Duration
 	var noClaim, oneRun, viaMCP bool
-	var gitDir string
+	var gitDir, gitRemote, gitMain string
 	cmd := &cobra.Command{
 		Use:   "work",
 		Short: "Work issues as one agent until none is left (the swarm's agent process)",
@@ -84,6 +84,9 @@ the server ends the run.`,
 			if token == "" {
 				return usageErr(errors.New("an agent API key is required (--token or " + EnvToken + ")"))
 			}
+			if gitRemote != "" && gitDir == "" {
+				return usageErr(errors.New("--git-remote needs --git DIR (the directory of the clone)"))
+			}
 			// cmd/clasp ends the context on SIGTERM and SIGINT: the worker
 			// then completes the issue in hand, finishes its run and returns.
 			var hc *http.Client
@@ -102,6 +105,8 @@ the server ends the run.`,
 				IssueID:    issueID,
 				Slow:       slow,
 				GitDir:     gitDir,
+				GitRemote:  gitRemote,
+				GitMain:    gitMain,
 				NoClaim:    noClaim,
 				Events:     a.stdout,
 				Log:        slog.New(slog.NewTextHandler(a.stderr, nil)),
@@ -121,6 +126,8 @@ the server ends the run.`,
 	}
 	cmd.Flags().DurationVar(&slow, "slow", 0, "stretch the work on each issue to at least this long (e.g. 200ms)")
 	cmd.Flags().StringVar(&gitDir, "git", "", "a git repository: each claim works in its own worktree of it (DIR/.clasp-worktrees/<issue>@<epoch>, branch clasp/<issue>)\nand commits its result stamped 'Clasp-Issue: <issue>@<epoch>'; worktrees of superseded holds are removed")
+	cmd.Flags().StringVar(&gitRemote, "git-remote", "", "with --git: a shared repository; DIR is cloned from it when missing, each claim starts from its --git-main branch,\nits branch is pushed before the issue is set done (a refusal by the repository's gate drops the work)\nand the result is merged into --git-main after (rebase and push, again when another merge landed first)")
+	cmd.Flags().StringVar(&gitMain, "git-main", "main", "with --git-remote: the branch results are merged into")
 	cmd.Flags().BoolVar(&noClaim, "no-claim", false, "find work with inbox, list and checkout instead of claim-next")
 	cmd.Flags().BoolVar(&viaMCP, "mcp", false, "work through the MCP tools of a 'clasp mcp' process started on a pipe (clasp swarm --mcp)")
 	cmd.Flags().BoolVar(&oneRun, "one-run", false, "work at most one issue in the run $CLASP_RUN_ID with the run token $CLASP_API_KEY on $CLASP_API_URL\n(the process of a server-managed agent; $CLASP_ISSUE_ID (or $PAPERCLIP_TASK_ID), when set, is the issue to work, first)")

@@ -104,6 +104,7 @@ var skipped = map[string]string{
 	"clasp bench --database-url postgres://clasp@127.0.0.1/clasp --clients 32":                                                     "needs a PostgreSQL server",
 	"clasp swarm --database-url postgres://clasp@127.0.0.1/clasp --replicas 3 --agents 16 --kill-rate 0.2 --kill-replica-every 5s": "needs a PostgreSQL server",
 	"clasp verify --database-url postgres://clasp@127.0.0.1/clasp?sslmode=disable --replicas 3 --duration 30s":                     "needs a PostgreSQL server",
+	`clasp swarm --git --agents 8 --kill-rate 0.2 --lease-ttl 2s --database-url "$CLASP_DATABASE_URL" --replicas 3`:                "needs a PostgreSQL server",
 	"claude mcp add clasp --env CLASP_URL=http://127.0.0.1:3100 --env CLASP_API_KEY=clasp_ak_... -- clasp mcp":                     "registers clasp with another program (claude); `clasp mcp` itself runs above",
 	"clasp agent terminate <agent-id>": "asks for confirmation on a terminal, which the test has none of; the --yes form runs",
 }
@@ -420,7 +421,7 @@ func runExample(t *testing.T, bin, repo string, ex example) {
 		"<company-id>", s.company, "<id>", s.company, "0b6c...e1", s.company,
 		"<agent-id>", s.agent, "<key-id>", s.keyID, "<run-id>", runID, "<token-id>", s.operatorTok,
 		"ACME-12", s.issue, "ENG-12", s.issue, "--company ACME", "--company EX",
-		"company show ACME", "company show EX", "archive ACME", "archive EX",
+		"company show ACME", "company show EX", "company update ACME", "company update EX", "archive ACME", "archive EX",
 		"ACME-1", "EX-2", "ACME-3", "EX-3", "ACME-4", "EX-4", "ACME-5", "EX-5",
 		"/backups/", backups+"/", "/var/lib/clasp", s.data, "/tmp/clasp", filepath.Join(tmp, "serve-data"),
 		"/tmp/verify", filepath.Join(tmp, "verify"), "/src/clasp", repo, "/usr/share/doc", filepath.Join(repo, "docs"),

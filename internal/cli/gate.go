@@ -225,7 +225,6 @@ func (a *app) gateCheck(ctx context.Context, repo, rng, ref string) error {
 		return usageErr(err)
 	}
 	branch := strings.TrimPrefix(ref, "refs/heads/")
-	onIssueBranch := strings.HasPrefix(branch, clasp.BranchPrefix)
 	rep := &gateReport{OK: true, Range: rng, Ref: ref, Commits: []*gateCommit{}}
 	var stamps []clasp.GateStamp
 	type at struct{ commit, stamp int }
@@ -255,15 +254,13 @@ func (a *app) gateCheck(ctx context.Context, repo, rng, ref string) error {
 			where = append(where, at{len(rep.Commits), len(stamps)})
 			stamps = append(stamps, st)
 		}
-		if len(gc.Stamps) == 0 && onIssueBranch {
-			gc.OK = false
-			gc.Reasons = append(gc.Reasons, fmt.Sprintf("unstamped: a commit on %s must carry a %s trailer", branch, clasp.StampKey))
-		}
 		rep.Commits = append(rep.Commits, gc)
 	}
-	// Ask the server even for no stamp: a gate that cannot ask refuses.
+	// Ask the server even for no stamp: a gate that cannot ask refuses,
+	// and the answer names the company's branch template.
 	cl := a.client()
 	verdicts := make([]*clasp.GateVerdict, 0, len(stamps))
+	tmpl, prefix := "", ""
 	for start := 0; start == 0 || start < len(stamps); start += 1000 {
 		end := min(start+1000, len(stamps))
 		res, err := cl.GateCheck(ctx, stamps[start:end])
@@ -271,8 +268,17 @@ func (a *app) gateCheck(ctx context.Context, repo, rng, ref string) error {
 			return &exitError{Code: ExitError, Err: fmt.Errorf("gate: refusing, the clasp server could not check the stamps: %w", err)}
 		}
 		verdicts = append(verdicts, res.Results...)
+		tmpl, prefix = res.BranchTemplate, res.IssuePrefix
 		if len(stamps) == 0 {
 			break
+		}
+	}
+	if branch != "" && clasp.IssueBranch(tmpl, prefix, branch) {
+		for _, gc := range rep.Commits {
+			if len(gc.Stamps) == 0 {
+				gc.OK = false
+				gc.Reasons = append(gc.Reasons, fmt.Sprintf("unstamped: a commit on %s, a branch of the company's template %s, must carry a %s trailer", branch, clasp.BranchName(tmpl, prefix, "<identifier>"), clasp.StampKey))
+			}
 		}
 	}
 	if len(verdicts) != len(stamps) {

@@ -162,7 +162,7 @@ func TestGateRefusesSupersededPush(t *testing.T) {
 	for _, c := range []struct{ branch, trailer, want string }{
 		{"misc", "Clasp-Issue: " + otIssue.Identifier + "@0", "unknown: no issue " + otIssue.Identifier + " in this company"},
 		{"misc2", "Clasp-Issue: not-a-stamp", `malformed stamp "not-a-stamp"`},
-		{"clasp/EX-1", "", "unstamped: a commit on clasp/EX-1 must carry a Clasp-Issue trailer"},
+		{"clasp/EX-1", "", "unstamped: a commit on clasp/EX-1, a branch of the company's template clasp/<identifier>, must carry a Clasp-Issue trailer"},
 	} {
 		args := []string{"commit", "-q", "--allow-empty", "-m", "probe " + c.branch}
 		if c.trailer != "" {
@@ -173,6 +173,23 @@ func TestGateRefusesSupersededPush(t *testing.T) {
 		out, err := sh(t, env, wb, "git", "push", "origin", c.branch)
 		if err == nil || !strings.Contains(out, c.want) {
 			t.Errorf("push to %s with trailer %q: err %v, output:\n%s\nwant a refusal saying %q", c.branch, c.trailer, err, out, c.want)
+		}
+	}
+
+	// The company's branch template decides which branches need stamps:
+	// under work/{identifier} an unstamped commit on work/EX-7 is refused
+	// naming the template, one on clasp/EX-7 is not on an issue branch.
+	mustSh(t, cli, tmp, bin, "company", "update", "EX", "--branch-template", "work/{identifier}")
+	for _, c := range []struct {
+		branch string
+		ok     bool
+	}{{"work/EX-7", false}, {"clasp/EX-7", true}} {
+		mustSh(t, env, wb, "git", "checkout", "-q", "-B", c.branch, "origin/main")
+		mustSh(t, env, wb, "git", "commit", "-q", "--allow-empty", "-m", "unstamped on "+c.branch)
+		out, err := sh(t, env, wb, "git", "push", "origin", c.branch)
+		refused := strings.Contains(out, "unstamped: a commit on "+c.branch+", a branch of the company's template work/<identifier>")
+		if (err == nil) != c.ok || refused == c.ok {
+			t.Errorf("unstamped push to %s under work/{identifier}: err %v, output:\n%s\nwant accepted %v", c.branch, err, out, c.ok)
 		}
 	}
 

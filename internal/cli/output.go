@@ -90,7 +90,7 @@ func optTime(t *time.Time) string {
 }
 
 func printCompany(w io.Writer, c *clasp.Company) {
-	fields(w, "ID", c.ID, "Name", c.Name, "Issue prefix", c.IssuePrefix, "Created", fmtTime(c.CreatedAt),
+	fields(w, "ID", c.ID, "Name", c.Name, "Issue prefix", c.IssuePrefix, "Branch template", c.BranchTemplate, "Created", fmtTime(c.CreatedAt),
 		"Archived", optTime(c.ArchivedAt))
 }
 

@@ -63,6 +63,24 @@ tools of a 'clasp mcp' process it starts on a pipe (claim_next_issue, then
 update_issue_status done with the result); a SIGKILL of the agent kills its
 'clasp mcp' too (parent death signal), so the session's run is left to its lease.
 
+With --git the swarm creates a shared bare repository in its data directory,
+with a first commit on main, and installs the gate as its pre-receive hook
+('clasp gate install' with a gate token of the swarm's company). Each agent
+process works in its own clone ('clasp agent work --git CLONE --git-remote
+REPO'): a worktree per claim on the issue's branch, the result committed with
+the stamp 'Clasp-Issue: <issue>@<epoch>', the branch pushed (the gate decides),
+the issue set done, the result rebased onto main and pushed (again when
+another merge landed first). Besides the kills, --freeze-rate of the checkouts
+freeze their process (SIGSTOP) until its run is swept and its issue taken over
+by a replacement process (bounded), then continue it (SIGCONT, also when the
+swarm exits): the holder presumed dead wakes up and pushes, and the gate must
+refuse it. The check adds: main holds exactly one result commit per issue,
+stamped with the epoch that completed it, with the file's hash; each issue's
+branch ends with the completing hold's commit; no push of a swept frozen hold
+was accepted and, when there were such holds, stale pushes were refused; no
+worktree served two runs. A result whose agent died between setting the issue
+done and merging is merged by the swarm from the issue's branch (landed).
+
 With --deps the swarm also files one issue per directory, blocked by (and the
 parent of) the issues of its entries and assigned to the agents in turn; the
 work on a directory is a hash over its entries' results, read from their result
@@ -83,6 +101,7 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
   clasp swarm --managed --agents 8 --kill-rate 0.2
   clasp swarm --deps --agents 8 --kill-rate 0.2       # directories wait for their entries
   clasp swarm --mcp --agents 8 --kill-rate 0.2
+  clasp swarm --git --agents 8 --kill-rate 0.2 --freeze-rate 0.1 --lease-ttl 2s
   clasp swarm --agents 3 --kill-rate 0.2 --agent-cmd "python3 /src/clasp/examples/python-agent/agent.py"
   clasp swarm --server http://127.0.0.1:3100 --token clasp_bt_... --json
   clasp swarm --database-url postgres://clasp@127.0.0.1/clasp --replicas 3 --agents 16 --kill-rate 0.2 --kill-replica-every 5s`,
@@ -110,6 +129,18 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 				if cfg.AgentCommand = strings.Fields(agentCmd); len(cfg.AgentCommand) == 0 {
 					return usageErr(errors.New("--agent-cmd is empty"))
 				}
+			}
+			if cfg.FreezeRate < 0 || cfg.FreezeRate > 1 {
+				return usageErr(errors.New("--freeze-rate must be between 0 and 1"))
+			}
+			if !cfg.Git {
+				if cmd.Flags().Changed("freeze-rate") && cfg.FreezeRate > 0 {
+					return usageErr(errors.New("--freeze-rate needs --git"))
+				}
+				cfg.FreezeRate = 0
+			}
+			if cfg.Git && (cfg.Managed || cfg.MCP || cfg.Deps || agentCmd != "") {
+				return usageErr(errors.New("--git excludes --managed, --mcp, --deps and --agent-cmd: its agents are 'clasp agent work --git' processes"))
 			}
 			if cfg.Replicas < 1 {
 				return usageErr(errors.New("--replicas must be at least 1"))
@@ -151,6 +182,8 @@ a report on stdout, and exits 1 if any check failed or the work timed out.`,
 	f.StringSliceVar(&cfg.ManagedCommand, "agent-command", nil, "with --managed: the agents' process runs this command line (absolute program path, then arguments, comma-separated) instead of 'clasp agent work --one-run'; e.g. /bin/sh,$PWD/examples/paperclip-agent/agent.sh,0.1")
 	f.BoolVar(&cfg.Deps, "deps", false, "also one issue per directory, blocked by its entries' issues; checks the tree hash, the blocker order and one wake per ready directory")
 	f.StringVar(&agentCmd, "agent-cmd", "", "run this command line as each agent's process instead of 'clasp agent work' (split at spaces, no shell), e.g. \"python3 examples/python-agent/agent.py\": it gets CLASP_URL and CLASP_TOKEN/CLASP_API_KEY and prints event=checked_out lines for the kills")
+	f.BoolVar(&cfg.Git, "git", false, "a shared bare repository with the gate as its pre-receive hook: each agent process works in its own clone, a worktree per claim,\ncommits the result stamped, pushes the branch and merges it into main; --freeze-rate freezes agents past their lease")
+	f.Float64Var(&cfg.FreezeRate, "freeze-rate", 0.1, "with --git: probability that a checkout freezes its agent process (SIGSTOP until its run is swept and its issue taken over, then SIGCONT);\nabove 0, the first checkout always freezes")
 	f.BoolVar(&cfg.NoClaim, "no-claim", false, "agents find work with inbox, list and checkout instead of claim-next (to compare)")
 	f.StringVar(&cfg.ServerURL, "server", "", "use the clasp server at this URL instead of an embedded one")
 	f.StringVar(&cfg.BoardToken, "token", "", "board token of --server, or of a --database-url that has one already (default $"+EnvToken+"; none for --local-trusted)")

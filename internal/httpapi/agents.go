@@ -13,8 +13,9 @@ import (
 
 // companyCreateIn is the body of POST /api/companies.
 type companyCreateIn struct {
-	Name        *string `json:"name"`
-	IssuePrefix *string `json:"issuePrefix"`
+	Name           *string `json:"name"`
+	IssuePrefix    *string `json:"issuePrefix"`
+	BranchTemplate *string `json:"branchTemplate"`
 }
 
 // companyCompat are the fields of Paperclip's company create that clasp
@@ -31,6 +32,11 @@ func (in *companyCreateIn) compatFields() map[string]compatField { return compan
 func (in *companyCreateIn) validate() error {
 	if err := requiredText("name", in.Name, maxNameLen); err != nil {
 		return err
+	}
+	if in.BranchTemplate != nil {
+		if err := clasp.ValidateBranchTemplate(*in.BranchTemplate); err != nil {
+			return err
+		}
 	}
 	if in.IssuePrefix == nil {
 		return nil // derived from the name (companyCreate)
@@ -49,14 +55,14 @@ func (in *companyCreateIn) validate() error {
 // one.
 func (s *Server) companyCreate(ctx context.Context, c *call, in *companyCreateIn) (int, any, error) {
 	if in.IssuePrefix != nil {
-		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: *in.IssuePrefix, Actor: c.actor()})
+		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: *in.IssuePrefix, BranchTemplate: valueOr(in.BranchTemplate), Actor: c.actor()})
 		if err != nil {
 			return 0, nil, err
 		}
 		return http.StatusCreated, co, nil
 	}
 	for _, prefix := range clasp.IssuePrefixCandidates(*in.Name) {
-		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: prefix, Actor: c.actor()})
+		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: prefix, BranchTemplate: valueOr(in.BranchTemplate), Actor: c.actor()})
 		if clasp.ErrorCode(err) == clasp.CodeAlreadyExists {
 			continue
 		}
@@ -118,6 +124,42 @@ func (s *Server) companyArchive(archive bool) func(ctx context.Context, c *call)
 func (s *Server) companyGet(ctx context.Context, c *call) (int, any, error) {
 	id := pathUUID(c, "companyId")
 	co, err := s.st.CompanyGet(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, co, nil
+}
+
+// companyUpdateIn is the body of PATCH /api/companies/{companyId}.
+type companyUpdateIn struct {
+	Name           *string `json:"name"`
+	BranchTemplate *string `json:"branchTemplate"`
+}
+
+func (in *companyUpdateIn) validate() error {
+	if in.Name == nil && in.BranchTemplate == nil {
+		return clasp.InvalidField("name", "Send at least one of \"name\" and \"branchTemplate\".")
+	}
+	if in.Name != nil {
+		if err := requiredText("name", in.Name, maxNameLen); err != nil {
+			return err
+		}
+	}
+	if in.BranchTemplate != nil {
+		return clasp.ValidateBranchTemplate(*in.BranchTemplate)
+	}
+	return nil
+}
+
+// companyUpdate: PATCH /api/companies/{companyId} (admin of the company)
+// {name?, branchTemplate?}: 200 the company. The branch template names
+// the workspace branch of every later grant (RULES.md G5) and the
+// branches on which the gate refuses unstamped commits (G3). 400
+// invalid_request naming the field (an empty body, an empty name, a
+// template without {identifier}, with another placeholder, or that makes
+// no valid git branch name); 404 not_found.
+func (s *Server) companyUpdate(ctx context.Context, c *call, in *companyUpdateIn) (int, any, error) {
+	co, err := s.st.CompanyUpdate(ctx, &store.CompanyUpdateParams{ID: pathUUID(c, "companyId"), Name: in.Name, BranchTemplate: in.BranchTemplate, Actor: c.actor()})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -419,4 +461,12 @@ func (s *Server) agentInbox(ctx context.Context, c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusOK, list(items), nil
+}
+
+// valueOr is *p, or "" for nil.
+func valueOr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

@@ -53,6 +53,10 @@ func (s *Server) issueClaim(ctx context.Context, c *call, in *claimIn) (status i
 	if in.Scope != nil {
 		scope = store.ClaimScope(*in.Scope)
 	}
+	tmpl, prefix, err := s.grantTemplate(ctx, c)
+	if err != nil {
+		return 0, nil, err
+	}
 	var res store.CheckoutResult
 	iss, err := s.st.IssueClaim(ctx, &store.IssueClaimParams{
 		ExpectedStatuses: in.ExpectedStatuses, Scope: scope, Actor: c.actor(), Result: &res,
@@ -68,5 +72,5 @@ func (s *Server) issueClaim(ctx context.Context, c *call, in *claimIn) (status i
 		return 0, streamed, nil
 	}
 	s.countCheckout(&res, nil)
-	return http.StatusOK, withWorkspace(c, iss), nil
+	return http.StatusOK, withWorkspace(c, iss, tmpl, prefix), nil
 }

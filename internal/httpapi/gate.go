@@ -60,6 +60,10 @@ func (in *gateCheckIn) validate() error {
 type gateCheckOut struct {
 	OK      bool                 `json:"ok"`
 	Results []*clasp.GateVerdict `json:"results"`
+	// BranchTemplate and IssuePrefix are the gate's company's: a commit
+	// without a stamp on a branch the template names is refused (G3).
+	BranchTemplate string `json:"branchTemplate"`
+	IssuePrefix    string `json:"issuePrefix"`
 }
 
 // gateCheck: POST /api/gate/check (a gate token) {stamps: [{issue,
@@ -75,7 +79,11 @@ func (s *Server) gateCheck(ctx context.Context, c *call, in *gateCheckIn) (int, 
 	if err != nil {
 		return 0, nil, err
 	}
-	out := gateCheckOut{OK: true, Results: list(vs)}
+	co, err := s.st.CompanyGet(ctx, c.who.gate.CompanyID)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := gateCheckOut{OK: true, Results: list(vs), BranchTemplate: co.BranchTemplate, IssuePrefix: co.IssuePrefix}
 	for _, v := range vs {
 		out.OK = out.OK && v.OK
 	}
@@ -126,16 +134,33 @@ func (s *Server) gateTokenRevoke(ctx context.Context, c *call) (int, any, error)
 	return http.StatusOK, t, nil
 }
 
+// grantTemplate reads, before a checkout or claim, what names the
+// workspace of a grant to the call's run: the branch template and issue
+// prefix of the calling agent's company. ("", "", nil) when the call
+// names no run of an agent (the board's checkout takes no lock). Read
+// first, so that a failed read leaves nothing checked out.
+func (s *Server) grantTemplate(ctx context.Context, c *call) (tmpl, prefix string, err error) {
+	if c.runID == "" || c.who.agent == nil {
+		return "", "", nil
+	}
+	co, err := s.st.CompanyGet(ctx, c.who.agent.CompanyID)
+	if err != nil {
+		return "", "", err
+	}
+	return co.BranchTemplate, co.IssuePrefix, nil
+}
+
 // withWorkspace returns the answer of a checkout or claim: when the call's
 // run holds iss, a copy carrying the workspace of that hold (the branch
-// of the issue and the stamp of its epoch, RULES.md G5); iss itself
-// otherwise (the board's checkout takes no lock). The store's issue may
-// be shared by the answers of concurrent checkouts: it is never changed.
-func withWorkspace(c *call, iss *clasp.Issue) *clasp.Issue {
+// the company's template tmpl names for the issue, with issue prefix
+// prefix, and the stamp of its epoch, RULES.md G5); iss itself otherwise
+// (the board's checkout takes no lock). The store's issue may be shared
+// by the answers of concurrent checkouts: it is never changed.
+func withWorkspace(c *call, iss *clasp.Issue, tmpl, prefix string) *clasp.Issue {
 	if c.runID == "" || iss.CheckoutRunID == nil || *iss.CheckoutRunID != c.runID {
 		return iss
 	}
 	out := *iss
-	out.Workspace = clasp.WorkspaceOf(iss.Identifier, iss.CheckoutEpoch)
+	out.Workspace = clasp.WorkspaceFor(tmpl, prefix, iss.Identifier, iss.CheckoutEpoch)
 	return &out
 }

@@ -423,6 +423,10 @@ func (s *Server) issueCheckout(ctx context.Context, c *call, in *checkoutIn) (st
 	if !c.who.board && *in.AgentID != c.who.agent.ID {
 		return 0, nil, store.ErrAgentMismatch(c.who.agent.ID, *in.AgentID)
 	}
+	tmpl, prefix, err := s.grantTemplate(ctx, c)
+	if err != nil {
+		return 0, nil, err
+	}
 	iss, err := s.st.IssueCheckout(ctx, &store.IssueCheckoutParams{
 		Ref: ref, AgentID: *in.AgentID, ExpectedStatuses: in.ExpectedStatuses, LeaseTTL: s.lease, Actor: c.actor(),
 		Result: &res,
@@ -430,7 +434,7 @@ func (s *Server) issueCheckout(ctx context.Context, c *call, in *checkoutIn) (st
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, withWorkspace(c, iss), nil
+	return http.StatusOK, withWorkspace(c, iss, tmpl, prefix), nil
 }
 
 // countCheckout records a checkout's outcome as the store reported it:

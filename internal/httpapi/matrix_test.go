@@ -331,6 +331,11 @@ func matrixRows() []mrow {
 		{pattern: "POST /api/companies/{companyId}/gate-tokens", path: func(w *mworld) string { return C(w) + "/gate-tokens" }, body: func(*mworld, string) any {
 			return map[string]any{"name": "ci"}
 		}, want: adminRoute(boardOnly(c201))},
+		// A company's branch template is its admins' to change (the body
+		// sets the default again, so the other cells see no change).
+		{pattern: "PATCH /api/companies/{companyId}", path: C, body: func(*mworld, string) any {
+			return map[string]any{"branchTemplate": clasp.DefaultBranchTemplate}
+		}, want: adminRoute(boardOnly(c200))},
 		{pattern: "GET /api/companies/{companyId}/gate-tokens", path: func(w *mworld) string { return C(w) + "/gate-tokens" }, body: noBodyFn, want: adminRoute(boardOnly(c200))},
 		{pattern: "POST /api/companies/{companyId}/archive", path: func(w *mworld) string { return C(w) + "/archive" }, body: noBodyFn, want: adminRoute(boardOnly(c200))},
 		{pattern: "POST /api/companies/{companyId}/unarchive", path: func(w *mworld) string { return C(w) + "/unarchive" }, body: noBodyFn, want: adminRoute(boardOnly(c200))},

@@ -64,6 +64,7 @@ func TestPathIDsTable(t *testing.T) {
 	open := []clasp.IssueStatus{clasp.IssueBacklog, clasp.IssueTodo, clasp.IssueInProgress, clasp.IssueInReview, clasp.IssueBlocked}
 	routes := []idRoute{
 		{pattern: "GET /api/companies/{companyId}", good: co, status: 200},
+		{pattern: "PATCH /api/companies/{companyId}", good: co, body: map[string]any{"branchTemplate": clasp.DefaultBranchTemplate}, status: 200},
 		{pattern: "DELETE /api/operators/tokens/{id}", good: map[string]string{"id": opA.ID}, status: 200},
 		{pattern: "POST /api/companies/{companyId}/gate-tokens", good: co, body: map[string]any{"name": "ci2"}, status: 201},
 		{pattern: "GET /api/companies/{companyId}/gate-tokens", good: co, status: 200},

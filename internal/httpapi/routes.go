@@ -23,6 +23,7 @@ func (s *Server) routes() {
 	s.handle(endpoint{pattern: "POST /api/companies", access: adminOnly, unscoped: true, serve: withBody(s.companyCreate)})
 	s.handle(endpoint{pattern: "GET /api/companies", access: boardOnly, serve: noBody(s.companyList)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}", access: boardOnly, serve: noBody(s.companyGet)})
+	s.handle(endpoint{pattern: "PATCH /api/companies/{companyId}", access: adminOnly, serve: withBody(s.companyUpdate)})
 	// Archiving hides a company from the list (and the board's picker); an admin's.
 	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/archive", access: adminOnly, serve: noBody(s.companyArchive(true))})
 	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/unarchive", access: adminOnly, serve: noBody(s.companyArchive(false))})

@@ -56,6 +56,12 @@ type Session struct {
 	idle     bool // the heartbeat stopped for lack of tool calls
 	closed   bool
 
+	// branches remembers the branch each grant of this session named
+	// (identifier@epoch -> branch, the company's branch template), for
+	// get_issue, whose answer names no workspace; guarded by bmu.
+	bmu      sync.Mutex
+	branches map[string]string
+
 	// calls ends with endCalls (Serve's context ending: SIGTERM, SIGINT):
 	// a tool call in progress, such as a claim waiting for work, stops at
 	// once instead of holding the exit until it would have answered.

@@ -442,8 +442,8 @@ func (s *Session) claimNext(ctx context.Context, in ClaimIn, out *IssueOut) erro
 			me, _ := s.agent(ctx)
 			s.grant(out, iss, me, runID)
 			out.Outcome = OutcomeClaimed
-			out.Message = fmt.Sprintf("You hold %s (%s) now, checkout epoch %d. Do the work it describes; stamp your commits with the trailer '%s'; then call update_issue_status with status done and the result as comment.",
-				iss.Identifier, iss.Title, iss.CheckoutEpoch, out.Stamp)
+			out.Message = fmt.Sprintf("You hold %s (%s) now, checkout epoch %d. Do the work it describes, in a git worktree of your own on branch %s; stamp your commits with the trailer '%s'; then call update_issue_status with status done and the result as comment.",
+				iss.Identifier, iss.Title, iss.CheckoutEpoch, out.Branch, out.Stamp)
 			return nil
 		}
 		if time.Now().Add(time.Second).After(deadline) {
@@ -477,6 +477,15 @@ func (s *Session) grant(out *IssueOut, iss *clasp.Issue, me *clasp.Agent, runID 
 	out.Issue = viewIssue(iss, myID, h)
 	out.RunID, out.CheckoutEpoch, out.Stamp = runID, iss.CheckoutEpoch, stampOf(iss.Identifier, iss.CheckoutEpoch)
 	out.Branch = clasp.WorkspaceOf(iss.Identifier, iss.CheckoutEpoch).Branch
+	if iss.Workspace != nil {
+		out.Branch = iss.Workspace.Branch // the company's branch template
+	}
+	s.bmu.Lock()
+	if s.branches == nil {
+		s.branches = map[string]string{}
+	}
+	s.branches[clasp.StampValue(iss.Identifier, iss.CheckoutEpoch)] = out.Branch
+	s.bmu.Unlock()
 }
 
 // getIssue is get_issue.
@@ -519,6 +528,11 @@ func (s *Session) getIssue(ctx context.Context, in IssueIn, out *IssueOut) error
 	case h != nil && h.ThisRun:
 		out.RunID, out.CheckoutEpoch, out.Stamp = h.RunID, iss.CheckoutEpoch, stampOf(iss.Identifier, iss.CheckoutEpoch)
 		out.Branch = clasp.WorkspaceOf(iss.Identifier, iss.CheckoutEpoch).Branch
+		s.bmu.Lock()
+		if b, ok := s.branches[clasp.StampValue(iss.Identifier, iss.CheckoutEpoch)]; ok {
+			out.Branch = b // as granted, by the company's branch template
+		}
+		s.bmu.Unlock()
 		out.Message = fmt.Sprintf("%s is %s and held by this session (epoch %d): go on with it.", iss.Identifier, iss.Status, iss.CheckoutEpoch)
 	case h != nil:
 		out.Message = fmt.Sprintf("%s is %s and held by agent %s (run %s): do not work on it.", iss.Identifier, iss.Status, h.Agent, short(h.RunID))
@@ -635,7 +649,7 @@ func (s *Session) checkout(ctx context.Context, in IssueIn, out *IssueOut) error
 	s.hold(iss)
 	s.grant(out, iss, me, runID)
 	out.Outcome = OutcomeCheckedOut
-	out.Message = fmt.Sprintf("You hold %s (%s) now, checkout epoch %d. Stamp your commits with the trailer '%s'; call update_issue_status when done.", iss.Identifier, iss.Title, iss.CheckoutEpoch, out.Stamp)
+	out.Message = fmt.Sprintf("You hold %s (%s) now, checkout epoch %d. Work in a git worktree of your own on branch %s; stamp your commits with the trailer '%s'; call update_issue_status when done.", iss.Identifier, iss.Title, iss.CheckoutEpoch, out.Branch, out.Stamp)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -99,7 +100,11 @@ func (c CRUD) CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp
 	if !clasp.ValidIssuePrefix(p.IssuePrefix) {
 		return nil, clasp.InvalidField("issuePrefix", "issuePrefix must be 2 to 10 upper-case letters.")
 	}
-	args := ActorArgs(Args{"id": c.d.NewID(), "name": name, "prefix": p.IssuePrefix}, p.Actor)
+	tmpl := cmp.Or(p.BranchTemplate, clasp.DefaultBranchTemplate)
+	if err := clasp.ValidateBranchTemplate(tmpl); err != nil {
+		return nil, err
+	}
+	args := ActorArgs(Args{"id": c.d.NewID(), "name": name, "prefix": p.IssuePrefix, "branch_template": tmpl}, p.Actor)
 	var out *clasp.Company
 	err := c.d.Write(ctx, func(q Querier) error {
 		co, err := ScanCompany(q.QueryRow(ctx, "CompanyInsert", args))
@@ -114,6 +119,45 @@ func (c CRUD) CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp
 		return activity(ctx, q, co.ID, p.Actor, clasp.ActionCompanyCreated, "company", co.ID, map[string]any{
 			"name": co.Name, "issuePrefix": co.IssuePrefix,
 		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CompanyUpdate changes the name or branch template of company p.ID (a
+// nil field is kept) and records company.updated with the fields
+// changed. 400 invalid_request naming name (empty or over 200
+// characters) or branchTemplate (clasp.ValidateBranchTemplate); 404
+// not_found for no such company.
+func (c CRUD) CompanyUpdate(ctx context.Context, p *CompanyUpdateParams) (*clasp.Company, error) {
+	args := ActorArgs(Args{"id": p.ID, "name": nil, "branch_template": nil}, p.Actor)
+	changed := map[string]any{}
+	if p.Name != nil {
+		name := strings.TrimSpace(*p.Name)
+		if name == "" || len(name) > 200 {
+			return nil, clasp.InvalidField("name", "name is required, at most 200 characters.")
+		}
+		args["name"], changed["name"] = name, name
+	}
+	if p.BranchTemplate != nil {
+		if err := clasp.ValidateBranchTemplate(*p.BranchTemplate); err != nil {
+			return nil, err
+		}
+		args["branch_template"], changed["branchTemplate"] = *p.BranchTemplate, *p.BranchTemplate
+	}
+	var out *clasp.Company
+	err := c.d.Write(ctx, func(q Querier) error {
+		co, err := ScanCompany(q.QueryRow(ctx, "CompanyUpdate", args))
+		if c.d.NoRows(err) {
+			return ErrNotFound("company", p.ID)
+		}
+		if err != nil {
+			return Wrap(err, "update company %s", p.ID)
+		}
+		out = co
+		return activity(ctx, q, co.ID, p.Actor, clasp.ActionCompanyUpdated, "company", co.ID, changed)
 	})
 	if err != nil {
 		return nil, err
@@ -156,7 +200,7 @@ func (c CRUD) CompanyArchive(ctx context.Context, p *CompanyArchiveParams) (*cla
 			changed bool
 		)
 		err := q.QueryRow(ctx, "CompanyArchive", ActorArgs(Args{"id": p.ID, "archive": p.Archive}, p.Actor)).
-			Scan(&co.ID, &co.Name, &co.IssuePrefix, Time(&co.CreatedAt), NullTime(&co.ArchivedAt), &changed)
+			Scan(&co.ID, &co.Name, &co.IssuePrefix, &co.BranchTemplate, Time(&co.CreatedAt), NullTime(&co.ArchivedAt), &changed)
 		if c.d.NoRows(err) {
 			// no such company, or it is in that state already
 			cur, err := ScanCompany(q.QueryRow(ctx, "CompanyGet", Args{"id": p.ID}))

@@ -68,7 +68,19 @@ type Page struct {
 type CompanyCreateParams struct {
 	Name        string
 	IssuePrefix string
-	Actor       Actor
+	// BranchTemplate names the branches of the company's issues;
+	// "" is clasp.DefaultBranchTemplate.
+	BranchTemplate string
+	Actor          Actor
+}
+
+// CompanyUpdateParams changes a company: each field set is written, a nil
+// one is kept.
+type CompanyUpdateParams struct {
+	ID             string
+	Name           *string
+	BranchTemplate *string
+	Actor          Actor
 }
 
 // CompanyArchiveParams archives company ID (Archive true) or restores it
@@ -488,6 +500,10 @@ type Store interface {
 	CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp.Company, error)
 	// CompanyGet returns a company; 404 not_found.
 	CompanyGet(ctx context.Context, id string) (*clasp.Company, error)
+	// CompanyUpdate changes a company's name or branch template, with a
+	// company.updated activity row. 400 invalid_request naming the field
+	// for an empty name or a bad template; 404 not_found.
+	CompanyUpdate(ctx context.Context, p *CompanyUpdateParams) (*clasp.Company, error)
 	// CompanyList returns companies, oldest first, without the archived
 	// ones unless includeArchived.
 	CompanyList(ctx context.Context, page Page, includeArchived bool) ([]*clasp.Company, string, error)

@@ -59,6 +59,24 @@ type Config struct {
 	// the swarm's result comment ("sha256 <hex>" of the file the
 	// description names) with status done.
 	ManagedCommand []string
+	// Git gives the agents a shared bare repository (in the data
+	// directory) with a first commit on main and the gate as its
+	// pre-receive hook (a gate token of the swarm's company): each agent
+	// process works in its own clone, each claim in its own worktree; it
+	// commits the result stamped, pushes the issue's branch, sets the
+	// issue done and merges the result into main (gitswarm.go). Besides
+	// the kills, FreezeRate of the checkouts (and, when it is above 0, the
+	// swarm's first checkout) freeze their process
+	// (SIGSTOP) until the hold's run is swept and its issue taken over
+	// (bounded), then continue it (SIGCONT), so that a holder presumed
+	// dead pushes: the gate must refuse it. The check adds: main holds
+	// exactly one result commit per issue, stamped with its completed
+	// epoch, with the file's hash; every push of a swept frozen hold was
+	// refused, and there were such refusals; no worktree served two runs.
+	// Not with Managed, MCP, Deps or a custom AgentCommand. Slow defaults
+	// to 200 ms, so that a freeze lands before the push.
+	Git        bool
+	FreezeRate float64
 
 	// ServerURL targets an existing server (with BoardToken, "" if it runs
 	// --local-trusted) instead of starting an embedded one.
@@ -161,6 +179,7 @@ type Report struct {
 	RecoveryP99Ms   float64     `json:"recoveryP99Ms,omitempty"`
 	TimedOut        bool        `json:"timedOut"`
 	Deps            *DepTally   `json:"deps,omitempty"` // the dependency swarm's counts (Config.Deps)
+	Git             *GitTally   `json:"git,omitempty"`  // the git swarm's counts (Config.Git)
 	Tally                       // what Check counted: done, adoptions, stale locks swept, runs lost, ...
 	ElapsedSeconds  float64     `json:"elapsedSeconds"`
 	IssuesPerSecond float64     `json:"issuesPerSecond"`
@@ -203,6 +222,14 @@ func (r *Report) WriteText(w io.Writer) {
 	if d := r.Deps; d != nil {
 		fmt.Fprintf(w, "  dependencies        %d directories, %d blocker edges, %d ready wakes\n", d.Dirs, d.Edges, d.Wakes)
 		fmt.Fprintf(w, "  tree hash           %s\n", d.RootHash)
+	}
+	if g := r.Git; g != nil {
+		fmt.Fprintf(w, "  git repository      %s\n", g.Repo)
+		fmt.Fprintf(w, "  commits             %d in worktrees, %d on main\n", g.Commits, g.MainCommits)
+		fmt.Fprintf(w, "  branch pushes       %d accepted, refused%s\n", g.Pushes, byReason(g.PushesRefused))
+		fmt.Fprintf(w, "  refused stale pushes %d (superseded, dead or swept holder)\n", g.StalePushesRefused)
+		fmt.Fprintf(w, "  merges into main    %d (%d non-fast-forward retries), %d landed by the swarm, %d failed\n", g.Merges, g.NonFastForwardRetries, g.Landed, g.MergeFailures)
+		fmt.Fprintf(w, "  freezes (SIGSTOP)   %d: %d swept before SIGCONT, %d taken over, %d pushes after waking refused\n", g.Freezes, g.FrozenSwept, g.FrozenTakenOver, g.FrozenPushesRefused)
 	}
 	fmt.Fprintf(w, "  elapsed             %.1f s\n", r.ElapsedSeconds)
 	fmt.Fprintf(w, "  issues per second   %.1f\n", r.IssuesPerSecond)
@@ -302,6 +329,7 @@ type swarmRun struct {
 	keys     []string
 	agentIDs []string          // the agents, in the order of keys
 	deps     *depIssues        // the dependency swarm's issues (Config.Deps), nil otherwise
+	git      *gitState         // the git swarm's repository (Config.Git), nil otherwise
 	expected map[string]string // issue id -> the file's SHA-256
 
 	sup         *supervisor
@@ -390,6 +418,11 @@ func (r *swarmRun) setup(ctx context.Context) error {
 		r.rep.Deps = &DepTally{Dirs: len(dirs), Edges: r.deps.edges, RootHash: dirs[len(dirs)-1].Hash}
 		r.logf("%d directories, %d blocker edges; tree hash %s", len(dirs), r.deps.edges, r.rep.Deps.RootHash)
 	}
+	if cfg.Git {
+		if err := r.setupGit(ctx); err != nil {
+			return err
+		}
+	}
 	r.rep.CompanyID, r.rep.IssuePrefix, r.rep.Issues = r.co.ID, r.co.IssuePrefix, len(r.expected)
 	r.logf("company %s: %d agents, %d issues filed in %.1fs", r.co.IssuePrefix, cfg.Agents, len(r.expected), time.Since(r.start).Seconds())
 	return nil
@@ -449,7 +482,8 @@ func (r *swarmRun) work(ctx context.Context) error {
 	r.onClose(cancel)
 	board, co := r.board, r.co
 	sup := &supervisor{cfg: cfg, urls: r.urlsFor, total: len(r.expected), byReason: map[string]int{}, logDir: r.logDir,
-		countDone: func(ctx context.Context) (int, error) { return issuesDone(ctx, board, co.ID) }}
+		countDone: func(ctx context.Context) (int, error) { return issuesDone(ctx, board, co.ID) },
+		board:     board, logf: r.logf, git: r.git, gitTally: GitTally{PushesRefused: map[string]int{}}}
 	r.sup = sup
 	replicas := r.replicas
 	var kwg sync.WaitGroup
@@ -516,6 +550,9 @@ func (r *swarmRun) check(ctx context.Context) {
 	r.tally, r.violations = CheckWithAcks(cctx, r.board, r.co.ID, r.expected, acks)
 	if r.deps != nil {
 		r.checkDeps(cctx)
+	}
+	if r.git != nil {
+		r.checkGit(cctx)
 	}
 }
 
@@ -638,6 +675,27 @@ func (cfg *Config) defaults() error {
 	if cfg.Managed {
 		if cfg.Slow == 0 {
 			cfg.Slow = managedSlow
+		}
+	}
+	if cfg.FreezeRate < 0 || cfg.FreezeRate > 1 {
+		return fmt.Errorf("freeze rate %v is not between 0 and 1", cfg.FreezeRate)
+	}
+	if cfg.FreezeRate > 0 && !cfg.Git {
+		return errors.New("freezes are of the git swarm: a freeze rate needs Git")
+	}
+	if cfg.Git {
+		if cfg.Managed || cfg.MCP || cfg.Deps {
+			return errors.New("a git swarm runs `clasp agent work --git` processes: not with managed agents, MCP agents or dependencies")
+		}
+		if cfg.Slow == 0 {
+			cfg.Slow = gitSlow
+		}
+		if cfg.ServerBinary == "" {
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find own executable for clasp gate install: %w", err)
+			}
+			cfg.ServerBinary = exe
 		}
 	}
 	if cfg.Deps && (cfg.MCP || len(cfg.ManagedCommand) > 0) {
@@ -840,6 +898,18 @@ type supervisor struct {
 	countDone func(ctx context.Context) (int, error)
 	doneSeen  atomic.Int64
 
+	// board reads runs and issues for the freezes; git is the git swarm's
+	// repository (nil otherwise) and gitTally its counts, guarded by mu;
+	// slots counts the goroutines of run (slots, replacements of frozen
+	// processes, their thaws).
+	board    *client.Client
+	logf     func(format string, args ...any) // a line of the swarm's progress output
+	git      *gitState
+	gitTally GitTally
+	slots    sync.WaitGroup
+	// frozeOnce is set by the first freeze.
+	frozeOnce atomic.Bool
+
 	mu        sync.Mutex
 	started   int
 	live      int
@@ -859,9 +929,8 @@ func (s *supervisor) run(ctx context.Context, keys []string, progress io.Writer)
 	if s.start.IsZero() { // a later round (Run's restarts) keeps the first start
 		s.start = time.Now()
 	}
-	var wg sync.WaitGroup
 	for i, key := range keys {
-		wg.Go(func() { s.runSlot(ctx, i+1, key) })
+		s.slots.Go(func() { s.runSlot(ctx, i+1, key) })
 	}
 	stop := make(chan struct{})
 	var pwg sync.WaitGroup
@@ -877,7 +946,7 @@ func (s *supervisor) run(ctx context.Context, keys []string, progress io.Writer)
 			}
 		}
 	})
-	wg.Wait()
+	s.slots.Wait()
 	close(stop)
 	pwg.Wait()
 	fmt.Fprintln(progress, s.progressLine(ctx))
@@ -932,6 +1001,9 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 	if s.cfg.MCP {
 		args = append(args, "--mcp")
 	}
+	if s.git != nil {
+		args = append(args, s.gitArgs(n)...)
+	}
 	cmd := exec.Command(args[0], args[1:]...) // #nosec G204 -- the agent command the operator passed, run without a shell
 	// CLASP_URL lists the replicas (one URL without them), starting at a
 	// different one per agent: the agents spread over the replicas.
@@ -965,6 +1037,7 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 	}
 	stopOnCancel := context.AfterFunc(ctx, kill)
 	var timers []*time.Timer
+	var frozen *frozenHold // the hold this process was frozen in, if any
 
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
@@ -979,9 +1052,24 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 		}
 		switch ev.Name {
 		case EventCheckedOut:
+			// The swarm's first checkout always freezes (every git swarm
+			// with freezes sees a holder wake up after a takeover), the
+			// others at the freeze rate.
+			first := s.cfg.FreezeRate > 0 && s.frozeOnce.CompareAndSwap(false, true)
+			if frozen == nil && (first || s.cfg.FreezeRate > 0 && rand.Float64() < s.cfg.FreezeRate) { // #nosec G404 -- fault injection (which agents to freeze), not a secret
+				// At once: the work (Slow at least) has not reached its push.
+				frozen = s.freeze(ctx, n, key, cmd, ev)
+				if frozen != nil {
+					break
+				}
+			}
 			if s.cfg.KillRate > 0 && rand.Float64() < s.cfg.KillRate { // #nosec G404 -- fault injection (which agents to kill), not a secret
 				// A random moment of the work: the work lasts about Slow.
 				timers = append(timers, time.AfterFunc(rand.N(max(s.cfg.Slow, time.Millisecond)), kill)) // #nosec G404 -- fault injection delay, not a secret
+			}
+		case EventCommitted, EventPushed, EventPushRefused, EventMerged, EventNonFastForward, EventMergeFailed:
+			if s.git != nil {
+				s.gitEvent(ev, frozen)
 			}
 		case EventConflict:
 			s.mu.Lock()

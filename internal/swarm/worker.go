@@ -74,6 +74,15 @@ type WorkerConfig struct {
 	// branch clasp/<identifier>) and commits its result stamped with the
 	// hold's trailer (RULES.md G5) before marking the issue done.
 	GitDir string
+	// GitRemote, with GitDir, is a shared repository (a URL or path git
+	// takes): GitDir is cloned from it when it does not exist, each
+	// claim's worktree starts from its main branch (GitMain, default
+	// "main"), the hold's branch is pushed to it before the issue is set
+	// done (a refusal by its gate drops the work, EventPushRefused), and
+	// the result commit is merged into its main branch after (rebase and
+	// push, tried again when another merge landed first).
+	GitRemote string
+	GitMain   string
 }
 
 // Worker is one agent process: the loop of `clasp agent work`. Build it
@@ -145,6 +154,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		w.ev.Emit(EventExit, "reason", "error", "error", err)
 		return fmt.Errorf("identify agent: %w", err)
+	}
+	if w.cfg.GitRemote != "" {
+		if w.cfg.GitDir == "" {
+			return errors.New("a shared repository (GitRemote) needs the directory of its clone (GitDir)")
+		}
+		if err := w.ensureClone(ctx); err != nil {
+			w.ev.Emit(EventExit, "reason", "error", "error", err)
+			return fmt.Errorf("clone %s: %w", w.cfg.GitRemote, err)
+		}
 	}
 	w.ev.Emit(EventStarted, "agent", w.me.ID, "name", w.me.Name, "pid", os.Getpid())
 	if w.cfg.RunID != "" {
@@ -564,6 +582,13 @@ func (w *Worker) conflict(issue, run string, err error) {
 func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, iss *clasp.Issue, stopHeartbeat func()) error {
 	var sum string
 	var herr error
+	if w.cfg.GitRemote != "" {
+		// A holder that pushes to a shared repository does not ask whether
+		// it still holds the issue before pushing: the repository's gate
+		// is the fence (a holder swept while it was frozen pushes when it
+		// wakes, and the gate refuses it).
+		ctx = context.WithoutCancel(ctx)
+	}
 	if strings.HasPrefix(iss.Description, DirPrefix) {
 		sum, herr = dirWork(ctx, rc, iss, w.cfg.Slow) // a directory of a dependency swarm
 	} else {
@@ -577,6 +602,7 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 	// From here on the calls must not be cut short: a PATCH cancelled
 	// client-side may still commit.
 	ctx = context.WithoutCancel(ctx)
+	mergeWT := ""
 	if herr == nil && w.cfg.GitDir != "" {
 		// The result goes into the hold's own worktree, committed with the
 		// stamp, before the issue is done (a gate accepts the commit while
@@ -587,6 +613,25 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 			herr = fmt.Errorf("commit the result in its worktree: %w", gerr)
 		} else {
 			w.ev.Emit(EventCommitted, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "commit", commit, "worktree", wt)
+			mergeWT = wt
+		}
+		if gerr == nil && w.cfg.GitRemote != "" {
+			ws := workspaceOf(iss)
+			refused, perr := w.pushBranch(ctx, wt, ws)
+			switch {
+			case perr != nil:
+				herr = fmt.Errorf("push the result's branch: %w", perr)
+			case refused != "":
+				// The repository's gate refused the hold's work: the issue
+				// was taken over (or its holder, this run, was swept). The
+				// work is dropped, as for a lock taken over.
+				stopHeartbeat()
+				w.ev.Emit(EventPushRefused, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "ref", ws.Branch, "reason", refused)
+				w.finish(ctx, rc, run.ID, clasp.RunFailed, "the repository refused the push of "+ws.Branch+": "+refused)
+				return nil
+			default:
+				w.ev.Emit(EventPushed, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "ref", ws.Branch, "commit", commit)
+			}
 		}
 	}
 	status, result, kind := clasp.IssueDone, ResultPrefix+sum, "done-"
@@ -647,6 +692,20 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 	w.done++
 	w.ev.Emit(EventDone, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "sha256", strings.TrimPrefix(result, ResultPrefix))
 	w.finish(ctx, rc, run.ID, clasp.RunSucceeded, "")
+	if w.cfg.GitRemote != "" && mergeWT != "" {
+		// Completed work goes to the main branch after the issue is done:
+		// the gate accepts a stamp completed under its epoch, and only the
+		// completing hold's commit can get there.
+		commit, tries, refused, err := w.mergeMain(ctx, mergeWT, iss)
+		switch {
+		case err != nil:
+			w.ev.Emit(EventMergeFailed, "issue", iss.Identifier, "error", err)
+		case refused != "":
+			w.ev.Emit(EventPushRefused, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "ref", w.mainBranch(), "reason", refused)
+		default:
+			w.ev.Emit(EventMerged, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "commit", commit, "tries", tries)
+		}
+	}
 	return nil
 }
 

@@ -190,3 +190,54 @@ func testGateTokens(t *testing.T, open opener) {
 		t.Errorf("other company's list: got %d, %v; want none", len(l), err)
 	}
 }
+
+// testBranchTemplate: a company's branch template (RULES.md G5) is
+// clasp/{identifier} unless set at create; CompanyUpdate changes it, with
+// a company.updated row; a template without {identifier}, with another
+// placeholder, or that makes no valid git branch name is 400 naming
+// branchTemplate and changes nothing; a missing company is 404.
+func testBranchTemplate(t *testing.T, open opener) {
+	e := newEnv(t, open)
+	ctx := t.Context()
+	if e.co.BranchTemplate != clasp.DefaultBranchTemplate {
+		t.Errorf("default template %q, want %q", e.co.BranchTemplate, clasp.DefaultBranchTemplate)
+	}
+	co, err := e.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Templated", IssuePrefix: "TPL", BranchTemplate: "work/{prefix}/{identifier}", Actor: boardActor()})
+	if err != nil || co.BranchTemplate != "work/{prefix}/{identifier}" {
+		t.Fatalf("create with a template: got %+v, %v", co, err)
+	}
+	_, err = e.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Bad", IssuePrefix: "BAD", BranchTemplate: "work/{id}", Actor: boardActor()})
+	wantField(t, "create with a bad template", err, "branchTemplate")
+
+	tmpl := "agents/{prefix}/{identifier}-work"
+	got, err := e.st.CompanyUpdate(ctx, &store.CompanyUpdateParams{ID: e.co.ID, BranchTemplate: &tmpl, Actor: boardActor()})
+	if err != nil || got.BranchTemplate != tmpl || got.Name != e.co.Name || got.IssuePrefix != e.co.IssuePrefix {
+		t.Fatalf("update: got %+v, %v", got, err)
+	}
+	if again, err := e.st.CompanyGet(ctx, e.co.ID); err != nil || again.BranchTemplate != tmpl {
+		t.Errorf("get after update: got %+v, %v", again, err)
+	}
+	rows := allActivity(t, e.st, store.ActivityListParams{CompanyID: e.co.ID, Action: clasp.ActionCompanyUpdated})
+	if len(rows) != 1 || rows[0].EntityID != e.co.ID {
+		t.Errorf("company.updated rows: got %d, want 1 naming the company", len(rows))
+	}
+	for _, bad := range []string{"", "no-placeholder", "x/{foo}/{identifier}", "a..b/{identifier}", "{identifier}.lock", "/{identifier}", "w/{identifier}/", "w {identifier}", "w/.x/{identifier}", "w:{identifier}", "{identifier}@{x"} {
+		b := bad
+		_, err := e.st.CompanyUpdate(ctx, &store.CompanyUpdateParams{ID: e.co.ID, BranchTemplate: &b, Actor: boardActor()})
+		wantField(t, "template "+bad, err, "branchTemplate")
+	}
+	if again, err := e.st.CompanyGet(ctx, e.co.ID); err != nil || again.BranchTemplate != tmpl {
+		t.Errorf("after refused updates: got %+v, %v; want the template unchanged", again, err)
+	}
+	_, err = e.st.CompanyUpdate(ctx, &store.CompanyUpdateParams{ID: "00000000-0000-4000-8000-000000000000", BranchTemplate: &tmpl, Actor: boardActor()})
+	wantCode(t, "update of no company", err, clasp.CodeNotFound)
+}
+
+// wantField checks that err is 400 invalid_request naming field.
+func wantField(t *testing.T, what string, err error, field string) {
+	t.Helper()
+	ce := clasp.AsError(err)
+	if ce == nil || ce.Code != clasp.CodeInvalidRequest || ce.Details["field"] != field {
+		t.Errorf("%s: got %v, want 400 invalid_request naming %s", what, err, field)
+	}
+}

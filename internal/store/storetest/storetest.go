@@ -109,6 +109,7 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"G2_CompletedEpoch", testGateCompletedEpoch},
 		{"G1_GateCheck", testGateCheck},
 		{"G4_GateTokens", testGateTokens},
+		{"G5_BranchTemplate", testBranchTemplate},
 		{"Company_PrefixUnique", testCompanyPrefixUnique},
 		{"Agent_NameKeyUnique", testAgentNameKeyUnique},
 		{"AgentKey_AuthenticateRevokeTerminate", testAgentKeys},

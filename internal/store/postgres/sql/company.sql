@@ -14,17 +14,31 @@ RETURNING value
 -- name: CompanyInsert
 -- The company and its company.created row.
 WITH c AS (
-	INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (@id::text, @name::text, @prefix::text, now())
-	RETURNING id, name, issue_prefix, created_at, archived_at
+	INSERT INTO companies (id, name, issue_prefix, branch_template, created_at) VALUES (@id::text, @name::text, @prefix::text, @branch_template::text, now())
+	RETURNING id, name, issue_prefix, branch_template, created_at, archived_at
 ), act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
 	SELECT c.id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'company.created', 'company', c.id,
 		jsonb_build_object('name', c.name, 'issuePrefix', c.issue_prefix) FROM c
 )
-SELECT id, name, issue_prefix, created_at, archived_at FROM c
+SELECT id, name, issue_prefix, branch_template, created_at, archived_at FROM c
 
 -- name: CompanyGet
-SELECT id, name, issue_prefix, created_at, archived_at FROM companies WHERE id = @id::text
+SELECT id, name, issue_prefix, branch_template, created_at, archived_at FROM companies WHERE id = @id::text
+
+-- name: CompanyUpdate
+-- Sets the fields given (a NULL argument keeps the column), with its
+-- company.updated row naming the fields set.
+WITH c AS (
+	UPDATE companies SET name = coalesce(@name::text, name), branch_template = coalesce(@branch_template::text, branch_template)
+	WHERE id = @id::text
+	RETURNING id, name, issue_prefix, branch_template, created_at, archived_at
+), act AS (
+	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
+	SELECT c.id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'company.updated', 'company', c.id,
+		jsonb_strip_nulls(jsonb_build_object('name', @name::text, 'branchTemplate', @branch_template::text)) FROM c
+)
+SELECT id, name, issue_prefix, branch_template, created_at, archived_at FROM c
 
 -- name: CompanyArchive
 -- Archives company @id (@archive true) or restores it (false) when its
@@ -34,11 +48,11 @@ SELECT id, name, issue_prefix, created_at, archived_at FROM companies WHERE id =
 WITH u AS (
 	UPDATE companies SET archived_at = CASE WHEN @archive::boolean THEN now() END
 	WHERE id = @id::text AND (archived_at IS NULL) = @archive::boolean
-	RETURNING id, name, issue_prefix, created_at, archived_at
+	RETURNING id, name, issue_prefix, branch_template, created_at, archived_at
 ), act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
 	SELECT u.id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text,
 		CASE WHEN @archive::boolean THEN 'company.archived' ELSE 'company.unarchived' END, 'company', u.id,
 		jsonb_build_object('name', u.name, 'issuePrefix', u.issue_prefix) FROM u
 )
-SELECT id, name, issue_prefix, created_at, archived_at, true FROM u
+SELECT id, name, issue_prefix, branch_template, created_at, archived_at, true FROM u

@@ -11,11 +11,17 @@ INSERT INTO settings (key, value) VALUES (:key, :value) ON CONFLICT (key) DO UPD
 RETURNING value
 
 -- name: CompanyInsert
-INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (:id, :name, :prefix, :now)
-RETURNING id, name, issue_prefix, created_at, archived_at
+INSERT INTO companies (id, name, issue_prefix, branch_template, created_at) VALUES (:id, :name, :prefix, :branch_template, :now)
+RETURNING id, name, issue_prefix, branch_template, created_at, archived_at
 
 -- name: CompanyGet
-SELECT id, name, issue_prefix, created_at, archived_at FROM companies WHERE id = :id
+SELECT id, name, issue_prefix, branch_template, created_at, archived_at FROM companies WHERE id = :id
+
+-- name: CompanyUpdate
+-- Sets the fields given (a NULL argument keeps the column).
+UPDATE companies SET name = coalesce(:name, name), branch_template = coalesce(:branch_template, branch_template)
+WHERE id = :id
+RETURNING id, name, issue_prefix, branch_template, created_at, archived_at
 
 -- name: CompanyArchive
 -- Archives company :id (:archive 1) or restores it (0) when its state
@@ -24,4 +30,4 @@ SELECT id, name, issue_prefix, created_at, archived_at FROM companies WHERE id =
 -- was already in that state (the store reads it to tell which).
 UPDATE companies SET archived_at = CASE WHEN :archive THEN :now END
 WHERE id = :id AND (archived_at IS NULL) = (:archive = 1)
-RETURNING id, name, issue_prefix, created_at, archived_at, 1
+RETURNING id, name, issue_prefix, branch_template, created_at, archived_at, 1

@@ -24,6 +24,8 @@ export type Company = {
   id: string;
   name: string;
   issuePrefix: string;
+  /** The git branch of each issue's work, named in the workspace of every checkout and claim; a commit without a stamp on such a branch is refused by the gate. {identifier} (required) is replaced by the issue's identifier, {prefix} by the company's issue prefix; the result must be a valid git branch name (git check-ref-format), else 400 naming branchTemplate. */
+  branchTemplate: string;
   createdAt: string;
   /** When the company was archived; null when it is not. An archived company is left out of GET /api/companies unless includeArchived=true; nothing else about it changes. */
   archivedAt: string | null;
@@ -217,6 +219,15 @@ export type CompanyCreate = {
   name: string;
   /** Derived from the name when absent. */
   issuePrefix?: string;
+  /** The git branch of each issue's work, named in the workspace of every checkout and claim; a commit without a stamp on such a branch is refused by the gate. {identifier} (required) is replaced by the issue's identifier, {prefix} by the company's issue prefix; the result must be a valid git branch name (git check-ref-format), else 400 naming branchTemplate. Default clasp/{identifier}. */
+  branchTemplate?: string;
+};
+
+/** The fields sent are changed, the others kept; at least one is required. */
+export type CompanyUpdate = {
+  name?: string;
+  /** The git branch of each issue's work, named in the workspace of every checkout and claim; a commit without a stamp on such a branch is refused by the gate. {identifier} (required) is replaced by the issue's identifier, {prefix} by the company's issue prefix; the result must be a valid git branch name (git check-ref-format), else 400 naming branchTemplate. Later grants name branches by the new template. */
+  branchTemplate?: string;
 };
 
 export type AgentCreate = {
@@ -419,6 +430,10 @@ export type GateCheckResult = {
   ok: boolean;
   /** One verdict per stamp, in the order asked. */
   results: Array<GateVerdict>;
+  /** The gate's company's branch template: a commit without a stamp on a branch it names is refused. */
+  branchTemplate: string;
+  /** The gate's company's issue prefix ({prefix} of the template). */
+  issuePrefix: string;
 };
 
 /** The API's paths, as the server routes them. */

@@ -1,0 +1,3 @@
+UPDATE companies SET name = coalesce(:name, name), branch_template = coalesce(:branch_template, branch_template)
+WHERE id = :id
+RETURNING id, name, issue_prefix, branch_template, created_at, archived_at
