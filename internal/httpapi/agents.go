@@ -160,6 +160,7 @@ func (in *companyUpdateIn) validate() error {
 // no valid git branch name); 404 not_found.
 func (s *Server) companyUpdate(ctx context.Context, c *call, in *companyUpdateIn) (int, any, error) {
 	co, err := s.st.CompanyUpdate(ctx, &store.CompanyUpdateParams{ID: pathUUID(c, "companyId"), Name: in.Name, BranchTemplate: in.BranchTemplate, Actor: c.actor()})
+	s.templates.forget(pathUUID(c, "companyId")) // this replica's grants name branches by the new template at once
 	if err != nil {
 		return 0, nil, err
 	}

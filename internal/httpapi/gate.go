@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -134,21 +136,62 @@ func (s *Server) gateTokenRevoke(ctx context.Context, c *call) (int, any, error)
 	return http.StatusOK, t, nil
 }
 
-// grantTemplate reads, before a checkout or claim, what names the
+// grantTemplate returns, before a checkout or claim, what names the
 // workspace of a grant to the call's run: the branch template and issue
-// prefix of the calling agent's company. ("", "", nil) when the call
+// prefix of the calling agent's company, from the cache when it read them
+// less than templateTTL ago (RULES.md G5). ("", "", nil) when the call
 // names no run of an agent (the board's checkout takes no lock). Read
 // first, so that a failed read leaves nothing checked out.
 func (s *Server) grantTemplate(ctx context.Context, c *call) (tmpl, prefix string, err error) {
 	if c.runID == "" || c.who.agent == nil {
 		return "", "", nil
 	}
-	co, err := s.st.CompanyGet(ctx, c.who.agent.CompanyID)
+	id := c.who.agent.CompanyID
+	if t, ok := s.templates.get(id, time.Now()); ok {
+		return t.tmpl, t.prefix, nil
+	}
+	co, err := s.st.CompanyGet(ctx, id)
 	if err != nil {
 		return "", "", err
 	}
+	s.templates.put(id, co, time.Now())
 	return co.BranchTemplate, co.IssuePrefix, nil
 }
+
+// templateTTL is how long grantTemplate uses a company's template read
+// before: a change on another replica reaches this one's workspaces
+// within it (one on this replica at once, templateCache.forget). Without
+// it every checkout and claim would pay one more database read.
+const templateTTL = 2 * time.Second
+
+// templateCache is grantTemplate's cache: company id → template, prefix
+// and when they were read. Safe for concurrent use; it holds at most one
+// entry per company that checked something out.
+type templateCache struct{ m sync.Map }
+
+type cachedTemplate struct {
+	tmpl, prefix string
+	read         time.Time
+}
+
+// get returns company id's entry when it was read less than templateTTL
+// before now.
+func (tc *templateCache) get(id string, now time.Time) (cachedTemplate, bool) {
+	v, ok := tc.m.Load(id)
+	if !ok {
+		return cachedTemplate{}, false
+	}
+	t := v.(cachedTemplate)
+	return t, now.Sub(t.read) < templateTTL
+}
+
+// put records co's template and prefix as read at now.
+func (tc *templateCache) put(id string, co *clasp.Company, now time.Time) {
+	tc.m.Store(id, cachedTemplate{tmpl: co.BranchTemplate, prefix: co.IssuePrefix, read: now})
+}
+
+// forget drops company id's entry (after a change of its template).
+func (tc *templateCache) forget(id string) { tc.m.Delete(id) }
 
 // withWorkspace returns the answer of a checkout or claim: when the call's
 // run holds iss, a copy carrying the workspace of that hold (the branch

@@ -150,6 +150,10 @@ type Server struct {
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by BeginShutdown: event streams end
 
+	// templates caches each company's branch template and issue prefix
+	// for the workspaces of grants (grantTemplate).
+	templates templateCache
+
 	limits   Limits
 	byAddr   *buckets // Limits.AddressRate per client address
 	byCred   *buckets // Limits.CredentialRate per credential
