@@ -476,6 +476,11 @@ type Store interface {
 	// GateMaxStamps.
 	GateCheck(ctx context.Context, companyID string, stamps []clasp.GateStamp) ([]*clasp.GateVerdict, error)
 
+	// Webhooks: a company's subscriptions, their delivery log and the
+	// dispatcher's claims (RULES.md, Webhooks; see the CRUD methods of the
+	// same names for the codes).
+	WebhookStore
+
 	// CompanyCreate creates a company. 409 already_exists if IssuePrefix is taken.
 	CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp.Company, error)
 	// CompanyGet returns a company; 404 not_found.
@@ -620,6 +625,22 @@ type Store interface {
 	// referenced runs are all dead, compare-and-set on the old values, one
 	// issue.stale_lock_cleared row each. Safe to run concurrently.
 	SweepStaleLocks(ctx context.Context) (int, error)
+}
+
+// WebhookStore is the webhook part of a Store (RULES.md, Webhooks,
+// W1-W6); CRUD implements it for both dialects.
+type WebhookStore interface {
+	WebhookCreate(ctx context.Context, p *WebhookCreateParams) (*clasp.Webhook, error)
+	WebhookGet(ctx context.Context, id string) (*clasp.Webhook, error)
+	WebhookList(ctx context.Context, companyID string) ([]*clasp.Webhook, error)
+	WebhookUpdate(ctx context.Context, p *WebhookUpdateParams) (*clasp.Webhook, error)
+	WebhookDelete(ctx context.Context, id string) error
+	WebhookDeliveryList(ctx context.Context, webhookID string, page Page) ([]*clasp.WebhookDelivery, string, error)
+	WebhookDeliveryGet(ctx context.Context, id string) (*clasp.WebhookDelivery, error)
+	WebhookRedeliver(ctx context.Context, id string) (*clasp.WebhookDelivery, error)
+	WebhookClaim(ctx context.Context, claim string, limit int, lease time.Duration) ([]*WebhookJob, error)
+	WebhookRecord(ctx context.Context, o *WebhookOutcome) error
+	WebhookNextDue(ctx context.Context) (time.Duration, bool, error)
 }
 
 // ActivityStream is what the live event stream (GET
