@@ -540,6 +540,8 @@ func TestOpenAPIPageLimit(t *testing.T) {
 	b := setup(t)
 	co := b.company("PL")
 	iss := b.issue(co.ID, nil)
+	var hook clasp.Webhook
+	b.must(http.StatusCreated, "POST", "/api/companies/"+co.ID+"/webhooks", req{body: map[string]any{"url": "https://example.com/h", "events": []string{"*"}}}, &hook)
 	n := 0
 	for path, ops := range o.doc.Paths {
 		for method, op := range ops {
@@ -555,7 +557,11 @@ func TestOpenAPIPageLimit(t *testing.T) {
 				if !strings.Contains(prm.Description, "400") || strings.Contains(prm.Description, "are returned") {
 					t.Errorf("%s: limit's description %q does not say that a limit above %d is a 400", p, prm.Description, maxPageLimit)
 				}
-				url := strings.NewReplacer("{companyId}", co.ID, "{id}", iss.ID).Replace(path)
+				id := iss.ID
+				if strings.HasPrefix(path, "/api/webhooks/") {
+					id = hook.ID
+				}
+				url := strings.NewReplacer("{companyId}", co.ID, "{id}", id).Replace(path)
 				wantErr(t, b.do(strings.ToUpper(method), url+"?limit="+strconv.Itoa(maxPageLimit+1), req{}), http.StatusBadRequest, clasp.CodeInvalidRequest, "limit")
 				b.must(http.StatusOK, strings.ToUpper(method), url+"?limit="+strconv.Itoa(maxPageLimit), req{}, nil)
 			}
