@@ -35,6 +35,7 @@ const (
 	ActionRunFinished           = "run.finished"
 	ActionRunLost               = "run.lost"
 	ActionCompanyCreated        = "company.created"
+	ActionCompanyUpdated        = "company.updated"
 	ActionAgentCreated          = "agent.created"
 	ActionAgentUpdated          = "agent.updated"
 	ActionAgentKeyCreated       = "agent.key_created"

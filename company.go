@@ -12,8 +12,18 @@ type Company struct {
 	ID          string    `json:"id"`
 	Name        string    `json:"name"`
 	IssuePrefix string    `json:"issuePrefix"`
-	CreatedAt   time.Time `json:"createdAt"`
+	// EscalateAfterFailures is how many runs of one issue in a row may end
+	// failed or timed out before the issue is escalated to a person
+	// (RULES.md E1); 0 never escalates. Default 3.
+	EscalateAfterFailures int       `json:"escalateAfterFailures"`
+	CreatedAt             time.Time `json:"createdAt"`
 }
+
+// DefaultEscalateAfterFailures is a new company's EscalateAfterFailures.
+const DefaultEscalateAfterFailures = 3
+
+// MaxEscalateAfterFailures is the largest EscalateAfterFailures.
+const MaxEscalateAfterFailures = 100
 
 var issuePrefixRE = regexp.MustCompile(`^[A-Z]{2,10}$`)
 

@@ -99,7 +99,14 @@ func (c CRUD) CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp
 	if !clasp.ValidIssuePrefix(p.IssuePrefix) {
 		return nil, clasp.InvalidField("issuePrefix", "issuePrefix must be 2 to 10 upper-case letters.")
 	}
-	args := ActorArgs(Args{"id": c.d.NewID(), "name": name, "prefix": p.IssuePrefix}, p.Actor)
+	esc := clasp.DefaultEscalateAfterFailures
+	if p.EscalateAfterFailures != nil {
+		esc = *p.EscalateAfterFailures
+	}
+	if esc < 0 || esc > clasp.MaxEscalateAfterFailures {
+		return nil, clasp.InvalidField("escalateAfterFailures", "escalateAfterFailures must be from 0 (never escalate) to %d, not %d.", clasp.MaxEscalateAfterFailures, esc)
+	}
+	args := ActorArgs(Args{"id": c.d.NewID(), "name": name, "prefix": p.IssuePrefix, "escalate": esc}, p.Actor)
 	var out *clasp.Company
 	err := c.d.Write(ctx, func(q Querier) error {
 		co, err := ScanCompany(q.QueryRow(ctx, "CompanyInsert", args))
@@ -119,6 +126,45 @@ func (c CRUD) CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp
 		return nil, err
 	}
 	return out, nil
+}
+
+// CompanyUpdate changes a company's settings (RULES.md E1) and writes
+// company.updated {changes} when something changed. 400 invalid_request
+// (escalateAfterFailures) out of 0..100; 404 not_found.
+func (c CRUD) CompanyUpdate(ctx context.Context, p *CompanyUpdateParams) (*clasp.Company, error) {
+	args := Args{"id": p.ID, "escalate": nil}
+	if p.EscalateAfterFailures != nil {
+		if v := *p.EscalateAfterFailures; v < 0 || v > clasp.MaxEscalateAfterFailures {
+			return nil, clasp.InvalidField("escalateAfterFailures", "escalateAfterFailures must be from 0 (never escalate) to %d, not %d.", clasp.MaxEscalateAfterFailures, v)
+		}
+		args["escalate"] = *p.EscalateAfterFailures
+	}
+	args = ActorArgs(args, p.Actor)
+	var out *clasp.Company
+	err := c.d.Write(ctx, func(q Querier) error {
+		before, err := ScanCompany(q.QueryRow(ctx, "CompanyGet", Args{"id": p.ID}))
+		if c.d.NoRows(err) {
+			return ErrNotFound("company", p.ID)
+		}
+		if err != nil {
+			return Wrap(err, "get company %s", p.ID)
+		}
+		co, err := ScanCompany(q.QueryRow(ctx, "CompanyUpdate", args))
+		if c.d.NoRows(err) {
+			return ErrNotFound("company", p.ID)
+		}
+		if err != nil {
+			return Wrap(err, "update company %s", p.ID)
+		}
+		out = co
+		if co.EscalateAfterFailures == before.EscalateAfterFailures {
+			return nil
+		}
+		return activity(ctx, q, co.ID, p.Actor, clasp.ActionCompanyUpdated, "company", co.ID, map[string]any{
+			"changes": map[string]any{"escalateAfterFailures": map[string]any{"from": before.EscalateAfterFailures, "to": co.EscalateAfterFailures}},
+		})
+	})
+	return out, err
 }
 
 // CompanyGet returns a company; 404 not_found.

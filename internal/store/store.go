@@ -68,7 +68,17 @@ type Page struct {
 type CompanyCreateParams struct {
 	Name        string
 	IssuePrefix string
-	Actor       Actor
+	// EscalateAfterFailures is the company's escalation setting (RULES.md
+	// E1); nil takes clasp.DefaultEscalateAfterFailures.
+	EscalateAfterFailures *int
+	Actor                 Actor
+}
+
+// CompanyUpdateParams changes a company's settings; nil fields stay.
+type CompanyUpdateParams struct {
+	ID                    string
+	EscalateAfterFailures *int
+	Actor                 Actor
 }
 
 // AgentCreateParams creates an agent; its NameKey must be unique in CompanyID.
@@ -483,6 +493,8 @@ type Store interface {
 
 	// CompanyCreate creates a company. 409 already_exists if IssuePrefix is taken.
 	CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp.Company, error)
+	// CompanyUpdate changes a company's settings; see CRUD.CompanyUpdate.
+	CompanyUpdate(ctx context.Context, p *CompanyUpdateParams) (*clasp.Company, error)
 	// CompanyGet returns a company; 404 not_found.
 	CompanyGet(ctx context.Context, id string) (*clasp.Company, error)
 	// CompanyList returns companies, oldest first.

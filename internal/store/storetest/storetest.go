@@ -145,6 +145,7 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 	}
 	parallel = append(parallel, depTests...)     // RULES.md, Dependencies (deps.go)
 	parallel = append(parallel, webhookTests...) // RULES.md, Webhooks (webhook.go)
+	parallel = append(parallel, escalationTests...)
 	for _, tc := range parallel {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -14,14 +14,33 @@ RETURNING value
 -- name: CompanyInsert
 -- The company and its company.created row.
 WITH c AS (
-	INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (@id::text, @name::text, @prefix::text, now())
-	RETURNING id, name, issue_prefix, created_at
+	INSERT INTO companies (id, name, issue_prefix, created_at, escalate_after_failures)
+	VALUES (@id::text, @name::text, @prefix::text, now(), @escalate::integer)
+	RETURNING id, name, issue_prefix, created_at, escalate_after_failures
 ), act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
 	SELECT c.id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'company.created', 'company', c.id,
 		jsonb_build_object('name', c.name, 'issuePrefix', c.issue_prefix) FROM c
 )
-SELECT id, name, issue_prefix, created_at FROM c
+SELECT id, name, issue_prefix, created_at, escalate_after_failures FROM c
 
 -- name: CompanyGet
-SELECT id, name, issue_prefix, created_at FROM companies WHERE id = @id::text
+SELECT id, name, issue_prefix, created_at, escalate_after_failures FROM companies WHERE id = @id::text
+
+-- name: CompanyUpdate
+-- E1: the company's settings (a NULL parameter leaves its column) and,
+-- when one changed, its company.updated {changes} row.
+WITH old AS (
+	SELECT escalate_after_failures AS v FROM companies WHERE id = @id::text
+), c AS (
+	UPDATE companies SET escalate_after_failures = coalesce(@escalate::integer, escalate_after_failures)
+	WHERE id = @id::text
+	RETURNING id, name, issue_prefix, created_at, escalate_after_failures
+), act AS (
+	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
+	SELECT c.id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'company.updated', 'company', c.id,
+		jsonb_build_object('changes', jsonb_build_object('escalateAfterFailures',
+			jsonb_build_object('from', old.v, 'to', c.escalate_after_failures)))
+	FROM c, old WHERE old.v <> c.escalate_after_failures
+)
+SELECT id, name, issue_prefix, created_at, escalate_after_failures FROM c

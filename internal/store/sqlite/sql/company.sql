@@ -11,8 +11,14 @@ INSERT INTO settings (key, value) VALUES (:key, :value) ON CONFLICT (key) DO UPD
 RETURNING value
 
 -- name: CompanyInsert
-INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (:id, :name, :prefix, :now)
-RETURNING id, name, issue_prefix, created_at
+INSERT INTO companies (id, name, issue_prefix, created_at, escalate_after_failures) VALUES (:id, :name, :prefix, :now, :escalate)
+RETURNING id, name, issue_prefix, created_at, escalate_after_failures
 
 -- name: CompanyGet
-SELECT id, name, issue_prefix, created_at FROM companies WHERE id = :id
+SELECT id, name, issue_prefix, created_at, escalate_after_failures FROM companies WHERE id = :id
+
+-- name: CompanyUpdate
+-- E1: the company's settings; a NULL parameter leaves its column.
+UPDATE companies SET escalate_after_failures = coalesce(:escalate, escalate_after_failures)
+WHERE id = :id
+RETURNING id, name, issue_prefix, created_at, escalate_after_failures

@@ -1,2 +1,2 @@
-INSERT INTO companies (id, name, issue_prefix, created_at) VALUES (:id, :name, :prefix, :now)
-RETURNING id, name, issue_prefix, created_at
+INSERT INTO companies (id, name, issue_prefix, created_at, escalate_after_failures) VALUES (:id, :name, :prefix, :now, :escalate)
+RETURNING id, name, issue_prefix, created_at, escalate_after_failures
