@@ -9,9 +9,9 @@ import (
 // Company is a tenant. Every agent, run, issue and activity
 // row belongs to exactly one; nothing crosses companies.
 type Company struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name"`
-	IssuePrefix string    `json:"issuePrefix"`
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	IssuePrefix string `json:"issuePrefix"`
 	// EscalateAfterFailures is how many runs of one issue in a row may end
 	// failed or timed out before the issue is escalated to a person
 	// (RULES.md E1); 0 never escalates. Default 3.
