@@ -19,6 +19,28 @@ type Company struct {
 	CreatedAt             time.Time `json:"createdAt"`
 }
 
+// AttentionItem is an issue that needs a person (RULES.md E5): escalated
+// (its runs kept failing; RunFailures and FailureLog say how) or
+// abandoned (in_progress with no live run holding it). Since is when it
+// was escalated, or last changed.
+type AttentionItem struct {
+	IssueID         string    `json:"issueId"`
+	Identifier      string    `json:"identifier"`
+	Title           string    `json:"title"`
+	Status          string    `json:"status"`
+	AssigneeAgentID *string   `json:"assigneeAgentId"`
+	Reason          string    `json:"reason"`
+	Since           time.Time `json:"since"`
+	RunFailures     int       `json:"runFailures"`
+	FailureLog      *string   `json:"failureLog"`
+}
+
+// Reasons of AttentionItem.
+const (
+	AttentionEscalated = "escalated"
+	AttentionAbandoned = "abandoned"
+)
+
 // DefaultEscalateAfterFailures is a new company's EscalateAfterFailures.
 const DefaultEscalateAfterFailures = 3
 

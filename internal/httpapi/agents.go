@@ -14,6 +14,9 @@ import (
 type companyCreateIn struct {
 	Name        *string `json:"name"`
 	IssuePrefix *string `json:"issuePrefix"`
+	// EscalateAfterFailures is the company's escalation setting (RULES.md
+	// E1); absent: 3.
+	EscalateAfterFailures *int `json:"escalateAfterFailures"`
 }
 
 // companyCompat are the fields of Paperclip's company create that clasp
@@ -40,6 +43,30 @@ func (in *companyCreateIn) validate() error {
 	return nil
 }
 
+// companyUpdateIn is the body of PATCH /api/companies/{companyId}.
+type companyUpdateIn struct {
+	EscalateAfterFailures *int `json:"escalateAfterFailures"`
+}
+
+func (in *companyUpdateIn) validate() error {
+	if in.EscalateAfterFailures == nil {
+		return clasp.InvalidField("escalateAfterFailures", "Nothing to change: give \"escalateAfterFailures\" (0 never escalates, at most %d).", clasp.MaxEscalateAfterFailures)
+	}
+	return nil
+}
+
+// companyUpdate: PATCH /api/companies/{companyId} (board; a viewer 403)
+// {escalateAfterFailures}: 200 the company, audited as company.updated
+// (RULES.md E1). 400 naming the field out of 0..100.
+func (s *Server) companyUpdate(ctx context.Context, c *call, in *companyUpdateIn) (int, any, error) {
+	co, err := s.st.CompanyUpdate(ctx, &store.CompanyUpdateParams{ID: pathUUID(c, "companyId"),
+		EscalateAfterFailures: in.EscalateAfterFailures, Actor: c.actor()})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, co, nil
+}
+
 // companyCreate: POST /api/companies (board). 201 company; 409
 // already_exists for a given issuePrefix that is taken. Without
 // issuePrefix, as Paperclip does, one is derived from the name
@@ -48,14 +75,16 @@ func (in *companyCreateIn) validate() error {
 // one.
 func (s *Server) companyCreate(ctx context.Context, c *call, in *companyCreateIn) (int, any, error) {
 	if in.IssuePrefix != nil {
-		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: *in.IssuePrefix, Actor: c.actor()})
+		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: *in.IssuePrefix,
+			EscalateAfterFailures: in.EscalateAfterFailures, Actor: c.actor()})
 		if err != nil {
 			return 0, nil, err
 		}
 		return http.StatusCreated, co, nil
 	}
 	for _, prefix := range clasp.IssuePrefixCandidates(*in.Name) {
-		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: prefix, Actor: c.actor()})
+		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: prefix,
+			EscalateAfterFailures: in.EscalateAfterFailures, Actor: c.actor()})
 		if clasp.ErrorCode(err) == clasp.CodeAlreadyExists {
 			continue
 		}

@@ -354,6 +354,10 @@ func matrixRows() []mrow {
 		}, want: write(boardOnly(c200))},
 		{pattern: "DELETE /api/webhooks/{id}", path: func(w *mworld) string { return "/api/webhooks/" + w.spareHook }, body: noBodyFn, want: write(boardOnly(c204))},
 		{pattern: "GET /api/webhooks/{id}/deliveries", path: func(w *mworld) string { return "/api/webhooks/" + w.hook + "/deliveries" }, body: noBodyFn, want: read(boardOnly(c200))},
+		{pattern: "PATCH /api/companies/{companyId}", path: C, body: func(*mworld, string) any {
+			return map[string]any{"escalateAfterFailures": 3}
+		}, want: write(boardOnly(c200))},
+		{pattern: "GET /api/companies/{companyId}/attention", path: func(w *mworld) string { return C(w) + "/attention" }, body: noBodyFn, want: read(boardOnly(c200))},
 		{pattern: "POST /api/webhook-deliveries/{id}/redeliver", path: func(w *mworld) string { return "/api/webhook-deliveries/" + w.deliveryID + "/redeliver" }, body: empty, want: write(boardOnly("202"))},
 	}
 	// A gate token may call the gate's check and nothing else: every

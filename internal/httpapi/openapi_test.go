@@ -283,7 +283,7 @@ func TestOpenAPIResponseCheckCanFail(t *testing.T) {
 		status int
 		body   string
 	}{
-		{200, `{"id":"not-a-uuid","name":"x","issuePrefix":"AB","createdAt":"2026-01-01T00:00:00Z"}`},
+		{200, `{"id":"not-a-uuid","name":"x","issuePrefix":"AB","createdAt":"2026-01-01T00:00:00Z","escalateAfterFailures":3}`},
 		{200, `{"id":"0191e0a4-0000-7000-8000-000000000001","name":"x","createdAt":"2026-01-01T00:00:00Z"}`},
 		{409, `{"error":"x","code":"checkout_conflict","details":{}}`},
 		{404, `{"error":"x","code":"no_such_code","details":{}}`},
@@ -296,7 +296,7 @@ func TestOpenAPIResponseCheckCanFail(t *testing.T) {
 	}
 	ft := &fakeT{TB: t}
 	checkOpenAPIResponse(ft, b.srv, req, 200, http.Header{"Content-Type": {"application/json"}},
-		[]byte(`{"id":"0191e0a4-0000-7000-8000-000000000001","name":"x","issuePrefix":"AB","createdAt":"2026-01-01T00:00:00Z"}`))
+		[]byte(`{"id":"0191e0a4-0000-7000-8000-000000000001","name":"x","issuePrefix":"AB","createdAt":"2026-01-01T00:00:00Z","escalateAfterFailures":3}`))
 	if ft.failed {
 		t.Errorf("a good company failed the check: %s", ft.msg)
 	}

@@ -104,6 +104,8 @@ func TestPathIDsTable(t *testing.T) {
 		{pattern: "GET /api/issues/{id}/activity", good: is, status: 200},
 		{pattern: "GET /api/companies/{companyId}/activity", good: co, status: 200},
 		{pattern: "GET /api/companies/{companyId}/events", good: co, status: 200, goodMethod: "HEAD"},
+		{pattern: "PATCH /api/companies/{companyId}", good: co, body: map[string]any{"escalateAfterFailures": 2}, status: 200},
+		{pattern: "GET /api/companies/{companyId}/attention", good: co, status: 200},
 		{pattern: "POST /api/companies/{companyId}/webhooks", good: co, body: map[string]any{"url": "https://example.com/n", "events": []string{"*"}}, status: 201},
 		{pattern: "GET /api/companies/{companyId}/webhooks", good: co, status: 200},
 		{pattern: "GET /api/webhooks/{id}", good: map[string]string{"id": wh.ID}, status: 200},

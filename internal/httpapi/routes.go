@@ -23,6 +23,7 @@ func (s *Server) routes() {
 	s.handle(endpoint{pattern: "POST /api/companies", access: adminOnly, unscoped: true, serve: withBody(s.companyCreate)})
 	s.handle(endpoint{pattern: "GET /api/companies", access: boardOnly, serve: noBody(s.companyList)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}", access: boardOnly, serve: noBody(s.companyGet)})
+	s.handle(endpoint{pattern: "PATCH /api/companies/{companyId}", access: boardOnly, serve: withBody(s.companyUpdate)})
 	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/agents", access: boardOnly, serve: withBody(s.agentCreate)})
 	// Agents read their own company's agents, without keys or adapters (RULES.md, Actors and credentials).
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/agents", access: anyone, serve: noBody(s.agentList)})
@@ -85,4 +86,6 @@ func (s *Server) routes() {
 	s.handle(endpoint{pattern: "DELETE /api/webhooks/{id}", access: boardOnly, serve: noBody(s.webhookDelete)})
 	s.handle(endpoint{pattern: "GET /api/webhooks/{id}/deliveries", access: boardOnly, serve: noBody(s.webhookDeliveries)})
 	s.handle(endpoint{pattern: "POST /api/webhook-deliveries/{id}/redeliver", access: boardOnly, serve: withBody(s.webhookRedeliver)})
+	// Escalation (RULES.md E5): the issues that need a person.
+	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/attention", access: boardOnly, serve: noBody(s.attentionList)})
 }

@@ -213,3 +213,18 @@ func newWebhookSecret() string {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it crashes the program instead)
 	return WebhookSecretPrefix + base64.RawURLEncoding.EncodeToString(b[:])
 }
+
+// attentionList: GET /api/companies/{companyId}/attention: the issues
+// that need a person, escalated ones first, then abandoned ones (RULES.md
+// E5); at most 200.
+func (s *Server) attentionList(ctx context.Context, c *call) (int, any, error) {
+	cid := pathUUID(c, "companyId")
+	if _, err := s.st.CompanyGet(ctx, cid); err != nil {
+		return 0, nil, err
+	}
+	items, err := s.st.AttentionList(ctx, cid)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, list(items), nil
+}

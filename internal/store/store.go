@@ -653,6 +653,8 @@ type WebhookStore interface {
 	WebhookClaim(ctx context.Context, claim string, limit int, lease time.Duration) ([]*WebhookJob, error)
 	WebhookRecord(ctx context.Context, o *WebhookOutcome) error
 	WebhookNextDue(ctx context.Context) (time.Duration, bool, error)
+	// AttentionList lists the issues that need a person (RULES.md E5).
+	AttentionList(ctx context.Context, companyID string) ([]*clasp.AttentionItem, error)
 }
 
 // ActivityStream is what the live event stream (GET

@@ -465,3 +465,24 @@ func (c CRUD) WebhookNextDue(ctx context.Context) (time.Duration, bool, error) {
 	}
 	return time.Duration(*us) * time.Microsecond, true, nil
 }
+
+// AttentionMax is the most items AttentionList answers.
+const AttentionMax = 200
+
+// AttentionList returns the issues of companyID that need a person,
+// escalated ones first (RULES.md E5), at most AttentionMax.
+func (c CRUD) AttentionList(ctx context.Context, companyID string) ([]*clasp.AttentionItem, error) {
+	out, err := queryAll(ctx, c.d.Read(), "AttentionList", Args{"company": companyID, "limit": AttentionMax}, func(sc Row) (*clasp.AttentionItem, error) {
+		var it clasp.AttentionItem
+		var n int64
+		if err := sc.Scan(&it.IssueID, &it.Identifier, &it.Title, &it.Status, &it.AssigneeAgentID, &it.Reason, Time(&it.Since), &n, &it.FailureLog); err != nil {
+			return nil, err
+		}
+		it.RunFailures = int(n)
+		return &it, nil
+	})
+	if err != nil {
+		return nil, c.d.Translate(fmt.Errorf("list issues needing attention: %w", err))
+	}
+	return out, nil
+}

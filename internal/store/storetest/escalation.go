@@ -104,6 +104,22 @@ func testE1Escalated(t *testing.T, open opener) {
 	if n := len(e.issueActivity(t, iss.ID, clasp.ActionIssueEscalated)); n != 1 {
 		t.Errorf("%d issue.escalated rows after a further failure, want 1", n)
 	}
+	// E5: it needs attention, before an abandoned issue (in_progress, its
+	// holder's lease expired).
+	other := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, e.b.ID)
+	rb := openRun(t, e.st, e.b)
+	mustCheckout(t, e.st, rb, other.ID, clasp.IssueTodo)
+	if err := e.h.ExpireRunLease(ctx, rb.ID); err != nil {
+		t.Fatal(err)
+	}
+	att, err := e.st.AttentionList(ctx, e.co.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(att) != 2 || att[0].IssueID != iss.ID || att[0].Reason != clasp.AttentionEscalated || att[0].RunFailures != 3 ||
+		att[0].FailureLog == nil || att[1].IssueID != other.ID || att[1].Reason != clasp.AttentionAbandoned {
+		t.Errorf("attention: %d items %+v, want the escalated issue then the abandoned one", len(att), att)
+	}
 	// Claim-next does not take it.
 	r3 := openRun(t, e.st, e.a)
 	if c, err := e.st.IssueClaim(ctx, &store.IssueClaimParams{Actor: runActor(r3), Scope: store.ClaimMine}); err != nil || c != nil {
