@@ -241,3 +241,90 @@ func TestWebhookRetriesAndPrivateTargets(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookReplicas_Postgres (W3): two servers on one PostgreSQL
+// database send each of 100 deliveries written through both exactly once
+// (a receiver answering 200 at once sees no duplicate); then a replica
+// killed while its delivery is in flight has that delivery sent by the
+// other replica once its claim lapses, with the same Clasp-Delivery.
+func TestWebhookReplicas_Postgres(t *testing.T) {
+	ctx := t.Context()
+	url := postgresURL(t, "clasp_hook_replicas")
+	rc := newHookReceiver(t, false, nil)
+	log := &syncBuffer{}
+	args := func() []string {
+		return []string{"--data-dir", t.TempDir(), "--database-url", url, "--webhook-allow-private", "--webhook-timeout", "2s", "--webhook-retry-base", "10ms"}
+	}
+	a := startServer(t, args(), log)
+	b := startServer(t, args(), log)
+	ca := client.New(a.URL(), client.WithToken(a.BoardToken()), client.WithHTTPClient(newHTTPClient()))
+	cb := client.New(b.URL(), client.WithToken(a.BoardToken()), client.WithHTTPClient(newHTTPClient()))
+	co, err := ca.CompanyCreate(ctx, client.CompanyCreateRequest{Name: "replicas", IssuePrefix: randomPrefix("WP")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ca.WebhookCreate(ctx, co.ID, client.WebhookCreateRequest{URL: rc.srv.URL, Events: []string{"issue.created"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	for i := range n {
+		c := ca
+		if i%2 == 1 {
+			c = cb
+		}
+		if _, err := c.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: fmt.Sprintf("issue %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]int{}
+	for len(seen) < n {
+		seen[(<-rc.arrived).delivery]++
+	}
+	counts, err := countDeliveries(ctx, ca, w.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for counts[clasp.DeliveryDelivered] < n { // the outcomes are recorded after the answers
+		if counts, err = countDeliveries(ctx, ca, w.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc.mu.Lock()
+	total := len(rc.got)
+	rc.mu.Unlock()
+	for id, k := range seen {
+		if k > 1 {
+			t.Errorf("delivery %s sent %d times by the two replicas, want once", id, k)
+		}
+	}
+	if total != n {
+		t.Errorf("the receiver got %d requests for %d deliveries (every one recorded delivered): a delivery was sent twice", total, n)
+	}
+
+	// Only A runs; its delivery in flight is held until A is killed.
+	b.Kill()
+	rc.mu.Lock()
+	rc.holding, rc.release = true, make(chan struct{})
+	rc.mu.Unlock()
+	iss, err := ca.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: "in flight when its replica dies"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := <-rc.arrived
+	a.Kill()
+	rc.stopHolding()
+	if err := b.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		c := <-rc.arrived
+		if c.status == http.StatusOK && c.delivery == held.delivery {
+			var ev clasp.WebhookEvent
+			if err := json.Unmarshal(c.body, &ev); err != nil || ev.Activity == nil || ev.Activity.EntityID != iss.ID {
+				t.Errorf("redelivered body %s (%v), want the issue.created of %s", c.body, err, iss.ID)
+			}
+			break
+		}
+	}
+}
