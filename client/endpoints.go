@@ -38,6 +38,16 @@ func (c *Client) CompanyGet(ctx context.Context, id string) (*clasp.Company, err
 	return &out, nil
 }
 
+// CompanyUpdate changes a company's settings (board): 400 invalid_request
+// naming escalateAfterFailures out of 0..100.
+func (c *Client) CompanyUpdate(ctx context.Context, id string, req CompanyUpdateRequest) (*clasp.Company, error) {
+	var out clasp.Company
+	if _, err := c.do(ctx, request{method: http.MethodPatch, path: pathf("/api/companies/%s", id), body: req}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // AgentCreate creates an active agent in a company (board). 409
 // already_exists if the name key is taken in the company.
 func (c *Client) AgentCreate(ctx context.Context, companyID string, req AgentCreateRequest) (*clasp.Agent, error) {

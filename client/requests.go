@@ -17,6 +17,14 @@ import (
 type CompanyCreateRequest struct {
 	Name        string `json:"name"`
 	IssuePrefix string `json:"issuePrefix,omitempty"`
+	// EscalateAfterFailures (nil: the server's default, 3) is how many runs
+	// of an issue in a row may fail before it is escalated; 0 never.
+	EscalateAfterFailures *int `json:"escalateAfterFailures,omitempty"`
+}
+
+// CompanyUpdateRequest is the body of PATCH /api/companies/{companyId}.
+type CompanyUpdateRequest struct {
+	EscalateAfterFailures *int `json:"escalateAfterFailures,omitempty"`
 }
 
 // AgentCreateRequest is the body of POST /api/companies/{companyId}/agents.

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/client"
 )
 
@@ -17,14 +19,15 @@ exactly one. These commands need the board token (or a server started with
 		`  clasp company create "Acme Robotics" --prefix ACME
   clasp company list
   clasp company show <company-id> --json`)
-	g.AddCommand(a.newCompanyCreateCmd(), a.newCompanyListCmd(), a.newCompanyShowCmd())
+	g.AddCommand(a.newCompanyCreateCmd(), a.newCompanyListCmd(), a.newCompanyShowCmd(), a.newCompanyUpdateCmd())
 	return g
 }
 
 func (a *app) newCompanyCreateCmd() *cobra.Command {
 	var prefix string
+	var escalate int
 	cmd := &cobra.Command{
-		Use:   "create NAME [--prefix PREFIX]",
+		Use:   "create NAME [--prefix PREFIX] [--escalate-after-failures N]",
 		Short: "Create a company",
 		Long: `Create a company. Its issues are identified PREFIX-1, PREFIX-2, ...; the
 prefix is 2-10 upper-case letters and unique across companies (a taken prefix
@@ -38,7 +41,14 @@ else longer ones (ACME, ...) when that is taken; the company printed shows it.`,
 			if cmd.Flags().Changed("prefix") && prefix == "" {
 				return usageErr(errors.New("--prefix is empty: give 2-10 upper-case letters, or leave --prefix out to have one derived from the name"))
 			}
-			co, err := a.client().CompanyCreate(cmd.Context(), client.CompanyCreateRequest{Name: args[0], IssuePrefix: prefix})
+			req := client.CompanyCreateRequest{Name: args[0], IssuePrefix: prefix}
+			if cmd.Flags().Changed("escalate-after-failures") {
+				if escalate < 0 || escalate > clasp.MaxEscalateAfterFailures {
+					return usageErr(fmt.Errorf("--escalate-after-failures must be from 0 (never) to %d, not %d", clasp.MaxEscalateAfterFailures, escalate))
+				}
+				req.EscalateAfterFailures = &escalate
+			}
+			co, err := a.client().CompanyCreate(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
@@ -46,6 +56,43 @@ else longer ones (ACME, ...) when that is taken; the company printed shows it.`,
 		},
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", "issue identifier prefix, 2-10 upper-case letters (default: derived from the name by the server)")
+	cmd.Flags().IntVar(&escalate, "escalate-after-failures", clasp.DefaultEscalateAfterFailures, "escalate an issue to a person (block it, comment, issue.escalated) after this many runs of it in a row fail; 0 never")
+	return cmd
+}
+
+func (a *app) newCompanyUpdateCmd() *cobra.Command {
+	var company string
+	var escalate int
+	cmd := &cobra.Command{
+		Use:   "update --company COMPANY --escalate-after-failures N",
+		Short: "Change a company's settings",
+		Long: `Change after how many failed runs in a row an issue of the company is escalated
+to a person: moved to blocked with its locks cleared, a comment listing each
+failed run, and an issue.escalated event (RULES.md, Escalation). 0 never
+escalates. The change is audited as company.updated.`,
+		Example: `  clasp company update --company ACME --escalate-after-failures 5`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("escalate-after-failures") {
+				return usageErr(errors.New("nothing to change: give --escalate-after-failures N (0 never escalates)"))
+			}
+			if escalate < 0 || escalate > clasp.MaxEscalateAfterFailures {
+				return usageErr(fmt.Errorf("--escalate-after-failures must be from 0 (never) to %d, not %d", clasp.MaxEscalateAfterFailures, escalate))
+			}
+			id, err := a.resolveCompany(cmd.Context(), company, "--company")
+			if err != nil {
+				return err
+			}
+			co, err := a.client().CompanyUpdate(cmd.Context(), id, client.CompanyUpdateRequest{EscalateAfterFailures: &escalate})
+			if err != nil {
+				return err
+			}
+			return a.emit(co, func(w io.Writer) { printCompany(w, co) })
+		},
+	}
+	cmd.Flags().StringVar(&company, "company", "", "the company: its id, issue prefix or name (required)")
+	cmd.Flags().IntVar(&escalate, "escalate-after-failures", clasp.DefaultEscalateAfterFailures, "escalate after this many failed runs in a row; 0 never")
+	_ = cmd.MarkFlagRequired("company")
 	return cmd
 }
 

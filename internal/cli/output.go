@@ -90,7 +90,11 @@ func optTime(t *time.Time) string {
 }
 
 func printCompany(w io.Writer, c *clasp.Company) {
-	fields(w, "ID", c.ID, "Name", c.Name, "Issue prefix", c.IssuePrefix, "Created", fmtTime(c.CreatedAt))
+	esc := "never"
+	if c.EscalateAfterFailures > 0 {
+		esc = fmt.Sprintf("after %d failed runs in a row", c.EscalateAfterFailures)
+	}
+	fields(w, "ID", c.ID, "Name", c.Name, "Issue prefix", c.IssuePrefix, "Escalates", esc, "Created", fmtTime(c.CreatedAt))
 }
 
 func printCompanies(w io.Writer, cs []*clasp.Company) {
