@@ -268,7 +268,7 @@ func commentAuthor(c *clasp.Comment) string {
 	case c.AuthorAgentID != nil:
 		return "agent " + *c.AuthorAgentID
 	}
-	return none
+	return "clasp (the server)"
 }
 
 func printComment(w io.Writer, c *clasp.Comment) {
