@@ -14,14 +14,46 @@ type Company struct {
 	IssuePrefix string `json:"issuePrefix"`
 	// BranchTemplate names the git branch of each issue's work
 	// (DefaultBranchTemplate unless set; see BranchName).
-	BranchTemplate string    `json:"branchTemplate"`
-	CreatedAt      time.Time `json:"createdAt"`
+	BranchTemplate string `json:"branchTemplate"`
+	// EscalateAfterFailures is how many runs of one issue in a row may end
+	// failed or timed out before the issue is escalated to a person
+	// (RULES.md E1); 0 never escalates. Default 3.
+	EscalateAfterFailures int       `json:"escalateAfterFailures"`
+	CreatedAt             time.Time `json:"createdAt"`
 	// ArchivedAt is when the company was archived (nil: it is not). An
 	// archived company is left out of the company list unless archived
 	// ones are asked for; nothing else about it changes, and it can be
 	// restored (RULES.md, Actors and credentials).
 	ArchivedAt *time.Time `json:"archivedAt"`
 }
+
+// AttentionItem is an issue that needs a person (RULES.md E5): escalated
+// (its runs kept failing; RunFailures and FailureLog say how) or
+// abandoned (in_progress with no live run holding it). Since is when it
+// was escalated, or last changed.
+type AttentionItem struct {
+	IssueID         string    `json:"issueId"`
+	Identifier      string    `json:"identifier"`
+	Title           string    `json:"title"`
+	Status          string    `json:"status"`
+	AssigneeAgentID *string   `json:"assigneeAgentId"`
+	Reason          string    `json:"reason"`
+	Since           time.Time `json:"since"`
+	RunFailures     int       `json:"runFailures"`
+	FailureLog      *string   `json:"failureLog"`
+}
+
+// Reasons of AttentionItem.
+const (
+	AttentionEscalated = "escalated"
+	AttentionAbandoned = "abandoned"
+)
+
+// DefaultEscalateAfterFailures is a new company's EscalateAfterFailures.
+const DefaultEscalateAfterFailures = 3
+
+// MaxEscalateAfterFailures is the largest EscalateAfterFailures.
+const MaxEscalateAfterFailures = 100
 
 var issuePrefixRE = regexp.MustCompile(`^[A-Z]{2,10}$`)
 

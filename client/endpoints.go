@@ -24,9 +24,11 @@ func (c *Client) CompanyCreate(ctx context.Context, req CompanyCreateRequest) (*
 	return &out, nil
 }
 
-// CompanyUpdate changes a company's name or branch template (an admin of
-// the company). 400 invalid_request naming the field (a template without
-// {identifier} or that makes no valid git branch name); 404 not_found.
+// CompanyUpdate changes a company's name, branch template or escalation
+// setting (an admin of the company); the fields of req left nil are kept.
+// 400 invalid_request naming the field (an empty name, a template without
+// {identifier} or that makes no valid git branch name, a setting out of
+// 0..100); 404 not_found.
 func (c *Client) CompanyUpdate(ctx context.Context, id string, req CompanyUpdateRequest) (*clasp.Company, error) {
 	var out clasp.Company
 	if _, err := c.do(ctx, request{method: http.MethodPatch, path: pathf("/api/companies/%s", id), body: req}, &out); err != nil {

@@ -20,13 +20,17 @@ type CompanyCreateRequest struct {
 	// BranchTemplate names the branches of the company's issues
 	// ("" is clasp.DefaultBranchTemplate, "clasp/{identifier}").
 	BranchTemplate string `json:"branchTemplate,omitempty"`
+	// EscalateAfterFailures (nil: the server's default, 3) is how many runs
+	// of an issue in a row may fail before it is escalated; 0 never.
+	EscalateAfterFailures *int `json:"escalateAfterFailures,omitempty"`
 }
 
 // CompanyUpdateRequest is the body of PATCH /api/companies/{companyId}:
 // the fields set are changed, the nil ones kept.
 type CompanyUpdateRequest struct {
-	Name           *string `json:"name,omitempty"`
-	BranchTemplate *string `json:"branchTemplate,omitempty"`
+	Name                  *string `json:"name,omitempty"`
+	BranchTemplate        *string `json:"branchTemplate,omitempty"`
+	EscalateAfterFailures *int    `json:"escalateAfterFailures,omitempty"`
 }
 
 // AgentCreateRequest is the body of POST /api/companies/{companyId}/agents.

@@ -97,7 +97,7 @@ func New(cfg Config) (*Board, error) {
 		cfg.Now = time.Now
 	}
 	b := &Board{cfg: cfg, pages: map[string]*template.Template{}, cop: http.NewCrossOriginProtection(), mux: http.NewServeMux()}
-	for _, name := range []string{"login", "board", "issue", "runs", "run", "agents", "locks", "activity", "nocompany", "error"} {
+	for _, name := range []string{"login", "board", "issue", "runs", "run", "agents", "locks", "activity", "attention", "webhooks", "nocompany", "error"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("board template %s: %w", name, err)
@@ -127,6 +127,8 @@ func (b *Board) routes() {
 	b.mux.HandleFunc("GET /runs/{id}", b.page("run", b.runData))
 	b.mux.HandleFunc("GET /agents", b.page("agents", b.agentsData))
 	b.mux.HandleFunc("GET /locks", b.page("locks", b.locksData))
+	b.mux.HandleFunc("GET /attention", b.page("attention", b.attentionData))
+	b.mux.HandleFunc("GET /webhooks", b.page("webhooks", b.webhooksData))
 	b.mux.HandleFunc("GET /activity", b.page("activity", b.activityData))
 	b.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 }

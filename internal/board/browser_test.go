@@ -684,6 +684,15 @@ func TestBrowser(t *testing.T) {
 		b.waitJS(t, `[...document.querySelectorAll(".card .title")].some(e => e.textContent === "typed at the keyboard")`, `document.querySelector(".columns").innerText`)
 	})
 
+	step("WebhookCreateShowsSecretOnce", func(t *testing.T) {
+		b.visit(t, s, "/webhooks"+q)
+		b.run(t, chromedp.SendKeys(chromedp.CSS("#wh-url"), "https://hooks.example.com/board"), chromedp.Click(chromedp.CSS(`#create-webhook button[type="submit"]`)))
+		b.confirm(t)
+		msg := `document.querySelector("#create-webhook output.msg")`
+		b.waitJS(t, msg+`.textContent.includes("whsec_")`, msg+`.textContent`)
+		b.waitJS(t, `[...document.querySelectorAll("section.webhook h2 code")].some(e => e.textContent === "https://hooks.example.com/board")`, `document.getElementById("live").innerText`)
+	})
+
 	// The screenshots show a lock held by a live agent process.
 	shown := createIssue("shown locked in the screenshots")
 	shownAgent := startAgent(t, s, key.Token, openRun(), shown.Identifier)
@@ -691,6 +700,7 @@ func TestBrowser(t *testing.T) {
 	pages := []struct{ name, path string }{
 		{"board", "/" + q}, {"issue", "/issues/" + shown.Identifier + q}, {"runs", "/runs" + q},
 		{"agents", "/agents" + q}, {"locks", "/locks" + q}, {"activity", "/activity" + q},
+		{"attention", "/attention" + q}, {"webhooks", "/webhooks" + q},
 	}
 	art := artifactsDir(t)
 	step("PagesAxeAndScreenshots", func(t *testing.T) {

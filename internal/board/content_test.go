@@ -435,3 +435,49 @@ func TestArchivedCompanyLeavesThePicker(t *testing.T) {
 		t.Errorf("picker after restoring lacks Acme:\n%s", p)
 	}
 }
+
+// TestAttentionAndWebhooksPages: an issue whose runs failed three times
+// in a row is listed first on "Needs attention" as escalated, with its
+// failures, before an abandoned one; the Webhooks page lists each
+// subscription with its deliveries and their status (RULES.md E5, W4).
+func TestAttentionAndWebhooksPages(t *testing.T) {
+	f := newFleet(t)
+	var hook struct {
+		ID string `json:"id"`
+	}
+	f.call("POST", "/api/companies/"+f.company+"/webhooks", "", `{"url":"https://hooks.example.com/clasp","events":["issue.escalated"]}`, http.StatusCreated, &hook)
+	left := f.issue("Left behind", "todo", "medium")
+	r0, tok0 := f.run()
+	f.checkout(left, tok0)
+	f.call("POST", "/api/runs/"+r0+"/finish", tok0, `{"status":"succeeded"}`, http.StatusOK, nil)
+	crash := f.issue("Always crashes", "todo", "high")
+	var runs []string
+	for range 3 {
+		var r struct {
+			ID       string `json:"id"`
+			RunToken string `json:"runToken"`
+		}
+		f.call("POST", "/api/agents/me/runs", f.key, `{"issueId":"`+crash+`"}`, http.StatusCreated, &r)
+		f.call("POST", "/api/issues/"+crash+"/checkout", r.RunToken, `{"agentId":"`+f.agent+`","expectedStatuses":["todo","in_progress"]}`, http.StatusOK, nil)
+		f.call("POST", "/api/runs/"+r.ID+"/finish", r.RunToken, `{"status":"failed","error":"segfault"}`, http.StatusOK, nil)
+		runs = append(runs, r.ID)
+	}
+	page := f.page("/attention")
+	esc := strings.Index(page, `data-issue="`+crash+`"`)
+	ab := strings.Index(page, `data-issue="`+left+`"`)
+	if esc < 0 || ab < 0 || esc > ab {
+		t.Fatalf("Needs attention lists %s at %d and %s at %d; want the escalated one first:\n%s", crash, esc, left, ab, page)
+	}
+	item, _, _ := strings.Cut(page[esc:], "</li>")
+	if !strings.Contains(item, "escalated") || !strings.Contains(item, "3 failed runs in a row") || !strings.Contains(item, runs[2]) || !strings.Contains(item, "segfault") {
+		t.Errorf("the escalated item does not say what failed:\n%s", item)
+	}
+	hooks := f.page("/webhooks")
+	if !strings.Contains(hooks, "https://hooks.example.com/clasp") || !strings.Contains(hooks, `data-status="pending"`) ||
+		!strings.Contains(hooks, "issue.escalated") || !strings.Contains(hooks, `id="create-webhook"`) || !strings.Contains(hooks, "/redeliver") {
+		t.Errorf("the Webhooks page does not list the subscription, its pending delivery and the actions:\n%s", hooks)
+	}
+	if strings.Contains(hooks, "failing since") {
+		t.Errorf("a subscription with no delivery given up is flagged failing")
+	}
+}

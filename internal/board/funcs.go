@@ -49,6 +49,20 @@ var funcs = template.FuncMap{
 	"label": func(s any) string { return strings.ReplaceAll(fmt.Sprint(s), "_", " ") },
 	"eq":    func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
 	"join":  strings.Join,
+	// deref shows a nullable number or text of an answer.
+	"deref": func(p any) string {
+		switch v := p.(type) {
+		case *int:
+			if v != nil {
+				return fmt.Sprint(*v)
+			}
+		case *string:
+			if v != nil {
+				return *v
+			}
+		}
+		return ""
+	},
 }
 
 func init() {

@@ -43,6 +43,7 @@ var Actions = []string{
 	clasp.ActionIssueExecutionLocked, clasp.ActionIssueLockMoved,
 	clasp.ActionIssueBlockerAdded, clasp.ActionIssueBlockerRemoved, clasp.ActionIssueParentChanged,
 	clasp.ActionIssueBlockersResolved, clasp.ActionIssueChildrenCompleted,
+	clasp.ActionIssueEscalated, clasp.ActionCompanyUpdated,
 }
 
 // page wraps a page's data function with the sign-in check (a redirect to
@@ -830,4 +831,52 @@ func (l *lookup) abandoned(iss *clasp.Issue, lv *lockView, acts []*clasp.Activit
 // r's log.
 func hasLog(r *clasp.Run) bool {
 	return r.InvocationSource != "" && r.InvocationSource != "agent" && r.HostID != nil
+}
+
+// webhooksView is the data of the webhooks page: each subscription with
+// its newest deliveries.
+type webhooksView struct {
+	Hooks []webhookRow
+}
+
+type webhookRow struct {
+	Hook       clasp.Webhook
+	Deliveries []clasp.WebhookDelivery
+}
+
+// webhooksData reads the company's webhook subscriptions and the 20
+// newest deliveries of each (RULES.md W4, W6).
+func (b *Board) webhooksData(c *client, v *view) error {
+	var hooks []clasp.Webhook
+	if _, err := c.get("/api/companies/"+v.Company.ID+"/webhooks", &hooks); err != nil {
+		return err
+	}
+	wv := &webhooksView{}
+	for _, h := range hooks {
+		row := webhookRow{Hook: h}
+		if _, err := c.get("/api/webhooks/"+h.ID+"/deliveries?limit=20", &row.Deliveries); err != nil {
+			return err
+		}
+		wv.Hooks = append(wv.Hooks, row)
+	}
+	v.Title = "Webhooks"
+	v.Data = wv
+	return nil
+}
+
+// attentionView is the data of the "Needs attention" page.
+type attentionView struct {
+	Items []clasp.AttentionItem
+}
+
+// attentionData reads the issues that need a person, escalated first
+// (RULES.md E5).
+func (b *Board) attentionData(c *client, v *view) error {
+	av := &attentionView{}
+	if _, err := c.get("/api/companies/"+v.Company.ID+"/attention", &av.Items); err != nil {
+		return err
+	}
+	v.Title = "Needs attention"
+	v.Data = av
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/clasp-dev/clasp"
@@ -182,6 +183,7 @@ type details struct {
 	BlockerIdentifier      string                     `json:"blockerIdentifier"`
 	ParentID               string                     `json:"parentId"`
 	ParentIdentifier       string                     `json:"parentIdentifier"`
+	Failures               int                        `json:"failures"`
 }
 
 // change is one field's {from, to} in an update's changes.
@@ -401,6 +403,14 @@ func (l *lookup) describe(a *clasp.Activity) []seg {
 		return sentence("made ", e, " a sub-issue of ", l.knownIssue(d.ParentID, d.ParentIdentifier))
 	case clasp.ActionIssueBlockersResolved:
 		return sentence("found every blocker of ", e, " done: it may start")
+	case clasp.ActionIssueEscalated:
+		s := sentence("escalated ", e, " to a person after "+strconv.Itoa(d.Failures)+" failed runs in a row, and blocked it")
+		if h := l.heldBy(d.PreviousCheckoutRunID, d.PreviousExecutionRunID); h != nil {
+			s = sentence(s, "; it was", h)
+		}
+		return s
+	case clasp.ActionCompanyUpdated:
+		return sentence("changed after how many failed runs in a row the company escalates an issue")
 	case clasp.ActionIssueChildrenCompleted:
 		return sentence("found every sub-issue of ", e, " closed")
 	case clasp.ActionWakePromoted:

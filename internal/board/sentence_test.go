@@ -69,6 +69,7 @@ func TestEveryActionReadsAsASentence(t *testing.T) {
 		{clasp.ActionIssueParentChanged, "issue", issue, map[string]any{"identifier": "ACME-5", "parentId": nil, "previousParentId": "0191e0a4-0000-7000-8000-0000000000e3"}, "made ACME-5 a top-level issue"},
 		{clasp.ActionIssueBlockersResolved, "issue", issue, map[string]any{"identifier": "ACME-5", "readyGeneration": 1}, "found every blocker of ACME-5 done: it may start"},
 		{clasp.ActionIssueChildrenCompleted, "issue", issue, map[string]any{"identifier": "ACME-5", "childrenGeneration": 1}, "found every sub-issue of ACME-5 closed"},
+		{clasp.ActionIssueEscalated, "issue", issue, map[string]any{"identifier": "ACME-5", "failures": 3, "previousCheckoutRunId": run}, "escalated ACME-5 to a person after 3 failed runs in a row, and blocked it; it was held by builder's run of 03:04:05"},
 		{"issue.renamed_by_a_newer_server", "issue", issue, map[string]any{"x": 1}, "recorded issue renamed by a newer server on ACME-5"},
 	}
 	tail := regexp.MustCompile(`\b[0-9a-f]{8}\b`)

@@ -33,8 +33,9 @@ is restored; its agents, issues and runs stay as they are.`,
 
 func (a *app) newCompanyCreateCmd() *cobra.Command {
 	var prefix, branchTemplate string
+	var escalate int
 	cmd := &cobra.Command{
-		Use:   "create NAME [--prefix PREFIX] [--branch-template TEMPLATE]",
+		Use:   "create NAME [--prefix PREFIX] [--branch-template TEMPLATE] [--escalate-after-failures N]",
 		Short: "Create a company",
 		Long: `Create a company. Its issues are identified PREFIX-1, PREFIX-2, ...; the
 prefix is 2-10 upper-case letters and unique across companies (a taken prefix
@@ -55,7 +56,14 @@ clasp/{identifier}; the result must be a valid git branch name.`,
 			if cmd.Flags().Changed("prefix") && prefix == "" {
 				return usageErr(errors.New("--prefix is empty: give 2-10 upper-case letters, or leave --prefix out to have one derived from the name"))
 			}
-			co, err := a.client().CompanyCreate(cmd.Context(), client.CompanyCreateRequest{Name: args[0], IssuePrefix: prefix, BranchTemplate: branchTemplate})
+			req := client.CompanyCreateRequest{Name: args[0], IssuePrefix: prefix, BranchTemplate: branchTemplate}
+			if cmd.Flags().Changed("escalate-after-failures") {
+				if escalate < 0 || escalate > clasp.MaxEscalateAfterFailures {
+					return usageErr(fmt.Errorf("--escalate-after-failures must be from 0 (never) to %d, not %d", clasp.MaxEscalateAfterFailures, escalate))
+				}
+				req.EscalateAfterFailures = &escalate
+			}
+			co, err := a.client().CompanyCreate(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
@@ -64,21 +72,28 @@ clasp/{identifier}; the result must be a valid git branch name.`,
 	}
 	cmd.Flags().StringVar(&prefix, "prefix", "", "issue identifier prefix, 2-10 upper-case letters (default: derived from the name by the server)")
 	cmd.Flags().StringVar(&branchTemplate, "branch-template", "", "the git branch of each issue's work: {identifier} (required) and {prefix} are replaced (default "+clasp.DefaultBranchTemplate+")")
+	cmd.Flags().IntVar(&escalate, "escalate-after-failures", clasp.DefaultEscalateAfterFailures, "escalate an issue to a person (block it, comment, issue.escalated) after this many runs of it in a row fail; 0 never")
 	return cmd
 }
 
 func (a *app) newCompanyUpdateCmd() *cobra.Command {
 	var name, branchTemplate string
+	var escalate int
 	cmd := &cobra.Command{
-		Use:   "update COMPANY [--name NAME] [--branch-template TEMPLATE]",
-		Short: "Rename a company or change its branch template",
-		Long: `Change a company (its id, issue prefix or name): its name, or its branch
+		Use:   "update COMPANY [--name NAME] [--branch-template TEMPLATE] [--escalate-after-failures N]",
+		Short: "Rename a company, change its branch template or its escalation setting",
+		Long: `Change a company (its id, issue prefix or name): its name; its branch
 template, which names the git branch of each issue's work from the next
 checkout or claim on ({identifier} required, {prefix} optional; the result
-must be a valid git branch name, else 400 naming branchTemplate). Needs an
-admin token of the company.`,
-		Example: `  clasp company update <company-id> --branch-template 'agents/{prefix}/{identifier}'
-  clasp company update <company-id> --name "Acme Robotics Inc."`,
+must be a valid git branch name, else 400 naming branchTemplate); or after
+how many failed runs in a row one of its issues is escalated to a person:
+moved to blocked with its locks cleared, a comment listing each failed run,
+and an issue.escalated event (RULES.md, Escalation; 0 never escalates).
+Needs an admin token of the company; the change is audited as
+company.updated.`,
+		Example: `  clasp company update ACME --branch-template 'agents/{prefix}/{identifier}'
+  clasp company update ACME --name "Acme Robotics Inc."
+  clasp company update ACME --escalate-after-failures 5`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var req client.CompanyUpdateRequest
@@ -88,8 +103,14 @@ admin token of the company.`,
 			if cmd.Flags().Changed("branch-template") {
 				req.BranchTemplate = &branchTemplate
 			}
-			if req.Name == nil && req.BranchTemplate == nil {
-				return usageErr(errors.New("nothing to change: give --name or --branch-template"))
+			if cmd.Flags().Changed("escalate-after-failures") {
+				if escalate < 0 || escalate > clasp.MaxEscalateAfterFailures {
+					return usageErr(fmt.Errorf("--escalate-after-failures must be from 0 (never) to %d, not %d", clasp.MaxEscalateAfterFailures, escalate))
+				}
+				req.EscalateAfterFailures = &escalate
+			}
+			if req.Name == nil && req.BranchTemplate == nil && req.EscalateAfterFailures == nil {
+				return usageErr(errors.New("nothing to change: give --name, --branch-template or --escalate-after-failures"))
 			}
 			id, err := a.resolveCompany(cmd.Context(), args[0], "COMPANY")
 			if err != nil {
@@ -104,6 +125,7 @@ admin token of the company.`,
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the new name")
 	cmd.Flags().StringVar(&branchTemplate, "branch-template", "", "the git branch of each issue's work: {identifier} (required) and {prefix} are replaced")
+	cmd.Flags().IntVar(&escalate, "escalate-after-failures", clasp.DefaultEscalateAfterFailures, "escalate after this many failed runs in a row; 0 never")
 	return cmd
 }
 

@@ -407,6 +407,23 @@ func runExample(t *testing.T, bin, repo string, ex example) {
 		s.api("POST", "/api/companies/"+s.company+"/gate-tokens", s.token, `{"name":"to revoke"}`, &g)
 		line = strings.ReplaceAll(line, "<gate-token-id>", g.ID)
 	}
+	if strings.Contains(line, "<webhook-id>") || strings.Contains(line, "<delivery-id>") {
+		// A subscription of the company, and a delivery of it (an issue
+		// created after it).
+		var h, is struct {
+			ID string `json:"id"`
+		}
+		s.api("POST", "/api/companies/"+s.company+"/webhooks", s.token, `{"url":"https://hooks.example.com/clasp","events":["issue.*"]}`, &h)
+		s.api("POST", "/api/companies/"+s.company+"/issues", s.token, `{"title":"for the webhook"}`, &is)
+		var ds []struct {
+			ID string `json:"id"`
+		}
+		s.api("GET", "/api/webhooks/"+h.ID+"/deliveries", s.token, "", &ds)
+		line = strings.ReplaceAll(line, "<webhook-id>", h.ID)
+		if len(ds) > 0 {
+			line = strings.ReplaceAll(line, "<delivery-id>", ds[0].ID)
+		}
+	}
 	appRepo := filepath.Join(tmp, "app.git")
 	if strings.Contains(line, "/srv/git/app.git") {
 		// The gate is installed in a bare repository of its own.

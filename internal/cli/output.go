@@ -90,8 +90,12 @@ func optTime(t *time.Time) string {
 }
 
 func printCompany(w io.Writer, c *clasp.Company) {
-	fields(w, "ID", c.ID, "Name", c.Name, "Issue prefix", c.IssuePrefix, "Branch template", c.BranchTemplate, "Created", fmtTime(c.CreatedAt),
-		"Archived", optTime(c.ArchivedAt))
+	esc := "never"
+	if c.EscalateAfterFailures > 0 {
+		esc = fmt.Sprintf("after %d failed runs in a row", c.EscalateAfterFailures)
+	}
+	fields(w, "ID", c.ID, "Name", c.Name, "Issue prefix", c.IssuePrefix, "Branch template", c.BranchTemplate, "Escalates", esc,
+		"Created", fmtTime(c.CreatedAt), "Archived", optTime(c.ArchivedAt))
 }
 
 func printCompanies(w io.Writer, cs []*clasp.Company) {
@@ -277,7 +281,7 @@ func commentAuthor(c *clasp.Comment) string {
 	case c.AuthorAgentID != nil:
 		return "agent " + *c.AuthorAgentID
 	}
-	return none
+	return "clasp (the server)"
 }
 
 func printComment(w io.Writer, c *clasp.Comment) {

@@ -30,6 +30,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 	"github.com/clasp-dev/clasp/internal/store/postgres"
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
+	"github.com/clasp-dev/clasp/internal/webhook"
 )
 
 // EnvDatabaseURL sets --database-url of serve and migrate.
@@ -108,6 +109,16 @@ type ServeConfig struct {
 	// Net is the transport security and abuse limits (TLS, mTLS, plain
 	// HTTP off loopback, rate limits, caps, trusted proxies): see NetConfig.
 	Net NetConfig
+	// WebhookAllowPrivate lets webhook subscriptions reach loopback,
+	// private and link-local addresses (RULES.md W5).
+	WebhookAllowPrivate bool
+	// WebhookTimeout bounds one delivery attempt (webhook.DefaultTimeout
+	// when zero).
+	WebhookTimeout time.Duration
+	// WebhookRetryBase is the delay after a delivery's first failed
+	// attempt, doubled at each later one up to an hour
+	// (webhook.DefaultRetryBase when zero).
+	WebhookRetryBase time.Duration
 }
 
 // ServeInfo describes a started server; Serve sends it on its ready channel.
@@ -329,6 +340,8 @@ func (m *serveMain) run(ctx context.Context) error {
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		RequestDeadline: max(cfg.RequestDeadline, 0),
 		BodyReadTimeout: cfg.BodyTimeout,
+		Webhooks: webhook.Config{AllowPrivate: cfg.WebhookAllowPrivate, Timeout: cfg.WebhookTimeout,
+			RetryBase: cfg.WebhookRetryBase},
 	})
 	if err != nil {
 		return err
@@ -777,6 +790,9 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 			case cfg.RequestDeadline == 0:
 				cfg.RequestDeadline = -1
 			}
+			if cfg.WebhookTimeout <= 0 || cfg.WebhookRetryBase <= 0 {
+				return usageErr(fmt.Errorf("--webhook-timeout and --webhook-retry-base must be positive durations such as 10s"))
+			}
 			if cfg.BodyTimeout < 0 || f.Changed("body-timeout") && cfg.BodyTimeout == 0 {
 				return usageErr(fmt.Errorf("--body-timeout must be a positive duration such as 30s: a request body that never arrives would otherwise hold its connection forever"))
 			}
@@ -811,6 +827,9 @@ Environment: ` + EnvDataDir + `, ` + EnvListen + ` and ` + EnvDatabaseURL + ` se
 	f.StringVar(&cfg.AgentCACert, "ca-cert", "", "with TLS: PEM file of the CA certificates server-managed agents are told to trust for this server (CLASP_CA_CERT, NODE_EXTRA_CA_CERTS); default $"+EnvCACert+", else the --tls-cert file")
 	f.StringVar(&cfg.AgentUser, "agent-user", "", "run every server-managed agent process as this one user (name or uid; the server must run as root); the data directory, database and board token are then unreadable to them, but agents can read each other's environment (run tokens) and signal each other: prefer --agent-uid-range")
 	f.StringVar(&cfg.AgentUIDRange, "agent-uid-range", "", "run each server-managed agent as a uid (and gid) of its own from the range `FIRST-LAST` (such as 200000-265535), allocated at its first run and kept (recorded in the database), with no supplementary groups and a home <data-dir>/homes/<agentId> (0700); agents can then neither read each other's environment or files nor signal each other, and the server kills what a run leaves behind by uid. The server must run as root; not with --agent-user; uids of system accounts are skipped")
+	f.BoolVar(&cfg.WebhookAllowPrivate, "webhook-allow-private", false, "let webhook subscriptions reach loopback, private and link-local addresses (on-premises receivers, tests); without it such targets are refused at creation and at every connection")
+	f.DurationVar(&cfg.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "longest one webhook delivery attempt may take; a slower receiver's attempt fails and is retried")
+	f.DurationVar(&cfg.WebhookRetryBase, "webhook-retry-base", webhook.DefaultRetryBase, "delay after a webhook delivery's first failed attempt, doubled at each later one (up to 1h, less up to half at random), for 24h")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	return cmd
 }

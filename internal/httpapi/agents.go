@@ -16,6 +16,9 @@ type companyCreateIn struct {
 	Name           *string `json:"name"`
 	IssuePrefix    *string `json:"issuePrefix"`
 	BranchTemplate *string `json:"branchTemplate"`
+	// EscalateAfterFailures is the company's escalation setting (RULES.md
+	// E1); absent: 3.
+	EscalateAfterFailures *int `json:"escalateAfterFailures"`
 }
 
 // companyCompat are the fields of Paperclip's company create that clasp
@@ -55,14 +58,16 @@ func (in *companyCreateIn) validate() error {
 // one.
 func (s *Server) companyCreate(ctx context.Context, c *call, in *companyCreateIn) (int, any, error) {
 	if in.IssuePrefix != nil {
-		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: *in.IssuePrefix, BranchTemplate: valueOr(in.BranchTemplate), Actor: c.actor()})
+		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: *in.IssuePrefix, BranchTemplate: valueOr(in.BranchTemplate),
+			EscalateAfterFailures: in.EscalateAfterFailures, Actor: c.actor()})
 		if err != nil {
 			return 0, nil, err
 		}
 		return http.StatusCreated, co, nil
 	}
 	for _, prefix := range clasp.IssuePrefixCandidates(*in.Name) {
-		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: prefix, BranchTemplate: valueOr(in.BranchTemplate), Actor: c.actor()})
+		co, err := s.st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: *in.Name, IssuePrefix: prefix, BranchTemplate: valueOr(in.BranchTemplate),
+			EscalateAfterFailures: in.EscalateAfterFailures, Actor: c.actor()})
 		if clasp.ErrorCode(err) == clasp.CodeAlreadyExists {
 			continue
 		}
@@ -134,11 +139,14 @@ func (s *Server) companyGet(ctx context.Context, c *call) (int, any, error) {
 type companyUpdateIn struct {
 	Name           *string `json:"name"`
 	BranchTemplate *string `json:"branchTemplate"`
+	// EscalateAfterFailures is the company's escalation setting (RULES.md
+	// E1): 0 never escalates, at most clasp.MaxEscalateAfterFailures.
+	EscalateAfterFailures *int `json:"escalateAfterFailures"`
 }
 
 func (in *companyUpdateIn) validate() error {
-	if in.Name == nil && in.BranchTemplate == nil {
-		return clasp.InvalidField("name", "Send at least one of \"name\" and \"branchTemplate\".")
+	if in.Name == nil && in.BranchTemplate == nil && in.EscalateAfterFailures == nil {
+		return clasp.InvalidField("name", "Nothing to change: send at least one of \"name\", \"branchTemplate\" and \"escalateAfterFailures\".")
 	}
 	if in.Name != nil {
 		if err := requiredText("name", in.Name, maxNameLen); err != nil {
@@ -152,14 +160,17 @@ func (in *companyUpdateIn) validate() error {
 }
 
 // companyUpdate: PATCH /api/companies/{companyId} (admin of the company)
-// {name?, branchTemplate?}: 200 the company. The branch template names
-// the workspace branch of every later grant (RULES.md G5) and the
-// branches on which the gate refuses unstamped commits (G3). 400
+// {name?, branchTemplate?, escalateAfterFailures?}: 200 the company,
+// audited as company.updated {changes} when something changed. The branch
+// template names the workspace branch of every later grant (RULES.md G5)
+// and the branches on which the gate refuses unstamped commits (G3); the
+// escalation setting counts failed runs in a row (E1). 400
 // invalid_request naming the field (an empty body, an empty name, a
 // template without {identifier}, with another placeholder, or that makes
-// no valid git branch name); 404 not_found.
+// no valid git branch name, a setting out of 0..100); 404 not_found.
 func (s *Server) companyUpdate(ctx context.Context, c *call, in *companyUpdateIn) (int, any, error) {
-	co, err := s.st.CompanyUpdate(ctx, &store.CompanyUpdateParams{ID: pathUUID(c, "companyId"), Name: in.Name, BranchTemplate: in.BranchTemplate, Actor: c.actor()})
+	co, err := s.st.CompanyUpdate(ctx, &store.CompanyUpdateParams{ID: pathUUID(c, "companyId"), Name: in.Name, BranchTemplate: in.BranchTemplate,
+		EscalateAfterFailures: in.EscalateAfterFailures, Actor: c.actor()})
 	s.templates.forget(pathUUID(c, "companyId")) // this replica's grants name branches by the new template at once
 	if err != nil {
 		return 0, nil, err

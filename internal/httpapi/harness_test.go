@@ -55,6 +55,8 @@ type setupOpts struct {
 	limits Limits
 	// logger, when set, receives the server's logs.
 	logger *slog.Logger
+	// webhookAllowPrivate is Config.WebhookAllowPrivate.
+	webhookAllowPrivate bool
 	// store, when set, is used instead of a new one (a second replica on
 	// the same database); setup does not close it.
 	store store.Store
@@ -91,17 +93,18 @@ func setup(t testing.TB, opts ...func(*setupOpts)) *bundle {
 		log = o.logger
 	}
 	srv := New(Config{
-		Store:           st,
-		Logger:          log,
-		LeaseTTL:        o.leaseTTL,
-		LocalTrusted:    o.localTrusted,
-		RequireRunToken: o.requireRunToken,
-		Registry:        prometheus.NewRegistry(),
-		Now:             o.now,
-		BodyReadTimeout: o.bodyReadTimeout,
-		Scheduler:       o.scheduler,
-		RunLogDir:       logs,
-		Limits:          o.limits,
+		Store:               st,
+		Logger:              log,
+		LeaseTTL:            o.leaseTTL,
+		LocalTrusted:        o.localTrusted,
+		RequireRunToken:     o.requireRunToken,
+		Registry:            prometheus.NewRegistry(),
+		Now:                 o.now,
+		BodyReadTimeout:     o.bodyReadTimeout,
+		Scheduler:           o.scheduler,
+		RunLogDir:           logs,
+		Limits:              o.limits,
+		WebhookAllowPrivate: o.webhookAllowPrivate,
 	})
 	ts := httptest.NewServer(srv.Handler())
 	b := &bundle{t: t, st: st, srv: srv, ts: ts, hc: ts.Client(), board: board, db: db, logs: logs}

@@ -71,6 +71,8 @@ type mworld struct {
 	spareOperatorID    string       // an operator token that DELETE may revoke and rotate may replace
 	gate               string       // a gate token of C
 	spareGateID        string       // a gate token of C that DELETE may revoke
+	hook, spareHook    string       // webhooks of C (every event); DELETE may delete spareHook
+	deliveryID         string       // a delivery of hook
 }
 
 var matrixSeq atomic.Int64
@@ -107,7 +109,15 @@ func mworldSetup(b *bundle) *mworld {
 	b.must(http.StatusOK, "POST", "/api/runs/"+w.rt.ID+"/finish", req{token: w.ka, body: map[string]any{"status": "succeeded"}}, nil)
 	b.run(w.kt)
 	b.must(http.StatusOK, "PATCH", "/api/agents/"+w.t.ID, req{body: map[string]any{"status": "terminated"}}, nil)
+	var h clasp.Webhook
+	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/webhooks", req{body: map[string]any{"url": "https://example.com/hook", "events": []string{"*"}}}, &h)
+	w.hook = h.ID
+	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/webhooks", req{body: map[string]any{"url": "https://example.com/spare", "events": []string{"*"}}}, &h)
+	w.spareHook = h.ID
 	w.issue = b.issue(w.c.ID, map[string]any{"status": "todo"})
+	var ds []clasp.WebhookDelivery
+	b.must(http.StatusOK, "GET", "/api/webhooks/"+w.hook+"/deliveries", req{}, &ds)
+	w.deliveryID = ds[0].ID
 	w.newPrefix, w.newName = uniquePrefix("MN"), fmt.Sprintf("new-%d", matrixSeq.Add(1))
 	w.viewer = b.operatorToken("viewer", w.c.ID).Token
 	w.opC = b.operatorToken("operator", w.c.ID).Token
@@ -331,15 +341,28 @@ func matrixRows() []mrow {
 		{pattern: "POST /api/companies/{companyId}/gate-tokens", path: func(w *mworld) string { return C(w) + "/gate-tokens" }, body: func(*mworld, string) any {
 			return map[string]any{"name": "ci"}
 		}, want: adminRoute(boardOnly(c201))},
-		// A company's branch template is its admins' to change (the body
-		// sets the default again, so the other cells see no change).
+		// A company's settings are its admins' to change (the body sets
+		// the defaults again, so the other cells see no change).
 		{pattern: "PATCH /api/companies/{companyId}", path: C, body: func(*mworld, string) any {
-			return map[string]any{"branchTemplate": clasp.DefaultBranchTemplate}
+			return map[string]any{"branchTemplate": clasp.DefaultBranchTemplate, "escalateAfterFailures": clasp.DefaultEscalateAfterFailures}
 		}, want: adminRoute(boardOnly(c200))},
 		{pattern: "GET /api/companies/{companyId}/gate-tokens", path: func(w *mworld) string { return C(w) + "/gate-tokens" }, body: noBodyFn, want: adminRoute(boardOnly(c200))},
 		{pattern: "POST /api/companies/{companyId}/archive", path: func(w *mworld) string { return C(w) + "/archive" }, body: noBodyFn, want: adminRoute(boardOnly(c200))},
 		{pattern: "POST /api/companies/{companyId}/unarchive", path: func(w *mworld) string { return C(w) + "/unarchive" }, body: noBodyFn, want: adminRoute(boardOnly(c200))},
 		{pattern: "DELETE /api/companies/{companyId}/gate-tokens/{id}", path: func(w *mworld) string { return C(w) + "/gate-tokens/" + w.spareGateID }, body: noBodyFn, want: adminRoute(boardOnly(c200))},
+		// Webhooks (RULES.md W6): the board's and operators' of the company.
+		{pattern: "POST /api/companies/{companyId}/webhooks", path: func(w *mworld) string { return C(w) + "/webhooks" }, body: func(*mworld, string) any {
+			return map[string]any{"url": "https://example.com/new", "events": []string{"issue.*"}}
+		}, want: write(boardOnly(c201))},
+		{pattern: "GET /api/companies/{companyId}/webhooks", path: func(w *mworld) string { return C(w) + "/webhooks" }, body: noBodyFn, want: read(boardOnly(c200))},
+		{pattern: "GET /api/webhooks/{id}", path: func(w *mworld) string { return "/api/webhooks/" + w.hook }, body: noBodyFn, want: read(boardOnly(c200))},
+		{pattern: "PATCH /api/webhooks/{id}", path: func(w *mworld) string { return "/api/webhooks/" + w.hook }, body: func(*mworld, string) any {
+			return map[string]any{"enabled": true}
+		}, want: write(boardOnly(c200))},
+		{pattern: "DELETE /api/webhooks/{id}", path: func(w *mworld) string { return "/api/webhooks/" + w.spareHook }, body: noBodyFn, want: write(boardOnly(c204))},
+		{pattern: "GET /api/webhooks/{id}/deliveries", path: func(w *mworld) string { return "/api/webhooks/" + w.hook + "/deliveries" }, body: noBodyFn, want: read(boardOnly(c200))},
+		{pattern: "GET /api/companies/{companyId}/attention", path: func(w *mworld) string { return C(w) + "/attention" }, body: noBodyFn, want: read(boardOnly(c200))},
+		{pattern: "POST /api/webhook-deliveries/{id}/redeliver", path: func(w *mworld) string { return "/api/webhook-deliveries/" + w.deliveryID + "/redeliver" }, body: empty, want: write(boardOnly("202"))},
 	}
 	// A gate token may call the gate's check and nothing else: every
 	// other route answers it 403 (the public ones aside).

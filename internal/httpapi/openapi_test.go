@@ -283,7 +283,7 @@ func TestOpenAPIResponseCheckCanFail(t *testing.T) {
 		status int
 		body   string
 	}{
-		{200, `{"id":"not-a-uuid","name":"x","issuePrefix":"AB","branchTemplate":"clasp/{identifier}","createdAt":"2026-01-01T00:00:00Z"}`},
+		{200, `{"id":"not-a-uuid","name":"x","issuePrefix":"AB","branchTemplate":"clasp/{identifier}","createdAt":"2026-01-01T00:00:00Z","archivedAt":null,"escalateAfterFailures":3}`},
 		{200, `{"id":"0191e0a4-0000-7000-8000-000000000001","name":"x","createdAt":"2026-01-01T00:00:00Z"}`},
 		{409, `{"error":"x","code":"checkout_conflict","details":{}}`},
 		{404, `{"error":"x","code":"no_such_code","details":{}}`},
@@ -296,7 +296,7 @@ func TestOpenAPIResponseCheckCanFail(t *testing.T) {
 	}
 	ft := &fakeT{TB: t}
 	checkOpenAPIResponse(ft, b.srv, req, 200, http.Header{"Content-Type": {"application/json"}},
-		[]byte(`{"id":"0191e0a4-0000-7000-8000-000000000001","name":"x","issuePrefix":"AB","branchTemplate":"clasp/{identifier}","createdAt":"2026-01-01T00:00:00Z","archivedAt":null}`))
+		[]byte(`{"id":"0191e0a4-0000-7000-8000-000000000001","name":"x","issuePrefix":"AB","branchTemplate":"clasp/{identifier}","createdAt":"2026-01-01T00:00:00Z","archivedAt":null,"escalateAfterFailures":3}`))
 	if ft.failed {
 		t.Errorf("a good company failed the check: %s", ft.msg)
 	}
@@ -540,6 +540,8 @@ func TestOpenAPIPageLimit(t *testing.T) {
 	b := setup(t)
 	co := b.company("PL")
 	iss := b.issue(co.ID, nil)
+	var hook clasp.Webhook
+	b.must(http.StatusCreated, "POST", "/api/companies/"+co.ID+"/webhooks", req{body: map[string]any{"url": "https://example.com/h", "events": []string{"*"}}}, &hook)
 	n := 0
 	for path, ops := range o.doc.Paths {
 		for method, op := range ops {
@@ -555,7 +557,11 @@ func TestOpenAPIPageLimit(t *testing.T) {
 				if !strings.Contains(prm.Description, "400") || strings.Contains(prm.Description, "are returned") {
 					t.Errorf("%s: limit's description %q does not say that a limit above %d is a 400", p, prm.Description, maxPageLimit)
 				}
-				url := strings.NewReplacer("{companyId}", co.ID, "{id}", iss.ID).Replace(path)
+				id := iss.ID
+				if strings.HasPrefix(path, "/api/webhooks/") {
+					id = hook.ID
+				}
+				url := strings.NewReplacer("{companyId}", co.ID, "{id}", id).Replace(path)
 				wantErr(t, b.do(strings.ToUpper(method), url+"?limit="+strconv.Itoa(maxPageLimit+1), req{}), http.StatusBadRequest, clasp.CodeInvalidRequest, "limit")
 				b.must(http.StatusOK, strings.ToUpper(method), url+"?limit="+strconv.Itoa(maxPageLimit), req{}, nil)
 			}

@@ -35,6 +35,9 @@ var pathIDKinds = map[string]idKind{
 	"issues":      {what: "an issue id", issueRef: true},
 	"tokens":      {what: "an operator token id"},
 	"gate-tokens": {what: "a gate token id"},
+	"webhooks":    {what: "a webhook id"},
+	// A delivery of a webhook (RULES.md W4).
+	"webhook-deliveries": {what: "a webhook delivery id"},
 }
 
 // pathID is one wildcard of a route's pattern and the id it takes.

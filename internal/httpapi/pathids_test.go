@@ -57,6 +57,12 @@ func TestPathIDsTable(t *testing.T) {
 	opA, opB := b.operatorToken("viewer", ""), b.operatorToken("viewer", "")
 	var gt clasp.GateToken
 	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/gate-tokens", req{body: map[string]any{"name": "ci"}}, &gt)
+	var wh, spareWH clasp.Webhook
+	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/webhooks", req{body: map[string]any{"url": "https://example.com/h", "events": []string{"issue.*"}}}, &wh)
+	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/webhooks", req{body: map[string]any{"url": "https://example.com/s", "events": []string{"issue.*"}}}, &spareWH)
+	b.must(http.StatusCreated, "POST", "/api/issues/"+iss.ID+"/comments", req{body: map[string]any{"body": "for the webhook"}}, nil)
+	var dl []clasp.WebhookDelivery
+	b.must(http.StatusOK, "GET", "/api/webhooks/"+wh.ID+"/deliveries", req{}, &dl)
 
 	co := map[string]string{"companyId": w.c.ID}
 	ag := map[string]string{"id": w.b.ID}
@@ -101,6 +107,14 @@ func TestPathIDsTable(t *testing.T) {
 		{pattern: "GET /api/issues/{id}/activity", good: is, status: 200},
 		{pattern: "GET /api/companies/{companyId}/activity", good: co, status: 200},
 		{pattern: "GET /api/companies/{companyId}/events", good: co, status: 200, goodMethod: "HEAD"},
+		{pattern: "GET /api/companies/{companyId}/attention", good: co, status: 200},
+		{pattern: "POST /api/companies/{companyId}/webhooks", good: co, body: map[string]any{"url": "https://example.com/n", "events": []string{"*"}}, status: 201},
+		{pattern: "GET /api/companies/{companyId}/webhooks", good: co, status: 200},
+		{pattern: "GET /api/webhooks/{id}", good: map[string]string{"id": wh.ID}, status: 200},
+		{pattern: "PATCH /api/webhooks/{id}", good: map[string]string{"id": wh.ID}, body: map[string]any{"enabled": true}, status: 200},
+		{pattern: "DELETE /api/webhooks/{id}", good: map[string]string{"id": spareWH.ID}, status: 204},
+		{pattern: "GET /api/webhooks/{id}/deliveries", good: map[string]string{"id": wh.ID}, status: 200},
+		{pattern: "POST /api/webhook-deliveries/{id}/redeliver", good: map[string]string{"id": dl[0].ID}, body: map[string]any{}, status: 202},
 	}
 
 	covered := map[string]bool{}

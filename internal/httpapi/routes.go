@@ -79,4 +79,16 @@ func (s *Server) routes() {
 	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/gate-tokens", access: adminOnly, serve: withBody(s.gateTokenCreate)})
 	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/gate-tokens", access: adminOnly, serve: noBody(s.gateTokenList)})
 	s.handle(endpoint{pattern: "DELETE /api/companies/{companyId}/gate-tokens/{id}", access: adminOnly, serve: noBody(s.gateTokenRevoke)})
+
+	// Webhooks (RULES.md, Webhooks): subscriptions and their delivery log,
+	// the board's and operators'.
+	s.handle(endpoint{pattern: "POST /api/companies/{companyId}/webhooks", access: boardOnly, serve: withBody(s.webhookCreate)})
+	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/webhooks", access: boardOnly, serve: noBody(s.webhookList)})
+	s.handle(endpoint{pattern: "GET /api/webhooks/{id}", access: boardOnly, serve: noBody(s.webhookGet)})
+	s.handle(endpoint{pattern: "PATCH /api/webhooks/{id}", access: boardOnly, serve: withBody(s.webhookUpdate)})
+	s.handle(endpoint{pattern: "DELETE /api/webhooks/{id}", access: boardOnly, serve: noBody(s.webhookDelete)})
+	s.handle(endpoint{pattern: "GET /api/webhooks/{id}/deliveries", access: boardOnly, serve: noBody(s.webhookDeliveries)})
+	s.handle(endpoint{pattern: "POST /api/webhook-deliveries/{id}/redeliver", access: boardOnly, serve: withBody(s.webhookRedeliver)})
+	// Escalation (RULES.md E5): the issues that need a person.
+	s.handle(endpoint{pattern: "GET /api/companies/{companyId}/attention", access: boardOnly, serve: noBody(s.attentionList)})
 }

@@ -74,6 +74,12 @@ type Config struct {
 	// a per-request read deadline, so the http.Server needs no ReadTimeout,
 	// which would also cut the event stream. Default 30 s.
 	BodyReadTimeout time.Duration
+	// WebhookAllowPrivate lets webhook subscriptions name private,
+	// loopback and link-local IP addresses (clasp serve
+	// --webhook-allow-private); without it such a literal address is 400
+	// at creation, and every delivery is checked again at dial time
+	// (RULES.md W5).
+	WebhookAllowPrivate bool
 	// Scheduler is the heartbeat scheduler of server-managed agents:
 	// wakeups nudge it, run cancels stop its processes. Nil: wakes are
 	// only recorded, and cancels end runs in the store.

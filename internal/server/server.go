@@ -31,6 +31,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/metrics"
 	"github.com/clasp-dev/clasp/internal/recovery"
 	"github.com/clasp-dev/clasp/internal/store"
+	"github.com/clasp-dev/clasp/internal/webhook"
 )
 
 // ReadHeaderTimeout is how long the server waits for a request's header
@@ -85,6 +86,10 @@ type Config struct {
 	// BodyReadTimeout bounds the arrival of a request's body on every
 	// route (httpapi.Config.BodyReadTimeout). Zero: its default.
 	BodyReadTimeout time.Duration
+	// Webhooks configures the dispatcher of webhook deliveries (RULES.md,
+	// Webhooks); its AllowPrivate also lets subscriptions name private
+	// addresses. Logger is the server's when unset.
+	Webhooks webhook.Config
 }
 
 // Agents configures the heartbeat scheduler (see heartbeat.Config).
@@ -108,6 +113,7 @@ type Server struct {
 	cfg     Config
 	api     *httpapi.Server
 	sweeper *recovery.Sweeper
+	hooks   *webhook.Dispatcher
 	sched   *heartbeat.Scheduler // nil without Config.Agents
 	hs      *http.Server
 	served  chan error // Serve's result: one value, then closed
@@ -166,19 +172,20 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 	}
 	s.sweeper = recovery.NewSweeper(cfg.Store, rcfg)
 	s.api = httpapi.New(httpapi.Config{
-		Store:           cfg.Store,
-		Logger:          log,
-		LeaseTTL:        cfg.LeaseTTL,
-		LocalTrusted:    cfg.LocalTrusted,
-		RequireRunToken: cfg.RequireRunToken,
-		Registry:        reg,
-		Metrics:         m,
-		Scheduler:       apiSched,
-		Dependencies:    s.sweeper,
-		RunLogDir:       cfg.RunLogDir,
-		Limits:          cfg.Limits,
-		RequestDeadline: cfg.RequestDeadline,
-		BodyReadTimeout: cfg.BodyReadTimeout,
+		Store:               cfg.Store,
+		Logger:              log,
+		LeaseTTL:            cfg.LeaseTTL,
+		LocalTrusted:        cfg.LocalTrusted,
+		RequireRunToken:     cfg.RequireRunToken,
+		Registry:            reg,
+		Metrics:             m,
+		Scheduler:           apiSched,
+		Dependencies:        s.sweeper,
+		RunLogDir:           cfg.RunLogDir,
+		Limits:              cfg.Limits,
+		RequestDeadline:     cfg.RequestDeadline,
+		BodyReadTimeout:     cfg.BodyReadTimeout,
+		WebhookAllowPrivate: cfg.Webhooks.AllowPrivate,
 	})
 	// The web board at / in front of the API; /mcp: the stateless MCP
 	// endpoint, whose tools call the API in process.
@@ -199,10 +206,19 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 		_ = ln.Close() // the sweeper's error is the one returned
 		return nil, fmt.Errorf("start sweeper: %w", err)
 	}
+	// The webhook dispatcher wakes on every write of the store (and, on
+	// PostgreSQL, of every replica), and polls as a fallback.
+	wcfg := cfg.Webhooks
+	if wcfg.Logger == nil {
+		wcfg.Logger = log
+	}
+	s.hooks = webhook.New(cfg.Store, wcfg)
+	s.hooks.Start(ctx)
 	// The scheduler registers this server as an instance at start.
 	if s.sched != nil {
 		if err := s.sched.Start(ctx); err != nil {
 			s.sweeper.Stop()
+			s.hooks.Stop()
 			_ = ln.Close() // the scheduler's error is the one returned
 			return nil, fmt.Errorf("start heartbeat scheduler: %w", err)
 		}
@@ -269,5 +285,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.sched.Stop()
 	}
 	s.sweeper.Stop()
+	s.hooks.Stop()
 	return err
 }

@@ -104,7 +104,14 @@ func (c CRUD) CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp
 	if err := clasp.ValidateBranchTemplate(tmpl); err != nil {
 		return nil, err
 	}
-	args := ActorArgs(Args{"id": c.d.NewID(), "name": name, "prefix": p.IssuePrefix, "branch_template": tmpl}, p.Actor)
+	esc := clasp.DefaultEscalateAfterFailures
+	if p.EscalateAfterFailures != nil {
+		esc = *p.EscalateAfterFailures
+	}
+	if esc < 0 || esc > clasp.MaxEscalateAfterFailures {
+		return nil, clasp.InvalidField("escalateAfterFailures", "escalateAfterFailures must be from 0 (never escalate) to %d, not %d.", clasp.MaxEscalateAfterFailures, esc)
+	}
+	args := ActorArgs(Args{"id": c.d.NewID(), "name": name, "prefix": p.IssuePrefix, "branch_template": tmpl, "escalate": esc}, p.Actor)
 	var out *clasp.Company
 	err := c.d.Write(ctx, func(q Querier) error {
 		co, err := ScanCompany(q.QueryRow(ctx, "CompanyInsert", args))
@@ -126,29 +133,43 @@ func (c CRUD) CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp
 	return out, nil
 }
 
-// CompanyUpdate changes the name or branch template of company p.ID (a
-// nil field is kept) and records company.updated with the fields
-// changed. 400 invalid_request naming name (empty or over 200
-// characters) or branchTemplate (clasp.ValidateBranchTemplate); 404
-// not_found for no such company.
+// CompanyUpdate changes the name, branch template or escalation setting
+// of company p.ID (a nil field is kept) and, when one changed, records
+// company.updated {changes: {field: {from, to}}}. 400 invalid_request
+// naming name (empty or over 200 characters), branchTemplate
+// (clasp.ValidateBranchTemplate) or escalateAfterFailures (out of
+// 0..clasp.MaxEscalateAfterFailures); 404 not_found for no such company.
 func (c CRUD) CompanyUpdate(ctx context.Context, p *CompanyUpdateParams) (*clasp.Company, error) {
-	args := ActorArgs(Args{"id": p.ID, "name": nil, "branch_template": nil}, p.Actor)
-	changed := map[string]any{}
+	args := Args{"id": p.ID, "name": nil, "branch_template": nil, "escalate": nil}
 	if p.Name != nil {
 		name := strings.TrimSpace(*p.Name)
 		if name == "" || len(name) > 200 {
 			return nil, clasp.InvalidField("name", "name is required, at most 200 characters.")
 		}
-		args["name"], changed["name"] = name, name
+		args["name"] = name
 	}
 	if p.BranchTemplate != nil {
 		if err := clasp.ValidateBranchTemplate(*p.BranchTemplate); err != nil {
 			return nil, err
 		}
-		args["branch_template"], changed["branchTemplate"] = *p.BranchTemplate, *p.BranchTemplate
+		args["branch_template"] = *p.BranchTemplate
 	}
+	if p.EscalateAfterFailures != nil {
+		if v := *p.EscalateAfterFailures; v < 0 || v > clasp.MaxEscalateAfterFailures {
+			return nil, clasp.InvalidField("escalateAfterFailures", "escalateAfterFailures must be from 0 (never escalate) to %d, not %d.", clasp.MaxEscalateAfterFailures, v)
+		}
+		args["escalate"] = *p.EscalateAfterFailures
+	}
+	args = ActorArgs(args, p.Actor)
 	var out *clasp.Company
 	err := c.d.Write(ctx, func(q Querier) error {
+		before, err := ScanCompany(q.QueryRow(ctx, "CompanyGet", Args{"id": p.ID}))
+		if c.d.NoRows(err) {
+			return ErrNotFound("company", p.ID)
+		}
+		if err != nil {
+			return Wrap(err, "get company %s", p.ID)
+		}
 		co, err := ScanCompany(q.QueryRow(ctx, "CompanyUpdate", args))
 		if c.d.NoRows(err) {
 			return ErrNotFound("company", p.ID)
@@ -157,7 +178,23 @@ func (c CRUD) CompanyUpdate(ctx context.Context, p *CompanyUpdateParams) (*clasp
 			return Wrap(err, "update company %s", p.ID)
 		}
 		out = co
-		return activity(ctx, q, co.ID, p.Actor, clasp.ActionCompanyUpdated, "company", co.ID, changed)
+		changes := map[string]any{}
+		for _, f := range []struct {
+			field    string
+			from, to any
+		}{
+			{"name", before.Name, co.Name},
+			{"branchTemplate", before.BranchTemplate, co.BranchTemplate},
+			{"escalateAfterFailures", before.EscalateAfterFailures, co.EscalateAfterFailures},
+		} {
+			if f.from != f.to {
+				changes[f.field] = map[string]any{"from": f.from, "to": f.to}
+			}
+		}
+		if len(changes) == 0 {
+			return nil
+		}
+		return activity(ctx, q, co.ID, p.Actor, clasp.ActionCompanyUpdated, "company", co.ID, map[string]any{"changes": changes})
 	})
 	if err != nil {
 		return nil, err
@@ -197,10 +234,11 @@ func (c CRUD) CompanyArchive(ctx context.Context, p *CompanyArchiveParams) (*cla
 	err := c.d.Write(ctx, func(q Querier) error {
 		var (
 			co      clasp.Company
+			esc     int64
 			changed bool
 		)
 		err := q.QueryRow(ctx, "CompanyArchive", ActorArgs(Args{"id": p.ID, "archive": p.Archive}, p.Actor)).
-			Scan(&co.ID, &co.Name, &co.IssuePrefix, &co.BranchTemplate, Time(&co.CreatedAt), NullTime(&co.ArchivedAt), &changed)
+			Scan(&co.ID, &co.Name, &co.IssuePrefix, &co.BranchTemplate, Time(&co.CreatedAt), NullTime(&co.ArchivedAt), &esc, &changed)
 		if c.d.NoRows(err) {
 			// no such company, or it is in that state already
 			cur, err := ScanCompany(q.QueryRow(ctx, "CompanyGet", Args{"id": p.ID}))
@@ -213,6 +251,7 @@ func (c CRUD) CompanyArchive(ctx context.Context, p *CompanyArchiveParams) (*cla
 		if err != nil {
 			return Wrap(err, "archive company %s", p.ID)
 		}
+		co.EscalateAfterFailures = int(esc)
 		out = &co
 		if !changed {
 			return nil

@@ -245,6 +245,10 @@ func WakeIssueRefusal(agentID, issueID string, status clasp.IssueStatus, assigne
 // issue is done or cancelled (WakeIssueRefusal).
 const WakeReasonIssueClosed = "issue_closed"
 
+// WakeReasonIssueEscalated is details.reason of a wake refused because its
+// issue was escalated to a person (RULES.md E3).
+const WakeReasonIssueEscalated = "issue_escalated"
+
 // Validate checks a wake before any store runs it (both stores call it):
 // 400 invalid_request naming the field for a reason other than timer,
 // assignment or on_demand, or an idempotency key over 255 characters.

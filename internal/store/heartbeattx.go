@@ -68,7 +68,7 @@ func (t QueryTx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent
 func (t QueryTx) IssueLocks(ctx context.Context, issueID string) (*IssueLockState, error) {
 	var l IssueLockState
 	err := t.QueryRow(ctx, "WakeIssueLocks", Args{"issue": issueID}).
-		Scan(&l.Status, &l.AssigneeAgentID, &l.CheckoutRunID, &l.ExecutionRunID)
+		Scan(&l.Status, &l.AssigneeAgentID, &l.CheckoutRunID, &l.ExecutionRunID, &l.Escalated)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 // Column lists of the resources' rows, in the order the scan functions
 // below read them; both dialects' tables have these columns.
 const (
-	CompanyCols = `id, name, issue_prefix, branch_template, created_at, archived_at`
+	CompanyCols = `id, name, issue_prefix, branch_template, created_at, archived_at, escalate_after_failures`
 	AgentCols   = `id, company_id, name, name_key, role, status, created_at, last_heartbeat_at`
 	KeyCols     = `id, agent_id, prefix, created_at, last_used_at, revoked_at, name`
 	RunCols     = `id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
@@ -31,9 +31,11 @@ const (
 // ScanCompany reads a CompanyCols row.
 func ScanCompany(sc Row) (*clasp.Company, error) {
 	var c clasp.Company
-	if err := sc.Scan(&c.ID, &c.Name, &c.IssuePrefix, &c.BranchTemplate, Time(&c.CreatedAt), NullTime(&c.ArchivedAt)); err != nil {
+	var esc int64
+	if err := sc.Scan(&c.ID, &c.Name, &c.IssuePrefix, &c.BranchTemplate, Time(&c.CreatedAt), NullTime(&c.ArchivedAt), &esc); err != nil {
 		return nil, err
 	}
+	c.EscalateAfterFailures = int(esc)
 	return &c, nil
 }
 

@@ -71,16 +71,20 @@ type CompanyCreateParams struct {
 	// BranchTemplate names the branches of the company's issues;
 	// "" is clasp.DefaultBranchTemplate.
 	BranchTemplate string
-	Actor          Actor
+	// EscalateAfterFailures is the company's escalation setting (RULES.md
+	// E1); nil takes clasp.DefaultEscalateAfterFailures.
+	EscalateAfterFailures *int
+	Actor                 Actor
 }
 
 // CompanyUpdateParams changes a company: each field set is written, a nil
 // one is kept.
 type CompanyUpdateParams struct {
-	ID             string
-	Name           *string
-	BranchTemplate *string
-	Actor          Actor
+	ID                    string
+	Name                  *string
+	BranchTemplate        *string
+	EscalateAfterFailures *int
+	Actor                 Actor
 }
 
 // CompanyArchiveParams archives company ID (Archive true) or restores it
@@ -496,13 +500,19 @@ type Store interface {
 	// GateMaxStamps.
 	GateCheck(ctx context.Context, companyID string, stamps []clasp.GateStamp) ([]*clasp.GateVerdict, error)
 
+	// Webhooks: a company's subscriptions, their delivery log and the
+	// dispatcher's claims (RULES.md, Webhooks; see the CRUD methods of the
+	// same names for the codes).
+	WebhookStore
+
 	// CompanyCreate creates a company. 409 already_exists if IssuePrefix is taken.
 	CompanyCreate(ctx context.Context, p *CompanyCreateParams) (*clasp.Company, error)
 	// CompanyGet returns a company; 404 not_found.
 	CompanyGet(ctx context.Context, id string) (*clasp.Company, error)
-	// CompanyUpdate changes a company's name or branch template, with a
-	// company.updated activity row. 400 invalid_request naming the field
-	// for an empty name or a bad template; 404 not_found.
+	// CompanyUpdate changes a company's name, branch template or
+	// escalation setting, with a company.updated {changes} activity row
+	// when one changed. 400 invalid_request naming the field; 404
+	// not_found.
 	CompanyUpdate(ctx context.Context, p *CompanyUpdateParams) (*clasp.Company, error)
 	// CompanyList returns companies, oldest first, without the archived
 	// ones unless includeArchived.
@@ -650,6 +660,24 @@ type Store interface {
 	// referenced runs are all dead, compare-and-set on the old values, one
 	// issue.stale_lock_cleared row each. Safe to run concurrently.
 	SweepStaleLocks(ctx context.Context) (int, error)
+}
+
+// WebhookStore is the webhook part of a Store (RULES.md, Webhooks,
+// W1-W6); CRUD implements it for both dialects.
+type WebhookStore interface {
+	WebhookCreate(ctx context.Context, p *WebhookCreateParams) (*clasp.Webhook, error)
+	WebhookGet(ctx context.Context, id string) (*clasp.Webhook, error)
+	WebhookList(ctx context.Context, companyID string) ([]*clasp.Webhook, error)
+	WebhookUpdate(ctx context.Context, p *WebhookUpdateParams) (*clasp.Webhook, error)
+	WebhookDelete(ctx context.Context, id string) error
+	WebhookDeliveryList(ctx context.Context, webhookID string, page Page) ([]*clasp.WebhookDelivery, string, error)
+	WebhookDeliveryGet(ctx context.Context, id string) (*clasp.WebhookDelivery, error)
+	WebhookRedeliver(ctx context.Context, id string) (*clasp.WebhookDelivery, error)
+	WebhookClaim(ctx context.Context, claim string, limit int, lease time.Duration) ([]*WebhookJob, error)
+	WebhookRecord(ctx context.Context, o *WebhookOutcome) error
+	WebhookNextDue(ctx context.Context) (time.Duration, bool, error)
+	// AttentionList lists the issues that need a person (RULES.md E5).
+	AttentionList(ctx context.Context, companyID string) ([]*clasp.AttentionItem, error)
 }
 
 // ActivityStream is what the live event stream (GET

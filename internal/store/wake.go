@@ -85,6 +85,9 @@ type IssueLockState struct {
 	Status                        clasp.IssueStatus
 	AssigneeAgentID               *string
 	CheckoutRunID, ExecutionRunID *string
+	// Escalated: the issue was escalated to a person (RULES.md E3) and
+	// has not left blocked since.
+	Escalated bool
 }
 
 // QueuedRun is a managed run to queue (WakeTx.InsertQueuedRun).
@@ -219,6 +222,12 @@ func wakeReplay(ctx context.Context, tx WakeTx, p *WakeParams) (*WakeResult, err
 
 // wakeRefusalOf is WakeIssueRefusal on the state IssueLocks read.
 func wakeRefusalOf(agentID, issueID string, l *IssueLockState) error {
+	if l.Escalated {
+		e := clasp.Errorf(clasp.CodePreconditionFailed,
+			"Issue %s was escalated to a person after its runs kept failing: no wake takes it until someone moves it out of blocked.", issueID)
+		e.Details = map[string]any{"issueId": issueID, "status": l.Status, "assigneeAgentId": l.AssigneeAgentID, "reason": WakeReasonIssueEscalated}
+		return e
+	}
 	return WakeIssueRefusal(agentID, issueID, l.Status, l.AssigneeAgentID, l.CheckoutRunID, l.ExecutionRunID)
 }
 

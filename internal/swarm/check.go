@@ -376,6 +376,14 @@ func replayActivity(acts []*clasp.Activity, issues []*clasp.Issue, results map[s
 						a.ID, a.Action, d.ClearedCheckoutRunID, d.ClearedExecutionRunID, holder, exec)
 				}
 				holder, exec = "", ""
+			case clasp.ActionIssueEscalated:
+				// Escalation (RULES.md E3) clears both locks in the
+				// transaction of the run's end that escalated it.
+				if d.PreviousCheckoutRunID != holder || d.PreviousExecutionRunID != exec {
+					add(id, CheckLockActivity, "activity %d: %s names previous holders %q/%q, but the log has %q/%q holding the locks",
+						a.ID, a.Action, d.PreviousCheckoutRunID, d.PreviousExecutionRunID, holder, exec)
+				}
+				holder, exec = "", ""
 			case clasp.ActionIssueReleased, clasp.ActionIssueForceRelease:
 				if named, ok := previousHolder(a.Details); ok && named != cmp.Or(holder, exec) {
 					add(id, CheckLockActivity, "activity %d: %s names previous holder %q, but the log has %q holding the lock", a.ID, a.Action, named, cmp.Or(holder, exec))

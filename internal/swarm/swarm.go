@@ -756,6 +756,9 @@ func setUp(ctx context.Context, board *client.Client, agents int, files []File, 
 	return co, keys, agentIDs, expected, nil
 }
 
+// neverEscalate is the swarm company's escalateAfterFailures.
+var neverEscalate = 0
+
 // createCompany creates the swarm's company with a fresh random issue prefix.
 func createCompany(ctx context.Context, board *client.Client) (*clasp.Company, error) {
 	for attempt := 0; ; attempt++ {
@@ -766,6 +769,12 @@ func createCompany(ctx context.Context, board *client.Client) (*clasp.Company, e
 		co, err := board.CompanyCreate(ctx, client.CompanyCreateRequest{
 			Name:        fmt.Sprintf("swarm %s %s", time.Now().UTC().Format(time.RFC3339), prefix),
 			IssuePrefix: string(prefix),
+			// The swarm kills agents on purpose and checks that every
+			// issue is done anyway: an issue whose holders happened to be
+			// killed three times in a row must not be escalated to a
+			// person (RULES.md E1), so the swarm's company never
+			// escalates.
+			EscalateAfterFailures: &neverEscalate,
 		})
 		if clasp.ErrorCode(err) == clasp.CodeAlreadyExists && attempt < 5 {
 			continue

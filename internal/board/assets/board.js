@@ -344,9 +344,10 @@ document.addEventListener("submit", async (ev) => {
   let last = null;
   const done = await confirmDialog(form.dataset.confirm, warn, async () => (last = await call(form.dataset.method, form.dataset.path, payload)));
   if (done) {
-    show(msg, "Done.");
+    const shown = form.dataset.show && last && last.data ? last.data[form.dataset.show] : "";
+    show(msg, shown ? "Done. Shown only this once, store it now: " + shown : "Done.");
     if (msg) msg.classList.add("ok");
-    if (form.id === "create-issue" || form.id === "comment" || form.id === "force-release") form.reset();
+    if (form.id === "create-issue" || form.id === "comment" || form.id === "force-release" || form.id === "create-webhook") form.reset();
     schedule();
   } else if (last && !last.ok) {
     show(msg, last.message);

@@ -156,8 +156,8 @@ func TestOpenConcurrentMigrations(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	defer again.Close()
-	if v, err := again.SchemaVersion(t.Context()); err != nil || v != 18 { // 002_heartbeats, 003_claim, 004_idempotent_patch, 005_wake_request_hash, 006_companies_list_index, 007_issues_status_list_index, 008_instances, 009_key_name, 010_activity_request_id, 011_assignee_status_assigned, 012_issues_autovacuum, 013_operators, 014_run_key, 015_dependencies, 016_gate, 017_relations_archive, 018_branch_template
-		t.Errorf("SchemaVersion after reopen: got %d, %v, want 18, nil", v, err)
+	if v, err := again.SchemaVersion(t.Context()); err != nil || v != 19 { // 002_heartbeats, 003_claim, 004_idempotent_patch, 005_wake_request_hash, 006_companies_list_index, 007_issues_status_list_index, 008_instances, 009_key_name, 010_activity_request_id, 011_assignee_status_assigned, 012_issues_autovacuum, 013_operators, 014_run_key, 015_dependencies, 016_gate, 017_relations_archive, 018_branch_template, 019_webhooks
+		t.Errorf("SchemaVersion after reopen: got %d, %v, want 19, nil", v, err)
 	}
 }
 

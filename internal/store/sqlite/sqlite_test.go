@@ -155,7 +155,7 @@ func TestMigrationsIdempotentOnReopen(t *testing.T) {
 var board = store.Actor{Type: clasp.ActorBoard}
 
 // latestSchema is the version of the newest file under migration/.
-const latestSchema = 20 // 003_heartbeats, 004_claim, 005_idempotent_patch, 006_wake_request_hash, 007_agents_list_index, 008_companies_list_index, 009_issues_status_list_index, 010_instances, 011_key_name, 012_activity_request_id, 013_check_without_in_lists, 014_drop_checkout_run_index, 015_operators, 016_run_key, 017_dependencies, 018_gate, 019_relations_archive, 020_branch_template
+const latestSchema = 21 // 003_heartbeats, 004_claim, 005_idempotent_patch, 006_wake_request_hash, 007_agents_list_index, 008_companies_list_index, 009_issues_status_list_index, 010_instances, 011_key_name, 012_activity_request_id, 013_check_without_in_lists, 014_drop_checkout_run_index, 015_operators, 016_run_key, 017_dependencies, 018_gate, 019_relations_archive, 020_branch_template, 021_webhooks
 
 // fixture is a company with agents A and B and one running run each.
 type fixture struct {

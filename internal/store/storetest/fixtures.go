@@ -33,6 +33,7 @@ var lockActions = []string{
 	clasp.ActionIssueLockReleased,
 	clasp.ActionIssueStaleLockCleared,
 	clasp.ActionIssueForceRelease,
+	clasp.ActionIssueEscalated,
 }
 
 // env is the usual bundle of a test: a fresh store, its hooks, a company

@@ -529,6 +529,11 @@ func (m *propModel) final(t *testing.T) {
 				e, _ := strconv.ParseInt(asString(d["checkoutEpoch"]), 10, 64)
 				epochs = append(epochs, e)
 				runOfEpoch[e] = asString(d["runId"])
+			case clasp.ActionIssueEscalated:
+				// An escalation (E3) clears the checkout lock its issue had.
+				if asString(d["previousCheckoutRunId"]) == "" {
+					continue
+				}
 			case clasp.ActionIssueForceRelease, clasp.ActionIssueLockAdopted:
 				if why := asString(d["why"]); a.Action == clasp.ActionIssueLockAdopted && why != "terminal" && why != "lost" && why != "missing" {
 					t.Errorf("%s: adoption %s of a holder that was not dead (why %q, want terminal, lost or missing, L3)", iss.Identifier, a.Details, why)
@@ -555,7 +560,7 @@ func (m *propModel) final(t *testing.T) {
 		}
 		m.mu.Unlock()
 		clears := counts[clasp.ActionIssueReleased] + counts[clasp.ActionIssueLockReleased] + counts[clasp.ActionIssueStaleLockCleared] +
-			counts[clasp.ActionIssueForceRelease] + counts[clasp.ActionIssueLockAdopted]
+			counts[clasp.ActionIssueForceRelease] + counts[clasp.ActionIssueLockAdopted] + counts[clasp.ActionIssueEscalated]
 		if int64(clears) != iss.CheckoutEpoch {
 			t.Errorf("%s: %d lock clears %v for %d acquisitions, want one clear row per acquisition (every lock ends unlocked)", iss.Identifier, clears, counts, iss.CheckoutEpoch)
 		}

@@ -144,7 +144,9 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		// Random sequences from several goroutines, invariant L7 after each.
 		{"Property_L7", testPropertyL7},
 	}
-	parallel = append(parallel, depTests...) // RULES.md, Dependencies (deps.go)
+	parallel = append(parallel, depTests...)     // RULES.md, Dependencies (deps.go)
+	parallel = append(parallel, webhookTests...) // RULES.md, Webhooks (webhook.go)
+	parallel = append(parallel, escalationTests...)
 	for _, tc := range parallel {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

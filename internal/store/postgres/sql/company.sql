@@ -14,31 +14,45 @@ RETURNING value
 -- name: CompanyInsert
 -- The company and its company.created row.
 WITH c AS (
-	INSERT INTO companies (id, name, issue_prefix, branch_template, created_at) VALUES (@id::text, @name::text, @prefix::text, @branch_template::text, now())
-	RETURNING id, name, issue_prefix, branch_template, created_at, archived_at
+	INSERT INTO companies (id, name, issue_prefix, branch_template, created_at, escalate_after_failures)
+	VALUES (@id::text, @name::text, @prefix::text, @branch_template::text, now(), @escalate::integer)
+	RETURNING id, name, issue_prefix, branch_template, created_at, archived_at, escalate_after_failures
 ), act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
 	SELECT c.id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'company.created', 'company', c.id,
 		jsonb_build_object('name', c.name, 'issuePrefix', c.issue_prefix) FROM c
 )
-SELECT id, name, issue_prefix, branch_template, created_at, archived_at FROM c
+SELECT id, name, issue_prefix, branch_template, created_at, archived_at, escalate_after_failures FROM c
 
 -- name: CompanyGet
-SELECT id, name, issue_prefix, branch_template, created_at, archived_at FROM companies WHERE id = @id::text
+SELECT id, name, issue_prefix, branch_template, created_at, archived_at, escalate_after_failures FROM companies WHERE id = @id::text
 
 -- name: CompanyUpdate
--- Sets the fields given (a NULL argument keeps the column), with its
--- company.updated row naming the fields set.
-WITH c AS (
-	UPDATE companies SET name = coalesce(@name::text, name), branch_template = coalesce(@branch_template::text, branch_template)
+-- The fields given (a NULL parameter leaves its column: the name, the
+-- branch template (G5), the escalation setting (E1)) and, when one
+-- changed, its company.updated {changes: {field: {from, to}}} row.
+WITH old AS (
+	SELECT name, branch_template, escalate_after_failures FROM companies WHERE id = @id::text
+), c AS (
+	UPDATE companies SET name = coalesce(@name::text, name), branch_template = coalesce(@branch_template::text, branch_template),
+		escalate_after_failures = coalesce(@escalate::integer, escalate_after_failures)
 	WHERE id = @id::text
-	RETURNING id, name, issue_prefix, branch_template, created_at, archived_at
+	RETURNING id, name, issue_prefix, branch_template, created_at, archived_at, escalate_after_failures
+), ch AS (
+	SELECT c.id, jsonb_strip_nulls(jsonb_build_object(
+		'name', CASE WHEN old.name <> c.name THEN jsonb_build_object('from', old.name, 'to', c.name) END,
+		'branchTemplate', CASE WHEN old.branch_template <> c.branch_template
+			THEN jsonb_build_object('from', old.branch_template, 'to', c.branch_template) END,
+		'escalateAfterFailures', CASE WHEN old.escalate_after_failures <> c.escalate_after_failures
+			THEN jsonb_build_object('from', old.escalate_after_failures, 'to', c.escalate_after_failures) END)) AS changes
+	FROM c, old
 ), act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
-	SELECT c.id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'company.updated', 'company', c.id,
-		jsonb_strip_nulls(jsonb_build_object('name', @name::text, 'branchTemplate', @branch_template::text)) FROM c
+	SELECT ch.id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'company.updated', 'company', ch.id,
+		jsonb_build_object('changes', ch.changes)
+	FROM ch WHERE ch.changes <> '{}'::jsonb
 )
-SELECT id, name, issue_prefix, branch_template, created_at, archived_at FROM c
+SELECT id, name, issue_prefix, branch_template, created_at, archived_at, escalate_after_failures FROM c
 
 -- name: CompanyArchive
 -- Archives company @id (@archive true) or restores it (false) when its
@@ -48,11 +62,11 @@ SELECT id, name, issue_prefix, branch_template, created_at, archived_at FROM c
 WITH u AS (
 	UPDATE companies SET archived_at = CASE WHEN @archive::boolean THEN now() END
 	WHERE id = @id::text AND (archived_at IS NULL) = @archive::boolean
-	RETURNING id, name, issue_prefix, branch_template, created_at, archived_at
+	RETURNING id, name, issue_prefix, branch_template, created_at, archived_at, escalate_after_failures
 ), act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
 	SELECT u.id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text,
 		CASE WHEN @archive::boolean THEN 'company.archived' ELSE 'company.unarchived' END, 'company', u.id,
 		jsonb_build_object('name', u.name, 'issuePrefix', u.issue_prefix) FROM u
 )
-SELECT id, name, issue_prefix, branch_template, created_at, archived_at, true FROM u
+SELECT id, name, issue_prefix, branch_template, created_at, archived_at, escalate_after_failures, true FROM u

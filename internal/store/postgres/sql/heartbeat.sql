@@ -37,7 +37,7 @@ WHERE agent_id = @agent::text AND idempotency_key = @key::text
 -- What a wake decides on: the issue's status, assignee and lock holders,
 -- locked so that no reassignment or close lands before the wake's lock
 -- write.
-SELECT status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues WHERE id = @issue::text FOR UPDATE
+SELECT status, assignee_agent_id, checkout_run_id, execution_run_id, escalated_at IS NOT NULL FROM issues WHERE id = @issue::text FOR UPDATE
 
 -- name: WakeQueuedRun
 -- The agent's oldest queued managed run for issue @issue (NULL: for no issue).
@@ -62,6 +62,8 @@ UPDATE issues i SET
 WHERE i.id = @issue::text
 	-- L1: the issue is the agent's or unassigned (and not closed)
 	AND i.status NOT IN ('done', 'cancelled')
+	-- E3: no wake takes an escalated issue
+	AND i.escalated_at IS NULL
 	AND (i.assignee_agent_id IS NULL OR i.assignee_agent_id = @agent::text)
 	-- L1: both lock columns are empty or name dead runs (a dead holder is displaced, L3)
 	AND (i.execution_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.execution_run_id

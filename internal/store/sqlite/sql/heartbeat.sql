@@ -30,7 +30,7 @@ WHERE agent_id = :agent AND idempotency_key = :key
 
 -- name: WakeIssueLocks
 -- What a wake decides on: the issue's status, assignee and lock holders.
-SELECT status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues WHERE id = :issue
+SELECT status, assignee_agent_id, checkout_run_id, execution_run_id, escalated_at IS NOT NULL FROM issues WHERE id = :issue
 
 -- name: WakeQueuedRun
 -- The agent's oldest queued managed run for issue :issue (NULL: for no issue).
@@ -55,6 +55,8 @@ UPDATE issues SET
 WHERE id = :issue
 	-- L1: the issue is the agent's or unassigned (and not closed)
 	AND status NOT IN ('done', 'cancelled')
+	-- E3: no wake takes an escalated issue
+	AND escalated_at IS NULL
 	AND (assignee_agent_id IS NULL OR assignee_agent_id = :agent)
 	-- L1: both lock columns are empty or name dead runs (a dead holder is displaced, L3)
 	AND (execution_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id

@@ -29,6 +29,8 @@ export type Company = {
   createdAt: string;
   /** When the company was archived; null when it is not. An archived company is left out of GET /api/companies unless includeArchived=true; nothing else about it changes. */
   archivedAt: string | null;
+  /** How many runs of one issue in a row may end failed or timed out before the issue is escalated to a person: moved to blocked, its locks cleared, with a comment and an issue.escalated event (RULES.md, Escalation). 0 never escalates. */
+  escalateAfterFailures: number;
 };
 
 /** A worker identity. */
@@ -221,6 +223,8 @@ export type CompanyCreate = {
   issuePrefix?: string;
   /** The git branch of each issue's work, named in the workspace of every checkout and claim; a commit without a stamp on such a branch is refused by the gate. {identifier} (required) is replaced by the issue's identifier, {prefix} by the company's issue prefix; the result must be a valid git branch name (git check-ref-format), else 400 naming branchTemplate. Default clasp/{identifier}. */
   branchTemplate?: string;
+  /** How many runs of one issue in a row may end failed or timed out before the issue is escalated to a person: moved to blocked, its locks cleared, with a comment and an issue.escalated event (RULES.md, Escalation). 0 never escalates. */
+  escalateAfterFailures?: number;
 };
 
 /** The fields sent are changed, the others kept; at least one is required. */
@@ -228,6 +232,8 @@ export type CompanyUpdate = {
   name?: string;
   /** The git branch of each issue's work, named in the workspace of every checkout and claim; a commit without a stamp on such a branch is refused by the gate. {identifier} (required) is replaced by the issue's identifier, {prefix} by the company's issue prefix; the result must be a valid git branch name (git check-ref-format), else 400 naming branchTemplate. Later grants name branches by the new template. */
   branchTemplate?: string;
+  /** How many runs of one issue in a row may end failed or timed out before the issue is escalated to a person: moved to blocked, its locks cleared, with a comment and an issue.escalated event (RULES.md, Escalation). 0 never escalates. */
+  escalateAfterFailures?: number;
 };
 
 export type AgentCreate = {
@@ -436,6 +442,101 @@ export type GateCheckResult = {
   issuePrefix: string;
 };
 
+/** A company's subscription to its activity (RULES.md, Webhooks). */
+export type Webhook = {
+  id: string;
+  companyId: string;
+  url: string;
+  /** Activity actions to deliver: an exact action (`issue.escalated`), a prefix (`issue.*`, `run.*`, `agent.*`) or `*` for all. */
+  events: Array<string>;
+  /** `json`: a WebhookEvent body; `slack`: `{"text": ...}`, what a Slack incoming webhook takes. */
+  format: "json" | "slack";
+  enabled: boolean;
+  /** A delivery was given up (24 h of failed attempts) since the last success. */
+  failing: boolean;
+  failingSince: string | null;
+  /** The signing secret, only in the answer that created (or set) it. */
+  secret?: string;
+  createdAt: string;
+  updatedAt: string;
+};
+
+export type WebhookCreate = {
+  /** An absolute http:// or https:// URL. */
+  url: string;
+  /** Activity actions to deliver: an exact action (`issue.escalated`), a prefix (`issue.*`, `run.*`, `agent.*`) or `*` for all. */
+  events: Array<string>;
+  /** The signing secret; generated (whsec_...) when not given. */
+  secret?: string;
+  format?: "json" | "slack";
+  enabled?: boolean;
+};
+
+export type WebhookUpdate = {
+  url?: string;
+  /** Activity actions to deliver: an exact action (`issue.escalated`), a prefix (`issue.*`, `run.*`, `agent.*`) or `*` for all. */
+  events?: Array<string>;
+  secret?: string;
+  format?: "json" | "slack";
+  enabled?: boolean;
+};
+
+/** One event to send to one subscription: its delivery log entry (RULES.md W4). */
+export type WebhookDelivery = {
+  /** The Clasp-Delivery header: the same at every attempt and redelivery. */
+  id: string;
+  webhookId: string;
+  companyId: string;
+  activityId: number;
+  event: string;
+  entityId: string;
+  status: "pending" | "delivered" | "failed";
+  attempts: number;
+  /** When a pending delivery is next tried; null otherwise. */
+  nextAttemptAt: string | null;
+  /** The last answer's HTTP status; null when it got none (lastError says why). */
+  lastStatus: number | null;
+  /** The last answer's first 1 KiB. */
+  lastBody: string | null;
+  lastError: string | null;
+  latencyMs: number | null;
+  createdAt: string;
+  deliveredAt: string | null;
+};
+
+/** The JSON body of a delivery of format json: a POST to the subscription's URL with headers `Clasp-Event` (the action), `Clasp-Delivery` (the delivery id, the same at every attempt: drop duplicates by it) and `Clasp-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the subscription's secret>`. Answer 2xx within 10 s; anything else is retried with exponential backoff and jitter for 24 h. Format slack sends `{"text": "..."}` instead. See docs/webhooks.md. */
+export type WebhookEvent = {
+  /** The delivery id, as in the Clasp-Delivery header. */
+  id: string;
+  /** The activity action, as in the Clasp-Event header. */
+  event: string;
+  companyId: string;
+  createdAt: string;
+  activity: Activity;
+};
+
+/** The body of a delivery of format slack. */
+export type SlackMessage = {
+  text: string;
+};
+
+/** An issue that needs a person (RULES.md E5). */
+export type AttentionItem = {
+  issueId: string;
+  identifier: string;
+  title: string;
+  status: string;
+  assigneeAgentId: string | null;
+  /** escalated: its runs kept failing (RULES.md E3); abandoned: in_progress with no live run holding it. */
+  reason: "escalated" | "abandoned";
+  /** When it was escalated, or last changed. */
+  since: string;
+  /** Runs in a row that ended failed or timed out. */
+  runFailures: number;
+  /** A line per failed run: its id, status, error code and error. */
+  failureLog: string | null;
+};
+
 /** The API's paths, as the server routes them. */
 export const paths = [
   "/healthz",
@@ -480,5 +581,10 @@ export const paths = [
   "/api/companies/{companyId}/gate-tokens/{id}",
   "/api/gate/check",
   "/api/companies/{companyId}/archive",
-  "/api/companies/{companyId}/unarchive"
+  "/api/companies/{companyId}/unarchive",
+  "/api/companies/{companyId}/webhooks",
+  "/api/webhooks/{id}",
+  "/api/webhooks/{id}/deliveries",
+  "/api/webhook-deliveries/{id}/redeliver",
+  "/api/companies/{companyId}/attention"
 ] as const;

@@ -1,2 +1,2 @@
 -- $1 = @id
-SELECT id, name, issue_prefix, branch_template, created_at, archived_at FROM companies WHERE id = $1::text
+SELECT id, name, issue_prefix, branch_template, created_at, archived_at, escalate_after_failures FROM companies WHERE id = $1::text

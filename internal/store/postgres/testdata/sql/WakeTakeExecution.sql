@@ -10,6 +10,8 @@ UPDATE issues i SET
 WHERE i.id = $3::text
 	-- L1: the issue is the agent's or unassigned (and not closed)
 	AND i.status NOT IN ('done', 'cancelled')
+	-- E3: no wake takes an escalated issue
+	AND i.escalated_at IS NULL
 	AND (i.assignee_agent_id IS NULL OR i.assignee_agent_id = $2::text)
 	-- L1: both lock columns are empty or name dead runs (a dead holder is displaced, L3)
 	AND (i.execution_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.execution_run_id

@@ -1,1 +1,1 @@
-SELECT id, name, issue_prefix, branch_template, created_at, archived_at FROM companies WHERE id = :id
+SELECT id, name, issue_prefix, branch_template, created_at, archived_at, escalate_after_failures FROM companies WHERE id = :id

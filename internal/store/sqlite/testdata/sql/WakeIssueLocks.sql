@@ -1,1 +1,1 @@
-SELECT status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues WHERE id = :issue
+SELECT status, assignee_agent_id, checkout_run_id, execution_run_id, escalated_at IS NOT NULL FROM issues WHERE id = :issue

@@ -7,6 +7,8 @@ UPDATE issues SET
 WHERE id = :issue
 	-- L1: the issue is the agent's or unassigned (and not closed)
 	AND status NOT IN ('done', 'cancelled')
+	-- E3: no wake takes an escalated issue
+	AND escalated_at IS NULL
 	AND (assignee_agent_id IS NULL OR assignee_agent_id = :agent)
 	-- L1: both lock columns are empty or name dead runs (a dead holder is displaced, L3)
 	AND (execution_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id

@@ -1,0 +1,2 @@
+-- $1 = @id
+DELETE FROM webhooks WHERE id = $1::text

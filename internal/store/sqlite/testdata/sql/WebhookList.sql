@@ -1,0 +1,2 @@
+SELECT id, company_id, url, events, format, enabled, failing_since, created_at, updated_at
+FROM webhooks WHERE company_id = :company ORDER BY created_at, id
