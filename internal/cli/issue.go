@@ -102,7 +102,11 @@ refused.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			req := client.IssueCreateRequest{Title: args[0], AssigneeAgentID: assignee, ParentID: parent, BlockedByIssueIDs: blockedBy}
+			blockers, err := blockerFlag(blockedBy)
+			if err != nil {
+				return err
+			}
+			req := client.IssueCreateRequest{Title: args[0], AssigneeAgentID: assignee, ParentID: parent, BlockedByIssueIDs: blockers}
 			if status != "" {
 				req.Status = clasp.IssueStatus(status)
 				if !req.Status.Valid() {
@@ -421,11 +425,9 @@ done is refused. --parent "" makes the issue top-level.`,
 				req.ParentID = &parent
 			}
 			if f.Changed("blocked-by") {
-				ids := []string{}
-				for _, b := range blockedBy {
-					if b = strings.TrimSpace(b); b != "" {
-						ids = append(ids, b)
-					}
+				ids, err := blockerFlag(blockedBy)
+				if err != nil {
+					return err
 				}
 				req.BlockedByIssueIDs = &ids
 			}
@@ -533,4 +535,20 @@ func abandonedIssues(ctx context.Context, c *client.Client, items []*clasp.Issue
 		}
 	}
 	return out
+}
+
+// blockerFlag returns the issues of a --blocked-by list, trimmed: [] for
+// --blocked-by "" (no blocker), a usage error for a list with an empty
+// entry ("ACME-1,,ACME-2", ",,", " "), which names no issue and would
+// otherwise remove blockers silently.
+func blockerFlag(list []string) ([]string, error) {
+	ids := []string{}
+	for _, b := range list {
+		b = strings.TrimSpace(b)
+		if b == "" {
+			return nil, usageErr(fmt.Errorf("--blocked-by %q has an empty entry: list issues separated by commas (ACME-3,ACME-4), or give --blocked-by \"\" to remove every blocker", strings.Join(list, ",")))
+		}
+		ids = append(ids, b)
+	}
+	return ids, nil
 }

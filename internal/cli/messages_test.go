@@ -347,3 +347,36 @@ func TestEventsFollowsEveryCompany(t *testing.T) {
 		}
 	}
 }
+
+// A --blocked-by list with an empty entry names no issue: it is refused
+// (exit 2) and the blockers stay; --blocked-by "" removes them.
+func TestBlockedByEmptyEntry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, title := range []string{"blocker", "blocked"} {
+		if r := runCLI(t, f.boardEnv, "", "issue", "create", title, "--company", "ACME"); r.code != 0 {
+			t.Fatalf("issue create %s: exit %d: %s", title, r.code, r.stderr)
+		}
+	}
+	if r := runCLI(t, f.boardEnv, "", "issue", "update", "ACME-2", "--blocked-by", "ACME-1"); r.code != 0 {
+		t.Fatalf("issue update --blocked-by ACME-1: exit %d: %s", r.code, r.stderr)
+	}
+	for _, list := range []string{",,", " ", "ACME-1,,"} {
+		r := runCLI(t, f.boardEnv, "", "issue", "update", "ACME-2", "--blocked-by", list)
+		if r.code != ExitUsage || !strings.Contains(r.stderr, "empty entry") {
+			t.Errorf("--blocked-by %q: exit %d, stderr %q; want exit 2 naming the empty entry", list, r.code, r.stderr)
+		}
+		if r := runCLI(t, f.boardEnv, "", "issue", "create", "x", "--company", "ACME", "--blocked-by", list); r.code != ExitUsage {
+			t.Errorf("issue create --blocked-by %q: exit %d, want 2", list, r.code)
+		}
+	}
+	var iss clasp.Issue
+	mustJSON(t, runCLI(t, f.boardEnv, "", "issue", "show", "ACME-2", "--json"), &iss)
+	if len(iss.BlockedBy) != 1 {
+		t.Fatalf("after refused updates ACME-2 is blocked by %v, want ACME-1", iss.BlockedBy)
+	}
+	mustJSON(t, runCLI(t, f.boardEnv, "", "issue", "update", "ACME-2", "--blocked-by", "", "--json"), &iss)
+	if len(iss.BlockedBy) != 0 {
+		t.Errorf("--blocked-by \"\" left blockers %v", iss.BlockedBy)
+	}
+}

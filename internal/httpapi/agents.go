@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -88,21 +89,29 @@ func (s *Server) companyList(ctx context.Context, c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	includeArchived := false
+	q := c.r.URL.Query()
+	if n := len(q["includeArchived"]); n > 1 {
+		return 0, nil, clasp.InvalidField("includeArchived", "Query parameter includeArchived is given %d times; give it once.", n)
+	}
+	if v := q.Get("includeArchived"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return 0, nil, clasp.InvalidField("includeArchived", "Query parameter includeArchived must be true or false, not %q.", truncate(v, 32))
+		}
+		includeArchived = b
+	}
 	if scope := c.who.company(); scope != "" {
-		// A company-scoped operator's list is its company alone.
+		// A company-scoped operator's list is its company alone, left
+		// out as any archived one is.
 		co, err := s.st.CompanyGet(ctx, scope)
 		if err != nil {
 			return 0, nil, err
 		}
-		return http.StatusOK, []*clasp.Company{co}, nil
-	}
-	includeArchived := false
-	if v := c.r.URL.Query().Get("includeArchived"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return 0, nil, clasp.InvalidField("includeArchived", "includeArchived must be true or false.")
+		if co.ArchivedAt != nil && !includeArchived {
+			return http.StatusOK, []*clasp.Company{}, nil
 		}
-		includeArchived = b
+		return http.StatusOK, []*clasp.Company{co}, nil
 	}
 	items, next, err := s.st.CompanyList(ctx, p, includeArchived)
 	if err != nil {
@@ -171,7 +180,7 @@ func (in *companyUpdateIn) validate() error {
 func (s *Server) companyUpdate(ctx context.Context, c *call, in *companyUpdateIn) (int, any, error) {
 	co, err := s.st.CompanyUpdate(ctx, &store.CompanyUpdateParams{ID: pathUUID(c, "companyId"), Name: in.Name, BranchTemplate: in.BranchTemplate,
 		EscalateAfterFailures: in.EscalateAfterFailures, Actor: c.actor()})
-	s.templates.forget(pathUUID(c, "companyId")) // this replica's grants name branches by the new template at once
+	s.templates.forget(pathUUID(c, "companyId"), time.Now()) // this replica's grants name branches by the new template at once
 	if err != nil {
 		return 0, nil, err
 	}

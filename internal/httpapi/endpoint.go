@@ -124,9 +124,18 @@ func withBody[T any](fn func(ctx context.Context, c *call, in *T) (int, any, err
 }
 
 // noBody returns a serve function for requests without a body (GET,
-// DELETE): it checks and renews the named run, then calls fn.
+// DELETE, an action such as an archive): a write's body, when it sent one,
+// must be the empty object {} (decodeJSON's strict rules: 400
+// invalid_request for malformed JSON or naming an unknown field, nothing
+// done); then it checks and renews the named run and calls fn.
 func noBody(fn func(ctx context.Context, c *call) (int, any, error)) func(context.Context, *call) (int, any, error) {
 	return func(ctx context.Context, c *call) (int, any, error) {
+		if m := c.r.Method; m != http.MethodGet && m != http.MethodHead && len(bytes.TrimSpace(c.body)) > 0 {
+			var none struct{}
+			if err := decodeJSONBytes(c.body, &none); err != nil {
+				return 0, nil, err
+			}
+		}
 		if err := c.touch(ctx); err != nil {
 			return 0, nil, err
 		}

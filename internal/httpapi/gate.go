@@ -147,14 +147,15 @@ func (s *Server) grantTemplate(ctx context.Context, c *call) (tmpl, prefix strin
 		return "", "", nil
 	}
 	id := c.who.agent.CompanyID
-	if t, ok := s.templates.get(id, time.Now()); ok {
+	start := time.Now()
+	if t, ok := s.templates.get(id, start); ok {
 		return t.tmpl, t.prefix, nil
 	}
 	co, err := s.st.CompanyGet(ctx, id)
 	if err != nil {
 		return "", "", err
 	}
-	s.templates.put(id, co, time.Now())
+	s.templates.put(id, co, start)
 	return co.BranchTemplate, co.IssuePrefix, nil
 }
 
@@ -165,9 +166,13 @@ func (s *Server) grantTemplate(ctx context.Context, c *call) (tmpl, prefix strin
 const templateTTL = 2 * time.Second
 
 // templateCache is grantTemplate's cache: company id → template, prefix
-// and when they were read. Safe for concurrent use; it holds at most one
-// entry per company that checked something out.
-type templateCache struct{ m sync.Map }
+// and when their read began. Safe for concurrent use; it holds at most one
+// entry per company that checked something out (and one forget time per
+// company whose template changed here).
+type templateCache struct {
+	m      sync.Map // company id → cachedTemplate
+	forgot sync.Map // company id → time.Time of its last forget
+}
 
 type cachedTemplate struct {
 	tmpl, prefix string
@@ -185,13 +190,24 @@ func (tc *templateCache) get(id string, now time.Time) (cachedTemplate, bool) {
 	return t, now.Sub(t.read) < templateTTL
 }
 
-// put records co's template and prefix as read at now.
-func (tc *templateCache) put(id string, co *clasp.Company, now time.Time) {
-	tc.m.Store(id, cachedTemplate{tmpl: co.BranchTemplate, prefix: co.IssuePrefix, read: now})
+// put records co's template and prefix as read by a read that began at
+// start, unless the entry was forgotten since start: that read may have
+// seen the template before the change that made it forget, and must not
+// be reused after it.
+func (tc *templateCache) put(id string, co *clasp.Company, start time.Time) {
+	if f, ok := tc.forgot.Load(id); ok && !start.After(f.(time.Time)) {
+		return
+	}
+	tc.m.Store(id, cachedTemplate{tmpl: co.BranchTemplate, prefix: co.IssuePrefix, read: start})
 }
 
-// forget drops company id's entry (after a change of its template).
-func (tc *templateCache) forget(id string) { tc.m.Delete(id) }
+// forget drops company id's entry after a change of its template made
+// through this server, and keeps reads that began before now from
+// storing what they saw.
+func (tc *templateCache) forget(id string, now time.Time) {
+	tc.forgot.Store(id, now)
+	tc.m.Delete(id)
+}
 
 // withWorkspace returns the answer of a checkout or claim: when the call's
 // run holds iss, a copy carrying the workspace of that hold (the branch

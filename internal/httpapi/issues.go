@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -138,6 +139,12 @@ func (s *Server) issueList(ctx context.Context, c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	// each filter once: which of two values would win is a guess
+	for _, name := range []string{"q", "status", "unassigned", "ready"} {
+		if n := len(q[name]); n > 1 {
+			return 0, nil, clasp.InvalidField(name, "Query parameter %s is given %d times; give it once (several statuses go in one, as status=todo,in_progress).", name, n)
+		}
+	}
 	p := &store.IssueListParams{Page: page, Query: q.Get("q")}
 	if err := maxText("q", p.Query, maxTitleLen); err != nil {
 		return 0, nil, err
@@ -169,7 +176,7 @@ func (s *Server) issueList(ctx context.Context, c *call) (int, any, error) {
 	if p.Unassigned && p.AssigneeAgentID != "" {
 		return 0, nil, clasp.InvalidField("assigneeAgentId", "Ask for unassigned issues or for one assignee, not both.")
 	}
-	if p.ParentID, err = uuidParam(q, "parentId", "an issue id (a UUID)"); err != nil {
+	if p.ParentID, err = s.parentParam(ctx, c, q); err != nil {
 		return 0, nil, err
 	}
 	switch v := q.Get("ready"); v {
@@ -188,6 +195,35 @@ func (s *Server) issueList(ctx context.Context, c *call) (int, any, error) {
 	}
 	setNextLink(c, "cursor", next)
 	return http.StatusOK, list(items), nil
+}
+
+// parentParam reads issueList's parentId filter: "" when absent or empty,
+// else the id of the issue it names by id or by identifier (ACME-12),
+// within the caller's scope. 400 invalid_request naming parentId when it
+// is given twice or is neither; 404 not_found naming it when no such
+// issue is visible to the caller.
+func (s *Server) parentParam(ctx context.Context, c *call, q url.Values) (string, error) {
+	if n := len(q["parentId"]); n > 1 {
+		return "", clasp.InvalidField("parentId", "Query parameter parentId is given %d times; give it once.", n)
+	}
+	v := q.Get("parentId")
+	if v == "" {
+		return "", nil
+	}
+	if id, ok := parseUUID(v); ok {
+		return id, nil
+	}
+	if !validIssueRef(v) {
+		return "", clasp.InvalidField("parentId", "Query parameter parentId must be an issue id (a UUID) or identifier (such as ACME-12), not %q.", truncate(v, 64))
+	}
+	iss, err := s.st.IssueGet(ctx, c.scope(), v)
+	if clasp.ErrorCode(err) == clasp.CodeNotFound || (err == nil && iss.CompanyID != pathUUID(c, "companyId")) {
+		return "", clasp.Errorf(clasp.CodeNotFound, "Query parameter parentId names issue %s, which is no issue of this company.", truncate(v, 64)).WithDetails("field", "parentId")
+	}
+	if err != nil {
+		return "", err
+	}
+	return iss.ID, nil
 }
 
 // issueGet: GET /api/issues/{id} (UUID or identifier, case-insensitive).

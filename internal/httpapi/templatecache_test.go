@@ -25,8 +25,18 @@ func TestTemplateCache(t *testing.T) {
 	if _, ok := tc.get("c2", t0); ok {
 		t.Error("another company's entry was used")
 	}
-	tc.forget("c1")
+	tc.forget("c1", t0.Add(time.Second))
 	if _, ok := tc.get("c1", t0); ok {
 		t.Error("a forgotten entry was used")
+	}
+	// A read that began before the forget (it may have seen the old
+	// template) is not kept; one that began after it is.
+	tc.put("c1", &clasp.Company{BranchTemplate: "old/{identifier}"}, t0.Add(time.Second-time.Millisecond))
+	if _, ok := tc.get("c1", t0.Add(time.Second)); ok {
+		t.Error("a read begun before the forget was cached")
+	}
+	tc.put("c1", &clasp.Company{BranchTemplate: "new/{identifier}"}, t0.Add(time.Second+time.Millisecond))
+	if got, ok := tc.get("c1", t0.Add(time.Second+2*time.Millisecond)); !ok || got.tmpl != "new/{identifier}" {
+		t.Errorf("a read begun after the forget: %+v, %v", got, ok)
 	}
 }
