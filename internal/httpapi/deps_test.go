@@ -149,6 +149,17 @@ func TestDependenciesOverHTTP(t *testing.T) {
 	if n := countAction(b.activity(dep.ID), clasp.ActionIssueBlockerRemoved); n != 1 {
 		t.Errorf("issue.blocker_removed rows: %d, want 1", n)
 	}
+	// A create that would start done while blocked is refused naming the
+	// blocker, never the identifier the rolled-back issue would have had.
+	var open clasp.Issue
+	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/issues", req{body: map[string]any{"title": "open", "status": "todo"}}, &open)
+	e = wantErr(t, b.do("POST", "/api/companies/"+w.c.ID+"/issues", req{body: map[string]any{
+		"title": "born done", "status": "done", "blockedByIssueIds": []string{open.Identifier}}}), http.StatusUnprocessableEntity, clasp.CodeBlockedByUnresolved, "status")
+	var next clasp.Issue
+	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/issues", req{body: map[string]any{"title": "next", "status": "todo"}}, &next)
+	if !strings.Contains(e.Error, open.Identifier) || strings.Contains(e.Error, next.Identifier) {
+		t.Errorf("refused create names %q; want %s and not %s (the identifier given next)", e.Error, open.Identifier, next.Identifier)
+	}
 	// The blocker whose edge was removed blocks nothing any more, and the
 	// other blocker still lists dep.
 	b.must(http.StatusOK, "GET", "/api/issues/"+b1.ID, req{}, &got)

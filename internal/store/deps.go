@@ -343,19 +343,30 @@ func BlockedDetails(ctx context.Context, q Querier, err error) error {
 // blockers that are not done (details.unresolvedBlockerIssueIds, by
 // identifier number) and their identifiers in the message.
 func BlockedError(ctx context.Context, q Querier, issueID, identifier string) error {
-	bl, err := depList(ctx, q, "DepUnresolved", Args{"issue": issueID})
+	ids, names, err := unresolvedBlockers(ctx, q, issueID)
 	if err != nil {
-		return fmt.Errorf("read unresolved blockers of issue %s: %w", issueID, err)
-	}
-	slices.SortFunc(bl, func(a, b depRef) int { return cmpIdent(a.ident, b.ident) })
-	ids, names := make([]string, len(bl)), make([]string, len(bl))
-	for i, r := range bl {
-		ids[i], names[i] = r.id, r.ident
+		return err
 	}
 	name := cmp.Or(identifier, issueID)
 	return clasp.Errorf(clasp.CodeBlockedByUnresolved,
 		"Issue %s is blocked by unresolved issues: %s; each must be done first (or removed from blockedByIssueIds).",
 		name, strings.Join(names, ", ")).WithDetails("issueId", issueID, "unresolvedBlockerIssueIds", ids)
+}
+
+// unresolvedBlockers reads on q the blockers of issueID that are not done
+// (statement DepUnresolved), by identifier number: their ids and their
+// identifiers.
+func unresolvedBlockers(ctx context.Context, q Querier, issueID string) (ids, names []string, err error) {
+	bl, err := depList(ctx, q, "DepUnresolved", Args{"issue": issueID})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read unresolved blockers of issue %s: %w", issueID, err)
+	}
+	slices.SortFunc(bl, func(a, b depRef) int { return cmpIdent(a.ident, b.ident) })
+	ids, names = make([]string, len(bl)), make([]string, len(bl))
+	for i, r := range bl {
+		ids[i], names[i] = r.id, r.ident
+	}
+	return ids, names, nil
 }
 
 // cmpIdent orders identifiers PREFIX-N by prefix, then number.
@@ -507,7 +518,15 @@ func ApplyCreateDeps(ctx context.Context, q Querier, d Driver, iss *clasp.Issue,
 		return nil, fmt.Errorf("get issue %s: %w", iss.ID, err)
 	}
 	if out.UnresolvedBlockerCount > 0 && (out.Status == clasp.IssueInProgress || out.Status == clasp.IssueDone) {
-		return nil, BlockedError(ctx, q, out.ID, out.Identifier)
+		// The create is rolled back: the message names the blockers and
+		// the status, not the identifier the new issue would have had.
+		ids, names, err := unresolvedBlockers(ctx, q, out.ID)
+		if err != nil {
+			return nil, err
+		}
+		return nil, clasp.Errorf(clasp.CodeBlockedByUnresolved,
+			"A new issue cannot start as %s while it is blocked by unresolved issues: %s; create it as todo (or backlog), or leave those out of blockedByIssueIds.",
+			out.Status, strings.Join(names, ", ")).WithDetails("field", "status", "unresolvedBlockerIssueIds", ids)
 	}
 	return out, nil
 }
