@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,11 +11,22 @@ import (
 	"github.com/clasp-dev/clasp/client"
 )
 
+// workerScript is the process of a server-managed agent that works: it
+// checks its issue out in its run, moves it to done, and finishes the run
+// succeeded.
+const workerScript = `set -e
+api() { curl -sf -X "$1" -H "Authorization: Bearer $CLASP_API_KEY" -H "X-Clasp-Run-Id: $CLASP_RUN_ID" \
+  -H 'Content-Type: application/json' -d "$3" "$CLASP_API_URL$2" >/dev/null; }
+api POST "/api/issues/$CLASP_ISSUE_ID/checkout" "{\"agentId\":\"$AGENT\",\"expectedStatuses\":[\"todo\"]}"
+api PATCH "/api/issues/$CLASP_ISSUE_ID" '{"status":"done"}'
+api POST "/api/runs/$CLASP_RUN_ID/finish" '{"status":"succeeded"}'`
+
 // TestEscalation_AlwaysCrashingAgent (RULES.md E1, E3), with the real
 // binary: a server-managed agent whose process always exits non-zero is
 // woken for one issue; after exactly 3 failed runs the issue is blocked,
 // with one comment naming each run, one issue.escalated row and one
-// webhook delivery of it, and a further wake is refused and starts nothing.
+// webhook delivery of it, and a further wake is refused and starts nothing;
+// a working agent beside it finishes every one of its issues meanwhile.
 func TestEscalation_AlwaysCrashingAgent(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
@@ -45,16 +57,34 @@ func TestEscalation_AlwaysCrashingAgent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			escalations := 0
-			var runIDs []string
-			for i := range 3 {
-				wk, err := board.AgentWake(ctx, a.ID, client.WakeRequest{IssueID: iss.ID})
-				if err != nil || wk.Status != "queued" || wk.RunID == nil {
-					t.Fatalf("wake %d: %+v, %v; want queued", i+1, wk, err)
+			// A worker agent beside it completes its own issues meanwhile.
+			worker, err := board.AgentCreate(ctx, co.ID, client.AgentCreateRequest{Name: "worker", Role: "work"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wcfg := &clasp.AdapterConfig{Type: clasp.AdapterProcess, Command: "/bin/sh", Args: []string{"-c", workerScript},
+				Env: map[string]string{"AGENT": worker.ID}, Heartbeat: clasp.HeartbeatConfig{Enabled: true, MaxConcurrentRuns: 1}}
+			if _, err := board.AgentSetAdapter(ctx, worker.ID, wcfg); err != nil {
+				t.Fatal(err)
+			}
+			var workerIssues, workerRuns []string
+			for i := range 4 {
+				wi, err := board.IssueCreate(ctx, co.ID, client.IssueCreateRequest{Title: fmt.Sprintf("works %d", i), Status: clasp.IssueTodo, AssigneeAgentID: worker.ID})
+				if err != nil {
+					t.Fatal(err)
 				}
-				runIDs = append(runIDs, *wk.RunID)
-				// The run's end arrives as a webhook delivery.
-				for done := false; !done; {
+				wk, err := board.AgentWake(ctx, worker.ID, client.WakeRequest{IssueID: wi.ID})
+				if err != nil || wk.Status != "queued" || wk.RunID == nil {
+					t.Fatalf("wake the worker for %s: %+v, %v", wi.Identifier, wk, err)
+				}
+				workerIssues, workerRuns = append(workerIssues, wi.ID), append(workerRuns, *wk.RunID)
+			}
+			// Deliveries arrive in any order across entities: keep what
+			// arrived until it is waited for.
+			finished := map[string]string{} // run id -> its status
+			escalations := 0
+			waitRun := func(id string) string {
+				for finished[id] == "" {
 					c := <-rc.arrived
 					var ev struct {
 						Activity clasp.Activity `json:"activity"`
@@ -62,17 +92,47 @@ func TestEscalation_AlwaysCrashingAgent(t *testing.T) {
 					if err := json.Unmarshal(c.body, &ev); err != nil {
 						t.Fatal(err)
 					}
-					switch {
-					case c.event == clasp.ActionRunFinished && ev.Activity.EntityID == *wk.RunID:
-						done = true
-					case c.event == clasp.ActionIssueEscalated:
+					switch c.event {
+					case clasp.ActionRunFinished:
+						var d struct {
+							Status string `json:"status"`
+						}
+						_ = json.Unmarshal(ev.Activity.Details, &d)
+						finished[ev.Activity.EntityID] = d.Status
+					case clasp.ActionIssueEscalated:
 						escalations++
 					}
+				}
+				return finished[id]
+			}
+			var runIDs []string
+			for i := range 3 {
+				wk, err := board.AgentWake(ctx, a.ID, client.WakeRequest{IssueID: iss.ID})
+				if err != nil || wk.Status != "queued" || wk.RunID == nil {
+					t.Fatalf("wake %d: %+v, %v; want queued", i+1, wk, err)
+				}
+				runIDs = append(runIDs, *wk.RunID)
+				if st := waitRun(*wk.RunID); st != string(clasp.RunFailed) {
+					t.Fatalf("the crashing run ended %s", st)
 				}
 			}
 			for escalations == 0 {
 				if c := <-rc.arrived; c.event == clasp.ActionIssueEscalated {
 					escalations++
+				}
+			}
+			for k, id := range workerRuns {
+				if st := waitRun(id); st != string(clasp.RunSucceeded) {
+					t.Errorf("the worker's run for its issue %d ended %s", k, st)
+				}
+			}
+			for _, id := range workerIssues {
+				wi, err := board.IssueGet(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if wi.Status != clasp.IssueDone {
+					t.Errorf("the worker's issue %s is %s beside the escalated one, want done", wi.Identifier, wi.Status)
 				}
 			}
 			got, err := board.IssueGet(ctx, iss.ID)
@@ -123,8 +183,14 @@ func TestEscalation_AlwaysCrashingAgent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(runs.Items) != 3 {
-				t.Errorf("%d runs, want the 3 that crashed", len(runs.Items))
+			crashed := 0
+			for _, r := range runs.Items {
+				if r.AgentID == a.ID {
+					crashed++
+				}
+			}
+			if crashed != 3 {
+				t.Errorf("%d runs of the crashing agent, want the 3 that crashed", crashed)
 			}
 		})
 	}

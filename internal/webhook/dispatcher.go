@@ -21,6 +21,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"syscall"
@@ -362,6 +363,12 @@ func (d *Dispatcher) send(ctx context.Context, j *store.WebhookJob) *store.Webho
 	resp, err := d.client.Do(req)
 	if err != nil {
 		o.Latency = time.Since(start)
+		// The URL is left out of the recorded error: it may carry a
+		// secret (a Slack webhook's path).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		o.Error = err.Error()
 		if errors.Is(err, ErrPrivateTarget) {
 			o.Error = "refused: " + ErrPrivateTarget.Error() + " (clasp serve --webhook-allow-private allows it): " + err.Error()

@@ -474,11 +474,12 @@ func testW3LapsedClaim(t *testing.T, open opener) {
 }
 
 // W5: without AllowPrivate a loopback target is refused at dial time:
-// the receiver gets nothing and the log says why.
+// the receiver gets nothing and the log says why, without the URL's path
+// (a Slack webhook's path is its secret).
 func testW5PrivateRefused(t *testing.T, open opener) {
 	e := newEnv(t, open)
 	rc := newReceiver(t, nil)
-	w := newWebhook(t, e.st, e.co.ID, rc.srv.URL, "issue.created")
+	w := newWebhook(t, e.st, e.co.ID, rc.srv.URL+"/services/T0/B0/secret-path", "issue.created")
 	outs := startDispatcher(t, e.st, false, 0)
 	newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
 	o := <-outs
@@ -494,5 +495,7 @@ func testW5PrivateRefused(t *testing.T, open opener) {
 	ds := deliveries(t, e.st, w.ID)
 	if ds[0].LastError == nil || !strings.Contains(*ds[0].LastError, "webhook-allow-private") {
 		t.Errorf("log entry's error: %v", ds[0].LastError)
+	} else if strings.Contains(*ds[0].LastError, "secret-path") {
+		t.Errorf("log entry's error shows the URL's path, which may be a secret: %s", *ds[0].LastError)
 	}
 }
