@@ -288,3 +288,63 @@ func TestAgentWorkGitWorktrees(t *testing.T) {
 		t.Errorf("gate check of clasp/EX-1: err %v, output:\n%s\nwant the previous holder's unstamped commit refused, the result accepted", err, out)
 	}
 }
+
+// TestAgentWorkGitNotARepository: clasp agent work --git DIR refuses a DIR
+// that is not a git repository at startup, with exit 2, a message saying
+// so and how to make one, and no issue claimed. With a repository in
+// which the worktree cannot be made (.clasp-worktrees is a file), the
+// claimed issue is left blocked with a comment naming the git step that
+// failed, never one about the file the description names.
+func TestAgentWorkGitNotARepository(t *testing.T) {
+	bin := gateBin(t)
+	s := startExampleServer(t, bin)
+	tmp := t.TempDir()
+	env := gitEnv(tmp)
+	input := filepath.Join(tmp, "input.txt")
+	if err := os.WriteFile(input, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.api("PATCH", "/api/issues/"+s.issue, s.token, `{"description":"`+input+`"}`, nil)
+	work := append(append([]string(nil), env...), "CLASP_URL="+s.url, "CLASP_TOKEN="+s.key)
+
+	plain := filepath.Join(tmp, "plain")
+	if err := os.Mkdir(plain, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := sh(t, work, tmp, bin, "agent", "work", "--git", plain)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("agent work --git on a plain directory: %v, want exit 2; output:\n%s", err, out)
+	}
+	if !strings.Contains(out, plain+" is not a git repository") || !strings.Contains(out, "git init "+plain) {
+		t.Errorf("output does not say %s is not a git repository and how to make one:\n%s", plain, out)
+	}
+	var iss clasp.Issue
+	s.api("GET", "/api/issues/"+s.issue, s.token, "", &iss)
+	if iss.Status != clasp.IssueTodo || iss.CheckoutEpoch != 0 {
+		t.Fatalf("EX-1 after the refusal: status %s, epoch %d; want todo, never checked out", iss.Status, iss.CheckoutEpoch)
+	}
+
+	repo := filepath.Join(tmp, "repo")
+	mustSh(t, env, tmp, "git", "init", "-q", "-b", "main", repo)
+	mustSh(t, env, repo, "git", "commit", "-q", "--allow-empty", "-m", "start")
+	if err := os.WriteFile(filepath.Join(repo, ".clasp-worktrees"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = sh(t, work, tmp, bin, "agent", "work", "--git", repo)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("agent work with no room for a worktree: %v, want exit 1; output:\n%s", err, out)
+	}
+	s.api("GET", "/api/issues/"+s.issue, s.token, "", &iss)
+	if iss.Status != clasp.IssueBlocked {
+		t.Fatalf("EX-1: status %s, want blocked", iss.Status)
+	}
+	var comments []clasp.Comment
+	s.api("GET", "/api/issues/"+s.issue+"/comments", s.token, "", &comments)
+	if len(comments) == 0 {
+		t.Fatal("EX-1 has no comment")
+	}
+	body := comments[len(comments)-1].Body
+	if strings.Contains(body, "description names") || !strings.Contains(body, "the git work failed") || !strings.Contains(body, "worktree") {
+		t.Errorf("EX-1's comment: %q; want it to say the git work (its worktree) failed, not the file of the description", body)
+	}
+}

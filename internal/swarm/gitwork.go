@@ -224,6 +224,38 @@ func (w *Worker) ensureClone(ctx context.Context) error {
 	return err
 }
 
+// CheckGitDir checks that dir can hold the worktrees of claims: a git
+// repository whose HEAD names a commit (worktrees start from it). With
+// remote set, a dir that does not exist yet is fine (it is cloned from
+// remote). It returns nil, or an error saying what dir lacks and the git
+// commands that make it a repository with a first commit.
+func CheckGitDir(ctx context.Context, dir, remote string) error {
+	if _, err := os.Stat(dir); err != nil {
+		if remote != "" && os.IsNotExist(err) {
+			return nil
+		}
+		if os.IsNotExist(err) {
+			return fmt.Errorf("%s does not exist, so it is not a git repository: make one with 'git init %s' and a first commit ('git -C %s commit --allow-empty -m start')", dir, dir, dir)
+		}
+		return err
+	}
+	if _, err := gitIn(ctx, dir, "rev-parse", "--git-dir"); err != nil {
+		return fmt.Errorf("%s is not a git repository: make one with 'git init %s' and a first commit ('git -C %s commit --allow-empty -m start')", dir, dir, dir)
+	}
+	if _, err := gitIn(ctx, dir, "rev-parse", "--verify", "-q", "HEAD^{commit}"); err != nil {
+		return fmt.Errorf("the git repository %s has no commit yet, and the worktree of each claim starts from its HEAD: make one with 'git -C %s commit --allow-empty -m start'", dir, dir)
+	}
+	return nil
+}
+
+// gitWorkError is a failure of the git work on an issue (its worktree,
+// commit, push), as opposed to the reading of the file its description
+// names.
+type gitWorkError struct{ err error }
+
+func (e *gitWorkError) Error() string { return e.err.Error() }
+func (e *gitWorkError) Unwrap() error { return e.err }
+
 // mainBranch is the branch results are merged into (default "main").
 func (w *Worker) mainBranch() string {
 	if w.cfg.GitMain != "" {
