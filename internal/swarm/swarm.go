@@ -959,9 +959,9 @@ type supervisor struct {
 	// stopped counts the processes killed because the swarm's context
 	// ended (SIGINT or SIGTERM).
 	runsDropped, locksTakenOver, stopped int
-	failures                    []string
-	acks                        []Ack           // writes the agents saw acknowledged (their event lines)
-	recovery                    []time.Duration // managed: SIGKILL to the retry's start, per recovered run
+	failures                             []string
+	acks                                 []Ack           // writes the agents saw acknowledged (their event lines)
+	recovery                             []time.Duration // managed: SIGKILL to the retry's start, per recovered run
 }
 
 // run runs one slot per key (runSlot) and prints a progress line about
