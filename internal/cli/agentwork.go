@@ -54,10 +54,11 @@ blocked are named, event=exit reason=work_failed), or the server stays
 unreachable or refuses the key.
 
 With --git DIR each claim works in its own git worktree of DIR,
-DIR/.clasp-worktrees/<identifier>@<epoch>, on the issue's branch clasp/<identifier>
-(made from DIR's HEAD, or from the branch's tip when a previous holder left work
-there), writes the result to results/<identifier> and commits it with the
-trailer "Clasp-Issue: <identifier>@<epoch>" before marking the issue done
+DIR/.clasp-worktrees/<identifier>@<epoch>, on the issue's branch, the one the
+company's branch template names (default clasp/{identifier}), made from DIR's
+HEAD, or from the branch's tip when a previous holder left work there; it
+writes the result to results/<identifier> and commits it with the trailer
+"Clasp-Issue: <identifier>@<epoch>" before marking the issue done
 (event=committed). A worktree of an older epoch of the same issue (a superseded
 hold on this machine) is removed first, with a log line; one of a newer epoch
 means this hold is superseded, and its work fails. A DIR that is not a git
@@ -134,7 +135,7 @@ the server ends the run.`,
 		},
 	}
 	cmd.Flags().DurationVar(&slow, "slow", 0, "stretch the work on each issue to at least this long (e.g. 200ms)")
-	cmd.Flags().StringVar(&gitDir, "git", "", "a git repository: each claim works in its own worktree of it (DIR/.clasp-worktrees/<issue>@<epoch>, branch clasp/<issue>)\nand commits its result stamped 'Clasp-Issue: <issue>@<epoch>'; worktrees of superseded holds are removed")
+	cmd.Flags().StringVar(&gitDir, "git", "", "a git repository: each claim works in its own worktree of it (DIR/.clasp-worktrees/<issue>@<epoch>, on the branch of the company's template, default clasp/<issue>)\nand commits its result stamped 'Clasp-Issue: <issue>@<epoch>'; worktrees of superseded holds are removed")
 	cmd.Flags().StringVar(&gitRemote, "git-remote", "", "with --git: a shared repository; DIR is cloned from it when missing, each claim starts from its --git-main branch,\nits branch is pushed before the issue is set done (a refusal by the repository's gate drops the work)\nand the result is merged into --git-main after (rebase and push, again when another merge landed first)")
 	cmd.Flags().StringVar(&gitMain, "git-main", "main", "with --git-remote: the branch results are merged into")
 	cmd.Flags().BoolVar(&noClaim, "no-claim", false, "find work with inbox, list and checkout instead of claim-next")

@@ -32,8 +32,8 @@ const gateEnvFile = "clasp-gate.env"
 func (a *app) newGateCmd() *cobra.Command {
 	g := a.newGroup("gate", "Refuse git commits stamped by a superseded holder",
 		`Every checkout of an issue carries a fencing epoch (checkoutEpoch), and the
-answers that grant an issue name its workspace: the branch clasp/<identifier>
-and the stamp, a commit trailer such as
+answers that grant an issue name its workspace: the branch the company's branch
+template names (default clasp/{identifier}) and the stamp, a commit trailer such as
 
   Clasp-Issue: ACME-12@7
 
@@ -41,7 +41,8 @@ and the stamp, a commit trailer such as
 in one request, whether each may be written: yes when the issue is held by a
 live run at that epoch, or is done and was completed under it; no when a later
 checkout superseded it, its holder is dead, or the issue is another company's
-or unknown. A commit on a clasp/ branch without a stamp is refused too.
+or unknown. A commit without a stamp on a branch of the company's template
+(under clasp/ by default) is refused too.
 
 'clasp gate install' makes a repository's pre-receive hook run the check on
 every push, with a gate token (clasp gate token create): a read-only
@@ -173,8 +174,9 @@ func (a *app) newGateCheckCmd() *cobra.Command {
 		Long: `Read the commits of a range (git rev-list), take the Clasp-Issue trailers of
 each ("Clasp-Issue: ACME-12@7") and ask the server, in one request, whether
 each stamp may be written (RULES.md, The git gate). A commit with a malformed
-stamp, or with none on a branch under clasp/ (the branch of --ref, else the
-checked-out branch), is refused.
+stamp, or with none on a branch of the company's branch template
+(default clasp/{identifier}: any branch under clasp/; the branch of --ref,
+else the checked-out branch), is refused.
 
 --range is what git rev-list takes: A..B, or "NEW --not --all" for the commits
 of NEW that no ref holds yet. The credential is a gate token in $CLASP_TOKEN
@@ -182,8 +184,9 @@ of NEW that no ref holds yet. The credential is a gate token in $CLASP_TOKEN
 fails closed.
 
 Exit codes: 0 every commit may be written, 1 a commit is refused (each named,
-with why) or the server could not be asked, 2 bad input (no repository, a
-bad range).`,
+with why), 2 no verdict: bad input (no repository, a bad range) or a server
+that could not be asked (down, unreachable, a revoked token). Anything but 0
+refuses: the hook of 'clasp gate install' refuses the push.`,
 		Example: `  clasp gate check --repo /src/clasp --range HEAD~3..HEAD
   clasp gate check --repo /src/clasp --range HEAD~3..HEAD --json`,
 		Args: cobra.NoArgs,
@@ -265,7 +268,7 @@ func (a *app) gateCheck(ctx context.Context, repo, rng, ref string) error {
 		end := min(start+1000, len(stamps))
 		res, err := cl.GateCheck(ctx, stamps[start:end])
 		if err != nil {
-			return &exitError{Code: ExitError, Err: fmt.Errorf("gate: refusing, the clasp server could not check the stamps: %w", err)}
+			return a.gateUnasked(err)
 		}
 		verdicts = append(verdicts, res.Results...)
 		tmpl, prefix = res.BranchTemplate, res.IssuePrefix
@@ -282,7 +285,7 @@ func (a *app) gateCheck(ctx context.Context, repo, rng, ref string) error {
 		}
 	}
 	if len(verdicts) != len(stamps) {
-		return &exitError{Code: ExitError, Err: fmt.Errorf("gate: refusing, the server answered %d verdicts for %d stamps", len(verdicts), len(stamps))}
+		return &exitError{Code: ExitUsage, Err: fmt.Errorf("gate: refusing, the server answered %d verdicts for %d stamps", len(verdicts), len(stamps))}
 	}
 	for _, w := range where {
 		gc, v := rep.Commits[w.commit], verdicts[w.stamp]
@@ -324,6 +327,26 @@ func (a *app) gateCheck(ctx context.Context, repo, rng, ref string) error {
 	return nil
 }
 
+// envGateEnv names, in the environment of the hook's gate check, the
+// hook's environment file, so that a check that cannot ask the server
+// points there instead of to --url.
+const envGateEnv = "CLASP_GATE_ENV"
+
+// gateUnasked reports a check the server could not answer (err): it prints
+// the error, and where to set the server's URL and the gate token (the
+// hook's environment file inside the hook, else --url or CLASP_URL), and
+// returns the exitError of exit code 2: no verdict, which refuses.
+func (a *app) gateUnasked(err error) error {
+	err = fmt.Errorf("gate: refusing, the clasp server could not check the stamps: %w", err)
+	envFile := a.getenv(envGateEnv)
+	if envFile == "" {
+		return &exitError{Code: ExitUsage, Err: err}
+	}
+	fmt.Fprintf(a.stderr, "error: %v\n", err)
+	fmt.Fprintf(a.stderr, "The hook's server URL (CLASP_URL) and gate token (%s) are in %s.\n", EnvGateToken, envFile)
+	return &exitError{Code: ExitUsage}
+}
+
 func short(h string) string {
 	if len(h) > 12 {
 		return h[:12]
@@ -338,11 +361,13 @@ func short(h string) string {
 const gateHook = `#!/bin/sh
 # clasp gate (clasp gate install): refuses pushed commits stamped by a
 # superseded holder of their issue. The server URL and the gate token are
-# in clasp-gate.env beside this file (mode 0600).
+# in clasp-gate.env beside this file (mode 0600). Any non-zero exit of the
+# check (1 refused, 2 no verdict) refuses the push.
 set -u
-. "$(dirname "$0")/` + gateEnvFile + `"
+` + envGateEnv + `="$(cd "$(dirname "$0")" && pwd)/` + gateEnvFile + `"
+. "$` + envGateEnv + `"
 CLASP_TOKEN=$` + EnvGateToken + `
-export CLASP_URL CLASP_TOKEN
+export CLASP_URL CLASP_TOKEN ` + envGateEnv + `
 status=0
 while read -r old new ref; do
 	case $new in *[!0]*) ;; *) continue ;; esac # a deletion adds no commit

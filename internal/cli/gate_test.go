@@ -207,6 +207,36 @@ func TestGateRefusesSupersededPush(t *testing.T) {
 	if err == nil || !strings.Contains(out, "could not check the stamps") {
 		t.Errorf("push with the server down: err %v, output:\n%s\nwant a refusal saying the server could not check", err, out)
 	}
+	// Inside the hook the server's URL is the hook's environment file's.
+	envFile := filepath.Join(bare, "hooks", "clasp-gate.env")
+	if !strings.Contains(out, "are in "+envFile) || strings.Contains(out, "--url") {
+		t.Errorf("push with the server down, output:\n%s\nwant it to name %s as where the server's URL is set, not --url", out, envFile)
+	}
+	// No verdict is exit 2 (a refused commit is 1).
+	out, err = sh(t, gate, wb, bin, "gate", "check", "--range", "origin/main..after")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(out, "could not check the stamps") {
+		t.Errorf("gate check with the server down: %v, output:\n%s\nwant exit 2 saying the server could not check", err, out)
+	}
+}
+
+// TestGitHelpNamesTheBranchTemplate: the help of clasp agent work and of
+// clasp gate check says the branch is the company's branch template's,
+// clasp/{identifier} by default, instead of naming clasp/ as the only one.
+func TestGitHelpNamesTheBranchTemplate(t *testing.T) {
+	for _, args := range [][]string{{"agent", "work", "--help"}, {"gate", "check", "--help"}} {
+		r := runCLI(t, nil, "", args...)
+		if r.code != 0 {
+			t.Fatalf("clasp %s: exit %d\n%s", strings.Join(args, " "), r.code, r.stderr)
+		}
+		for _, bad := range []string{"branch clasp/<identifier>", "a branch under clasp/", "branch clasp/<issue>"} {
+			if strings.Contains(r.stdout, bad) {
+				t.Errorf("clasp %s says %q; want the company's branch template named", strings.Join(args, " "), bad)
+			}
+		}
+		if !strings.Contains(r.stdout, "branch template") || !strings.Contains(r.stdout, "default clasp/{identifier}") {
+			t.Errorf("clasp %s does not say the branch is the company's branch template's, default clasp/{identifier}:\n%s", strings.Join(args, " "), r.stdout)
+		}
+	}
 }
 
 // httpDo sends one request with bearer and returns its status.

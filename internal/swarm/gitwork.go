@@ -36,7 +36,8 @@ func gitIn(ctx context.Context, dir string, args ...string) (string, error) {
 
 // worktree returns the worktree in which the hold of iss at its epoch
 // works (RULES.md G5): <repo>/.clasp-worktrees/<identifier>@<epoch>, on
-// branch clasp/<identifier>. The worktrees of the same issue at older
+// the branch the grant named (the company's template; clasp/<identifier>
+// by default). The worktrees of the same issue at older
 // epochs (holds this machine worked that were superseded) are removed
 // first, each with a log line, so that one is never worked again by
 // mistake and the branch is free to check out; a worktree at a newer

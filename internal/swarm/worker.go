@@ -71,7 +71,8 @@ type WorkerConfig struct {
 	IssueID string
 	// GitDir, when set, is a git repository in which each claim works in
 	// its own worktree (<GitDir>/.clasp-worktrees/<identifier>@<epoch>, on
-	// branch clasp/<identifier>) and commits its result stamped with the
+	// the branch of the company's template, clasp/<identifier> by default)
+	// and commits its result stamped with the
 	// hold's trailer (RULES.md G5) before marking the issue done.
 	GitDir string
 	// GitRemote, with GitDir, is a shared repository (a URL or path git
