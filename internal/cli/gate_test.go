@@ -378,3 +378,108 @@ func TestAgentWorkGitNotARepository(t *testing.T) {
 		t.Errorf("EX-1's comment: %q; want it to say the git work (its worktree) failed, not the file of the description", body)
 	}
 }
+
+// TestGateInstallAgain: installing the gate twice on one repository
+// leaves one live token, the second install's: the first install's token,
+// whose id its environment file records, is revoked, and so is the token
+// of an environment file that holds the secret alone (as written before
+// ids were recorded), found by its prefix. A clasp binary inside Go's build
+// cache is refused with exit 2 (the hook would break when the cache is
+// trimmed), --clasp names another, and must be executable. A repository
+// that is not bare gets a note about receive.denyCurrentBranch.
+func TestGateInstallAgain(t *testing.T) {
+	bin := gateBin(t)
+	s := startExampleServer(t, bin)
+	tmp := t.TempDir()
+	env := gitEnv(tmp)
+	cli := append(append([]string(nil), env...), "CLASP_URL="+s.url, "CLASP_TOKEN="+s.token)
+	bare := filepath.Join(tmp, "origin.git")
+	mustSh(t, env, tmp, "git", "init", "-q", "--bare", "-b", "main", bare)
+	envFile := filepath.Join(bare, "hooks", "clasp-gate.env")
+
+	live := func() []clasp.GateToken {
+		var ts []clasp.GateToken
+		s.api("GET", "/api/companies/"+s.company+"/gate-tokens", s.token, "", &ts)
+		var out []clasp.GateToken
+		for _, g := range ts {
+			if g.RevokedAt == nil {
+				out = append(out, g)
+			}
+		}
+		return out
+	}
+	out := mustSh(t, cli, tmp, bin, "gate", "install", "--repo", bare, "--company", "EX")
+	if strings.Contains(out, "note:") {
+		t.Errorf("install into a bare repository printed a note:\n%s", out)
+	}
+	first := live()
+	if len(first) != 1 {
+		t.Fatalf("live gate tokens after one install: %+v, want 1", first)
+	}
+	if b, _ := os.ReadFile(envFile); !strings.Contains(string(b), "CLASP_GATE_TOKEN_ID='"+first[0].ID+"'") {
+		t.Errorf("%s does not record the token's id %s:\n%s", envFile, first[0].ID, b)
+	}
+	out = mustSh(t, cli, tmp, bin, "gate", "install", "--repo", bare, "--company", "EX")
+	second := live()
+	if len(second) != 1 || second[0].ID == first[0].ID || !strings.Contains(out, "Revoked the previous gate token "+first[0].ID) {
+		t.Fatalf("live gate tokens after a second install: %+v (first %s), output:\n%s\nwant the first revoked, one live", second, first[0].ID, out)
+	}
+
+	// An environment file with the secret alone.
+	b, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "CLASP_GATE_TOKEN_ID=") && !strings.HasPrefix(line, "CLASP_GATE_COMPANY_ID=") {
+			kept = append(kept, line)
+		}
+	}
+	if err := os.WriteFile(envFile, []byte(strings.Join(kept, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = mustSh(t, cli, tmp, bin, "gate", "install", "--repo", bare, "--company", "EX")
+	third := live()
+	if len(third) != 1 || third[0].ID == second[0].ID || !strings.Contains(out, "Revoked the previous gate token "+second[0].ID) {
+		t.Fatalf("live gate tokens after an install over a file without the id: %+v (previous %s), output:\n%s\nwant the previous revoked", third, second[0].ID, out)
+	}
+
+	// A binary in Go's build cache: refused before any token is made.
+	current := third[0].ID
+	for _, dir := range []string{filepath.Join(tmp, "go-build123", "b001", "exe"), filepath.Join(tmp, "gocache", "ab")} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cached := filepath.Join(dir, "clasp")
+		mustSh(t, env, tmp, "cp", bin, cached)
+		out, err := sh(t, append(cli, "GOCACHE="+filepath.Join(tmp, "gocache")), tmp, cached, "gate", "install", "--repo", bare, "--company", "EX")
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(out, "go build -o clasp ./cmd/clasp") || !strings.Contains(out, "--clasp PATH") {
+			t.Errorf("install from %s: %v, output:\n%s\nwant exit 2 saying to build the binary or pass --clasp", cached, err, out)
+		}
+		if got := live(); len(got) != 1 || got[0].ID != current {
+			t.Errorf("live gate tokens after a refused install: %+v, want %s alone", got, current)
+		}
+		mustSh(t, cli, tmp, cached, "gate", "install", "--repo", bare, "--company", "EX", "--clasp", bin)
+		if got := live(); len(got) == 1 {
+			current = got[0].ID
+		}
+		if hook, _ := os.ReadFile(filepath.Join(bare, "hooks", "pre-receive")); !strings.Contains(string(hook), "'"+bin+"' gate check") {
+			t.Errorf("the hook installed with --clasp %s:\n%s", bin, hook)
+		}
+	}
+	if out, err := sh(t, cli, tmp, bin, "gate", "install", "--repo", bare, "--company", "EX", "--clasp", envFile); err == nil || !strings.Contains(out, "not an executable file") {
+		t.Errorf("--clasp of a file that is not executable: %v, output:\n%s\nwant a refusal", err, out)
+	}
+
+	// A repository that is not bare: a note, and the install goes on.
+	work := filepath.Join(tmp, "work")
+	mustSh(t, env, tmp, "git", "init", "-q", "-b", "main", work)
+	out = mustSh(t, cli, tmp, bin, "gate", "install", "--repo", work, "--company", "EX")
+	if !strings.Contains(out, "note: "+work+" is not bare") || !strings.Contains(out, "receive.denyCurrentBranch") {
+		t.Errorf("install into a repository that is not bare:\n%s\nwant a note about receive.denyCurrentBranch", out)
+	}
+	if _, err := os.Stat(filepath.Join(work, ".git", "hooks", "pre-receive")); err != nil {
+		t.Errorf("no hook in the repository that is not bare: %v", err)
+	}
+}
