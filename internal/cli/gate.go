@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -428,9 +429,11 @@ func inGoBuildCache(ctx context.Context, getenv func(string) string, bin string)
 	}
 	caches := []string{getenv("GOCACHE")}
 	if goBin, err := exec.LookPath("go"); err == nil {
-		if out, err := exec.CommandContext(ctx, goBin, "env", "GOCACHE").Output(); err == nil { // #nosec G204 -- the go command, fixed arguments
+		gctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a go that would fetch a toolchain is not waited for
+		if out, err := exec.CommandContext(gctx, goBin, "env", "GOCACHE").Output(); err == nil { // #nosec G204 -- the go command, fixed arguments
 			caches = append(caches, strings.TrimSpace(string(out)))
 		}
+		cancel()
 	}
 	for _, c := range caches {
 		if c == "" || c == "off" {
