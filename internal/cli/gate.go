@@ -429,7 +429,8 @@ func inGoBuildCache(ctx context.Context, getenv func(string) string, bin string)
 	}
 	caches := []string{getenv("GOCACHE")}
 	if goBin, err := exec.LookPath("go"); err == nil {
-		gctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a go that would fetch a toolchain is not waited for
+		// A go that would first fetch another toolchain is not waited for.
+		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if out, err := exec.CommandContext(gctx, goBin, "env", "GOCACHE").Output(); err == nil { // #nosec G204 -- the go command, fixed arguments
 			caches = append(caches, strings.TrimSpace(string(out)))
 		}
