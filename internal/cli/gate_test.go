@@ -374,7 +374,7 @@ func TestAgentWorkGitNotARepository(t *testing.T) {
 		t.Fatal("EX-1 has no comment")
 	}
 	body := comments[len(comments)-1].Body
-	if strings.Contains(body, "description names") || !strings.Contains(body, "the git work failed") || !strings.Contains(body, "worktree") {
+	if strings.Contains(body, "description names") || !strings.Contains(body, "could not commit the result in its worktree: git worktree") {
 		t.Errorf("EX-1's comment: %q; want it to say the git work (its worktree) failed, not the file of the description", body)
 	}
 }

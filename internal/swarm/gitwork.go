@@ -249,12 +249,16 @@ func CheckGitDir(ctx context.Context, dir, remote string) error {
 	return nil
 }
 
-// gitWorkError is a failure of the git work on an issue (its worktree,
-// commit, push), as opposed to the reading of the file its description
-// names.
-type gitWorkError struct{ err error }
+// gitWorkError is a failure of a step of the git work on an issue (make
+// its worktree and commit the result, push its branch), as opposed to the
+// reading of the file its description names: "could not <step>: <git's
+// error>".
+type gitWorkError struct {
+	step string
+	err  error
+}
 
-func (e *gitWorkError) Error() string { return e.err.Error() }
+func (e *gitWorkError) Error() string { return "could not " + e.step + ": " + e.err.Error() }
 func (e *gitWorkError) Unwrap() error { return e.err }
 
 // mainBranch is the branch results are merged into (default "main").

@@ -619,7 +619,7 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 		// under that epoch).
 		wt, commit, gerr := w.commitResult(ctx, iss, ResultPrefix+sum)
 		if gerr != nil {
-			herr = &gitWorkError{fmt.Errorf("commit the result in its worktree: %w", gerr)}
+			herr = &gitWorkError{step: "commit the result in its worktree", err: gerr}
 		} else {
 			w.ev.Emit(EventCommitted, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "commit", commit, "worktree", wt)
 			mergeWT = wt
@@ -629,7 +629,7 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 			refused, perr := w.pushBranch(ctx, wt, ws)
 			switch {
 			case perr != nil:
-				herr = &gitWorkError{fmt.Errorf("push the result's branch %s: %w", ws.Branch, perr)}
+				herr = &gitWorkError{step: "push the result's branch " + ws.Branch, err: perr}
 			case refused != "":
 				// The repository's gate refused the hold's work: the issue
 				// was taken over (or its holder, this run, was swept). The
@@ -726,7 +726,7 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 // readable file's path in the description and set the issue back to todo.
 func workFailure(iss *clasp.Issue, err error) error {
 	if ge := (*gitWorkError)(nil); errors.As(err, &ge) {
-		return fmt.Errorf("the git work failed: %v; fix the repository and set the status back to todo (clasp issue update %s --status todo)", ge.err, iss.Identifier)
+		return fmt.Errorf("%v; fix the git repository and set the status back to todo (clasp issue update %s --status todo)", ge, iss.Identifier)
 	}
 	fix := fmt.Sprintf("set the description to the path of a readable file and the status back to todo (clasp issue update %s --description PATH --status todo)", iss.Identifier)
 	if strings.TrimSpace(iss.Description) == "" {
