@@ -20,8 +20,9 @@ const (
 const maxBranchTemplate = 200
 
 // ValidateBranchTemplate checks a company's branch template t: at most 200
-// bytes, containing {identifier}, no other placeholder than {identifier}
-// and {prefix}, and naming a valid git branch (git check-ref-format
+// bytes, containing {identifier}, not beginning with "refs/" (a branch
+// name, not a ref), no other placeholder than {identifier} and {prefix},
+// and naming a valid git branch (git check-ref-format
 // --branch rules, checkRefName) for any issue. The error is 400
 // invalid_request naming the field branchTemplate (the HTTP layer answers
 // 422 for a body that fails it).
@@ -36,6 +37,10 @@ func ValidateBranchTemplate(t string) error {
 		return bad("must be at most %d bytes", maxBranchTemplate)
 	case !strings.Contains(t, PlaceholderIdentifier):
 		return bad("must contain %s, so that each issue gets its own branch", PlaceholderIdentifier)
+	case strings.HasPrefix(t, "refs/"):
+		// git would make refs/heads/refs/heads/..., a name that reads as
+		// two refs.
+		return bad("must be a branch name without refs/ (%q, not %q)", strings.TrimPrefix(strings.TrimPrefix(t, "refs/"), "heads/"), t)
 	}
 	rest := strings.NewReplacer(PlaceholderIdentifier, "", PlaceholderPrefix, "").Replace(t)
 	if strings.ContainsAny(rest, "{}") {

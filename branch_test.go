@@ -44,6 +44,10 @@ func TestValidateBranchTemplate(t *testing.T) {
 		{"w\\{identifier}", false},
 		{"w@{{identifier}", false},
 		{"-{identifier}", false},
+		{"refs/heads/{identifier}", false},
+		{"refs/{identifier}", false},
+		{"refs/heads/clasp/{identifier}", false},
+		{"prefs/{identifier}", true},
 		{"w\t{identifier}", false},
 		{strings.Repeat("a", 190) + "/{identifier}", false},
 	} {
@@ -55,11 +59,15 @@ func TestValidateBranchTemplate(t *testing.T) {
 			if ce := AsError(err); ce == nil || ce.Code != CodeInvalidRequest || ce.Details["field"] != "branchTemplate" {
 				t.Errorf("ValidateBranchTemplate(%q): %v, want invalid_request naming branchTemplate", c.tmpl, err)
 			}
+			if strings.HasPrefix(c.tmpl, "refs/") && !strings.Contains(err.Error(), "without refs/") {
+				t.Errorf("ValidateBranchTemplate(%q): %v, want it to say to give the branch name without refs/", c.tmpl, err)
+			}
 		}
 		// git agrees on the name of every template whose placeholders
 		// are right.
 		rest := strings.NewReplacer(PlaceholderIdentifier, "", PlaceholderPrefix, "").Replace(c.tmpl)
-		if git == "" || !strings.Contains(c.tmpl, PlaceholderIdentifier) || strings.ContainsAny(rest, "{}") || len(c.tmpl) > maxBranchTemplate {
+		// git takes a branch named refs/heads/x (as refs/heads/refs/heads/x).
+		if git == "" || strings.HasPrefix(c.tmpl, "refs/") || !strings.Contains(c.tmpl, PlaceholderIdentifier) || strings.ContainsAny(rest, "{}") || len(c.tmpl) > maxBranchTemplate {
 			continue
 		}
 		name := BranchName(c.tmpl, "AB", "AB-1")

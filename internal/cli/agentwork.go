@@ -37,7 +37,8 @@ SHA-256 of the file whose absolute path is the issue's description while
 heartbeating the run, then writes the comment "sha256 <hex>" and status done in
 one atomic PATCH, and finishes the run.
 
-Work that fails (the description names no readable file) never marks the
+Work that fails (the description names no readable file, or with --git the
+git work, its worktree, commit or push, fails) never marks the
 issue done: one atomic PATCH writes the comment "work failed: <why>" and sets
 the issue blocked, which releases its lock and keeps its assignee, so a human
 sees it on the board and in the agent's inbox, and no claim takes it again
@@ -53,13 +54,15 @@ blocked are named, event=exit reason=work_failed), or the server stays
 unreachable or refuses the key.
 
 With --git DIR each claim works in its own git worktree of DIR,
-DIR/.clasp-worktrees/<identifier>@<epoch>, on the issue's branch clasp/<identifier>
-(made from DIR's HEAD, or from the branch's tip when a previous holder left work
-there), writes the result to results/<identifier> and commits it with the
-trailer "Clasp-Issue: <identifier>@<epoch>" before marking the issue done
+DIR/.clasp-worktrees/<identifier>@<epoch>, on the issue's branch, the one the
+company's branch template names (default clasp/{identifier}), made from DIR's
+HEAD, or from the branch's tip when a previous holder left work there; it
+writes the result to results/<identifier> and commits it with the trailer
+"Clasp-Issue: <identifier>@<epoch>" before marking the issue done
 (event=committed). A worktree of an older epoch of the same issue (a superseded
 hold on this machine) is removed first, with a log line; one of a newer epoch
-means this hold is superseded, and its work fails.
+means this hold is superseded, and its work fails. A DIR that is not a git
+repository with a commit is refused at startup, before any claim (exit 2).
 
 With --one-run it is the process of a server-managed agent (clasp swarm
 --managed): it works at most one issue in the run the server started
@@ -86,6 +89,13 @@ the server ends the run.`,
 			}
 			if gitRemote != "" && gitDir == "" {
 				return usageErr(errors.New("--git-remote needs --git DIR (the directory of the clone)"))
+			}
+			if gitDir != "" {
+				// Before any claim: every issue claimed with a DIR no
+				// worktree can be made in would fail and be left blocked.
+				if err := swarm.CheckGitDir(cmd.Context(), gitDir, gitRemote); err != nil {
+					return usageErr(fmt.Errorf("--git: %w", err))
+				}
 			}
 			// cmd/clasp ends the context on SIGTERM and SIGINT: the worker
 			// then completes the issue in hand, finishes its run and returns.
@@ -125,7 +135,7 @@ the server ends the run.`,
 		},
 	}
 	cmd.Flags().DurationVar(&slow, "slow", 0, "stretch the work on each issue to at least this long (e.g. 200ms)")
-	cmd.Flags().StringVar(&gitDir, "git", "", "a git repository: each claim works in its own worktree of it (DIR/.clasp-worktrees/<issue>@<epoch>, branch clasp/<issue>)\nand commits its result stamped 'Clasp-Issue: <issue>@<epoch>'; worktrees of superseded holds are removed")
+	cmd.Flags().StringVar(&gitDir, "git", "", "a git repository: each claim works in its own worktree of it (DIR/.clasp-worktrees/<issue>@<epoch>, on the branch of the company's template, default clasp/<issue>)\nand commits its result stamped 'Clasp-Issue: <issue>@<epoch>'; worktrees of superseded holds are removed")
 	cmd.Flags().StringVar(&gitRemote, "git-remote", "", "with --git: a shared repository; DIR is cloned from it when missing, each claim starts from its --git-main branch,\nits branch is pushed before the issue is set done (a refusal by the repository's gate drops the work)\nand the result is merged into --git-main after (rebase and push, again when another merge landed first)")
 	cmd.Flags().StringVar(&gitMain, "git-main", "main", "with --git-remote: the branch results are merged into")
 	cmd.Flags().BoolVar(&noClaim, "no-claim", false, "find work with inbox, list and checkout instead of claim-next")

@@ -207,6 +207,36 @@ func TestGateRefusesSupersededPush(t *testing.T) {
 	if err == nil || !strings.Contains(out, "could not check the stamps") {
 		t.Errorf("push with the server down: err %v, output:\n%s\nwant a refusal saying the server could not check", err, out)
 	}
+	// Inside the hook the server's URL is the hook's environment file's.
+	envFile := filepath.Join(bare, "hooks", "clasp-gate.env")
+	if !strings.Contains(out, "are in "+envFile) || strings.Contains(out, "--url") {
+		t.Errorf("push with the server down, output:\n%s\nwant it to name %s as where the server's URL is set, not --url", out, envFile)
+	}
+	// No verdict is exit 2 (a refused commit is 1).
+	out, err = sh(t, gate, wb, bin, "gate", "check", "--range", "origin/main..after")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(out, "could not check the stamps") {
+		t.Errorf("gate check with the server down: %v, output:\n%s\nwant exit 2 saying the server could not check", err, out)
+	}
+}
+
+// TestGitHelpNamesTheBranchTemplate: the help of clasp agent work and of
+// clasp gate check says the branch is the company's branch template's,
+// clasp/{identifier} by default, instead of naming clasp/ as the only one.
+func TestGitHelpNamesTheBranchTemplate(t *testing.T) {
+	for _, args := range [][]string{{"agent", "work", "--help"}, {"gate", "check", "--help"}} {
+		r := runCLI(t, nil, "", args...)
+		if r.code != 0 {
+			t.Fatalf("clasp %s: exit %d\n%s", strings.Join(args, " "), r.code, r.stderr)
+		}
+		for _, bad := range []string{"branch clasp/<identifier>", "a branch under clasp/", "branch clasp/<issue>"} {
+			if strings.Contains(r.stdout, bad) {
+				t.Errorf("clasp %s says %q; want the company's branch template named", strings.Join(args, " "), bad)
+			}
+		}
+		if !strings.Contains(r.stdout, "branch template") || !strings.Contains(r.stdout, "default clasp/{identifier}") {
+			t.Errorf("clasp %s does not say the branch is the company's branch template's, default clasp/{identifier}:\n%s", strings.Join(args, " "), r.stdout)
+		}
+	}
 }
 
 // httpDo sends one request with bearer and returns its status.
@@ -286,5 +316,170 @@ func TestAgentWorkGitWorktrees(t *testing.T) {
 	if out, err := sh(t, gate, repo, bin, "gate", "check", "--ref", "refs/heads/clasp/EX-1", "--range", "main..clasp/EX-1"); err == nil ||
 		!strings.Contains(out, "unstamped") || !strings.Contains(out, "1 of 2 commits refused") {
 		t.Errorf("gate check of clasp/EX-1: err %v, output:\n%s\nwant the previous holder's unstamped commit refused, the result accepted", err, out)
+	}
+}
+
+// TestAgentWorkGitNotARepository: clasp agent work --git DIR refuses a DIR
+// that is not a git repository at startup, with exit 2, a message saying
+// so and how to make one, and no issue claimed. With a repository in
+// which the worktree cannot be made (.clasp-worktrees is a file), the
+// claimed issue is left blocked with a comment naming the git step that
+// failed, never one about the file the description names.
+func TestAgentWorkGitNotARepository(t *testing.T) {
+	bin := gateBin(t)
+	s := startExampleServer(t, bin)
+	tmp := t.TempDir()
+	env := gitEnv(tmp)
+	input := filepath.Join(tmp, "input.txt")
+	if err := os.WriteFile(input, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.api("PATCH", "/api/issues/"+s.issue, s.token, `{"description":"`+input+`"}`, nil)
+	work := append(append([]string(nil), env...), "CLASP_URL="+s.url, "CLASP_TOKEN="+s.key)
+
+	plain := filepath.Join(tmp, "plain")
+	if err := os.Mkdir(plain, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := sh(t, work, tmp, bin, "agent", "work", "--git", plain)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("agent work --git on a plain directory: %v, want exit 2; output:\n%s", err, out)
+	}
+	if !strings.Contains(out, plain+" is not a git repository") || !strings.Contains(out, "git init "+plain) {
+		t.Errorf("output does not say %s is not a git repository and how to make one:\n%s", plain, out)
+	}
+	var iss clasp.Issue
+	s.api("GET", "/api/issues/"+s.issue, s.token, "", &iss)
+	if iss.Status != clasp.IssueTodo || iss.CheckoutEpoch != 0 {
+		t.Fatalf("EX-1 after the refusal: status %s, epoch %d; want todo, never checked out", iss.Status, iss.CheckoutEpoch)
+	}
+
+	repo := filepath.Join(tmp, "repo")
+	mustSh(t, env, tmp, "git", "init", "-q", "-b", "main", repo)
+	mustSh(t, env, repo, "git", "commit", "-q", "--allow-empty", "-m", "start")
+	if err := os.WriteFile(filepath.Join(repo, ".clasp-worktrees"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = sh(t, work, tmp, bin, "agent", "work", "--git", repo)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("agent work with no room for a worktree: %v, want exit 1; output:\n%s", err, out)
+	}
+	s.api("GET", "/api/issues/"+s.issue, s.token, "", &iss)
+	if iss.Status != clasp.IssueBlocked {
+		t.Fatalf("EX-1: status %s, want blocked", iss.Status)
+	}
+	var comments []clasp.Comment
+	s.api("GET", "/api/issues/"+s.issue+"/comments", s.token, "", &comments)
+	if len(comments) == 0 {
+		t.Fatal("EX-1 has no comment")
+	}
+	body := comments[len(comments)-1].Body
+	if strings.Contains(body, "description names") || !strings.Contains(body, "could not commit the result in its worktree: git worktree") {
+		t.Errorf("EX-1's comment: %q; want it to say the git work (its worktree) failed, not the file of the description", body)
+	}
+}
+
+// TestGateInstallAgain: installing the gate twice on one repository
+// leaves one live token, the second install's: the first install's token,
+// whose id its environment file records, is revoked, and so is the token
+// of an environment file that holds the secret alone (as written before
+// ids were recorded), found by its prefix. A clasp binary inside Go's build
+// cache is refused with exit 2 (the hook would break when the cache is
+// trimmed), --clasp names another, and must be executable. A repository
+// that is not bare gets a note about receive.denyCurrentBranch.
+func TestGateInstallAgain(t *testing.T) {
+	bin := gateBin(t)
+	s := startExampleServer(t, bin)
+	tmp := t.TempDir()
+	env := gitEnv(tmp)
+	cli := append(append([]string(nil), env...), "CLASP_URL="+s.url, "CLASP_TOKEN="+s.token)
+	bare := filepath.Join(tmp, "origin.git")
+	mustSh(t, env, tmp, "git", "init", "-q", "--bare", "-b", "main", bare)
+	envFile := filepath.Join(bare, "hooks", "clasp-gate.env")
+
+	live := func() []clasp.GateToken {
+		var ts []clasp.GateToken
+		s.api("GET", "/api/companies/"+s.company+"/gate-tokens", s.token, "", &ts)
+		var out []clasp.GateToken
+		for _, g := range ts {
+			if g.RevokedAt == nil {
+				out = append(out, g)
+			}
+		}
+		return out
+	}
+	out := mustSh(t, cli, tmp, bin, "gate", "install", "--repo", bare, "--company", "EX")
+	if strings.Contains(out, "note:") {
+		t.Errorf("install into a bare repository printed a note:\n%s", out)
+	}
+	first := live()
+	if len(first) != 1 {
+		t.Fatalf("live gate tokens after one install: %+v, want 1", first)
+	}
+	if b, _ := os.ReadFile(envFile); !strings.Contains(string(b), "CLASP_GATE_TOKEN_ID='"+first[0].ID+"'") {
+		t.Errorf("%s does not record the token's id %s:\n%s", envFile, first[0].ID, b)
+	}
+	out = mustSh(t, cli, tmp, bin, "gate", "install", "--repo", bare, "--company", "EX")
+	second := live()
+	if len(second) != 1 || second[0].ID == first[0].ID || !strings.Contains(out, "Revoked the previous gate token "+first[0].ID) {
+		t.Fatalf("live gate tokens after a second install: %+v (first %s), output:\n%s\nwant the first revoked, one live", second, first[0].ID, out)
+	}
+
+	// An environment file with the secret alone.
+	b, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "CLASP_GATE_TOKEN_ID=") && !strings.HasPrefix(line, "CLASP_GATE_COMPANY_ID=") {
+			kept = append(kept, line)
+		}
+	}
+	if err := os.WriteFile(envFile, []byte(strings.Join(kept, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = mustSh(t, cli, tmp, bin, "gate", "install", "--repo", bare, "--company", "EX")
+	third := live()
+	if len(third) != 1 || third[0].ID == second[0].ID || !strings.Contains(out, "Revoked the previous gate token "+second[0].ID) {
+		t.Fatalf("live gate tokens after an install over a file without the id: %+v (previous %s), output:\n%s\nwant the previous revoked", third, second[0].ID, out)
+	}
+
+	// A binary in Go's build cache: refused before any token is made.
+	current := third[0].ID
+	for _, dir := range []string{filepath.Join(tmp, "go-build123", "b001", "exe"), filepath.Join(tmp, "gocache", "ab")} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cached := filepath.Join(dir, "clasp")
+		mustSh(t, env, tmp, "cp", bin, cached)
+		out, err := sh(t, append(cli, "GOCACHE="+filepath.Join(tmp, "gocache")), tmp, cached, "gate", "install", "--repo", bare, "--company", "EX")
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(out, "go build -o clasp ./cmd/clasp") || !strings.Contains(out, "--clasp PATH") {
+			t.Errorf("install from %s: %v, output:\n%s\nwant exit 2 saying to build the binary or pass --clasp", cached, err, out)
+		}
+		if got := live(); len(got) != 1 || got[0].ID != current {
+			t.Errorf("live gate tokens after a refused install: %+v, want %s alone", got, current)
+		}
+		mustSh(t, cli, tmp, cached, "gate", "install", "--repo", bare, "--company", "EX", "--clasp", bin)
+		if got := live(); len(got) == 1 {
+			current = got[0].ID
+		}
+		if hook, _ := os.ReadFile(filepath.Join(bare, "hooks", "pre-receive")); !strings.Contains(string(hook), "'"+bin+"' gate check") {
+			t.Errorf("the hook installed with --clasp %s:\n%s", bin, hook)
+		}
+	}
+	if out, err := sh(t, cli, tmp, bin, "gate", "install", "--repo", bare, "--company", "EX", "--clasp", envFile); err == nil || !strings.Contains(out, "not an executable file") {
+		t.Errorf("--clasp of a file that is not executable: %v, output:\n%s\nwant a refusal", err, out)
+	}
+
+	// A repository that is not bare: a note, and the install goes on.
+	work := filepath.Join(tmp, "work")
+	mustSh(t, env, tmp, "git", "init", "-q", "-b", "main", work)
+	out = mustSh(t, cli, tmp, bin, "gate", "install", "--repo", work, "--company", "EX")
+	if !strings.Contains(out, "note: "+work+" is not bare") || !strings.Contains(out, "receive.denyCurrentBranch") {
+		t.Errorf("install into a repository that is not bare:\n%s\nwant a note about receive.denyCurrentBranch", out)
+	}
+	if _, err := os.Stat(filepath.Join(work, ".git", "hooks", "pre-receive")); err != nil {
+		t.Errorf("no hook in the repository that is not bare: %v", err)
 	}
 }

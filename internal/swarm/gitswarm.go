@@ -115,7 +115,9 @@ func (r *swarmRun) setupGit(ctx context.Context) error {
 	if err := os.WriteFile(tokenFile, []byte(t.Token+"\n"), 0o600); err != nil {
 		return fmt.Errorf("git swarm: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, r.cfg.ServerBinary, "gate", "install", "--repo", bare, "--gate-token-file", tokenFile, "--url", r.urlsFor(0)[0]) // #nosec G204 -- the clasp executable, no shell
+	// --clasp: the hook lives as long as the swarm's repository, so the
+	// swarm's own binary serves even from Go's build cache (go run).
+	cmd := exec.CommandContext(ctx, r.cfg.ServerBinary, "gate", "install", "--repo", bare, "--gate-token-file", tokenFile, "--url", r.urlsFor(0)[0], "--clasp", r.cfg.ServerBinary) // #nosec G204 -- the clasp executable, no shell
 	cmd.Env = append(os.Environ(), "CLASP_TOKEN=")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("git swarm: clasp gate install: %w: %s", err, strings.TrimSpace(string(out)))

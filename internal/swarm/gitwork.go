@@ -36,7 +36,8 @@ func gitIn(ctx context.Context, dir string, args ...string) (string, error) {
 
 // worktree returns the worktree in which the hold of iss at its epoch
 // works (RULES.md G5): <repo>/.clasp-worktrees/<identifier>@<epoch>, on
-// branch clasp/<identifier>. The worktrees of the same issue at older
+// the branch the grant named (the company's template; clasp/<identifier>
+// by default). The worktrees of the same issue at older
 // epochs (holds this machine worked that were superseded) are removed
 // first, each with a log line, so that one is never worked again by
 // mistake and the branch is free to check out; a worktree at a newer
@@ -223,6 +224,42 @@ func (w *Worker) ensureClone(ctx context.Context) error {
 	_, err := gitIn(ctx, filepath.Dir(w.cfg.GitDir), "clone", "-q", "--origin", "origin", "--branch", w.mainBranch(), w.cfg.GitRemote, w.cfg.GitDir)
 	return err
 }
+
+// CheckGitDir checks that dir can hold the worktrees of claims: a git
+// repository whose HEAD names a commit (worktrees start from it). With
+// remote set, a dir that does not exist yet is fine (it is cloned from
+// remote). It returns nil, or an error saying what dir lacks and the git
+// commands that make it a repository with a first commit.
+func CheckGitDir(ctx context.Context, dir, remote string) error {
+	if _, err := os.Stat(dir); err != nil {
+		if remote != "" && os.IsNotExist(err) {
+			return nil
+		}
+		if os.IsNotExist(err) {
+			return fmt.Errorf("%s does not exist, so it is not a git repository: make one with 'git init %s' and a first commit ('git -C %s commit --allow-empty -m start')", dir, dir, dir)
+		}
+		return err
+	}
+	if _, err := gitIn(ctx, dir, "rev-parse", "--git-dir"); err != nil {
+		return fmt.Errorf("%s is not a git repository: make one with 'git init %s' and a first commit ('git -C %s commit --allow-empty -m start')", dir, dir, dir)
+	}
+	if _, err := gitIn(ctx, dir, "rev-parse", "--verify", "-q", "HEAD^{commit}"); err != nil {
+		return fmt.Errorf("the git repository %s has no commit yet, and the worktree of each claim starts from its HEAD: make one with 'git -C %s commit --allow-empty -m start'", dir, dir)
+	}
+	return nil
+}
+
+// gitWorkError is a failure of a step of the git work on an issue (make
+// its worktree and commit the result, push its branch), as opposed to the
+// reading of the file its description names: "could not <step>: <git's
+// error>".
+type gitWorkError struct {
+	step string
+	err  error
+}
+
+func (e *gitWorkError) Error() string { return "could not " + e.step + ": " + e.err.Error() }
+func (e *gitWorkError) Unwrap() error { return e.err }
 
 // mainBranch is the branch results are merged into (default "main").
 func (w *Worker) mainBranch() string {

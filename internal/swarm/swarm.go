@@ -226,7 +226,11 @@ func (r *Report) WriteText(w io.Writer) {
 	if g := r.Git; g != nil {
 		fmt.Fprintf(w, "  git repository      %s\n", g.Repo)
 		fmt.Fprintf(w, "  commits             %d in worktrees, %d on main\n", g.Commits, g.MainCommits)
-		fmt.Fprintf(w, "  branch pushes       %d accepted, refused%s\n", g.Pushes, byReason(g.PushesRefused))
+		refused := 0
+		for _, n := range g.PushesRefused {
+			refused += n
+		}
+		fmt.Fprintf(w, "  branch pushes       %d accepted, %d refused%s\n", g.Pushes, refused, byReason(g.PushesRefused))
 		fmt.Fprintf(w, "  refused stale pushes %d (superseded, dead or swept holder)\n", g.StalePushesRefused)
 		fmt.Fprintf(w, "  merges into main    %d (%d non-fast-forward retries), %d landed by the swarm, %d failed\n", g.Merges, g.NonFastForwardRetries, g.Landed, g.MergeFailures)
 		fmt.Fprintf(w, "  freezes (SIGSTOP)   %d: %d swept before SIGCONT, %d taken over, %d pushes after waking refused\n", g.Freezes, g.FrozenSwept, g.FrozenTakenOver, g.FrozenPushesRefused)
@@ -302,9 +306,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	r := &swarmRun{cfg: cfg, progress: progress, start: time.Now()}
 	defer r.close()
 	if err := r.setup(ctx); err != nil {
+		r.interrupted(ctx)
 		return nil, err
 	}
 	if err := r.work(ctx); err != nil {
+		r.interrupted(ctx)
 		return nil, err
 	}
 	r.check(ctx)
@@ -340,6 +346,30 @@ type swarmRun struct {
 
 func (r *swarmRun) logf(format string, args ...any) {
 	fmt.Fprintf(r.progress, "swarm: "+format+"\n", args...)
+}
+
+// interrupted prints, when ctx has ended (SIGINT or SIGTERM), one progress
+// line saying the run was interrupted, how many agent processes it
+// stopped, and whether its data directory is kept or removed.
+func (r *swarmRun) interrupted(ctx context.Context) {
+	if ctx.Err() == nil {
+		return
+	}
+	stopped := 0
+	if r.sup != nil {
+		r.sup.mu.Lock()
+		stopped = r.sup.stopped
+		r.sup.mu.Unlock()
+	}
+	dir := "no run directory was made"
+	switch {
+	case r.dataDir == "":
+	case r.cfg.Keep || r.cfg.DataDir != "":
+		dir = "the run directory " + r.dataDir + " is kept"
+	default:
+		dir = "the run directory " + r.dataDir + " is removed (--keep keeps it)"
+	}
+	r.logf("interrupted: stopped %d agent process(es); %s", stopped, dir)
 }
 
 // onClose adds f to what close runs.
@@ -925,11 +955,13 @@ type supervisor struct {
 	kills     int
 	conflicts int
 	byReason  map[string]int
-	// runsDropped and locksTakenOver count run_lost and lock_lost events.
-	runsDropped, locksTakenOver int
-	failures                    []string
-	acks                        []Ack           // writes the agents saw acknowledged (their event lines)
-	recovery                    []time.Duration // managed: SIGKILL to the retry's start, per recovered run
+	// runsDropped and locksTakenOver count run_lost and lock_lost events;
+	// stopped counts the processes killed because the swarm's context
+	// ended (SIGINT or SIGTERM).
+	runsDropped, locksTakenOver, stopped int
+	failures                             []string
+	acks                                 []Ack           // writes the agents saw acknowledged (their event lines)
+	recovery                             []time.Duration // managed: SIGKILL to the retry's start, per recovered run
 }
 
 // run runs one slot per key (runSlot) and prints a progress line about
@@ -1097,13 +1129,18 @@ func (s *supervisor) runProcess(ctx context.Context, n int, key string, logFile 
 	}
 	_, _ = io.Copy(io.Discard, stdout)
 	err = cmd.Wait()
-	stopOnCancel()
+	// The stop on cancel already ran: the process was alive when the
+	// swarm's context ended, and was stopped for it.
+	stoppedForCancel := !stopOnCancel()
 	for _, t := range timers {
 		t.Stop()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.live--
+	if stoppedForCancel {
+		s.stopped++
+	}
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
 		if ctx.Err() != nil {
 			return false, ctx.Err()

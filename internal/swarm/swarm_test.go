@@ -1,6 +1,7 @@
 package swarm_test
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
@@ -270,5 +271,73 @@ func TestSwarmManagedPaperclipAgent(t *testing.T) {
 	}
 	if len(rep.Violations) != 0 || len(rep.AgentFailures) != 0 {
 		t.Errorf("violations: %v; agent failures: %v", rep.Violations, rep.AgentFailures)
+	}
+}
+
+// TestReportGitPushes: the report's line of branch pushes gives the
+// accepted and the refused pushes each with its count, the refusals split
+// by reason.
+func TestReportGitPushes(t *testing.T) {
+	rep := swarm.Report{Git: &swarm.GitTally{Pushes: 8, PushesRefused: map[string]int{"superseded": 1, "dead_holder": 2}}}
+	var b bytes.Buffer
+	rep.WriteText(&b)
+	if want := "branch pushes       8 accepted, 3 refused (dead_holder 2, superseded 1)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("report:\n%s\nwant the line %q", b.String(), want)
+	}
+}
+
+// TestSwarmInterrupted: `clasp swarm` stopped by SIGINT while its agents
+// work exits 130 with one line saying it was interrupted, how many agent
+// processes it stopped, and that its temporary run directory is removed;
+// the directory is gone.
+func TestSwarmInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, 20)
+	cmd := exec.Command(claspBin, "swarm", "--dir", dir, "--agents", "2", "--kill-rate", "0", "--slow", "2s")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	sc := bufio.NewScanner(stderr)
+	dataDir := ""
+	for sc.Scan() {
+		line := sc.Text()
+		lines = append(lines, line)
+		if _, d, ok := strings.Cut(line, "data in "); ok && dataDir == "" {
+			dataDir = d
+		}
+		// The first progress line comes once the agents have started.
+		if strings.HasPrefix(line, "swarm: done ") {
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	err = cmd.Wait()
+	out := strings.Join(lines, "\n")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Fatalf("clasp swarm after SIGINT: %v, want exit 130; stderr:\n%s", err, out)
+	}
+	var last string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "swarm: interrupted: ") {
+			last = l
+		}
+	}
+	var stopped int
+	if _, err := fmt.Sscanf(last, "swarm: interrupted: stopped %d agent process(es);", &stopped); err != nil || stopped < 1 ||
+		dataDir == "" || !strings.HasSuffix(last, "the run directory "+dataDir+" is removed (--keep keeps it)") {
+		t.Errorf("interrupted line %q (%v): want the agent processes stopped (at least 1) and the run directory %q removed; stderr:\n%s", last, err, dataDir, out)
+	}
+	if _, err := os.Stat(dataDir); dataDir != "" && !os.IsNotExist(err) {
+		t.Errorf("the run directory %s is still there (%v)", dataDir, err)
 	}
 }

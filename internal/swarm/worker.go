@@ -71,7 +71,8 @@ type WorkerConfig struct {
 	IssueID string
 	// GitDir, when set, is a git repository in which each claim works in
 	// its own worktree (<GitDir>/.clasp-worktrees/<identifier>@<epoch>, on
-	// branch clasp/<identifier>) and commits its result stamped with the
+	// the branch of the company's template, clasp/<identifier> by default)
+	// and commits its result stamped with the
 	// hold's trailer (RULES.md G5) before marking the issue done.
 	GitDir string
 	// GitRemote, with GitDir, is a shared repository (a URL or path git
@@ -162,6 +163,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		if err := w.ensureClone(ctx); err != nil {
 			w.ev.Emit(EventExit, "reason", "error", "error", err)
 			return fmt.Errorf("clone %s: %w", w.cfg.GitRemote, err)
+		}
+	}
+	if w.cfg.GitDir != "" {
+		// Checked before any claim: a directory no worktree can be made
+		// in would otherwise fail, and block, every issue claimed.
+		if err := CheckGitDir(ctx, w.cfg.GitDir, ""); err != nil {
+			w.ev.Emit(EventExit, "reason", "error", "error", err)
+			return err
 		}
 	}
 	w.ev.Emit(EventStarted, "agent", w.me.ID, "name", w.me.Name, "pid", os.Getpid())
@@ -610,7 +619,7 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 		// under that epoch).
 		wt, commit, gerr := w.commitResult(ctx, iss, ResultPrefix+sum)
 		if gerr != nil {
-			herr = fmt.Errorf("commit the result in its worktree: %w", gerr)
+			herr = &gitWorkError{step: "commit the result in its worktree", err: gerr}
 		} else {
 			w.ev.Emit(EventCommitted, "issue", iss.Identifier, "run", run.ID, "epoch", iss.CheckoutEpoch, "commit", commit, "worktree", wt)
 			mergeWT = wt
@@ -620,7 +629,7 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 			refused, perr := w.pushBranch(ctx, wt, ws)
 			switch {
 			case perr != nil:
-				herr = fmt.Errorf("push the result's branch: %w", perr)
+				herr = &gitWorkError{step: "push the result's branch " + ws.Branch, err: perr}
 			case refused != "":
 				// The repository's gate refused the hold's work: the issue
 				// was taken over (or its holder, this run, was swept). The
@@ -641,7 +650,7 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 		// lock (rule L6), so a human sees it and no agent takes it again
 		// (claims take todo issues only).
 		herr = workFailure(iss, herr)
-		w.log.Warn("cannot hash the issue's file; setting the issue blocked", "issue", iss.Identifier, "err", herr)
+		w.log.Warn("the work failed; setting the issue blocked", "issue", iss.Identifier, "err", herr)
 		status, result, kind = clasp.IssueBlocked, FailurePrefix+herr.Error(), "blocked-"
 	}
 
@@ -709,10 +718,16 @@ func (w *Worker) work(ctx context.Context, rc *client.Client, run *clasp.Run, is
 	return nil
 }
 
-// workFailure says, as a sentence, why the work on iss (hashing the file
-// its description names) failed with err, and what to do: put a readable
-// file's path in the description and set the issue back to todo.
+// workFailure says, as a sentence, why the work on iss failed with err,
+// and what to do. A failure of the git work (a gitWorkError: the
+// worktree, the commit or the push) names that step and git's complaint,
+// and says to fix the repository and set the issue back to todo; any
+// other failure is of hashing the file the description names: put a
+// readable file's path in the description and set the issue back to todo.
 func workFailure(iss *clasp.Issue, err error) error {
+	if ge := (*gitWorkError)(nil); errors.As(err, &ge) {
+		return fmt.Errorf("%v; fix the git repository and set the status back to todo (clasp issue update %s --status todo)", ge, iss.Identifier)
+	}
 	fix := fmt.Sprintf("set the description to the path of a readable file and the status back to todo (clasp issue update %s --description PATH --status todo)", iss.Identifier)
 	if strings.TrimSpace(iss.Description) == "" {
 		return fmt.Errorf("the description names no file to hash (clasp agent work hashes the file whose path is the description); %s", fix)
