@@ -336,7 +336,7 @@ func (d *Dispatcher) backoff(n int) time.Duration {
 	delay = min(delay, d.cfg.RetryMax)
 	half := delay / 2
 	if half > 0 {
-		delay -= time.Duration(mrand.Int64N(int64(half) + 1))
+		delay -= time.Duration(mrand.Int64N(int64(half) + 1)) // #nosec G404 -- retry jitter, not a secret
 	}
 	return delay
 }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"testing"
 
 	"github.com/clasp-dev/clasp"
@@ -91,7 +90,7 @@ func TestDocSnippets(t *testing.T) {
 	write(pyFile, snippet(t, "python", regexp.MustCompile(`def verify`)))
 	write(jsFile, snippet(t, "js", regexp.MustCompile(`function verify`)))
 	goBin := filepath.Join(dir, "verify")
-	if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", goBin, goFile).CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", goBin, goFile).CombinedOutput(); err != nil {
 		t.Fatalf("build the Go snippet: %v\n%s", err, out)
 	}
 	langs := []struct {
