@@ -85,7 +85,7 @@ func TestEscalation_AlwaysCrashingAgent(t *testing.T) {
 			escalations := 0
 			waitRun := func(id string) string {
 				for finished[id] == "" {
-					c := <-rc.arrived
+					c := rc.next(t, log)
 					var ev struct {
 						Activity clasp.Activity `json:"activity"`
 					}
@@ -117,7 +117,7 @@ func TestEscalation_AlwaysCrashingAgent(t *testing.T) {
 				}
 			}
 			for escalations == 0 {
-				if c := <-rc.arrived; c.event == clasp.ActionIssueEscalated {
+				if c := rc.next(t, log); c.event == clasp.ActionIssueEscalated {
 					escalations++
 				}
 			}
