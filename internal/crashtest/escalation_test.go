@@ -83,25 +83,29 @@ func TestEscalation_AlwaysCrashingAgent(t *testing.T) {
 			// arrived until it is waited for.
 			finished := map[string]string{} // run id -> its status
 			escalations := 0
+			// take reads one delivery: a run's end, or the escalation.
+			take := func() {
+				c := rc.next(t, log)
+				var ev struct {
+					Activity clasp.Activity `json:"activity"`
+				}
+				if err := json.Unmarshal(c.body, &ev); err != nil {
+					t.Fatal(err)
+				}
+				switch c.event {
+				case clasp.ActionRunFinished:
+					var d struct {
+						Status string `json:"status"`
+					}
+					_ = json.Unmarshal(ev.Activity.Details, &d)
+					finished[ev.Activity.EntityID] = d.Status
+				case clasp.ActionIssueEscalated:
+					escalations++
+				}
+			}
 			waitRun := func(id string) string {
 				for finished[id] == "" {
-					c := <-rc.arrived
-					var ev struct {
-						Activity clasp.Activity `json:"activity"`
-					}
-					if err := json.Unmarshal(c.body, &ev); err != nil {
-						t.Fatal(err)
-					}
-					switch c.event {
-					case clasp.ActionRunFinished:
-						var d struct {
-							Status string `json:"status"`
-						}
-						_ = json.Unmarshal(ev.Activity.Details, &d)
-						finished[ev.Activity.EntityID] = d.Status
-					case clasp.ActionIssueEscalated:
-						escalations++
-					}
+					take()
 				}
 				return finished[id]
 			}
@@ -117,9 +121,7 @@ func TestEscalation_AlwaysCrashingAgent(t *testing.T) {
 				}
 			}
 			for escalations == 0 {
-				if c := <-rc.arrived; c.event == clasp.ActionIssueEscalated {
-					escalations++
-				}
+				take()
 			}
 			for k, id := range workerRuns {
 				if st := waitRun(id); st != string(clasp.RunSucceeded) {

@@ -76,6 +76,24 @@ func newHookReceiver(t *testing.T, hold bool, answer func(n int) int) *hookRecei
 	return rc
 }
 
+// next returns the next request the receiver got. A receiver that gets
+// nothing for hungAfter fails the test with the server's log instead of
+// hanging it (a guard against a hung test, not a timing check).
+func (rc *hookReceiver) next(t *testing.T, log *syncBuffer) hookCall {
+	t.Helper()
+	select {
+	case c := <-rc.arrived:
+		return c
+	case <-time.After(hungAfter):
+		t.Fatalf("the receiver got no request for %s\nserver log:\n%s", hungAfter, log.tail(60))
+	}
+	return hookCall{}
+}
+
+// hungAfter is how long a receiver waits for a request before the test
+// is reported hung.
+const hungAfter = 2 * time.Minute
+
 func (rc *hookReceiver) stopHolding() {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -117,7 +135,7 @@ func TestWebhookKillBetweenCommitAndSend(t *testing.T) {
 				}
 				want[iss.ID] = true
 			}
-			<-rc.arrived // a delivery is in flight: its commit is done, its answer never came
+			rc.next(t, log) // a delivery is in flight: its commit is done, its answer never came
 			srv.Kill()
 			rc.stopHolding()
 			if err := srv.Restart(ctx); err != nil {
@@ -134,7 +152,7 @@ func TestWebhookKillBetweenCommitAndSend(t *testing.T) {
 				byActivity[a.ID] = a.EntityID
 			}
 			for len(got) < n {
-				c := <-rc.arrived
+				c := rc.next(t, log)
 				if c.status == http.StatusOK {
 					if err := clasp.VerifyWebhook(w.Secret, c.signature, c.body, time.Now(), 5*time.Minute); err != nil {
 						t.Errorf("delivery %s: %v", c.delivery, err)
@@ -202,7 +220,7 @@ func TestWebhookRetriesAndPrivateTargets(t *testing.T) {
 			}
 			var calls []hookCall
 			for len(calls) < 4 {
-				calls = append(calls, <-rc.arrived)
+				calls = append(calls, rc.next(t, log))
 			}
 			ids := []string{}
 			for _, c := range calls {
@@ -217,7 +235,11 @@ func TestWebhookRetriesAndPrivateTargets(t *testing.T) {
 			}
 			// The outcome of the fourth attempt is recorded after its answer:
 			// wait for it through the log (each read is a fresh request).
+			hung := time.Now().Add(hungAfter)
 			for d := page.Items[0]; d.Status != clasp.DeliveryDelivered; d = page.Items[0] {
+				if time.Now().After(hung) {
+					t.Fatalf("the delivery answered 200 is still %s after %s\nserver log:\n%s", d.Status, hungAfter, log.tail(60))
+				}
 				if page, err = board.WebhookDeliveries(ctx, w.ID, 10); err != nil {
 					t.Fatal(err)
 				}
@@ -279,13 +301,17 @@ func TestWebhookReplicas_Postgres(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for len(seen) < n {
-		seen[(<-rc.arrived).delivery]++
+		seen[rc.next(t, log).delivery]++
 	}
 	counts, err := countDeliveries(ctx, ca, w.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
+	hung := time.Now().Add(hungAfter)
 	for counts[clasp.DeliveryDelivered] < n { // the outcomes are recorded after the answers
+		if time.Now().After(hung) {
+			t.Fatalf("deliveries %v after %s, want %d delivered\nserver log:\n%s", counts, hungAfter, n, log.tail(60))
+		}
 		if counts, err = countDeliveries(ctx, ca, w.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -311,14 +337,14 @@ func TestWebhookReplicas_Postgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := <-rc.arrived
+	held := rc.next(t, log)
 	a.Kill()
 	rc.stopHolding()
 	if err := b.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		c := <-rc.arrived
+		c := rc.next(t, log)
 		if c.status == http.StatusOK && c.delivery == held.delivery {
 			var ev clasp.WebhookEvent
 			if err := json.Unmarshal(c.body, &ev); err != nil || ev.Activity == nil || ev.Activity.EntityID != iss.ID {
