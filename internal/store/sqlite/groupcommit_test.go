@@ -144,10 +144,13 @@ func TestGroupCommitBatchesQueuedWrites(t *testing.T) {
 			t.Errorf("identifier %s: missing from %v", id, idents)
 		}
 	}
-	// The post-commit hook ran for the batch (it wrote activity).
+	// The post-commit hook ran for the batch (it wrote activity). The
+	// watcher's channel is fed by a goroutine of its own, which may not
+	// have run yet when the writes return: wait for it, within a bound
+	// that only a watcher never woken reaches.
 	select {
 	case <-wake:
-	default:
+	case <-time.After(30 * time.Second):
 		t.Errorf("activity watcher: not woken after the batch committed")
 	}
 }
