@@ -473,3 +473,21 @@ func TestSpawnFailedErrorCode(t *testing.T) {
 		}
 	})
 }
+
+// A run whose process exits with an error ends failed with the last lines
+// of its log in its error (what an escalation's comment quotes, RULES.md
+// E3); older lines are left out.
+func TestFailedRunErrorEndsWithLogTail(t *testing.T) {
+	stores(t, func(t *testing.T, open func() store.HeartbeatStore) {
+		st := open()
+		f := newFixture(t, st, "#!/bin/sh\nfor i in 1 2 3 4 5 6 7 8; do echo \"step $i\"; done\necho 'panic: cannot reach the build cache' >&2\nexit 3\n", 0)
+		newScheduler(t, st, "host-a")
+		id := f.wake(t).Run.ID
+		eventually(t, "run failed", func() bool { return f.run(t, id).Status == clasp.RunFailed })
+		e := deref(f.run(t, id).Error)
+		if !strings.HasPrefix(e, "the process exited with 3; its log ends: ") || !strings.Contains(e, "panic: cannot reach the build cache") ||
+			!strings.Contains(e, "step 8") || strings.Contains(e, "step 1 ") || strings.Contains(e, "step 1 |") {
+			t.Errorf("error %q: want the exit code and the log's last lines (step 5-8 and the panic), not its first", e)
+		}
+	})
+}

@@ -231,7 +231,8 @@ loop:
 	s.endStrays(bg, p.run)
 }
 
-// endByStatus ends run runID by how its command ended: exit 0 succeeded,
+// endByStatus ends run runID by how its command ended (a failure's error
+// ends with the last lines of its log, withLogTail): exit 0 succeeded,
 // another exit failed (exitCode), killed by a signal this scheduler did
 // not send: process lost (one retry), a command that could not start:
 // failed with spawn_failed.
@@ -240,12 +241,12 @@ func (s *Scheduler) endByStatus(ctx context.Context, runID string, es exitStatus
 	case es.spawnErr != "":
 		s.finishCode(ctx, runID, clasp.RunFailed, nil, "spawn failed: "+es.spawnErr, clasp.RunErrorSpawnFailed)
 	case es.signaled:
-		s.lost(ctx, runID, fmt.Sprintf("process lost: killed by signal %s", es.signal))
+		s.lost(ctx, runID, withLogTail(fmt.Sprintf("process lost: killed by signal %s", es.signal), s.cfg.LogDir, runID))
 	case es.code == 0:
 		code := 0
 		s.finish(ctx, runID, clasp.RunSucceeded, &code, "")
 	default:
 		code := es.code
-		s.finish(ctx, runID, clasp.RunFailed, &code, fmt.Sprintf("the process exited with %d", code))
+		s.finish(ctx, runID, clasp.RunFailed, &code, withLogTail(fmt.Sprintf("the process exited with %d", code), s.cfg.LogDir, runID))
 	}
 }

@@ -1,9 +1,12 @@
 package heartbeat
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/clasp-dev/clasp/internal/secret"
@@ -102,4 +105,59 @@ func (l *cappedLog) Close() error {
 	l.write(secret.MaskBytes(l.pend, l.secrets...))
 	l.pend = nil
 	return l.f.Close()
+}
+
+// The tail of a failed run's log that its error carries: what a person
+// reading the run (or the comment of an escalation, RULES.md E3) needs to
+// see why it failed, without opening the log.
+const (
+	tailLines = 5
+	tailBytes = 320
+)
+
+// logTail returns the last lines of run runID's log in dir (at most
+// tailLines non-empty lines and about tailBytes bytes, read from the
+// file's last 4 KiB), joined by " | "; "" when the log is missing or
+// empty. The log holds no secret: the run's token was masked as it was
+// written.
+func logTail(dir, runID string) string {
+	f, err := os.Open(LogPath(dir, runID))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	const window = 4096
+	off := max(st.Size()-window, 0)
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return ""
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.ToValidUTF8(string(buf), "\uFFFD"), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if off > 0 && len(lines) > 0 {
+		lines = lines[1:] // the first may be cut in the middle
+	}
+	lines = lines[max(len(lines)-tailLines, 0):]
+	out := strings.Join(lines, " | ")
+	if len(out) > tailBytes {
+		out = "…" + strings.ToValidUTF8(out[len(out)-tailBytes:], "")
+	}
+	return out
+}
+
+// withLogTail is msg followed by the tail of run runID's log in dir
+// (logTail), when it has one.
+func withLogTail(msg, dir, runID string) string {
+	if t := logTail(dir, runID); t != "" {
+		return msg + "; its log ends: " + t
+	}
+	return msg
 }
