@@ -56,7 +56,7 @@ type Session struct {
 	idle     bool // the heartbeat stopped for lack of tool calls
 	closed   bool
 
-	// branches remembers the branch each grant of this session named
+	// branches remembers the branch each grant on this MCP connection named
 	// (identifier@epoch -> branch, the company's branch template), for
 	// get_issue, whose answer names no workspace; guarded by bmu.
 	bmu      sync.Mutex
