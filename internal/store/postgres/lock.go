@@ -21,39 +21,37 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// lockAnswer is what a lock rule's statement answers: whether it changed
-// the issue, the issue after the statement (as it stands when !changed),
-// the lock state before it, and its decision (column ok: it decided to
-// write, so !changed && ok means the row changed under it, or, runEnded,
-// the caller's run ended under it).
-type lockAnswer struct {
-	changed, ok, runEnded bool
-	issue                 *clasp.Issue
-	store.LockState
+// lockRule runs the named lock rule statement (lockTry) again while its
+// answer says it lost (store.RunLockRule, which bounds the tries) and
+// returns the answer of the last try; what names the rule in errors.
+func (s *Store) lockRule(ctx context.Context, name, what, ref string, args namedArgs) (*store.LockAnswer, error) {
+	return store.RunLockRule(ctx, what, ref, func() (*store.LockAnswer, store.LockOutcome, error) {
+		l, err := s.lockTry(ctx, name, what, ref, args)
+		if err != nil {
+			return nil, 0, err
+		}
+		return l, l.Outcome(), nil
+	})
 }
 
-// lockRule runs the named lock rule statement, again with a fresh
-// snapshot while its answer says it decided to write but wrote nothing
-// because the row changed since its snapshot or the caller's run ended
-// under it (store.RunLockRule, which bounds the tries), and on deadlock.
-// It returns the answer of the last try; a 404 not_found naming ref when
-// the issue does not exist in scope; what names the rule in other errors.
-func (s *Store) lockRule(ctx context.Context, name, what, ref string, args namedArgs) (*lockAnswer, error) {
-	return store.RunLockRule(ctx, what, ref, func() (*lockAnswer, store.LockOutcome, error) {
-		var l *lockAnswer
-		err := s.retry(ctx, func() error {
-			var err error
-			l, err = scanLockAnswer(name, s.pool.QueryRow(ctx, q(name), args))
-			return err
-		})
-		switch {
-		case errors.Is(err, pgx.ErrNoRows) || clasp.ErrorCode(err) == clasp.CodeNotFound:
-			return nil, 0, notFound("issue", ref)
-		case err != nil:
-			return nil, 0, wrap(err, "%s %s", what, ref)
-		}
-		return l, store.Outcome(l.changed, l.ok, l.runEnded), nil
+// lockTry runs the named lock rule statement once, on its own (again on
+// deadlock, Store.retry), and returns its answer; a 404 not_found naming
+// ref when the issue does not exist in scope; what names the rule in
+// other errors.
+func (s *Store) lockTry(ctx context.Context, name, what, ref string, args namedArgs) (*store.LockAnswer, error) {
+	var l *store.LockAnswer
+	err := s.retry(ctx, func() error {
+		var err error
+		l, err = scanLockAnswer(name, s.pool.QueryRow(ctx, q(name), args))
+		return err
 	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || clasp.ErrorCode(err) == clasp.CodeNotFound:
+		return nil, notFound("issue", ref)
+	case err != nil:
+		return nil, wrap(err, "%s %s", what, ref)
+	}
+	return l, nil
 }
 
 // scanLockAnswer reads the answer columns every lock rule statement has
@@ -63,13 +61,13 @@ func (s *Store) lockRule(ctx context.Context, name, what, ref string, args named
 // agent_active, assignee_in_company, ok, run_ended. name is the statement's, whose
 // scan plans are kept (plannedRow). The answer, its issue and every scan
 // destination are one allocation (lockScan).
-func scanLockAnswer(name string, row pgx.Row) (*lockAnswer, error) {
+func scanLockAnswer(name string, row pgx.Row) (*store.LockAnswer, error) {
 	ls := &lockScan{}
 	l := &ls.l
-	dest := append(ls.dest[:0], &l.changed)
+	dest := append(ls.dest[:0], &l.Changed)
 	dest = ls.ir.appendDest(dest, &ls.iss)
 	dest = append(dest, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
-		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &ls.owned, &ls.active, &ls.assigneeCompany, &l.ok, &l.runEnded)
+		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &ls.owned, &ls.active, &ls.assigneeCompany, &l.OK, &l.RunEnded)
 	ls.row = plannedRow{name: name, dest: dest}
 	if err := row.Scan(&ls.row); err != nil {
 		return nil, err
@@ -77,7 +75,7 @@ func scanLockAnswer(name string, row pgx.Row) (*lockAnswer, error) {
 	if err := ls.ir.done(); err != nil {
 		return nil, err
 	}
-	l.issue, l.IssueID, l.CompanyID = &ls.iss, ls.iss.ID, ls.iss.CompanyID
+	l.Issue, l.IssueID, l.CompanyID = &ls.iss, ls.iss.ID, ls.iss.CompanyID
 	l.OwnedByCaller = ls.owned.Valid && ls.owned.Bool
 	l.AgentActive = ls.active.Valid && ls.active.Bool
 	l.AssigneeInCompany = ls.assigneeCompany.Valid && ls.assigneeCompany.Bool
@@ -91,7 +89,7 @@ func scanLockAnswer(name string, row pgx.Row) (*lockAnswer, error) {
 // issue, the issue's times, the three nullable flags (NULL is false) and
 // the destinations (1 + the 22 issue columns + 14: an array too short for them costs an allocation per answer).
 type lockScan struct {
-	l                              lockAnswer
+	l                              store.LockAnswer
 	iss                            clasp.Issue
 	ir                             issueRow
 	owned, active, assigneeCompany pgtype.Bool
@@ -142,170 +140,48 @@ func byRef(args namedArgs, byID, byIdent string) string {
 	return byIdent
 }
 
-// IssueCheckout applies rules L1-L3: for an agent actor, its run
-// Actor.RunID takes both locks of issue Ref (statement Checkout); for the
-// board (S12) the issue is assigned to AgentID and set in_progress with no
-// lock (statement BoardCheckout). It answers the issue after the write
-// (or, L2, as it stands). An agent's checkout waits for one of the same
-// issue (same reference) already running in this process (store.Inflight);
-// the checkouts released together after it share one read of the issue
-// taken after that release (waitersRefusal), and those the rule refuses on
-// it answer without running the statement. Errors: those of
-// store.ValidateCheckout, 404 not_found, and the refusals of
-// store.CheckoutRefused and store.BoardCheckoutRefused.
-func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams) (*clasp.Issue, error) {
-	expected, err := store.ValidateCheckout(p)
-	if err != nil {
-		return nil, err
-	}
-	a := p.Actor
-	args := pooledLockArgs(p.Ref, a)
+// IssueCheckout is one try of rules L1-L3 for an agent's run
+// (store.LockDriver): statement Checkout, or CheckoutByIdentifier as
+// byRef picks.
+func (d driver) IssueCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+	args := pooledLockArgs(r.Ref, r.Actor)
 	defer putLockArgs(args)
-	args["agent"], args["expected"] = p.AgentID, expected
-	if a.IsBoard() {
-		l, err := s.lockRule(ctx, "BoardCheckout", "board checkout of issue", p.Ref, args)
-		if err != nil || l.changed {
-			return answer(l, err)
-		}
-		if noop, err := store.BoardCheckoutRefused(&l.LockState, p.AgentID, expected); !noop {
-			return nil, translate(store.BlockedDetails(ctx, driver{s}.Read(), err)) // D1 names the blockers; a failed read is 503 as any
-		}
-		return l.issue, nil
-	}
-	done, batch, err := s.checkouts.Enter(ctx, store.CheckoutKey(a.CompanyID, p.Ref), a.RunID)
-	if err != nil {
-		return nil, err
-	}
-	if batch != nil {
-		if err := s.waitersRefusal(ctx, batch, p.Ref, p.AgentID, expected, a); err != nil {
-			done()
-			return nil, err
-		}
-	}
-	l, err := s.lockRule(ctx, byRef(args, "Checkout", "CheckoutByIdentifier"), "check out issue", p.Ref, args)
-	done()
-	if err != nil {
-		return nil, err
-	}
-	if l.changed {
-		if why, ok := l.Displaced(a.RunID); ok && p.Result != nil { // L3
-			p.Result.AdoptedWhy = why
-		}
-		return l.issue, nil
-	}
-	sameRun, err := store.CheckoutRefused(&l.LockState, p.AgentID, a.RunID, expected)
-	if !sameRun {
-		return nil, translate(store.BlockedDetails(ctx, driver{s}.Read(), err)) // D1 names the blockers; a failed read is 503 as any
-	}
-	if p.Result != nil { // L2
-		p.Result.SameRun = true
-	}
-	return l.issue, nil
+	args["agent"], args["expected"] = r.AgentID, r.Expected
+	return d.s.lockTry(ctx, byRef(args, "Checkout", "CheckoutByIdentifier"), "check out issue", r.Ref, args)
 }
 
-// waitersRefusal is the refusal of run a.RunID's checkout of ref, a member
-// of batch (store.Inflight), decided on the issue's lock state that the
-// batch reads once (statement CheckoutWaitersRead, store.Shared) after it
-// was released: the error of store.WaitersState.CheckoutRefusal. A refusal
-// writes nothing and locks nothing, so this is the answer the statement
-// would give at the moment of that read's snapshot, which lies after this
-// call began; a refusal is never decided on a state read before that. 404
-// not_found when the issue does not exist then; the read's error when it
-// failed. nil means the rule may write, or L2 answers the row as it
-// stands: the caller runs the statement, which decides.
-func (s *Store) waitersRefusal(ctx context.Context, batch *store.Batch, ref, agentID string, expected []string, a store.Actor) error {
-	w, err := store.Shared(ctx, batch, func(ctx context.Context, runs []string) (*store.WaitersState, error) {
-		return s.checkoutWaitersRead(ctx, ref, store.Scope(a), runs)
-	})
-	switch {
-	case err != nil:
-		return err
-	case w == nil:
-		return notFound("issue", ref)
-	}
-	return w.CheckoutRefusal(agentID, a.RunID, expected)
+// IssueBoardCheckout is one try of S12 (store.LockDriver): statement
+// BoardCheckout.
+func (d driver) IssueBoardCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+	args := pooledLockArgs(r.Ref, r.Actor)
+	defer putLockArgs(args)
+	args["agent"], args["expected"] = r.AgentID, r.Expected
+	return d.s.lockTry(ctx, "BoardCheckout", "board checkout of issue", r.Ref, args)
 }
 
-// checkoutWaitersRead reads issue ref's lock state in company ("" for
-// any) and the runs runs, from one snapshot (statement
-// CheckoutWaitersRead; again on a transient failure, as every statement);
-// nil when the issue does not exist.
-func (s *Store) checkoutWaitersRead(ctx context.Context, ref, company string, runs []string) (*store.WaitersState, error) {
-	rid, rident := store.SplitRef(ref)
-	args := namedArgs{"rid": rid, "rident": rident, "company": company, "runs": runs}
-	var w *store.WaitersState
-	err := s.retryQuiet(ctx, func() error {
-		w = nil
-		rows, err := s.pool.Query(ctx, q("CheckoutWaitersRead"), args)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			if w == nil {
-				w = &store.WaitersState{Runs: make(map[string]store.RunState, len(runs))}
-			}
-			var (
-				l                    store.LockState
-				id, agent, co, state *string
-			)
-			if err := rows.Scan(&l.IssueID, &l.CompanyID, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
-				&id, &agent, &co, &state); err != nil {
-				return err
-			}
-			w.Issue = l
-			if id != nil {
-				w.Runs[*id] = store.RunState{Found: true, AgentID: *agent, CompanyID: *co, State: *state}
-			}
-		}
-		return rows.Err()
-	})
-	return w, wrap(err, "read issue %s for its waiting checkouts", ref)
+// IssueRelease is one try of rule L4 (store.LockDriver): statement
+// Release, or ReleaseByIdentifier as byRef picks.
+func (d driver) IssueRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+	args := pooledLockArgs(r.Ref, r.Actor)
+	defer putLockArgs(args)
+	args["unassign"] = r.Unassign
+	return d.s.lockTry(ctx, byRef(args, "Release", "ReleaseByIdentifier"), "release issue", r.Ref, args)
+}
+
+// IssueForceRelease is one try of the board's force-release
+// (store.LockDriver): statement ForceRelease.
+func (d driver) IssueForceRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+	args := lockArgs(r.Ref, r.Actor)
+	args["reason"], args["clear_assignee"] = r.Reason, r.ClearAssignee
+	return d.s.lockTry(ctx, "ForceRelease", "force-release issue", r.Ref, args)
 }
 
 // answer is the issue of a lock rule's answer, or its error.
-func answer(l *lockAnswer, err error) (*clasp.Issue, error) {
+func answer(l *store.LockAnswer, err error) (*clasp.Issue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return l.issue, nil
-}
-
-// IssueRelease applies rule L4 (statement Release): the holding run, a
-// live run of the assignee over a dead holder, or the board clears both
-// locks; in_progress becomes todo; the assignee stays unless Unassign.
-// Errors: 403 forbidden (store.ValidateRelease), 404 not_found, and the
-// refusals of store.ReleaseRefused (which also says when an unlocked
-// issue is answered unchanged).
-func (s *Store) IssueRelease(ctx context.Context, p *store.IssueReleaseParams) (*clasp.Issue, error) {
-	if err := store.ValidateRelease(p.Actor); err != nil {
-		return nil, err
-	}
-	args := pooledLockArgs(p.Ref, p.Actor)
-	defer putLockArgs(args)
-	args["unassign"] = p.Unassign
-	l, err := s.lockRule(ctx, byRef(args, "Release", "ReleaseByIdentifier"), "release issue", p.Ref, args)
-	if err != nil || l.changed {
-		return answer(l, err)
-	}
-	if noop, err := store.ReleaseRefused(&l.LockState, p.Actor); !noop {
-		return nil, err
-	}
-	return l.issue, nil
-}
-
-// IssueForceRelease is the board's audited force-release (statement
-// ForceRelease): every lock of issue Ref is cleared (and the assignee when
-// ClearAssignee), in_progress becomes todo, and issue.admin_force_release
-// {previousCheckoutRunId, previousExecutionRunId, reason, clearAssignee}
-// is written. 403 forbidden for any actor but the board; 404 not_found.
-func (s *Store) IssueForceRelease(ctx context.Context, p *store.IssueForceReleaseParams) (*clasp.Issue, error) {
-	if err := store.ValidateForceRelease(p.Actor); err != nil {
-		return nil, err
-	}
-	args := lockArgs(p.Ref, p.Actor)
-	args["reason"], args["clear_assignee"] = p.Reason, p.ClearAssignee
-	return answer(s.lockRule(ctx, "ForceRelease", "force-release issue", p.Ref, args))
+	return l.Issue, nil
 }
 
 // IssueUpdate applies a PATCH under rules L5 and L6 in one conditional
@@ -339,7 +215,7 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 			return s.issueUpdateDeps(ctx, p, name, args)
 		}
 		l, err := s.lockRule(ctx, name, "update issue", p.Ref, args)
-		if err != nil || l.changed {
+		if err != nil || l.Changed {
 			return answer(l, err)
 		}
 		return nil, translate(store.BlockedDetails(ctx, driver{s}.Read(), store.PatchRefused(&l.LockState, p)))
@@ -373,7 +249,7 @@ func (s *Store) issueUpdateDeps(ctx context.Context, p *store.IssueUpdateParams,
 		if err := store.ApplyPatchDeps(ctx, pooled{tx}, driver{s}, p); err != nil {
 			return err
 		}
-		l, err := store.RunLockRule(ctx, "update issue", p.Ref, func() (*lockAnswer, store.LockOutcome, error) {
+		l, err := store.RunLockRule(ctx, "update issue", p.Ref, func() (*store.LockAnswer, store.LockOutcome, error) {
 			l, err := scanLockAnswer(name, tx.QueryRow(ctx, q(name), args))
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
@@ -381,15 +257,15 @@ func (s *Store) issueUpdateDeps(ctx context.Context, p *store.IssueUpdateParams,
 			case err != nil:
 				return nil, 0, err
 			}
-			return l, store.Outcome(l.changed, l.ok, l.runEnded), nil
+			return l, l.Outcome(), nil
 		})
 		if err != nil {
 			return err
 		}
-		if !l.changed {
+		if !l.Changed {
 			return store.BlockedDetails(ctx, pooled{tx}, store.PatchRefused(&l.LockState, p))
 		}
-		out = l.issue
+		out = l.Issue
 		return nil
 	})
 	if err != nil {

@@ -144,7 +144,7 @@ func TestCheckoutRunEndedAfterSnapshot(t *testing.T) {
 	// The checkout's statement takes its snapshot (the run live) and waits for the run.
 	args := lockArgs(iss.ID, agentOf(a, r.ID))
 	args["agent"], args["expected"] = a.ID, []string{string(clasp.IssueTodo)}
-	answers := make(chan *lockAnswer, 1)
+	answers := make(chan *store.LockAnswer, 1)
 	done := make(chan error, 1)
 	go func() {
 		l, err := scanLockAnswer("Checkout", s.pool.QueryRow(ctx, q("Checkout"), args))
@@ -160,9 +160,9 @@ func TestCheckoutRunEndedAfterSnapshot(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("checkout statement: %v", err)
 	}
-	if got := store.Outcome(l.changed, l.ok, l.runEnded); got != store.LockRunEnded || !l.ok || l.changed {
+	if got := l.Outcome(); got != store.LockRunEnded || !l.OK || l.Changed {
 		t.Errorf("checkout answer: got outcome %d (changed %v, ok %v, run_ended %v), want LockRunEnded (changed false, ok true, run_ended true)",
-			got, l.changed, l.ok, l.runEnded)
+			got, l.Changed, l.OK, l.RunEnded)
 	}
 	got, err := s.IssueGet(ctx, "", iss.ID)
 	if err != nil {

@@ -85,6 +85,7 @@ const DefaultMaxConns = 20
 type Store struct {
 	store.CRUD      // the methods shared with the other dialects, on driver{s}
 	store.Heartbeat // the shared HeartbeatStore methods, on driver{s} and s.hb()
+	*store.Locks    // the checkout and release rules, on driver{s}
 
 	pool   *pgxpool.Pool
 	schema string
@@ -95,8 +96,7 @@ type Store struct {
 
 	w watch // live events: WatchActivity channels, notifier, listener (watch.go)
 
-	checkouts store.Inflight // this process's checkouts of one issue, queued behind the one running (IssueCheckout)
-	claims    claimQueues    // this process's claims of unassigned issues, batched behind the one running (IssueClaim)
+	claims claimQueues // this process's claims of unassigned issues, batched behind the one running (IssueClaim)
 
 	claimSeen func(try int) // tests only: called when a claim that took nothing saw an eligible issue (claimOne), before its pause
 }
@@ -133,6 +133,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s := &Store{schema: opts.Schema, log: opts.Logger, newID: newUUIDv7}
 	s.CRUD = store.NewCRUD(driver{s})
 	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
+	s.Locks = store.NewLocks(driver{s})
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -7,11 +7,12 @@ package sqlite
 // picked issue only when it is unlocked (the common case: nothing is
 // displaced, nothing to read); when the pick is a dead holder's issue it
 // matches nothing, and the transaction reads the pick and checks it out
-// with the checkout statement itself (t.checkout: adoption row, L3).
+// with the checkout rule's own try (t.checkout: adoption row, L3).
 // Nothing changes between the statements: the transaction holds the
 // database's write lock from its first statement.
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -92,5 +93,16 @@ func (t *wtx) claim(ctx context.Context, ca *claimArgs, a store.Actor, res *stor
 	if err != nil {
 		return nil, fmt.Errorf("claim an issue: %w", err)
 	}
-	return t.checkout(ctx, id, a.AgentID, ca.expected, a, res)
+	ans, err := t.checkout(ctx, &store.LockRequest{Ref: id, Actor: a, AgentID: a.AgentID, Expected: ca.expected})
+	if err != nil {
+		return nil, err
+	}
+	if !ans.Changed { // the pick is eligible in this transaction: a refusal here is a fault
+		_, err := store.CheckoutRefused(&ans.LockState, a.AgentID, a.RunID, ca.expected)
+		return nil, cmp.Or(err, fmt.Errorf("claim issue %s: the checkout of the pick changed nothing", id))
+	}
+	if why, ok := ans.Displaced(a.RunID); ok && res != nil { // L3
+		res.AdoptedWhy = why
+	}
+	return ans.Issue, nil
 }

@@ -44,8 +44,8 @@ func (h *TestHooks) SetRunStatus(ctx context.Context, runID string, status clasp
 // does: agents' checkouts of ref wait until release. waiting is how many
 // calls wait in the queue now.
 func (h *TestHooks) HoldCheckouts(ctx context.Context, companyID, ref string) (waiting func() int, release func(), err error) {
-	done, _, err := h.S.checkouts.Enter(ctx, store.CheckoutKey(companyID, ref), "")
-	return h.S.checkouts.Waiting, done, err
+	done, _, err := h.S.Checkouts().Enter(ctx, store.CheckoutKey(companyID, ref), "")
+	return h.S.Checkouts().Waiting, done, err
 }
 
 // ForceIssueLocks writes an issue's status, assignee and lock columns as

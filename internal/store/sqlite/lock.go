@@ -11,7 +11,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -77,172 +76,78 @@ func (t *wtx) logAll(ctx context.Context, a store.Actor, rows ...store.Activity)
 // expectedArg renders expected statuses as ",s1,s2," for instr(:expected, ...).
 func expectedArg(expected []string) string { return "," + strings.Join(expected, ",") + "," }
 
-// IssueCheckout applies rules L1-L3: for an agent actor, its run
-// Actor.RunID takes both locks of issue Ref (statement Checkout); for the
-// board (S12) the issue is assigned to AgentID and set in_progress with no
-// lock (BoardCheckout). It answers the issue after the write (or, L2, as
-// it stands). An agent's checkout waits for one of the same issue (same
-// reference) already running in this process (store.Inflight); the
-// checkouts released together after it share one read of the issue on a
-// reader, taken after that release (waitersRefusal), and those the rule
-// refuses on it answer without entering the writer. Errors: those of
-// store.ValidateCheckout, 404 not_found, and the refusals of
-// store.CheckoutRefused and store.BoardCheckoutRefused.
-func (s *Store) IssueCheckout(ctx context.Context, p *store.IssueCheckoutParams) (*clasp.Issue, error) {
-	expected, err := store.ValidateCheckout(p)
-	if err != nil {
-		return nil, err
-	}
-	a := p.Actor
-	if !a.IsBoard() {
-		done, batch, err := s.checkouts.Enter(ctx, store.CheckoutKey(a.CompanyID, p.Ref), a.RunID)
-		if err != nil {
-			return nil, err
-		}
-		defer done()
-		if batch != nil {
-			if err := s.waitersRefusal(ctx, batch, p.Ref, p.AgentID, expected, a); err != nil {
-				return nil, err
-			}
-		}
-	}
-	var out *clasp.Issue
-	err = s.write(ctx, func(tx *wtx) error {
+// IssueCheckout is one try of rules L1-L3 for agent r.AgentID's run
+// r.Actor.RunID on issue r.Ref (store.LockDriver), in one write
+// transaction: statement Checkout restricted to an unlocked issue (the
+// fast path: its old lock columns are known empty), else LockRead and
+// Checkout unrestricted; when it wrote, its activity rows
+// (store.CheckoutActivity). The transaction holds the write lock from its
+// first statement, so a try never loses the row: OK is Changed. A refusal
+// answers the lock state LockRead read and the issue as it stands.
+func (d driver) IssueCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+	var ans *store.LockAnswer
+	err := d.s.write(ctx, func(t *wtx) error {
 		var err error
-		if a.IsBoard() {
-			out, err = tx.boardCheckout(ctx, p.Ref, p.AgentID, expected, a)
-		} else {
-			out, err = tx.checkout(ctx, p.Ref, p.AgentID, expected, a, p.Result)
-		}
+		ans, err = t.checkout(ctx, r)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return ans, err
 }
 
-// waitersRefusal is the refusal of run a.RunID's checkout of ref, a member
-// of batch (store.Inflight), decided on the issue's lock state that the
-// batch reads once on a reader connection (statement CheckoutWaitersRead,
-// store.Shared) after it was released: the error of
-// store.WaitersState.CheckoutRefusal. A refusal writes nothing, so deciding
-// it outside the writer gives the answer the writer would give at the
-// moment of that read, which lies after this call began; a refusal is
-// never decided on a state read before that. 404 not_found when the issue
-// does not exist then; the read's error when it failed. nil means the rule
-// may write, or L2 answers the row as it stands: the caller goes to the
-// writer, where the rule decides again.
-func (s *Store) waitersRefusal(ctx context.Context, batch *store.Batch, ref, agentID string, expected []string, a store.Actor) error {
-	w, err := store.Shared(ctx, batch, func(ctx context.Context, runs []string) (*store.WaitersState, error) {
-		return s.checkoutWaitersRead(ctx, ref, store.Scope(a), runs)
-	})
-	switch {
-	case err != nil:
-		return err
-	case w == nil:
-		return notFound("issue", ref)
-	}
-	return w.CheckoutRefusal(agentID, a.RunID, expected)
-}
-
-// checkoutWaitersRead reads, on a reader, issue ref's lock state in
-// company ("" for any) and the runs runs (statement CheckoutWaitersRead);
-// nil when the issue does not exist.
-func (s *Store) checkoutWaitersRead(ctx context.Context, ref, company string, runs []string) (*store.WaitersState, error) {
-	ids, err := json.Marshal(runs)
-	if err != nil {
-		return nil, err
-	}
-	rid, rident := store.SplitRef(ref)
-	rows, err := s.read(ctx, "CheckoutWaitersRead", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company),
-		sql.Named("runs", string(ids)), sql.Named("now", s.nowMicros()))
-	if err != nil {
-		return nil, fmt.Errorf("read issue %s for its waiting checkouts: %w", ref, err)
-	}
-	defer rows.Close()
-	var w *store.WaitersState
-	for rows.Next() {
-		if w == nil {
-			w = &store.WaitersState{Runs: make(map[string]store.RunState, len(runs))}
-		}
-		var (
-			l         store.LockState
-			id        *string
-			r         store.RunState
-			agent, co *string
-			state     *string
-		)
-		if err := rows.Scan(&l.IssueID, &l.CompanyID, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
-			&id, &agent, &co, &state); err != nil {
-			return nil, fmt.Errorf("read issue %s for its waiting checkouts: %w", ref, err)
-		}
-		w.Issue = l
-		if id != nil {
-			r.Found, r.AgentID, r.CompanyID, r.State = true, *agent, *co, *state
-			w.Runs[*id] = r
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read issue %s for its waiting checkouts: %w", ref, err)
-	}
-	return w, nil
-}
-
-// checkout is L1-L3 for agent agentID's run a.RunID on issue ref.
-func (t *wtx) checkout(ctx context.Context, ref, agentID string, expected []string, a store.Actor, res *store.CheckoutResult) (*clasp.Issue, error) {
-	args := store.LockArgs(ref, a)
-	args["agent"], args["expected"] = agentID, expectedArg(expected)
-	// Fast path: an unlocked issue; nothing is displaced, nothing to read.
-	args["unlocked_only"] = true
+// checkout is IssueCheckout's try in write transaction t.
+func (t *wtx) checkout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+	a := r.Actor
+	ans := &store.LockAnswer{}
+	args := store.LockArgs(r.Ref, a)
+	args["agent"], args["expected"], args["unlocked_only"] = r.AgentID, expectedArg(r.Expected), true
 	iss, err := store.ScanIssue(writer{t}.QueryRow(ctx, "Checkout", args))
-	old := &store.LockState{}
 	if errors.Is(err, sql.ErrNoRows) {
-		if old, err = t.lockRead(ctx, ref, store.Scope(a), lockQuery{run: a.RunID, agent: agentID}); err != nil {
+		var old *store.LockState
+		if old, err = t.lockRead(ctx, r.Ref, store.Scope(a), lockQuery{run: a.RunID, agent: r.AgentID}); err != nil {
 			return nil, err
 		}
+		ans.LockState = *old
 		args["rid"], args["rident"], args["company"], args["unlocked_only"] = old.IssueID, "", "", false
 		iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, "Checkout", args))
-		if errors.Is(err, sql.ErrNoRows) {
-			sameRun, err := store.CheckoutRefused(old, agentID, a.RunID, expected)
-			if !sameRun {
-				return nil, store.BlockedDetails(ctx, writer{t}, err) // D1 names the blockers
-			}
-			if res != nil { // L2
-				res.SameRun = true
-			}
-			return t.issueByID(ctx, old.IssueID)
+		if errors.Is(err, sql.ErrNoRows) { // refused: the answer is the row as it stands
+			ans.Issue, err = t.issueByID(ctx, old.IssueID)
+			return ans, err
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("check out issue %s: %w", ref, err)
+		return nil, fmt.Errorf("check out issue %s: %w", r.Ref, err)
 	}
-	rows, why := store.CheckoutActivity(old, iss, agentID, a.RunID)
-	if why != "" && res != nil { // L3
-		res.AdoptedWhy = why
-	}
-	return iss, t.logAll(ctx, a, rows...)
+	ans.Changed, ans.OK, ans.Issue = true, true, iss
+	ans.IssueID, ans.CompanyID = iss.ID, iss.CompanyID
+	rows, _ := store.CheckoutActivity(&ans.LockState, iss, r.AgentID, a.RunID)
+	return ans, t.logAll(ctx, a, rows...)
 }
 
-// boardCheckout is S12: the board assigns issue ref to agentID and sets it
-// in_progress with no lock.
-func (t *wtx) boardCheckout(ctx context.Context, ref, agentID string, expected []string, a store.Actor) (*clasp.Issue, error) {
-	old, err := t.lockRead(ctx, ref, "", lockQuery{agent: agentID})
-	if err != nil {
-		return nil, err
-	}
-	iss, err := store.ScanIssue(t.queryRow(ctx, "BoardCheckout", sql.Named("id", old.IssueID), sql.Named("agent", agentID),
-		sql.Named("expected", expectedArg(expected)), sql.Named("now", t.now)))
-	if errors.Is(err, sql.ErrNoRows) {
-		if noop, err := store.BoardCheckoutRefused(old, agentID, expected); !noop {
-			return nil, store.BlockedDetails(ctx, writer{t}, err) // D1 names the blockers
+// IssueBoardCheckout is one try of S12 (store.LockDriver): LockRead, then
+// statement BoardCheckout on the issue it found and, when it wrote, its
+// issue.updated row (store.BoardCheckoutActivity), in one write
+// transaction.
+func (d driver) IssueBoardCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+	ans := &store.LockAnswer{}
+	err := d.s.write(ctx, func(t *wtx) error {
+		old, err := t.lockRead(ctx, r.Ref, "", lockQuery{agent: r.AgentID})
+		if err != nil {
+			return err
 		}
-		return t.issueByID(ctx, old.IssueID) // already so: nothing to write
-	}
-	if err != nil {
-		return nil, fmt.Errorf("board checkout of issue %s: %w", old.IssueID, err)
-	}
-	return iss, t.logAll(ctx, a, store.BoardCheckoutActivity(old, iss, agentID))
+		*ans = store.LockAnswer{LockState: *old}
+		iss, err := store.ScanIssue(t.queryRow(ctx, "BoardCheckout", sql.Named("id", old.IssueID), sql.Named("agent", r.AgentID),
+			sql.Named("expected", expectedArg(r.Expected)), sql.Named("now", t.now)))
+		if errors.Is(err, sql.ErrNoRows) { // refused, or already so: the answer is the row as it stands
+			ans.Issue, err = t.issueByID(ctx, old.IssueID)
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("board checkout of issue %s: %w", old.IssueID, err)
+		}
+		ans.Changed, ans.OK, ans.Issue = true, true, iss
+		return t.logAll(ctx, r.Actor, store.BoardCheckoutActivity(old, iss, r.AgentID))
+	})
+	return ans, err
 }
 
 // agentInCompany answers 422 precondition_failed (naming field) unless
@@ -260,78 +165,66 @@ func (t *wtx) agentInCompany(ctx context.Context, agentID, companyID, field stri
 	return nil
 }
 
-// IssueRelease applies rule L4 (statement Release): the holding run, a
-// live run of the assignee over a dead holder, or the board clears both
-// locks; in_progress becomes todo; the assignee stays unless Unassign.
-// Errors: 403 forbidden (store.ValidateRelease), 404 not_found, and the
-// refusals of store.ReleaseRefused (which also says when an unlocked issue
-// is answered unchanged).
-func (s *Store) IssueRelease(ctx context.Context, p *store.IssueReleaseParams) (*clasp.Issue, error) {
-	a := p.Actor
-	if err := store.ValidateRelease(a); err != nil {
-		return nil, err
-	}
-	var out *clasp.Issue
-	err := s.write(ctx, func(tx *wtx) error {
-		args := store.LockArgs(p.Ref, a)
-		args["unassign"] = p.Unassign
-		// Fast path: the caller's run holds both locks, so they are the previous holders.
-		old := heldByCaller(a.RunID)
+// IssueRelease is one try of rule L4 (store.LockDriver), in one write
+// transaction: statement Release restricted to the caller's run holding
+// both locks (the fast path: the old lock columns are that run), else
+// LockRead and Release unrestricted; when it wrote, its activity row
+// (store.ReleaseActivity).
+func (d driver) IssueRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+	a := r.Actor
+	ans := &store.LockAnswer{}
+	err := d.s.write(ctx, func(t *wtx) error {
+		*ans = store.LockAnswer{LockState: *heldByCaller(a.RunID)}
+		args := store.LockArgs(r.Ref, a)
+		args["unassign"] = r.Unassign
+		var iss *clasp.Issue
 		err := sql.ErrNoRows
 		if a.RunID != "" {
 			args["held_only"] = true
-			out, err = store.ScanIssue(writer{tx}.QueryRow(ctx, "Release", args))
+			iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, "Release", args))
 		}
 		if errors.Is(err, sql.ErrNoRows) {
-			if old, err = tx.lockRead(ctx, p.Ref, store.Scope(a), lockQuery{run: a.RunID, agent: a.AgentID}); err != nil {
+			var old *store.LockState
+			if old, err = t.lockRead(ctx, r.Ref, store.Scope(a), lockQuery{run: a.RunID, agent: a.AgentID}); err != nil {
 				return err
 			}
+			ans.LockState = *old
 			args["rid"], args["rident"], args["company"], args["held_only"] = old.IssueID, "", "", false
-			out, err = store.ScanIssue(writer{tx}.QueryRow(ctx, "Release", args))
-			if errors.Is(err, sql.ErrNoRows) {
-				noop, err := store.ReleaseRefused(old, a)
-				if noop {
-					out, err = tx.issueByID(ctx, old.IssueID) // L4: releasing an unlocked issue is a no-op
-				}
+			iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, "Release", args))
+			if errors.Is(err, sql.ErrNoRows) { // refused, or not locked: the answer is the row as it stands
+				ans.Issue, err = t.issueByID(ctx, old.IssueID)
 				return err
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("release issue %s: %w", p.Ref, err)
+			return fmt.Errorf("release issue %s: %w", r.Ref, err)
 		}
-		return tx.logAll(ctx, a, store.ReleaseActivity(old, out, p.Unassign))
+		ans.Changed, ans.OK, ans.Issue = true, true, iss
+		ans.IssueID, ans.CompanyID = iss.ID, iss.CompanyID
+		return t.logAll(ctx, a, store.ReleaseActivity(&ans.LockState, iss, r.Unassign))
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return ans, err
 }
 
-// IssueForceRelease is the board's audited force-release (statement
-// ForceRelease): every lock of issue Ref is cleared (and the assignee when
-// ClearAssignee), in_progress becomes todo, and issue.admin_force_release
-// {previousCheckoutRunId, previousExecutionRunId, reason} is written. 403
-// forbidden for any actor but the board; 404 not_found.
-func (s *Store) IssueForceRelease(ctx context.Context, p *store.IssueForceReleaseParams) (*clasp.Issue, error) {
-	if err := store.ValidateForceRelease(p.Actor); err != nil {
-		return nil, err
-	}
-	var out *clasp.Issue
-	err := s.write(ctx, func(tx *wtx) error {
-		old, err := tx.lockRead(ctx, p.Ref, "", lockQuery{})
+// IssueForceRelease is the board's force-release (store.LockDriver):
+// LockRead, statement ForceRelease and its issue.admin_force_release row
+// (store.ForceReleaseActivity), in one write transaction.
+func (d driver) IssueForceRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+	ans := &store.LockAnswer{}
+	err := d.s.write(ctx, func(t *wtx) error {
+		old, err := t.lockRead(ctx, r.Ref, "", lockQuery{})
 		if err != nil {
 			return err
 		}
-		if out, err = store.ScanIssue(tx.queryRow(ctx, "ForceRelease", sql.Named("id", old.IssueID),
-			sql.Named("clear_assignee", p.ClearAssignee), sql.Named("now", tx.now))); err != nil {
+		iss, err := store.ScanIssue(t.queryRow(ctx, "ForceRelease", sql.Named("id", old.IssueID),
+			sql.Named("clear_assignee", r.ClearAssignee), sql.Named("now", t.now)))
+		if err != nil {
 			return fmt.Errorf("force-release issue %s: %w", old.IssueID, err)
 		}
-		return tx.logAll(ctx, p.Actor, store.ForceReleaseActivity(old, out, p.Reason, p.ClearAssignee))
+		*ans = store.LockAnswer{Changed: true, OK: true, Issue: iss, LockState: *old}
+		return t.logAll(ctx, r.Actor, store.ForceReleaseActivity(old, iss, r.Reason, r.ClearAssignee))
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return ans, err
 }
 
 // IssueUpdate applies a PATCH under rules L5 and L6 in one conditional

@@ -65,6 +65,7 @@ type Options struct {
 type Store struct {
 	store.CRUD      // the methods shared with the other dialects, on driver{s}
 	store.Heartbeat // the shared HeartbeatStore methods, on driver{s} and s.hb()
+	*store.Locks    // the checkout and release rules, on driver{s}
 
 	w *sql.DB // the writer: exactly one connection, BEGIN IMMEDIATE
 	r *sql.DB // readers: several query_only connections
@@ -81,9 +82,8 @@ type Store struct {
 
 	idemSweptAt atomic.Int64 // unix µs of the last purge of expired idempotency records
 
-	watch     store.Broadcast // WatchActivity channels, woken after commits that wrote activity
-	gc        committer       // the writer's queue: group commit (groupcommit.go)
-	checkouts store.Inflight  // this process's checkouts of one issue, queued behind the one running (IssueCheckout)
+	watch store.Broadcast // WatchActivity channels, woken after commits that wrote activity
+	gc    committer       // the writer's queue: group commit (groupcommit.go)
 
 	path     string      // the database file
 	diskFull diskFullLog // logs when writes start and stop meeting a full disk (errors.go)
@@ -108,6 +108,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s := &Store{now: opts.Now, newID: opts.NewID, log: opts.Logger, path: path}
 	s.CRUD = store.NewCRUD(driver{s})
 	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
+	s.Locks = store.NewLocks(driver{s})
 	if s.now == nil {
 		s.now = time.Now
 	}
