@@ -19,7 +19,7 @@
 WITH a AS (
 	SELECT id, company_id FROM agents WHERE id = @agent::text AND status <> 'terminated'
 		AND (@max_live::int <= 0 OR (SELECT count(*) FROM runs r WHERE r.agent_id = @agent::text
-			AND (r.status = 'queued' OR r.status = 'running' AND r.lease_expires_at > now())) < @max_live::int)
+			AND ({{run_live r}})) < @max_live::int)
 ), iss AS (
 	SELECT i.id FROM issues i JOIN a ON i.company_id = a.company_id
 	WHERE @issue_ref::text <> '' AND (i.id = @rid::text OR i.identifier = @rident::text)
@@ -55,7 +55,7 @@ SELECT 1 FROM agents WHERE id = @agent::text FOR UPDATE
 -- The live runs of agent @agent (queued, or running with an unexpired
 -- lease), to explain a refused open.
 SELECT count(*) FROM runs WHERE agent_id = @agent::text
-	AND (status = 'queued' OR status = 'running' AND lease_expires_at > now())
+	AND ({{run_live -}})
 
 -- name: RunReplayOpen
 -- The replay of an open with an Idempotency-Key: the recorded run @id,
