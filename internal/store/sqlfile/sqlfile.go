@@ -9,30 +9,30 @@
 // once its fragments are expanded: nothing is assembled from Go. Before
 // the first block a file may hold only comments and blank lines.
 //
-// A fragment is SQL text that several statements share, written once. Its
-// block starts with a line
+// A fragment is SQL text that statements share, written once. Its block
+// starts with a line
 //
 //	-- fragment: run_live(r)
 //
-// naming it (lower case, digits and underscores) and its parameters (none
-// or more, each a name the text uses as a table alias), and its text is
-// the block's like a statement's (without removing a final semicolon). A
-// statement, or a fragment defined further on, uses it as
+// giving its name (lower case, digits and underscores) and its parameters
+// (none or more, each a name its text uses as a table alias); its doc and
+// text are read as a statement's (a final semicolon stays). A statement,
+// or a fragment below it (in its file or a later one), uses it as
 //
 //	{{run_live c}}
 //
-// with one argument per parameter, separated by blanks, on one line. Load
-// replaces the use with the fragment's text in which each parameter,
-// wherever it stands as a whole word, is replaced by its argument. The
-// argument "-" stands for no alias: the parameter is removed with the dot
-// after it, so {{run_live -}} gives status where {{run_live c}} gives
-// c.status. Each line of a fragment's text after its first is indented by
-// the indentation of the line of the use, so a statement expands to the
-// text it would hold written out. Load fails, naming the file and line,
-// on a use of a fragment that is not defined (or, in a fragment, not
-// defined above it), a use with the wrong number of arguments or with an
-// argument "-" for a parameter the text uses other than before a dot, a
-// fragment defined twice, and a fragment nothing uses.
+// its name and one argument per parameter, separated by blanks, within
+// one line. Load replaces each use with the fragment's text in which each
+// parameter, wherever it stands as a whole word, is replaced by its
+// argument. The argument "-" stands for no alias: the parameter goes with
+// the dot after it, so {{run_live -}} gives status where {{run_live c}}
+// gives c.status. The lines of a fragment's text after its first are
+// indented by the indentation of the line of the use, so a statement
+// expands to the text it would hold written out. Load fails, naming the
+// file and line, on a use of a fragment that is not defined (or, in a
+// fragment, not defined above it), a use with the wrong number of
+// arguments or with "-" for a parameter its text uses other than before
+// a dot, a fragment defined twice, and a fragment nothing uses.
 package sqlfile
 
 import (
