@@ -256,7 +256,8 @@ var sqlFiles embed.FS
 
 // statements are the named statements of sql/*.sql and the variants
 // derived from them (PatchPlain, byIdentifier); statementsErr says why they did not
-// load (a block that does not parse, a name defined twice, a variant whose
+// load (a block that does not parse, a name defined twice, a fragment use
+// that does not expand or a fragment nothing uses, a variant whose
 // replaced line is not there exactly once or whose cut regions are not
 // well marked), and Open returns it.
 var statements, statementsErr = loadStatements()
@@ -282,8 +283,9 @@ const (
 	patchExtraEnd   = "-- ]"
 )
 
-// loadStatements loads sql/*.sql and derives PatchPlain (Patch without
-// its comment and Idempotency-Key parts) and the byIdentifier variants.
+// loadStatements loads sql/*.sql, its fragments expanded, and derives
+// from that text PatchPlain (Patch without its comment and
+// Idempotency-Key parts) and the byIdentifier variants.
 func loadStatements() (*sqlfile.Set, error) {
 	set, err := sqlfile.Load(sqlFiles, "sql/*.sql")
 	if err != nil {

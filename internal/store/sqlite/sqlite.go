@@ -189,8 +189,10 @@ func (s *Store) open(ctx context.Context, path, syncMode string) error {
 var sqlFiles embed.FS
 
 // statements returns the text of every named statement, the blocks of
-// sql/*.sql, by name. Errors: a block that does not parse, a name defined
-// twice, a statement with no text (sqlfile.Load).
+// sql/*.sql with their fragments expanded, by name. Errors: a block that
+// does not parse, a name defined twice, a statement with no text, a
+// fragment use that does not expand, a fragment nothing uses
+// (sqlfile.Load).
 func statements() (map[string]string, error) {
 	set, err := sqlfile.Load(sqlFiles, "sql/*.sql")
 	if err != nil {

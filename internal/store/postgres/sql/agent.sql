@@ -190,7 +190,7 @@ SELECT k.id, k.last_used_at IS NULL OR k.last_used_at <= now() - interval '1 min
 	coalesce(r.created_at, 'epoch'::timestamptz)
 FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
 	LEFT JOIN runs r ON r.id = @run::text AND r.agent_id = a.id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+		AND ({{run_live r}})
 		AND @min_us::bigint > 0 AND r.last_sign_of_life_at > now() - @min_us::bigint * interval '1 microsecond'
 WHERE k.token_hash = @hash::text AND k.revoked_at IS NULL
 

@@ -33,19 +33,15 @@ WITH lk AS MATERIALIZED (
 	SELECT r.id, r.company_id FROM runs r
 	-- L1: the caller's run is live and the agent's
 	WHERE r.id = @run::text AND r.agent_id = @agent::text
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+		AND ({{run_live r}})
 	FOR SHARE OF r
 ),
 cand AS MATERIALIZED (
 	SELECT x.* FROM (
 		SELECT p.* FROM lk CROSS JOIN unnest('{backlog,todo,in_progress,in_review,blocked}'::text[]) AS s(st) CROSS JOIN LATERAL (
 			SELECT i.id, i.priority_rank, i.created_at, i.checkout_run_id, i.execution_run_id,
-				CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
-					WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-					WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
-				CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT CASE
-					WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-					WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
+				CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
+				CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
 			FROM issues i
 			-- L1: unassigned, in the run's company, with a status the claim takes
 			WHERE i.company_id = lk.company_id AND i.assignee_agent_id IS NULL AND i.status = s.st
@@ -55,10 +51,10 @@ cand AS MATERIALIZED (
 				-- subqueries, looked up by primary key per locked row: a NOT EXISTS here is planned
 				-- as a hash of every live run)
 				AND (i.checkout_run_id IS NULL OR i.checkout_run_id = @run::text
-					OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+					OR NOT coalesce((SELECT ({{run_live r}})
 						FROM runs r WHERE r.id = i.checkout_run_id), false))
 				AND (i.execution_run_id IS NULL OR i.execution_run_id = @run::text
-					OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+					OR NOT coalesce((SELECT ({{run_live r}})
 						FROM runs r WHERE r.id = i.execution_run_id), false))
 				-- L2: a claim never answers what the run holds
 				AND NOT (i.checkout_run_id IS NOT DISTINCT FROM @run::text AND i.execution_run_id IS NOT DISTINCT FROM @run::text)
@@ -70,12 +66,8 @@ cand AS MATERIALIZED (
 		UNION ALL
 		SELECT p.* FROM lk CROSS JOIN unnest('{backlog,todo,in_progress,in_review,blocked}'::text[]) AS s(st) CROSS JOIN LATERAL (
 			SELECT i.id, i.priority_rank, i.created_at, i.checkout_run_id, i.execution_run_id,
-				CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
-					WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-					WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
-				CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT CASE
-					WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-					WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
+				CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
+				CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
 			FROM issues i
 			-- L1: the agent's, in the run's company, with a status the claim takes
 			WHERE i.assignee_agent_id = @agent::text AND i.company_id = lk.company_id AND i.status = s.st
@@ -83,10 +75,10 @@ cand AS MATERIALIZED (
 				AND (i.unresolved_blocker_count = 0 OR i.status = 'in_progress')
 				-- L1/L3: each lock column is empty, the caller's run, or names a dead run
 				AND (i.checkout_run_id IS NULL OR i.checkout_run_id = @run::text
-					OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+					OR NOT coalesce((SELECT ({{run_live r}})
 						FROM runs r WHERE r.id = i.checkout_run_id), false))
 				AND (i.execution_run_id IS NULL OR i.execution_run_id = @run::text
-					OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+					OR NOT coalesce((SELECT ({{run_live r}})
 						FROM runs r WHERE r.id = i.execution_run_id), false))
 				-- L2: a claim never answers what the run holds
 				AND NOT (i.checkout_run_id IS NOT DISTINCT FROM @run::text AND i.execution_run_id IS NOT DISTINCT FROM @run::text)
@@ -149,7 +141,7 @@ FROM upd u, cand o
 WITH lk AS (
 	SELECT r.company_id FROM runs r
 	WHERE r.id = @run::text AND r.agent_id = @agent::text
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+		AND ({{run_live r}})
 )
 SELECT EXISTS (
 	SELECT 1 FROM lk CROSS JOIN unnest('{backlog,todo,in_progress,in_review,blocked}'::text[]) AS s(st) CROSS JOIN LATERAL (
@@ -160,10 +152,10 @@ SELECT EXISTS (
 				AND i.unresolved_blocker_count = 0
 			-- L1/L3: each lock column is empty, the caller's run, or names a dead run
 			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = @run::text
-				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+				OR NOT coalesce((SELECT ({{run_live r}})
 					FROM runs r WHERE r.id = i.checkout_run_id), false))
 			AND (i.execution_run_id IS NULL OR i.execution_run_id = @run::text
-				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+				OR NOT coalesce((SELECT ({{run_live r}})
 					FROM runs r WHERE r.id = i.execution_run_id), false))
 			-- L2: a claim never answers what the run holds
 			AND NOT (i.checkout_run_id IS NOT DISTINCT FROM @run::text AND i.execution_run_id IS NOT DISTINCT FROM @run::text)
@@ -180,10 +172,10 @@ SELECT EXISTS (
 				AND (i.unresolved_blocker_count = 0 OR i.status = 'in_progress')
 			-- L1/L3: each lock column is empty, the caller's run, or names a dead run
 			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = @run::text
-				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+				OR NOT coalesce((SELECT ({{run_live r}})
 					FROM runs r WHERE r.id = i.checkout_run_id), false))
 			AND (i.execution_run_id IS NULL OR i.execution_run_id = @run::text
-				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+				OR NOT coalesce((SELECT ({{run_live r}})
 					FROM runs r WHERE r.id = i.execution_run_id), false))
 			-- L2: a claim never answers what the run holds
 			AND NOT (i.checkout_run_id IS NOT DISTINCT FROM @run::text AND i.execution_run_id IS NOT DISTINCT FROM @run::text)
@@ -245,7 +237,7 @@ WITH lk AS MATERIALIZED (
 	SELECT r.id, r.agent_id, r.company_id FROM runs r
 	-- L1: the run is live
 	WHERE r.id = ANY(@runs::text[])
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+		AND ({{run_live r}})
 	ORDER BY r.id
 	FOR SHARE OF r
 ),
@@ -261,12 +253,8 @@ cand AS MATERIALIZED (
 	SELECT p.* FROM unnest('{backlog,todo,in_progress,in_review,blocked}'::text[]) AS s(st) CROSS JOIN LATERAL (
 		SELECT q.* FROM (
 		SELECT i.id, i.priority_rank, i.created_at, i.checkout_run_id, i.execution_run_id,
-			CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
-				WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-				WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
-			CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT CASE
-				WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-				WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
+			CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
+			CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
 		FROM issues i
 		-- L1: unassigned, in the company, with a status the claim takes
 		WHERE i.company_id = @company::text AND i.assignee_agent_id IS NULL AND i.status = s.st
@@ -275,10 +263,10 @@ cand AS MATERIALIZED (
 			-- L1/L3: each lock column is empty, a call's run, or names a dead run (scalar
 			-- subqueries by primary key, as in Claim)
 			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = ANY(@runs::text[])
-				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+				OR NOT coalesce((SELECT ({{run_live r}})
 					FROM runs r WHERE r.id = i.checkout_run_id), false))
 			AND (i.execution_run_id IS NULL OR i.execution_run_id = ANY(@runs::text[])
-				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+				OR NOT coalesce((SELECT ({{run_live r}})
 					FROM runs r WHERE r.id = i.execution_run_id), false))
 		ORDER BY i.priority_rank, i.created_at, i.id
 		LIMIT 64 -- claimBatchMax: a constant the planner sees

@@ -67,9 +67,9 @@ WHERE i.id = @issue::text
 	AND (i.assignee_agent_id IS NULL OR i.assignee_agent_id = @agent::text)
 	-- L1: both lock columns are empty or name dead runs (a dead holder is displaced, L3)
 	AND (i.execution_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.execution_run_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))))
+		AND ({{run_live r}})))
 	AND (i.checkout_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.checkout_run_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))))
+		AND ({{run_live r}})))
 
 -- name: RunInsertQueued
 -- A queued managed run. created_at is the wall clock, not the
@@ -109,12 +109,12 @@ UPDATE wake_requests SET status = 'skipped', updated_at = now() WHERE agent_id =
 -- missing).
 SELECT DISTINCT w.blocked_by_run_id FROM wake_requests w
 WHERE w.status = 'deferred' AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = w.blocked_by_run_id
-	AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now())))
+	AND ({{run_live r}}))
 
 -- name: RunsDead
 -- Those of @runs that are not live.
 SELECT u.id FROM unnest(@runs::text[]) AS u(id) WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = u.id
-	AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now())))
+	AND ({{run_live r}}))
 
 -- name: RunQueuedManaged
 -- Queued managed runs of active agents with an adapter, oldest first.
@@ -140,8 +140,7 @@ UPDATE runs r SET
 	lease_expires_at = now() + @ttl_us::bigint * interval '1 microsecond', last_sign_of_life_at = now()
 WHERE r.id = @run::text AND r.status = 'queued'
 	AND EXISTS (SELECT 1 FROM agents a WHERE a.id = r.agent_id AND a.status = 'active')
-	AND (SELECT count(*) FROM runs r2 WHERE r2.agent_id = r.agent_id AND r2.status = 'running'
-		AND r2.lease_expires_at > now()) < @max::integer
+	AND (SELECT count(*) FROM runs r2 WHERE r2.agent_id = r.agent_id AND {{run_leased r2}}) < @max::integer
 RETURNING r.id, r.company_id, r.agent_id, r.status, r.invocation_source, r.issue_id, r.retry_of_run_id, r.attempt, r.pid,
 	r.host_id, r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
 	r.created_at
@@ -154,7 +153,7 @@ WHERE id = @run::text AND host_id = @host::text AND status = 'running'
 -- A live running run of @host gets a new lease (a sign of life the server
 -- gives while the process lives).
 UPDATE runs SET lease_expires_at = now() + @ttl_us::bigint * interval '1 microsecond', last_sign_of_life_at = now()
-WHERE id = @run::text AND host_id = @host::text AND status = 'running' AND lease_expires_at > now()
+WHERE id = @run::text AND host_id = @host::text AND {{run_leased -}}
 
 -- name: RunProcessLost
 -- The process-loss rule in one statement: the running managed run of

@@ -64,7 +64,7 @@ SELECT i.id, i.identifier, i.title, i.status, i.priority, i.updated_at, r.id, r.
 		FROM issue_blockers b JOIN issues x ON x.id = b.blocker_issue_id
 		WHERE b.issue_id = i.id AND x.status <> 'done') END
 FROM issues i LEFT JOIN runs r ON r.id = i.execution_run_id
-	AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+	AND ({{run_live r}})
 WHERE i.assignee_agent_id = @agent::text AND i.status IN ('todo', 'in_progress', 'blocked')
 ORDER BY i.priority_rank, i.created_at, i.id
 LIMIT @limit::integer

@@ -115,20 +115,10 @@ WITH old AS MATERIALIZED (
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.relation_count, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
-		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
-		CASE WHEN i.execution_run_id IS NULL THEN NULL WHEN i.execution_run_id = c.id THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state,
+		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN {{run_state c}} ELSE coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
+		CASE WHEN i.execution_run_id IS NULL THEN NULL WHEN i.execution_run_id = c.id THEN {{run_state c}} ELSE coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state,
 		c.agent_id AS caller_agent, c.company_id AS caller_company, c.ctid AS caller_tid,
-		CASE WHEN c.id IS NOT NULL THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
+		CASE WHEN c.id IS NOT NULL THEN {{run_state c}} END AS caller_state
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
 	WHERE i.id = @rid::text AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 	OFFSET 0) s
@@ -139,7 +129,7 @@ lk AS MATERIALIZED (
 	-- that committed meanwhile) re-checks the latest version
 	SELECT r.id FROM runs r
 	WHERE r.ctid = (SELECT o.caller_tid FROM old o WHERE o.ok) AND r.id = @run::text
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+		AND ({{run_live r}})
 	FOR SHARE OF r
 ),
 upd AS (
@@ -210,20 +200,14 @@ FROM old o LEFT JOIN upd u ON true
 -- refuses from it, and every other answer is the Checkout statement's.
 WITH i AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.execution_run_id,
-		CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
-		CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
+		CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
+		CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
 	FROM issues i
 	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 )
 SELECT i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.execution_run_id, i.c_state, i.e_state,
 	c.id, c.agent_id, c.company_id,
-	CASE WHEN c.id IS NOT NULL THEN CASE
-		WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-		WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END
+	CASE WHEN c.id IS NOT NULL THEN {{run_state c}} END
 FROM i LEFT JOIN runs c ON c.id = ANY(@runs::text[])
 
 -- name: BoardCheckout
@@ -239,20 +223,10 @@ WITH old AS MATERIALIZED (
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.relation_count, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
-		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
-		CASE WHEN i.execution_run_id IS NULL THEN NULL WHEN i.execution_run_id = c.id THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state,
+		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN {{run_state c}} ELSE coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
+		CASE WHEN i.execution_run_id IS NULL THEN NULL WHEN i.execution_run_id = c.id THEN {{run_state c}} ELSE coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state,
 		c.agent_id AS caller_agent, c.company_id AS caller_company,
-		CASE WHEN c.id IS NOT NULL THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state,
+		CASE WHEN c.id IS NOT NULL THEN {{run_state c}} END AS caller_state,
 		coalesce((SELECT a.status <> 'terminated' FROM agents a WHERE a.id = @agent::text AND a.company_id = i.company_id), false) AS agent_active
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
 	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
@@ -339,20 +313,10 @@ WITH old AS MATERIALIZED (
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.relation_count, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
-		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
-		CASE WHEN i.execution_run_id IS NULL THEN NULL WHEN i.execution_run_id = c.id THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state,
+		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN {{run_state c}} ELSE coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
+		CASE WHEN i.execution_run_id IS NULL THEN NULL WHEN i.execution_run_id = c.id THEN {{run_state c}} ELSE coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state,
 		c.agent_id AS caller_agent, c.company_id AS caller_company,
-		CASE WHEN c.id IS NOT NULL THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
+		CASE WHEN c.id IS NOT NULL THEN {{run_state c}} END AS caller_state
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
 	WHERE i.id = @rid::text AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 	OFFSET 0) s
@@ -426,20 +390,10 @@ WITH old AS MATERIALIZED (
 		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.relation_count, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
-		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
-		CASE WHEN i.execution_run_id IS NULL THEN NULL WHEN i.execution_run_id = c.id THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END ELSE coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state,
+		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN {{run_state c}} ELSE coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
+		CASE WHEN i.execution_run_id IS NULL THEN NULL WHEN i.execution_run_id = c.id THEN {{run_state c}} ELSE coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state,
 		c.agent_id AS caller_agent, c.company_id AS caller_company,
-		CASE WHEN c.id IS NOT NULL THEN CASE
-			WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > now()) THEN 'live'
-			WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state,
+		CASE WHEN c.id IS NOT NULL THEN {{run_state c}} END AS caller_state,
 		(NOT @set_assignee::boolean OR @assignee::text IS NULL
 			OR EXISTS (SELECT 1 FROM agents a WHERE a.id = @assignee::text AND a.company_id = i.company_id)) AS assignee_in_company
 	FROM issues i LEFT JOIN runs c ON c.id = @run::text
@@ -482,7 +436,7 @@ d AS MATERIALIZED (
 lk AS MATERIALIZED (
 	SELECT r.id FROM runs r, d, f
 	WHERE d.ok AND f.adopts AND NOT f.releases
-		AND r.id = @run::text AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+		AND r.id = @run::text AND ({{run_live r}})
 	FOR SHARE OF r
 ),
 upd AS (
@@ -634,8 +588,7 @@ FROM old o CROSS JOIN LATERAL (
 -- A run's agent, company and state (live, lost or terminal), to explain a
 -- refusal; no row when it does not exist.
 SELECT r.agent_id, r.company_id,
-	CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-		WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END
+	{{run_state r}}
 FROM runs r WHERE r.id = @run::text
 
 -- name: RunFinish
@@ -652,7 +605,7 @@ UPDATE runs r SET
 WHERE r.id = @run::text AND r.status IN ('queued', 'running')
 	-- L6: the board, or the run's own agent while the run is live
 	AND (@board::boolean OR (r.agent_id = @agent::text AND r.company_id = @company::text
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))))
+		AND ({{run_live r}})))
 RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
 
@@ -733,9 +686,9 @@ SELECT count(*) FROM lost
 SELECT i.id FROM issues i
 WHERE (i.checkout_run_id IS NOT NULL OR i.execution_run_id IS NOT NULL)
 	AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.checkout_run_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now())))
+		AND ({{run_live r}}))
 	AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.execution_run_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now())))
+		AND ({{run_live r}}))
 ORDER BY i.id
 LIMIT @limit::integer
 FOR UPDATE OF i
@@ -749,12 +702,8 @@ FOR UPDATE OF i
 -- left alone. The status stays: the assignee may adopt the issue (L1).
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.checkout_run_id, i.execution_run_id,
-		CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
-		CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT CASE
-			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
+		CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
+		CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
 	FROM issues i WHERE i.id = ANY(@ids::text[])
 ), upd AS (
 	UPDATE issues i SET

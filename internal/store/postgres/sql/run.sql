@@ -19,7 +19,7 @@
 WITH a AS (
 	SELECT id, company_id FROM agents WHERE id = @agent::text AND status <> 'terminated'
 		AND (@max_live::int <= 0 OR (SELECT count(*) FROM runs r WHERE r.agent_id = @agent::text
-			AND (r.status = 'queued' OR r.status = 'running' AND r.lease_expires_at > now())) < @max_live::int)
+			AND ({{run_live r}})) < @max_live::int)
 ), iss AS (
 	SELECT i.id FROM issues i JOIN a ON i.company_id = a.company_id
 	WHERE @issue_ref::text <> '' AND (i.id = @rid::text OR i.identifier = @rident::text)
@@ -55,7 +55,7 @@ SELECT 1 FROM agents WHERE id = @agent::text FOR UPDATE
 -- The live runs of agent @agent (queued, or running with an unexpired
 -- lease), to explain a refused open.
 SELECT count(*) FROM runs WHERE agent_id = @agent::text
-	AND (status = 'queued' OR status = 'running' AND lease_expires_at > now())
+	AND ({{run_live -}})
 
 -- name: RunReplayOpen
 -- The replay of an open with an Idempotency-Key: the recorded run @id,
@@ -68,7 +68,7 @@ WITH upd AS (
 		lease_expires_at = now() + @ttl_us::bigint * interval '1 microsecond',
 		last_sign_of_life_at = now()
 	WHERE r.id = @id::text AND r.token_hash IS NOT DISTINCT FROM @token_hash::text
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+		AND ({{run_live r}})
 	RETURNING r.id, r.company_id, r.agent_id, r.status, r.invocation_source, r.issue_id, r.retry_of_run_id, r.attempt, r.pid,
 		r.host_id, r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
 		r.created_at
@@ -87,7 +87,7 @@ FROM runs WHERE id = @id::text
 SELECT r.id, r.company_id, r.agent_id, r.status, r.invocation_source, r.issue_id, r.retry_of_run_id, r.attempt, r.pid,
 	r.host_id, r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
 	r.created_at,
-	(r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now())),
+	({{run_live r}}),
 	a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at
 FROM runs r JOIN agents a ON a.id = r.agent_id WHERE r.token_hash = @hash::text
 
@@ -102,15 +102,14 @@ WITH cur AS (
 	SELECT r.id, r.company_id, r.agent_id, r.status, r.invocation_source, r.issue_id, r.retry_of_run_id, r.attempt, r.pid,
 		r.host_id, r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
 		r.created_at,
-		CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END AS state
+		{{run_state r}} AS state
 	FROM runs r WHERE r.id = @run::text
 ), upd AS (
 	UPDATE runs r SET
 		lease_expires_at = now() + @ttl_us::bigint * interval '1 microsecond',
 		last_sign_of_life_at = now()
 	WHERE r.id = @run::text AND r.agent_id = @agent::text
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
+		AND ({{run_live r}})
 		AND (@force::boolean OR r.last_sign_of_life_at IS NULL
 			OR r.last_sign_of_life_at <= now() - @min_us::bigint * interval '1 microsecond')
 	RETURNING r.id, r.company_id, r.agent_id, r.status, r.invocation_source, r.issue_id, r.retry_of_run_id, r.attempt, r.pid,

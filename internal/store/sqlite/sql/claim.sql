@@ -19,9 +19,9 @@ SELECT c.id FROM issues c WHERE c.id IN (
 			AND i.unresolved_blocker_count = 0
 			-- L1/L3: each lock column is empty, the caller's run, or names a dead run
 			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
-				WHERE r.id = i.checkout_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+				WHERE r.id = i.checkout_run_id AND ({{run_live r}})))
 			AND (i.execution_run_id IS NULL OR i.execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
-				WHERE r.id = i.execution_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+				WHERE r.id = i.execution_run_id AND ({{run_live r}})))
 			-- L2: a claim never answers what the run holds
 			AND NOT (i.checkout_run_id IS :run AND i.execution_run_id IS :run)
 		ORDER BY i.priority_rank, i.created_at, i.id LIMIT 1)
@@ -34,9 +34,9 @@ SELECT c.id FROM issues c WHERE c.id IN (
 			AND (i.unresolved_blocker_count = 0 OR i.status = 'in_progress')
 			-- L1/L3: each lock column is empty, the caller's run, or names a dead run
 			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
-				WHERE r.id = i.checkout_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+				WHERE r.id = i.checkout_run_id AND ({{run_live r}})))
 			AND (i.execution_run_id IS NULL OR i.execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
-				WHERE r.id = i.execution_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+				WHERE r.id = i.execution_run_id AND ({{run_live r}})))
 			-- L2: a claim never answers what the run holds
 			AND NOT (i.checkout_run_id IS :run AND i.execution_run_id IS :run)
 		ORDER BY i.priority_rank, i.created_at, i.id LIMIT 1)
@@ -66,9 +66,9 @@ WHERE id = (SELECT c.id FROM issues c WHERE c.id IN (
 			-- D7: every blocker done (the partial index holds no other issue)
 			AND i.unresolved_blocker_count = 0
 				AND (i.checkout_run_id IS NULL OR i.checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
-					WHERE r.id = i.checkout_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+					WHERE r.id = i.checkout_run_id AND ({{run_live r}})))
 				AND (i.execution_run_id IS NULL OR i.execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
-					WHERE r.id = i.execution_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+					WHERE r.id = i.execution_run_id AND ({{run_live r}})))
 				AND NOT (i.checkout_run_id IS :run AND i.execution_run_id IS :run)
 			ORDER BY i.priority_rank, i.created_at, i.id LIMIT 1)
 		FROM json_each(:unassigned) s
@@ -79,9 +79,9 @@ WHERE id = (SELECT c.id FROM issues c WHERE c.id IN (
 			-- D7: every blocker done, unless it is in_progress and the agent's already (adoption)
 			AND (i.unresolved_blocker_count = 0 OR i.status = 'in_progress')
 				AND (i.checkout_run_id IS NULL OR i.checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
-					WHERE r.id = i.checkout_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+					WHERE r.id = i.checkout_run_id AND ({{run_live r}})))
 				AND (i.execution_run_id IS NULL OR i.execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
-					WHERE r.id = i.execution_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+					WHERE r.id = i.execution_run_id AND ({{run_live r}})))
 				AND NOT (i.checkout_run_id IS :run AND i.execution_run_id IS :run)
 			ORDER BY i.priority_rank, i.created_at, i.id LIMIT 1)
 		FROM json_each(:mine) s)
@@ -90,7 +90,7 @@ WHERE id = (SELECT c.id FROM issues c WHERE c.id IN (
 	AND checkout_run_id IS NULL AND execution_run_id IS NULL
 	-- L1: the caller's run is live and the agent's, in the issue's company
 	AND EXISTS (SELECT 1 FROM runs r WHERE r.id = :run AND r.agent_id = :agent AND r.company_id = issues.company_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now)))
+		AND ({{run_live r}}))
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
 	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count

@@ -37,7 +37,7 @@ WHERE id = :id AND (last_used_at IS NULL OR last_used_at <= :at - 60000000)
 -- that run's agent name: one statement for a whole range of commits.
 SELECT i.identifier, i.status, i.checkout_epoch, i.completed_epoch, i.checkout_run_id,
 	CASE WHEN r.id IS NULL THEN NULL
-		WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 1 ELSE 0 END,
+		WHEN {{run_live r}} THEN 1 ELSE 0 END,
 	a.name
 FROM json_each(:idents) j
 JOIN issues i ON i.identifier = j.value AND i.company_id = :company

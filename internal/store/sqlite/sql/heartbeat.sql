@@ -60,9 +60,9 @@ WHERE id = :issue
 	AND (assignee_agent_id IS NULL OR assignee_agent_id = :agent)
 	-- L1: both lock columns are empty or name dead runs (a dead holder is displaced, L3)
 	AND (execution_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+		AND ({{run_live r}})))
 	AND (checkout_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.checkout_run_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+		AND ({{run_live r}})))
 
 -- name: RunInsertQueued
 -- A queued managed run (a retry when :retry_of is set: unique
@@ -100,12 +100,12 @@ UPDATE wake_requests SET status = 'skipped', updated_at = :now WHERE agent_id = 
 -- missing).
 SELECT DISTINCT w.blocked_by_run_id FROM wake_requests w
 WHERE w.status = 'deferred' AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = w.blocked_by_run_id
-	AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now)))
+	AND ({{run_live r}}))
 
 -- name: RunsDead
 -- Those of :runs (a JSON array of ids) that are not live.
 SELECT u.value FROM json_each(:runs) u WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = u.value
-	AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now)))
+	AND ({{run_live r}}))
 
 -- name: RunQueuedManaged
 -- Queued managed runs of active agents with an adapter, oldest first.
@@ -130,8 +130,7 @@ UPDATE runs SET
 	lease_expires_at = :now + :ttl_us, last_sign_of_life_at = :now
 WHERE id = :run AND status = 'queued'
 	AND EXISTS (SELECT 1 FROM agents a WHERE a.id = runs.agent_id AND a.status = 'active')
-	AND (SELECT count(*) FROM runs r2 WHERE r2.agent_id = runs.agent_id AND r2.status = 'running'
-		AND r2.lease_expires_at > :now) < :max
+	AND (SELECT count(*) FROM runs r2 WHERE r2.agent_id = runs.agent_id AND {{run_leased r2}}) < :max
 RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
 
@@ -142,7 +141,7 @@ UPDATE runs SET pid = :pid, proc_start = :proc_start WHERE id = :run AND host_id
 -- A live running run of :host gets a new lease (a sign of life the server
 -- gives while the process lives).
 UPDATE runs SET lease_expires_at = :now + :ttl_us, last_sign_of_life_at = :now
-WHERE id = :run AND host_id = :host AND status = 'running' AND lease_expires_at > :now
+WHERE id = :run AND host_id = :host AND {{run_leased -}}
 
 -- name: RunProcessLost
 -- A running managed run of :host whose process is gone fails.

@@ -37,25 +37,19 @@
 -- (PATCH: the new assignee :assignee, when :set_assignee, is an agent of
 -- the issue's company).
 SELECT i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.execution_run_id,
-	CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
-		WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
-		WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS checkout_state,
-	CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT CASE
-		WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
-		WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS execution_state,
+	CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS checkout_state,
+	CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS execution_state,
 	c.agent_id AS caller_agent, c.company_id AS caller_company,
-	CASE WHEN c.id IS NOT NULL THEN CASE
-		WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > :now) THEN 'live'
-		WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state,
+	CASE WHEN c.id IS NOT NULL THEN {{run_state c}} END AS caller_state,
 	-- L3/L4/L5: the caller's run is live, the agent's and in the issue's company; each lock column
 	-- is empty, the run, or names a dead run; and the run holds a lock or the agent is the assignee
 	-- adopting a dead holder
 	coalesce(c.agent_id = :agent AND c.company_id = i.company_id
-		AND (c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > :now))
+		AND ({{run_live c}})
 		AND (i.checkout_run_id IS NULL OR i.checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.checkout_run_id
-			AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+			AND ({{run_live r}})))
 		AND (i.execution_run_id IS NULL OR i.execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = i.execution_run_id
-			AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+			AND ({{run_live r}})))
 		AND (i.checkout_run_id IS :run OR i.execution_run_id IS :run OR i.assignee_agent_id IS :agent), 0) AS owned_by_caller,
 	EXISTS (SELECT 1 FROM agents a WHERE a.id = :agent AND a.company_id = i.company_id AND a.status <> 'terminated') AS agent_active,
 	(NOT :set_assignee OR :assignee IS NULL
@@ -69,8 +63,7 @@ WHERE (i.id = :rid OR i.identifier = :rident) AND (:company = '' OR i.company_id
 -- A run's agent, company and state (live, lost or terminal), to explain a
 -- refusal; no row when it does not exist.
 SELECT r.agent_id, r.company_id,
-	CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
-		WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END
+	{{run_state r}}
 FROM runs r WHERE r.id = :run
 
 -- name: Checkout
@@ -94,16 +87,16 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 	AND (NOT :unlocked_only OR (checkout_run_id IS NULL AND execution_run_id IS NULL))
 	-- L1: the caller's run is live and the agent's, in the issue's company
 	AND EXISTS (SELECT 1 FROM runs r WHERE r.id = :run AND r.agent_id = :agent AND r.company_id = issues.company_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now)))
+		AND ({{run_live r}}))
 	-- L1: the issue is A's or unassigned
 	AND (assignee_agent_id IS NULL OR assignee_agent_id = :agent)
 	-- L1: its status is expected (:expected is ",s1,s2,"), or it is in_progress and A's
 	AND (instr(:expected, ',' || status || ',') > 0 OR (status = 'in_progress' AND assignee_agent_id = :agent))
 	-- L1/L3: each lock column is empty, the caller's run, or names a dead run
 	AND (checkout_run_id IS NULL OR checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.checkout_run_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+		AND ({{run_live r}})))
 	AND (execution_run_id IS NULL OR execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+		AND ({{run_live r}})))
 	-- L2: the same run again changes nothing
 	AND NOT (checkout_run_id IS :run AND execution_run_id IS :run)
 	-- D1: entering in_progress takes every blocker done (an issue in_progress keeps its lock)
@@ -123,16 +116,10 @@ RETURNING id, company_id, identifier, title, description, status, priority, assi
 -- nothing: store.WaitersState.CheckoutRefusal refuses from it, and every
 -- other answer is the Checkout statement's.
 SELECT i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.execution_run_id,
-	CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT CASE
-		WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
-		WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS checkout_state,
-	CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT CASE
-		WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
-		WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS execution_state,
+	CASE WHEN i.checkout_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS checkout_state,
+	CASE WHEN i.execution_run_id IS NOT NULL THEN coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS execution_state,
 	c.id, c.agent_id, c.company_id,
-	CASE WHEN c.id IS NOT NULL THEN CASE
-		WHEN c.status = 'queued' OR (c.status = 'running' AND c.lease_expires_at > :now) THEN 'live'
-		WHEN c.status = 'running' THEN 'lost' ELSE 'terminal' END END AS caller_state
+	CASE WHEN c.id IS NOT NULL THEN {{run_state c}} END AS caller_state
 FROM issues i LEFT JOIN runs c ON c.id IN (SELECT value FROM json_each(:runs))
 WHERE (i.id = :rid OR i.identifier = :rident) AND (:company = '' OR i.company_id = :company)
 
@@ -157,9 +144,9 @@ WHERE id = :id
 	AND (instr(:expected, ',' || status || ',') > 0 OR (status = 'in_progress' AND assignee_agent_id = :agent))
 	-- L1: no lock column names a live run
 	AND (checkout_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.checkout_run_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+		AND ({{run_live r}})))
 	AND (execution_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+		AND ({{run_live r}})))
 	-- S12: already in_progress and the agent's changes nothing
 	AND NOT (status = 'in_progress' AND assignee_agent_id IS :agent)
 	-- D1: entering in_progress takes every blocker done
@@ -191,11 +178,11 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 	-- issue's company; each lock column is empty, the run, or names a dead run; and the run
 	-- holds a lock or the agent is the assignee adopting a dead holder (L3)
 	AND (:board OR (EXISTS (SELECT 1 FROM runs r WHERE r.id = :run AND r.agent_id = :agent AND r.company_id = issues.company_id
-			AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now)))
+			AND ({{run_live r}}))
 		AND (checkout_run_id IS NULL OR checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.checkout_run_id
-			AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+			AND ({{run_live r}})))
 		AND (execution_run_id IS NULL OR execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id
-			AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+			AND ({{run_live r}})))
 		AND (checkout_run_id IS :run OR execution_run_id IS :run OR assignee_agent_id IS :agent)))
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
@@ -258,11 +245,11 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 	-- L5: the board, an unlocked issue, or the owner
 	AND (:board OR (checkout_run_id IS NULL AND execution_run_id IS NULL)
 		OR (EXISTS (SELECT 1 FROM runs r WHERE r.id = :run AND r.agent_id = :agent AND r.company_id = issues.company_id
-				AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now)))
+				AND ({{run_live r}}))
 			AND (checkout_run_id IS NULL OR checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.checkout_run_id
-				AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+				AND ({{run_live r}})))
 			AND (execution_run_id IS NULL OR execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id
-				AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+				AND ({{run_live r}})))
 			AND (checkout_run_id IS :run OR execution_run_id IS :run OR assignee_agent_id IS :agent)))
 	-- L5: entering in_progress takes an assignee
 	AND NOT (:status IS 'in_progress' AND status <> 'in_progress'
@@ -309,7 +296,7 @@ UPDATE runs SET
 WHERE id = :run AND status IN ('queued', 'running')
 	-- L6: the board, or the run's own agent while the run is live
 	AND (:board OR (agent_id = :agent AND company_id = :company
-		AND (status = 'queued' OR lease_expires_at > :now)))
+		AND ({{run_live -}})))
 RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
 
@@ -352,16 +339,13 @@ RETURNING id, company_id, agent_id, lease_expires_at
 -- decides.
 SELECT id, company_id, checkout_run_id, execution_run_id, c_state, e_state FROM (
 	SELECT i.id, i.company_id, i.checkout_run_id, i.execution_run_id,
-		coalesce((SELECT CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.checkout_run_id), 'missing') AS c_state,
+		coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.checkout_run_id), 'missing') AS c_state,
 		CASE WHEN i.execution_run_id IS NOT NULL THEN
-			coalesce((SELECT CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
-				WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
+			coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.execution_run_id), 'missing') END AS e_state
 	FROM issues i INDEXED BY issues_execution_run WHERE i.execution_run_id IS NOT NULL AND i.checkout_run_id IS NOT NULL
 	UNION ALL -- the execution lock alone (the branches are disjoint)
 	SELECT i.id, i.company_id, NULL, i.execution_run_id, NULL,
-		coalesce((SELECT CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now) THEN 'live'
-			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END FROM runs r WHERE r.id = i.execution_run_id), 'missing')
+		coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.execution_run_id), 'missing')
 	FROM issues i INDEXED BY issues_execution_run WHERE i.execution_run_id IS NOT NULL AND i.checkout_run_id IS NULL)
 WHERE coalesce(c_state, '') <> 'live' AND coalesce(e_state, '') <> 'live'
 LIMIT :limit
@@ -383,6 +367,6 @@ WHERE id = :id
 	-- sweeper: the issue is locked, and no lock column names a live run
 	AND (checkout_run_id IS NOT NULL OR execution_run_id IS NOT NULL)
 	AND (checkout_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.checkout_run_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+		AND ({{run_live r}})))
 	AND (execution_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id
-		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
+		AND ({{run_live r}})))

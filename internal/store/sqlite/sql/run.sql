@@ -14,7 +14,7 @@ INSERT INTO runs (id, company_id, agent_id, status, invocation_source, issue_id,
 	lease_expires_at, last_sign_of_life_at, started_at, token_hash, key_hash, created_at)
 SELECT :id, :company, :agent, 'running', :source, :issue, 1, :now + :ttl, :now, :now, :hash, :key_hash, :now
 WHERE :max_live <= 0 OR (SELECT count(*) FROM runs r WHERE r.agent_id = :agent
-	AND (r.status = 'queued' OR r.status = 'running' AND r.lease_expires_at > :now)) < :max_live
+	AND ({{run_live r}})) < :max_live
 RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
 
@@ -36,7 +36,7 @@ UPDATE runs SET
 	lease_expires_at = :now + :ttl,
 	last_sign_of_life_at = :now
 WHERE id = :run AND agent_id = :agent
-	AND (status = 'queued' OR (status = 'running' AND lease_expires_at > :now))
+	AND ({{run_live -}})
 RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
 
@@ -49,6 +49,6 @@ UPDATE runs SET
 	lease_expires_at = :now + :ttl,
 	last_sign_of_life_at = :now
 WHERE id = :run AND agent_id = :agent AND token_hash IS :hash
-	AND (status = 'queued' OR (status = 'running' AND lease_expires_at > :now))
+	AND ({{run_live -}})
 RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at

@@ -128,6 +128,6 @@ WHERE i.company_id = :company
 	AND (i.escalated_at IS NOT NULL
 		OR (i.status = 'in_progress'
 			AND NOT EXISTS (SELECT 1 FROM runs r WHERE (r.id = i.checkout_run_id OR r.id = i.execution_run_id)
-				AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now)))))
+				AND ({{run_live r}}))))
 ORDER BY i.escalated_at IS NULL, coalesce(i.escalated_at, i.updated_at) DESC, i.id
 LIMIT :limit

@@ -19,7 +19,7 @@
 WITH a AS (
 	SELECT id, company_id FROM agents WHERE id = $1::text AND status <> 'terminated'
 		AND ($2::int <= 0 OR (SELECT count(*) FROM runs r WHERE r.agent_id = $1::text
-			AND (r.status = 'queued' OR r.status = 'running' AND r.lease_expires_at > now())) < $2::int)
+			AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))) < $2::int)
 ), iss AS (
 	SELECT i.id FROM issues i JOIN a ON i.company_id = a.company_id
 	WHERE $3::text <> '' AND (i.id = $4::text OR i.identifier = $5::text)

@@ -8,8 +8,7 @@ UPDATE runs r SET
 	lease_expires_at = now() + $3::bigint * interval '1 microsecond', last_sign_of_life_at = now()
 WHERE r.id = $4::text AND r.status = 'queued'
 	AND EXISTS (SELECT 1 FROM agents a WHERE a.id = r.agent_id AND a.status = 'active')
-	AND (SELECT count(*) FROM runs r2 WHERE r2.agent_id = r.agent_id AND r2.status = 'running'
-		AND r2.lease_expires_at > now()) < $5::integer
+	AND (SELECT count(*) FROM runs r2 WHERE r2.agent_id = r.agent_id AND r2.status = 'running' AND r2.lease_expires_at > now()) < $5::integer
 RETURNING r.id, r.company_id, r.agent_id, r.status, r.invocation_source, r.issue_id, r.retry_of_run_id, r.attempt, r.pid,
 	r.host_id, r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
 	r.created_at

@@ -7,7 +7,8 @@ WITH cur AS (
 	SELECT r.id, r.company_id, r.agent_id, r.status, r.invocation_source, r.issue_id, r.retry_of_run_id, r.attempt, r.pid,
 		r.host_id, r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
 		r.created_at,
-		CASE WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
+		CASE
+			WHEN r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()) THEN 'live'
 			WHEN r.status = 'running' THEN 'lost' ELSE 'terminal' END AS state
 	FROM runs r WHERE r.id = $1::text
 ), upd AS (
