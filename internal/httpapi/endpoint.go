@@ -178,7 +178,7 @@ func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request, ep *endpo
 	}
 	status, v, err := ep.serve(r.Context(), c)
 	if err != nil {
-		err = callerRef(r, s.deadlineErr(orig, r, err))
+		err = s.deadlineErr(orig, r, err)
 		s.logDenied(r, ep, c, err)
 		s.writeError(w, orig, err)
 		return

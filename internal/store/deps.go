@@ -321,25 +321,26 @@ func eachRow(rows Rows, fn func(Row) error) error {
 // it (lockrules.go): 422 blocked_by_unresolved for issue l, without the
 // blockers' names, which BlockedDetails adds.
 func errBlocked(l *LockState) *clasp.Error {
-	return clasp.Errorf(clasp.CodeBlockedByUnresolved, "Issue %s is blocked by %d unresolved issues.", l.IssueID, l.UnresolvedBlockers).
+	return clasp.Errorf(clasp.CodeBlockedByUnresolved, "Issue %s is blocked by %d unresolved issues.", l.Name(), l.UnresolvedBlockers).
 		WithDetails("issueId", l.IssueID, "unresolvedBlockerIssueIds", []string{})
 }
 
 // BlockedDetails completes a 422 blocked_by_unresolved refusal err of
-// issue issueID (D1, D2) from a read of its unresolved blockers on q
-// (DepUnresolved): details.unresolvedBlockerIssueIds, and a message naming
-// their identifiers. Any other error passes unchanged.
-func BlockedDetails(ctx context.Context, q Querier, err error) error {
+// the issue the caller named ref (D1, D2) from a read of its unresolved
+// blockers on q (DepUnresolved): details.unresolvedBlockerIssueIds, and a
+// message naming their identifiers and the issue as LockState.Name does.
+// Any other error passes unchanged.
+func BlockedDetails(ctx context.Context, q Querier, err error, ref string) error {
 	e := clasp.AsError(err)
 	if e == nil || e.Code != clasp.CodeBlockedByUnresolved {
 		return err
 	}
 	issueID, _ := e.Details["issueId"].(string)
-	return BlockedError(ctx, q, issueID, "")
+	return BlockedError(ctx, q, issueID, refName(ref, issueID))
 }
 
 // BlockedError is the 422 blocked_by_unresolved of issue issueID (named
-// identifier in the message; "" reads it) read on q: the ids of its
+// identifier in the message; "": its id) read on q: the ids of its
 // blockers that are not done (details.unresolvedBlockerIssueIds, by
 // identifier number) and their identifiers in the message.
 func BlockedError(ctx context.Context, q Querier, issueID, identifier string) error {

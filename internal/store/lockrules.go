@@ -37,6 +37,10 @@ const (
 // empty column), the caller's run (nil fields when it does not exist) and
 // the rule-specific conditions, each in a column of its own name.
 type LockState struct {
+	// Ref is how the caller named the issue (its UUID or its
+	// identifier), which a refusal's message repeats (Name); set by the
+	// caller of the rule, not by its statement.
+	Ref                           string
 	IssueID, CompanyID, Status    string
 	Assignee, Checkout, Execution *string
 	CheckoutState, ExecutionState *string
@@ -59,6 +63,21 @@ type LockState struct {
 	// statement when it wrote nothing): how many of the issue's blockers
 	// are not done (D1, D2).
 	UnresolvedBlockers int
+}
+
+// Name is the issue as a refusal's message names it: the identifier as
+// the caller typed it when it named the issue by its identifier, else its
+// id. details.issueId is always the id.
+func (l *LockState) Name() string { return refName(l.Ref, l.IssueID) }
+
+// refName is how a message names the issue id that the caller named ref:
+// ref as typed (without surrounding spaces) when it is an identifier, else
+// id.
+func refName(ref, id string) string {
+	if _, ident := SplitRef(ref); ident != "" {
+		return strings.TrimSpace(ref)
+	}
+	return id
 }
 
 // Locked reports whether a lock column is set.
@@ -240,7 +259,7 @@ func CheckoutConflict(l *LockState, agentID, runID string, expected []string) er
 	default:
 		return fmt.Errorf("check out issue %s: refused for no known reason", l.IssueID)
 	}
-	e := &clasp.Error{Code: clasp.CodeCheckoutConflict, Message: "Issue " + l.IssueID + " cannot be checked out: " + conflictText[reason] + ".",
+	e := &clasp.Error{Code: clasp.CodeCheckoutConflict, Message: "Issue " + l.Name() + " cannot be checked out: " + conflictText[reason] + ".",
 		Details: make(map[string]any, 6)}
 	return e.WithDetails("issueId", l.IssueID, "status", l.Status, "assigneeAgentId", OrNil(l.Assignee),
 		"checkoutRunId", OrNil(l.Checkout), "executionRunId", OrNil(l.Execution), "reason", reason)
@@ -258,7 +277,7 @@ var conflictText = map[string]string{
 // issue in state l, with details {issueId, status, assigneeAgentId,
 // checkoutRunId, executionRunId}; why ends the message.
 func OwnershipConflict(l *LockState, why string) error {
-	return clasp.Errorf(clasp.CodeOwnershipConflict, "Issue %s cannot be changed by this run: %s.", l.IssueID, why).
+	return clasp.Errorf(clasp.CodeOwnershipConflict, "Issue %s cannot be changed by this run: %s.", l.Name(), why).
 		WithDetails("issueId", l.IssueID, "status", l.Status, "assigneeAgentId", OrNil(l.Assignee),
 			"checkoutRunId", OrNil(l.Checkout), "executionRunId", OrNil(l.Execution))
 }

@@ -111,8 +111,9 @@ func (l *Locks) IssueCheckout(ctx context.Context, p *IssueCheckoutParams) (*cla
 		if err != nil || ans.Changed {
 			return issueOf(ans, err)
 		}
+		ans.Ref = p.Ref
 		if noop, err := BoardCheckoutRefused(&ans.LockState, p.AgentID, expected); !noop {
-			return nil, l.blocked(ctx, err)
+			return nil, l.blocked(ctx, err, p.Ref)
 		}
 		return issueOf(ans, nil)
 	}
@@ -137,9 +138,10 @@ func (l *Locks) IssueCheckout(ctx context.Context, p *IssueCheckoutParams) (*cla
 		}
 		return issueOf(ans, nil)
 	}
+	ans.Ref = p.Ref
 	sameRun, err := CheckoutRefused(&ans.LockState, p.AgentID, a.RunID, expected)
 	if !sameRun {
-		return nil, l.blocked(ctx, err)
+		return nil, l.blocked(ctx, err, p.Ref)
 	}
 	if p.Result != nil { // L2
 		p.Result.SameRun = true
@@ -167,6 +169,7 @@ func (l *Locks) waitersRefusal(ctx context.Context, batch *Batch, r *LockRequest
 	case w == nil:
 		return ErrNotFound("issue", r.Ref)
 	}
+	w.Issue.Ref = r.Ref
 	return w.CheckoutRefusal(r.AgentID, r.Actor.RunID, r.Expected)
 }
 
@@ -215,6 +218,7 @@ func (l *Locks) IssueRelease(ctx context.Context, p *IssueReleaseParams) (*clasp
 	if err != nil || ans.Changed {
 		return issueOf(ans, err)
 	}
+	ans.Ref = p.Ref
 	if noop, err := ReleaseRefused(&ans.LockState, p.Actor); !noop {
 		return nil, err
 	}
@@ -258,9 +262,9 @@ func issueOf(ans *LockAnswer, err error) (*clasp.Issue, error) {
 	return ans.Issue, nil
 }
 
-// blocked is refusal err, with the blockers named when it is 422
-// blocked_by_unresolved (BlockedDetails, D1); a failed read of them is
-// translated as any database error.
-func (l *Locks) blocked(ctx context.Context, err error) error {
-	return l.d.Translate(BlockedDetails(ctx, l.d.Read(), err))
+// blocked is refusal err of the issue the caller named ref, with the
+// blockers named when it is 422 blocked_by_unresolved (BlockedDetails,
+// D1); a failed read of them is translated as any database error.
+func (l *Locks) blocked(ctx context.Context, err error, ref string) error {
+	return l.d.Translate(BlockedDetails(ctx, l.d.Read(), err, ref))
 }

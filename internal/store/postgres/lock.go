@@ -217,7 +217,8 @@ func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*c
 		if err != nil || l.Changed {
 			return answer(l, err)
 		}
-		return nil, translate(store.BlockedDetails(ctx, driver{s}.Read(), store.PatchRefused(&l.LockState, p)))
+		l.Ref = p.Ref
+		return nil, translate(store.BlockedDetails(ctx, driver{s}.Read(), store.PatchRefused(&l.LockState, p), p.Ref))
 	}
 	out, err := idempotent(ctx, s, p.Idempotency, store.IdemIssueUpdate, replay, update)
 	if err != nil && p.Idempotency != nil && !isIdempotencyConflict(err) &&
@@ -262,7 +263,8 @@ func (s *Store) issueUpdateDeps(ctx context.Context, p *store.IssueUpdateParams,
 			return err
 		}
 		if !l.Changed {
-			return store.BlockedDetails(ctx, pooled{tx}, store.PatchRefused(&l.LockState, p))
+			l.Ref = p.Ref
+			return store.BlockedDetails(ctx, pooled{tx}, store.PatchRefused(&l.LockState, p), p.Ref)
 		}
 		out = l.Issue
 		return nil

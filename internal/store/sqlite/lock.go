@@ -292,7 +292,8 @@ func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*cla
 		args["rid"], args["rident"], args["company"], args["held_only"] = old.IssueID, "", "", false
 		iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, "Patch", args))
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, store.BlockedDetails(ctx, writer{t}, store.PatchRefused(old, p))
+			old.Ref = p.Ref
+			return nil, store.BlockedDetails(ctx, writer{t}, store.PatchRefused(old, p), p.Ref)
 		}
 	}
 	if err != nil {
