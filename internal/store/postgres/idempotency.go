@@ -11,15 +11,10 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// idemArgs adds the arguments of a statement's CTE rec (the record of
-// an Idempotency-Key: @idem_type, @idem_actor, @idem_key, @idem_hash) to args.
+// idemArgs adds store.IdemArgs, the arguments of a statement's CTE rec
+// (the record of an Idempotency-Key), to args.
 func idemArgs(args namedArgs, p *store.IdempotencyParams, kind string) namedArgs {
-	args["idem_type"] = kind
-	args["idem_actor"], args["idem_key"], args["idem_hash"] = nil, nil, nil
-	if p != nil {
-		args["idem_actor"], args["idem_key"], args["idem_hash"] = p.ActorID, p.Key, p.RequestHash
-	}
-	return args
+	return namedArgs(store.IdemArgs(store.Args(args), p, kind))
 }
 
 // idempotencyLookup is the first step of a creating call with an

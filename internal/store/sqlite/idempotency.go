@@ -22,7 +22,7 @@ func (t *wtx) idempotencyLookup(ctx context.Context, p *store.IdempotencyParams,
 	}
 	window := store.IdempotencyWindow.Microseconds()
 	if last := t.s.idemSweptAt.Load(); t.now-last >= store.IdempotencyPurgeEvery.Microseconds() && t.s.idemSweptAt.CompareAndSwap(last, t.now) {
-		if _, err := t.exec(ctx, "IdempotencyPurge", sql.Named("before", t.now-window)); err != nil {
+		if _, err := t.exec(ctx, "IdempotencyPurge", sql.Named("window", window), sql.Named("now", t.now)); err != nil {
 			return "", fmt.Errorf("purge idempotency records: %w", err)
 		}
 	}
