@@ -83,17 +83,19 @@ func IdemArgs(args Args, p *IdempotencyParams, kind string) Args {
 	return args
 }
 
-// idempotencyLookup is the first step of a creating call with an
-// Idempotency-Key, through the write Querier q of the call's write: it
-// returns the id of the resource of kind recorded for p's (actor, key)
-// within IdempotencyWindow (statement IdempotencyGet: request_hash,
+// IdempotencyLookup is the first step of a creating call with an
+// Idempotency-Key, through the write Querier q of the call's write (the
+// creating calls of package store and of the dialects): it returns the id
+// of the resource of kind recorded for p's (actor, key) within
+// IdempotencyWindow (statement IdempotencyGet: request_hash,
 // resource_type, resource_id), or "" when there is none (the caller
 // creates, and records the key in the same write). At most once per
 // IdempotencyPurgeEvery in this process it first deletes every expired
 // record (IdempotencyPurge). 422 idempotency_key_reused if the record is
 // of another request (hash) or another kind of resource; 400
-// invalid_request for an empty actor or key. p == nil returns "".
-func (c CRUD) idempotencyLookup(ctx context.Context, q Querier, p *IdempotencyParams, kind string) (string, error) {
+// invalid_request for an empty actor or key; other errors are the
+// driver's, untranslated. p == nil returns "".
+func (c CRUD) IdempotencyLookup(ctx context.Context, q Querier, p *IdempotencyParams, kind string) (string, error) {
 	if ok, err := p.Start(); !ok {
 		return "", err
 	}
@@ -119,7 +121,7 @@ func (c CRUD) idempotencyLookup(ctx context.Context, q Querier, p *IdempotencyPa
 }
 
 // idempotent runs a creating call with an optional Idempotency-Key p as
-// one write (Driver.Write): it looks the key up (idempotencyLookup) and
+// one write (Driver.Write): it looks the key up (IdempotencyLookup) and
 // answers a recorded resource with replay(q, id), setting p.Replayed;
 // else create(q) creates the resource of kind and the write records the
 // key for idOf of it (recordIdempotency). When create fails with a unique
@@ -127,13 +129,13 @@ func (c CRUD) idempotencyLookup(ctx context.Context, q Querier, p *IdempotencyPa
 // recorded the key first and create's statement, with its record, wrote
 // nothing: the call replays that record instead. That happens on
 // PostgreSQL, whose write runs each statement on its own; SQLite's
-// single writer never meets it. Errors: idempotencyLookup's, create's and
+// single writer never meets it. Errors: IdempotencyLookup's, create's and
 // replay's, translated.
 func idempotent[T any](ctx context.Context, c CRUD, p *IdempotencyParams, kind string, idOf func(T) string,
 	create func(q Querier) (T, error), replay func(q Querier, id string) (T, error)) (T, error) {
 	var out T
 	err := c.d.Write(ctx, func(q Querier) error {
-		id, err := c.idempotencyLookup(ctx, q, p, kind)
+		id, err := c.IdempotencyLookup(ctx, q, p, kind)
 		if err == nil && id == "" {
 			v, cerr := create(q)
 			if cerr == nil {
@@ -143,7 +145,7 @@ func idempotent[T any](ctx context.Context, c CRUD, p *IdempotencyParams, kind s
 			if p == nil || !c.d.Unique(cerr) {
 				return cerr
 			}
-			if id, err = c.idempotencyLookup(ctx, q, p, kind); err == nil && id == "" {
+			if id, err = c.IdempotencyLookup(ctx, q, p, kind); err == nil && id == "" {
 				return cerr // a unique violation of something else
 			}
 		}
