@@ -13,10 +13,10 @@ import (
 )
 
 // CRUD implements, once, the Store methods whose algorithm is the same in
-// every dialect (settings, companies, agents' reads, issue reads, the
-// activity list, keyset pages) on a dialect's Driver. A dialect's Store
-// embeds it (NewCRUD) and so has these methods; each dialect keeps only
-// the statements they name.
+// every dialect (settings, companies, agents' reads, issue reads,
+// comments, the activity list, keyset pages, the Idempotency-Key lookup)
+// on a dialect's Driver. A dialect's Store embeds it (NewCRUD) and so has
+// these methods; each dialect keeps only the statements they name.
 type CRUD struct {
 	d Driver
 	// idemPurgedAt is the time (unix ns, Go clock: scheduling only) of

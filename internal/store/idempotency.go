@@ -71,9 +71,10 @@ func recordIdempotency(ctx context.Context, q Querier, p *IdempotencyParams, kin
 }
 
 // IdemArgs adds to args the named arguments of the record of p's
-// Idempotency-Key that a creating statement writes (idempotencyRecorder):
+// Idempotency-Key that a creating statement writes itself where the
+// write Querier is no idempotencyRecorder (PostgreSQL's CTE rec):
 // idem_type (kind), idem_actor, idem_key and idem_hash (all three nil,
-// NULL, when p is nil: no record).
+// NULL, when p is nil: no record). Other dialects ignore them.
 func IdemArgs(args Args, p *IdempotencyParams, kind string) Args {
 	args["idem_type"] = kind
 	args["idem_actor"], args["idem_key"], args["idem_hash"] = nil, nil, nil
