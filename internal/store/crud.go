@@ -6,20 +6,26 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/clasp-dev/clasp"
 )
 
 // CRUD implements, once, the Store methods whose algorithm is the same in
-// every dialect (settings, companies, agents' reads, issue reads, the
-// activity list, keyset pages) on a dialect's Driver. A dialect's Store
-// embeds it (NewCRUD) and so has these methods; each dialect keeps only
-// the statements they name.
-type CRUD struct{ d Driver }
+// every dialect (settings, companies, agents' reads, issue reads,
+// comments, the activity list, keyset pages, the Idempotency-Key lookup)
+// on a dialect's Driver. A dialect's Store embeds it (NewCRUD) and so has
+// these methods; each dialect keeps only the statements they name.
+type CRUD struct {
+	d Driver
+	// idemPurgedAt is the time (unix ns, Go clock: scheduling only) of
+	// this process's last deletion of expired idempotency records.
+	idemPurgedAt *atomic.Int64
+}
 
 // NewCRUD returns the shared methods running on d.
-func NewCRUD(d Driver) CRUD { return CRUD{d: d} }
+func NewCRUD(d Driver) CRUD { return CRUD{d: d, idemPurgedAt: new(atomic.Int64)} }
 
 // activityWriter is implemented by the write Querier of a dialect whose
 // statements do not write their own activity rows (SQLite): the shared

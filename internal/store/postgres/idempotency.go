@@ -4,56 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// idemArgs adds the arguments of a statement's CTE rec (the record of
-// an Idempotency-Key: @idem_type, @idem_actor, @idem_key, @idem_hash) to args.
+// idemArgs adds store.IdemArgs, the arguments of a statement's CTE rec
+// (the record of an Idempotency-Key), to args.
 func idemArgs(args namedArgs, p *store.IdempotencyParams, kind string) namedArgs {
-	args["idem_type"] = kind
-	args["idem_actor"], args["idem_key"], args["idem_hash"] = nil, nil, nil
-	if p != nil {
-		args["idem_actor"], args["idem_key"], args["idem_hash"] = p.ActorID, p.Key, p.RequestHash
-	}
-	return args
+	return namedArgs(store.IdemArgs(store.Args(args), p, kind))
 }
 
-// idempotencyLookup is the first step of a creating call with an
-// Idempotency-Key (store.IdempotencyParams). It returns the id of the
-// resource of kind recorded for (actor, key) within the window, or "" when
-// there is none (the caller creates, recording it with
-// CTE rec). 422 idempotency_key_reused if the record is of
-// another request (hash) or another kind of resource; 400 invalid_request
-// for an empty actor or key. p == nil returns "".
+// idempotencyLookup is store.CRUD.IdempotencyLookup on the pool,
+// retried on a deadlock or serialization failure: the id of the resource
+// of kind recorded for p's (actor, key), or "" when there is none (the
+// caller creates, recording it with CTE rec). 422 idempotency_key_reused;
+// 400 invalid_request.
 func (s *Store) idempotencyLookup(ctx context.Context, p *store.IdempotencyParams, kind string) (string, error) {
-	if ok, err := p.Start(); !ok {
-		return "", err
-	}
-	window := store.IdempotencyWindow.Microseconds()
-	if last := s.idemPurgedAt.Load(); time.Since(time.Unix(0, last)) >= store.IdempotencyPurgeEvery &&
-		s.idemPurgedAt.CompareAndSwap(last, time.Now().UnixNano()) {
-		if _, err := s.pool.Exec(ctx, q("IdempotencyPurge"), namedArgs{"window": window}); err != nil {
-			return "", translate(fmt.Errorf("purge idempotency records: %w", err))
-		}
-	}
-	var hash, gotKind, id string
-	err := s.retry(ctx, func() error {
-		return s.pool.QueryRow(ctx, q("IdempotencyGet"), namedArgs{"actor": p.ActorID, "key": p.Key, "window": window}).Scan(&hash, &gotKind, &id)
+	var id string
+	err := driver{s}.WriteQuiet(ctx, func(q store.Querier) (err error) {
+		id, err = s.IdempotencyLookup(ctx, q, p, kind)
+		return err
 	})
-	switch {
-	case isNotFound(err):
-		return "", nil
-	case err != nil:
-		return "", wrap(err, "read idempotency record")
-	}
-	if err := p.Match(hash, gotKind, kind); err != nil {
-		return "", err
-	}
-	return id, nil
+	return id, err
 }
 
 // idempotent runs a creating call with an optional Idempotency-Key: it

@@ -32,7 +32,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -91,8 +90,6 @@ type Store struct {
 	schema string
 	log    *slog.Logger
 	newID  func() string
-
-	idemPurgedAt atomic.Int64 // unix ns (Go clock: scheduling only) of this process's last purge of expired idempotency records
 
 	w watch // live events: WatchActivity channels, notifier, listener (watch.go)
 

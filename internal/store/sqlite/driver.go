@@ -92,6 +92,13 @@ func (w writer) Activity(ctx context.Context, companyID string, actor store.Acto
 	return w.t.logActivity(ctx, companyID, actor, action, entityType, entityID, details)
 }
 
+// RecordIdempotency records, after the creation, that p's
+// Idempotency-Key created resource id of kind (idempotencyRecord):
+// SQLite's creating statements cannot write a second table.
+func (w writer) RecordIdempotency(ctx context.Context, p *store.IdempotencyParams, kind, id string) error {
+	return w.t.idempotencyRecord(ctx, p, kind, id)
+}
+
 // sqlRows adapts *sql.Rows to store.Rows (whose Close returns nothing:
 // a failure to close surfaces in Err).
 type sqlRows struct{ *sql.Rows }

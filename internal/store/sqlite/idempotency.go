@@ -9,36 +9,12 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// idempotencyLookup is the first step of a creating call with an
-// Idempotency-Key (store.IdempotencyParams), in its write transaction. It
-// returns the id of the resource of kind recorded for (actor, key) within
-// the window, or "" when there is none (the caller creates, then calls
-// idempotencyRecord). 422 idempotency_key_reused if the record is of
-// another request (hash) or another kind of resource; 400 invalid_request
-// for an empty actor or key. p == nil returns "".
+// idempotencyLookup is store.CRUD.IdempotencyLookup in the write
+// transaction t: the id of the resource of kind recorded for p's (actor,
+// key), or "" when there is none (the caller creates, then calls
+// idempotencyRecord). 422 idempotency_key_reused; 400 invalid_request.
 func (t *wtx) idempotencyLookup(ctx context.Context, p *store.IdempotencyParams, kind string) (string, error) {
-	if ok, err := p.Start(); !ok {
-		return "", err
-	}
-	window := store.IdempotencyWindow.Microseconds()
-	if last := t.s.idemSweptAt.Load(); t.now-last >= store.IdempotencyPurgeEvery.Microseconds() && t.s.idemSweptAt.CompareAndSwap(last, t.now) {
-		if _, err := t.exec(ctx, "IdempotencyPurge", sql.Named("before", t.now-window)); err != nil {
-			return "", fmt.Errorf("purge idempotency records: %w", err)
-		}
-	}
-	var hash, gotKind, id string
-	err := t.queryRow(ctx, "IdempotencyGet", sql.Named("actor", p.ActorID), sql.Named("key", p.Key),
-		sql.Named("now", t.now), sql.Named("window", window)).Scan(&hash, &gotKind, &id)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return "", nil
-	case err != nil:
-		return "", fmt.Errorf("read idempotency record: %w", err)
-	}
-	if err := p.Match(hash, gotKind, kind); err != nil {
-		return "", err
-	}
-	return id, nil
+	return t.s.IdempotencyLookup(ctx, writer{t}, p, kind)
 }
 
 // idempotencyRecord records, in the creating transaction, that (actor, key)

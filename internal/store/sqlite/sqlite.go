@@ -29,7 +29,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -79,8 +78,6 @@ type Store struct {
 	now      func() time.Time
 	newID    func() string
 	log      *slog.Logger
-
-	idemSweptAt atomic.Int64 // unix µs of the last purge of expired idempotency records
 
 	watch store.Broadcast // WatchActivity channels, woken after commits that wrote activity
 	gc    committer       // the writer's queue: group commit (groupcommit.go)

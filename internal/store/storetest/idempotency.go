@@ -148,6 +148,47 @@ func testIdempotencyConcurrentDuplicates(t *testing.T, open opener) {
 	}
 }
 
+// Concurrent first comments with one Idempotency-Key add one comment and
+// one issue.commented row: the others replay that comment.
+func testIdempotencyConcurrentComments(t *testing.T, open opener) {
+	e := newEnv(t, open)
+	ctx := t.Context()
+	iss := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, "")
+	const n = 8
+	var (
+		comments [n]*clasp.Comment
+		params   [n]*store.IdempotencyParams
+		errs     [n]error
+	)
+	race(n, func(i int) {
+		params[i] = idem(agentActor(e.a), "race", "h")
+		comments[i], errs[i] = e.st.CommentCreate(ctx, &store.CommentCreateParams{Ref: iss.ID, Body: "once",
+			Actor: agentActor(e.a), Idempotency: params[i]})
+	})
+	fresh := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("concurrent comment %d: %v", i, errs[i])
+		}
+		if !params[i].Replayed {
+			fresh++
+		}
+		if comments[i].ID != comments[0].ID {
+			t.Errorf("concurrent comment %d: got comment %s, want %s (the one created)", i, comments[i].ID, comments[0].ID)
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("concurrent comments with one key: %d created, want 1 (the others replayed)", fresh)
+	}
+	cs, err := e.st.CommentList(ctx, &store.CommentListParams{Ref: iss.ID})
+	if err != nil || len(cs) != 1 {
+		t.Errorf("comments after the race: got %d, %v, want 1", len(cs), err)
+	}
+	if got := len(e.issueActivity(t, iss.ID, clasp.ActionIssueCommented)); got != 1 {
+		t.Errorf("issue.commented rows after the race: got %d, want 1", got)
+	}
+}
+
 // A replayed run open opens nothing and never takes away a token it gave
 // out: the run keeps its token hash, the replay's hash (TokenHashFor of the
 // recorded run's id, the caller deriving the same token again) must be the

@@ -128,6 +128,7 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"Activity_IssueUpdatedChanges", testIssueUpdatedChanges},
 		{"Idempotency_ReplayCreatesNothing", testIdempotencyReplayCreatesNothing},
 		{"Idempotency_ConcurrentDuplicatesCreateOnce", testIdempotencyConcurrentDuplicates},
+		{"Idempotency_ConcurrentCommentsCreateOnce", testIdempotencyConcurrentComments},
 		{"Idempotency_RunReplayKeepsToken", testIdempotencyRunReplayKeepsToken},
 		{"Idempotency_PatchReplayWritesOnce", testIdempotencyPatchReplayWritesOnce},
 		{"Agent_TerminateEndsRunsAndReleasesLocks", testAgentTerminateEndsRunsAndLocks},

@@ -3,7 +3,8 @@
 -- name: CommentInsert
 -- Adds a comment to the issue @rid/@rident visible in @company ('' for any)
 -- and writes its issue.commented {commentId}, recording the
--- Idempotency-Key if any (CTE rec); no row when there is no such issue.
+-- Idempotency-Key if any (CTE rec); answers the comment and its company,
+-- no row when there is no such issue.
 WITH iss AS (
 	SELECT i.id, i.company_id FROM issues i
 	WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
@@ -20,7 +21,7 @@ WITH iss AS (
 	SELECT made.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text,
 		'issue.commented', 'issue', made.issue_id, jsonb_build_object('commentId', made.id) FROM made
 )
-SELECT id, issue_id, body, author_agent_id, author_board, run_id, created_at FROM made
+SELECT id, issue_id, body, author_agent_id, author_board, run_id, created_at, company_id FROM made
 
 -- name: CommentGet
 SELECT id, issue_id, body, author_agent_id, author_board, run_id, created_at FROM comments WHERE id = @id::text
@@ -30,28 +31,28 @@ SELECT id, issue_id, body, author_agent_id, author_board, run_id, created_at FRO
 SELECT i.id FROM issues i
 WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
 
+-- name: CommentIssue
+-- The id of the issue @rid/@rident visible in @company ('' for any).
+SELECT i.id FROM issues i
+WHERE i.id = coalesce(nullif(@rid::text, ''), (SELECT ref.id FROM issues ref WHERE ref.identifier = @rident::text)) AND (@company::text = '' OR i.company_id IS NOT DISTINCT FROM @company::text)
+
+-- name: CommentSeq
+-- The seq of comment @id of issue @issue; no row when it is not one.
+SELECT seq FROM comments WHERE id = @id::text AND issue_id = @issue::text
+
 -- name: CommentList
--- Oldest first: only comments newer than @after, continuing after @cursor
--- in the list's order ('' for none).
+-- Oldest first: only comments after @after_seq, continuing after @cursor_seq.
 SELECT id, issue_id, body, author_agent_id, author_board, run_id, created_at FROM comments
-WHERE issue_id = @issue::text
-	AND seq > coalesce((SELECT seq FROM comments WHERE id = @after::text AND issue_id = @issue::text), 0)
-	AND seq > coalesce((SELECT seq FROM comments WHERE id = @cursor::text AND issue_id = @issue::text), 0)
+WHERE issue_id = @issue::text AND seq > @after_seq::bigint AND seq > @cursor_seq::bigint
 ORDER BY seq LIMIT @limit::integer
 
 -- name: CommentListDesc
--- Newest first: the cursor bounds from above.
+-- Newest first: only comments after @after_seq, continuing below @cursor_seq.
 SELECT id, issue_id, body, author_agent_id, author_board, run_id, created_at FROM comments
-WHERE issue_id = @issue::text
-	AND seq > coalesce((SELECT seq FROM comments WHERE id = @after::text AND issue_id = @issue::text), 0)
-	AND seq < coalesce((SELECT seq FROM comments WHERE id = @cursor::text AND issue_id = @issue::text), 9223372036854775807)
+WHERE issue_id = @issue::text AND seq > @after_seq::bigint AND seq < @cursor_seq::bigint
 ORDER BY seq DESC LIMIT @limit::integer
 
 -- name: CommentOfIssue
 -- The comment @id of issue @issue.
 SELECT id, issue_id, body, author_agent_id, author_board, run_id, created_at FROM comments
 WHERE id = @id::text AND issue_id = @issue::text
-
--- name: CommentExists
--- Whether @id is a comment of issue @issue.
-SELECT EXISTS (SELECT 1 FROM comments WHERE id = @id::text AND issue_id = @issue::text)

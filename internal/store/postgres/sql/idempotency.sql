@@ -12,4 +12,5 @@ SELECT request_hash, resource_type, resource_id FROM idempotency_keys
 WHERE actor_id = @actor::text AND key = @key::text AND created_at > now() - @window::bigint * interval '1 microsecond'
 
 -- name: IdempotencyPurge
+-- Deletes the records of every actor that are no longer in force.
 DELETE FROM idempotency_keys WHERE created_at <= now() - @window::bigint * interval '1 microsecond'

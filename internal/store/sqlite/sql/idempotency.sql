@@ -21,4 +21,5 @@ WHERE idempotency_keys.created_at <= :now - :window
 RETURNING 1
 
 -- name: IdempotencyPurge
-DELETE FROM idempotency_keys WHERE created_at <= :before
+-- Deletes the records of every actor that are no longer in force.
+DELETE FROM idempotency_keys WHERE created_at <= :now - :window

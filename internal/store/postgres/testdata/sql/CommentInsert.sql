@@ -29,4 +29,4 @@ WITH iss AS (
 	SELECT made.company_id, $13::text, $14::text, $8::text, $15::text,
 		'issue.commented', 'issue', made.issue_id, jsonb_build_object('commentId', made.id) FROM made
 )
-SELECT id, issue_id, body, author_agent_id, author_board, run_id, created_at FROM made
+SELECT id, issue_id, body, author_agent_id, author_board, run_id, created_at, company_id FROM made

@@ -1,9 +1,7 @@
 -- $1 = @issue
--- $2 = @after
--- $3 = @cursor
+-- $2 = @after_seq
+-- $3 = @cursor_seq
 -- $4 = @limit
 SELECT id, issue_id, body, author_agent_id, author_board, run_id, created_at FROM comments
-WHERE issue_id = $1::text
-	AND seq > coalesce((SELECT seq FROM comments WHERE id = $2::text AND issue_id = $1::text), 0)
-	AND seq > coalesce((SELECT seq FROM comments WHERE id = $3::text AND issue_id = $1::text), 0)
+WHERE issue_id = $1::text AND seq > $2::bigint AND seq > $3::bigint
 ORDER BY seq LIMIT $4::integer

@@ -1,1 +1,1 @@
-DELETE FROM idempotency_keys WHERE created_at <= :before
+DELETE FROM idempotency_keys WHERE created_at <= :now - :window
