@@ -20,18 +20,9 @@ func (in *claimIn) validate() error {
 	if in.Scope != nil && !store.ClaimScope(*in.Scope).Valid() {
 		return clasp.InvalidField("scope", "Field \"scope\" must be one of mine, unassigned, any; not %q.", truncate(*in.Scope, 64))
 	}
-	if in.ExpectedStatuses != nil && len(in.ExpectedStatuses) == 0 {
-		return clasp.InvalidField("expectedStatuses", "Field \"expectedStatuses\" must be a non-empty list of issue statuses, or left out for [todo].")
-	}
-	for _, st := range in.ExpectedStatuses {
-		if err := issueStatus("expectedStatuses", &st); err != nil {
+	if in.ExpectedStatuses != nil {
+		if _, err := store.ValidateExpected(in.ExpectedStatuses, "claim"); err != nil {
 			return err
-		}
-	}
-	for _, st := range in.ExpectedStatuses {
-		if st.Closed() {
-			return clasp.Errorf(clasp.CodePreconditionFailed, "A claim never expects %s: closed issues cannot be checked out.", st).
-				WithDetails("field", "expectedStatuses")
 		}
 	}
 	return nil

@@ -424,19 +424,8 @@ func (in *checkoutIn) validate() error {
 	if err := uuidField("agentId", in.AgentID); err != nil {
 		return err
 	}
-	if len(in.ExpectedStatuses) == 0 {
-		return clasp.InvalidField("expectedStatuses", "Field \"expectedStatuses\" must be a non-empty list of issue statuses.")
-	}
-	for _, st := range in.ExpectedStatuses {
-		if err := issueStatus("expectedStatuses", &st); err != nil {
-			return err
-		}
-	}
-	for _, st := range in.ExpectedStatuses {
-		if st.Closed() {
-			return clasp.Errorf(clasp.CodePreconditionFailed, "A checkout never expects %s: closed issues cannot be checked out.", st).
-				WithDetails("field", "expectedStatuses")
-		}
+	if _, err := store.ValidateExpected(in.ExpectedStatuses, "checkout"); err != nil {
+		return err
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/clasp-dev/clasp"
 )
@@ -131,12 +132,12 @@ func (l *LockState) CallerProblem(runID, agentID string) error {
 // agent_mismatch (an agent checking out for another), 403 forbidden (an
 // actor neither an agent nor the board).
 func ValidateCheckout(p *IssueCheckoutParams) ([]string, error) {
-	expected, err := validateExpected(p.ExpectedStatuses)
+	expected, err := ValidateExpected(p.ExpectedStatuses, "checkout")
 	if err != nil {
 		return nil, err
 	}
 	if p.AgentID == "" {
-		return nil, clasp.InvalidField("agentId", "agentId is required: the agent that takes the issue.")
+		return nil, clasp.InvalidField("agentId", "Field \"agentId\" is required: the id of the agent checking out.")
 	}
 	a := p.Actor
 	switch {
@@ -150,25 +151,52 @@ func ValidateCheckout(p *IssueCheckoutParams) ([]string, error) {
 	return expected, nil
 }
 
-// validateExpected checks the expected statuses of a checkout or claim:
-// 400 invalid_request when there are none or one is unknown, 422
-// precondition_failed for a closed one.
-func validateExpected(statuses []clasp.IssueStatus) ([]string, error) {
+// ValidateExpected checks the expected statuses of a checkout (what
+// "checkout") or a claim ("claim") and returns them as strings: 400
+// invalid_request (details.field expectedStatuses) when there are none or
+// one is not an issue status, then 422 precondition_failed for a closed
+// one. The HTTP layer calls it as it reads the body, the store again for
+// every other caller: one rule, one wording.
+func ValidateExpected(statuses []clasp.IssueStatus, what string) ([]string, error) {
 	if len(statuses) == 0 {
-		return nil, clasp.InvalidField("expectedStatuses", "expectedStatuses must list at least one status.")
+		msg := "Field \"expectedStatuses\" must be a non-empty list of issue statuses."
+		if what == "claim" {
+			msg = "Field \"expectedStatuses\" must be a non-empty list of issue statuses, or left out for [todo]."
+		}
+		return nil, clasp.InvalidField("expectedStatuses", "%s", msg)
+	}
+	for _, st := range statuses {
+		if !st.Valid() {
+			names := make([]string, len(clasp.IssueStatuses))
+			for i, v := range clasp.IssueStatuses {
+				names[i] = string(v)
+			}
+			return nil, clasp.InvalidField("expectedStatuses", "Field \"expectedStatuses\" must list only %s; not %q.",
+				strings.Join(names, ", "), truncate(string(st), 64))
+		}
 	}
 	expected := make([]string, 0, len(statuses))
 	for _, st := range statuses {
-		if !st.Valid() {
-			return nil, clasp.InvalidField("expectedStatuses", "expectedStatuses: %q is not an issue status.", st)
-		}
 		if st.Closed() {
 			return nil, clasp.Errorf(clasp.CodePreconditionFailed,
-				"A checkout cannot expect %s: a closed issue is never checked out.", st).WithDetails("field", "expectedStatuses")
+				"A %s never expects %s: closed issues cannot be checked out.", what, st).WithDetails("field", "expectedStatuses")
 		}
 		expected = append(expected, string(st))
 	}
 	return expected, nil
+}
+
+// truncate is s cut to at most n bytes, on a rune boundary, with "..."
+// when it was cut: a message repeats at most that much of a caller's
+// value.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // CheckoutRefused explains an agent's checkout (L1-L3) whose statement
@@ -551,7 +579,7 @@ func ValidateClaim(p *IssueClaimParams) (unassigned, mine, expected []string, er
 		statuses = []clasp.IssueStatus{clasp.IssueTodo}
 	}
 	a := p.Actor
-	if expected, err = validateExpected(statuses); err != nil {
+	if expected, err = ValidateExpected(statuses, "claim"); err != nil {
 		return nil, nil, nil, err
 	}
 	switch {
