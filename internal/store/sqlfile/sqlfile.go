@@ -6,8 +6,11 @@
 // and runs to the next block's first line or the end of the file. The
 // block's text (its comments included, trailing blank lines and a final
 // semicolon removed) is the statement exactly as the dialect prepares it,
-// once its fragments are expanded: nothing is assembled from Go. Before
-// the first block a file may hold only comments and blank lines.
+// once its fragments are expanded. The only statements made in Go are
+// variants a dialect derives from a block by one named, checked edit
+// (Set.Derive replaces one line, Set.Cut removes marked regions); the
+// golden files of each dialect hold every final text. Before the first
+// block a file may hold only comments and blank lines.
 //
 // A fragment is SQL text that statements share, written once. Its block
 // starts with a line
