@@ -16,6 +16,16 @@ type Dependencies interface {
 	Nudge()
 }
 
+// Nudger is something the API asks to act at once (Nudge never blocks).
+type Nudger interface{ Nudge() }
+
+// nudgeWebhooks nudges Config.Webhooks, when set.
+func (s *Server) nudgeWebhooks() {
+	if s.cfg.Webhooks != nil {
+		s.cfg.Webhooks.Nudge()
+	}
+}
+
 // nudgeDependencies nudges Config.Dependencies, when set.
 func (s *Server) nudgeDependencies() {
 	if s.cfg.Dependencies != nil {

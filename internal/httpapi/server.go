@@ -84,6 +84,10 @@ type Config struct {
 	// wakeups nudge it, run cancels stop its processes. Nil: wakes are
 	// only recorded, and cancels end runs in the store.
 	Scheduler Scheduler
+	// Webhooks, when set, is the webhook dispatcher, nudged after a
+	// subscription is created, changed or a delivery redelivered, so that
+	// it looks for deliveries at once; nil leaves it to its own wake-ups.
+	Webhooks Nudger
 	// Dependencies, when set, is nudged after a write that may make an
 	// issue ready or a parent's children complete (the sweeper's
 	// dependency-wake pass); nil leaves it to the next regular pass.

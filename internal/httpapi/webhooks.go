@@ -87,6 +87,7 @@ func (s *Server) webhookCreate(ctx context.Context, c *call, in *webhookCreateIn
 	if err != nil {
 		return 0, nil, err
 	}
+	s.nudgeWebhooks()
 	return http.StatusCreated, w, nil
 }
 
@@ -148,6 +149,7 @@ func (s *Server) webhookUpdate(ctx context.Context, c *call, in *webhookUpdateIn
 	if err != nil {
 		return 0, nil, err
 	}
+	s.nudgeWebhooks()
 	return http.StatusOK, out, nil
 }
 
@@ -200,6 +202,7 @@ func (s *Server) webhookRedeliver(ctx context.Context, c *call, _ *struct{}) (in
 	if err != nil {
 		return 0, nil, err
 	}
+	s.nudgeWebhooks()
 	return http.StatusAccepted, out, nil
 }
 

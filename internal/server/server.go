@@ -171,6 +171,14 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 		rcfg.AfterWakes = func(int) { sched.Nudge() }
 	}
 	s.sweeper = recovery.NewSweeper(cfg.Store, rcfg)
+	// The webhook dispatcher wakes on every write of the store (and, on
+	// PostgreSQL, of every replica) while a subscription is enabled, when
+	// the API changes a subscription, and polls as a fallback.
+	wcfg := cfg.Webhooks
+	if wcfg.Logger == nil {
+		wcfg.Logger = log
+	}
+	s.hooks = webhook.New(cfg.Store, wcfg)
 	s.api = httpapi.New(httpapi.Config{
 		Store:               cfg.Store,
 		Logger:              log,
@@ -181,6 +189,7 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 		Metrics:             m,
 		Scheduler:           apiSched,
 		Dependencies:        s.sweeper,
+		Webhooks:            s.hooks,
 		RunLogDir:           cfg.RunLogDir,
 		Limits:              cfg.Limits,
 		RequestDeadline:     cfg.RequestDeadline,
@@ -206,13 +215,6 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 		_ = ln.Close() // the sweeper's error is the one returned
 		return nil, fmt.Errorf("start sweeper: %w", err)
 	}
-	// The webhook dispatcher wakes on every write of the store (and, on
-	// PostgreSQL, of every replica), and polls as a fallback.
-	wcfg := cfg.Webhooks
-	if wcfg.Logger == nil {
-		wcfg.Logger = log
-	}
-	s.hooks = webhook.New(cfg.Store, wcfg)
 	s.hooks.Start(ctx)
 	// The scheduler registers this server as an instance at start.
 	if s.sched != nil {

@@ -676,6 +676,9 @@ type WebhookStore interface {
 	WebhookClaim(ctx context.Context, claim string, limit int, lease time.Duration) ([]*WebhookJob, error)
 	WebhookRecord(ctx context.Context, o *WebhookOutcome) error
 	WebhookNextDue(ctx context.Context) (time.Duration, bool, error)
+	// WebhookAnyEnabled reports whether any subscription is enabled: with
+	// none, no write can create a delivery (W1).
+	WebhookAnyEnabled(ctx context.Context) (bool, error)
 	// AttentionList lists the issues that need a person (RULES.md E5).
 	AttentionList(ctx context.Context, companyID string) ([]*clasp.AttentionItem, error)
 }

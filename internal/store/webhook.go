@@ -466,6 +466,17 @@ func (c CRUD) WebhookNextDue(ctx context.Context) (time.Duration, bool, error) {
 	return time.Duration(*us) * time.Microsecond, true, nil
 }
 
+// WebhookAnyEnabled reports whether any subscription, of any company, is
+// enabled (statement WebhookAnyEnabled): with none, the outbox writes no
+// delivery (W1), so the dispatcher need not look after a write.
+func (c CRUD) WebhookAnyEnabled(ctx context.Context) (bool, error) {
+	var enabled bool
+	if err := c.d.Read().QueryRow(ctx, "WebhookAnyEnabled", Args{}).Scan(&enabled); err != nil {
+		return false, c.d.Translate(fmt.Errorf("read whether a webhook is enabled: %w", err))
+	}
+	return enabled, nil
+}
+
 // AttentionMax is the most items AttentionList answers.
 const AttentionMax = 200
 

@@ -47,6 +47,7 @@ type Store interface {
 	WebhookClaim(ctx context.Context, claim string, limit int, lease time.Duration) ([]*store.WebhookJob, error)
 	WebhookRecord(ctx context.Context, o *store.WebhookOutcome) error
 	WebhookNextDue(ctx context.Context) (time.Duration, bool, error)
+	WebhookAnyEnabled(ctx context.Context) (bool, error)
 	WatchActivity(ctx context.Context) <-chan struct{}
 }
 
@@ -211,6 +212,12 @@ func (d *Dispatcher) Stop() {
 // lease is how long a claim lasts: longer than any attempt.
 func (d *Dispatcher) lease() time.Duration { return 2*d.cfg.Timeout + 5*time.Second }
 
+// loop runs rounds until ctx ends: at start, when a round's wait ends,
+// when nudged, and when a write committed (the activity watch). A write
+// wakes a round only while a delivery is pending or a subscription is
+// enabled (enabled, read again at most every subscriptionsTTL): with
+// neither, no write can create a delivery (W1), and a busy server would
+// otherwise ask the store for due deliveries after every commit.
 func (d *Dispatcher) loop(ctx context.Context) {
 	watch := d.st.WatchActivity(ctx)
 	free := make(chan struct{}, d.cfg.Workers) // one token per free worker
@@ -221,13 +228,18 @@ func (d *Dispatcher) loop(ctx context.Context) {
 	defer inflight.Wait()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var (
+		idle bool // the last round found no pending delivery
+		subs subscriptions
+	)
 	for {
 		wait := d.cfg.Poll
 		if n := len(free); n > 0 {
-			w, err := d.round(ctx, free, &inflight)
+			w, pending, err := d.round(ctx, free, &inflight)
 			if err != nil && ctx.Err() == nil {
 				d.log.Warn("webhook dispatcher", "err", err)
 			}
+			idle = !pending && err == nil
 			wait = min(w, d.cfg.Poll)
 		}
 		if !timer.Stop() {
@@ -237,43 +249,77 @@ func (d *Dispatcher) loop(ctx context.Context) {
 			}
 		}
 		timer.Reset(wait)
+	sleep:
 		select {
 		case <-ctx.Done():
 			return
 		case <-watch:
+			if idle && !subs.enabled(ctx, d.st) {
+				goto sleep // no delivery pending, none can have been written
+			}
 		case <-d.nudge:
+			subs = subscriptions{} // a nudge may follow a change of subscriptions
 		case <-timer.C:
 		}
 	}
 }
 
+// subscriptionsTTL bounds how long the dispatcher trusts its last read of
+// whether a subscription is enabled: a subscription enabled through
+// another replica is noticed within it (that replica's own dispatcher,
+// nudged by the change, sends at once).
+const subscriptionsTTL = time.Second
+
+// subscriptions is the dispatcher's last read of whether a subscription
+// is enabled, and when it was taken (zero: never).
+type subscriptions struct {
+	at  time.Time
+	any bool
+}
+
+// enabled reports whether a subscription is enabled, read from st when the
+// last read is older than subscriptionsTTL; true when the read fails (the
+// round that follows reports the store's trouble).
+func (s *subscriptions) enabled(ctx context.Context, st Store) bool {
+	if !s.at.IsZero() && time.Since(s.at) < subscriptionsTTL {
+		return s.any
+	}
+	on, err := st.WebhookAnyEnabled(ctx)
+	if err != nil {
+		return true
+	}
+	s.at, s.any = time.Now(), on
+	return on
+}
+
 // round claims as many due deliveries as there are free workers and
 // starts their attempts; it returns how long to wait before the next
-// round when nothing more is due.
-func (d *Dispatcher) round(ctx context.Context, free chan struct{}, inflight *sync.WaitGroup) (time.Duration, error) {
+// round when nothing more is due, and whether a delivery is pending
+// (due later, claimed, or not claimed for want of a free worker).
+func (d *Dispatcher) round(ctx context.Context, free chan struct{}, inflight *sync.WaitGroup) (time.Duration, bool, error) {
 	for {
 		in, ok, err := d.st.WebhookNextDue(ctx)
 		if err != nil {
-			return d.cfg.Poll, err
+			return d.cfg.Poll, true, err
 		}
 		if !ok {
-			return d.cfg.Poll, nil
+			return d.cfg.Poll, false, nil
 		}
 		if in > 0 {
-			return in, nil
+			return in, true, nil
 		}
 		n := len(free)
 		if n == 0 {
-			return d.cfg.Poll, nil // a finishing attempt nudges
+			return d.cfg.Poll, true, nil // a finishing attempt nudges
 		}
 		jobs, err := d.st.WebhookClaim(ctx, newClaim(), n, d.lease())
 		if err != nil {
-			return d.cfg.Poll, err
+			return d.cfg.Poll, true, err
 		}
 		if len(jobs) == 0 {
 			// Due by the read, claimed by another replica meanwhile:
 			// look again shortly rather than at once.
-			return 50 * time.Millisecond, nil
+			return 50 * time.Millisecond, true, nil
 		}
 		for _, j := range jobs {
 			<-free

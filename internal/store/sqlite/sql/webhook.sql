@@ -116,6 +116,11 @@ WHERE d.status = 'pending'
 	AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e
 		WHERE e.webhook_id = d.webhook_id AND e.order_key = d.order_key AND e.status = 'pending' AND e.seq < d.seq)
 
+-- name: WebhookAnyEnabled
+-- W1: whether any subscription is enabled; with none, the outbox trigger
+-- writes no delivery.
+SELECT EXISTS (SELECT 1 FROM webhooks WHERE enabled = 1)
+
 -- name: AttentionList
 -- E5: the issues of :company that need a person, escalated ones first
 -- (newest escalation first), then abandoned ones: in_progress with no
