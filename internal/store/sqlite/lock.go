@@ -97,30 +97,68 @@ func (d driver) IssueCheckout(ctx context.Context, r *store.LockRequest) (*store
 // checkout is IssueCheckout's try in write transaction t.
 func (t *wtx) checkout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
 	a := r.Actor
-	ans := &store.LockAnswer{}
 	args := store.LockArgs(r.Ref, a)
-	args["agent"], args["expected"], args["unlocked_only"] = r.AgentID, expectedArg(r.Expected), true
-	iss, err := store.ScanIssue(writer{t}.QueryRow(ctx, "Checkout", args))
+	args["agent"], args["expected"] = r.AgentID, expectedArg(r.Expected)
+	ans, err := t.lockTry(ctx, lockStep{name: "Checkout", what: "check out issue", ref: r.Ref, args: args,
+		fast: "unlocked_only", tryFast: true, assumed: &store.LockState{}, lq: lockQuery{run: a.RunID, agent: r.AgentID}})
+	if err != nil || !ans.Changed {
+		return ans, err
+	}
+	rows, _ := store.CheckoutActivity(&ans.LockState, ans.Issue, r.AgentID, a.RunID)
+	return ans, t.logAll(ctx, a, rows...)
+}
+
+// lockStep is a lock rule statement as lockTry runs it: its name (what
+// names it in errors), its arguments for issue ref (store.LockArgs and
+// the rule's own), its fast-path flag (fast: the name of the argument
+// that restricts it to the case whose old lock columns are known without
+// a read; tryFast: whether that case can apply; assumed: the lock state
+// it implies), and what LockRead asks.
+type lockStep struct {
+	name, what, ref string
+	args            store.Args
+	fast            string
+	tryFast         bool
+	assumed         *store.LockState
+	lq              lockQuery
+}
+
+// lockTry runs, in write transaction t, lock rule statement st restricted
+// by its fast-path flag (when tryFast), and, when that matches nothing,
+// LockRead and the statement unrestricted on the issue it found. It
+// answers, as every dialect's try does (store.LockAnswer): whether it
+// wrote (OK is Changed: the transaction holds the write lock from its
+// first statement, so a try never loses the row), the issue written or,
+// refused, as it stands (statement IssueByID), and the lock state before
+// it (the fast path's assumed state, or LockRead's). 404 not_found from
+// LockRead; another failure names st.what.
+func (t *wtx) lockTry(ctx context.Context, st lockStep) (*store.LockAnswer, error) {
+	ans := &store.LockAnswer{}
+	var iss *clasp.Issue
+	err := sql.ErrNoRows
+	if st.tryFast {
+		st.args[st.fast], ans.LockState = true, *st.assumed
+		iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, st.name, st.args))
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		var old *store.LockState
-		if old, err = t.lockRead(ctx, r.Ref, store.Scope(a), lockQuery{run: a.RunID, agent: r.AgentID}); err != nil {
+		if old, err = t.lockRead(ctx, st.ref, st.args["company"].(string), st.lq); err != nil {
 			return nil, err
 		}
 		ans.LockState = *old
-		args["rid"], args["rident"], args["company"], args["unlocked_only"] = old.IssueID, "", "", false
-		iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, "Checkout", args))
+		st.args["rid"], st.args["rident"], st.args["company"], st.args[st.fast] = old.IssueID, "", "", false
+		iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, st.name, st.args))
 		if errors.Is(err, sql.ErrNoRows) { // refused: the answer is the row as it stands
 			ans.Issue, err = t.issueByID(ctx, old.IssueID)
 			return ans, err
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("check out issue %s: %w", r.Ref, err)
+		return nil, fmt.Errorf("%s %s: %w", st.what, st.ref, err)
 	}
 	ans.Changed, ans.OK, ans.Issue = true, true, iss
 	ans.IssueID, ans.CompanyID = iss.ID, iss.CompanyID
-	rows, _ := store.CheckoutActivity(&ans.LockState, iss, r.AgentID, a.RunID)
-	return ans, t.logAll(ctx, a, rows...)
+	return ans, nil
 }
 
 // IssueBoardCheckout is one try of S12 (store.LockDriver): LockRead, then
@@ -172,36 +210,17 @@ func (t *wtx) agentInCompany(ctx context.Context, agentID, companyID, field stri
 // (store.ReleaseActivity).
 func (d driver) IssueRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
 	a := r.Actor
-	ans := &store.LockAnswer{}
+	var ans *store.LockAnswer
 	err := d.s.write(ctx, func(t *wtx) error {
-		*ans = store.LockAnswer{LockState: *heldByCaller(a.RunID)}
 		args := store.LockArgs(r.Ref, a)
 		args["unassign"] = r.Unassign
-		var iss *clasp.Issue
-		err := sql.ErrNoRows
-		if a.RunID != "" {
-			args["held_only"] = true
-			iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, "Release", args))
+		var err error
+		ans, err = t.lockTry(ctx, lockStep{name: "Release", what: "release issue", ref: r.Ref, args: args,
+			fast: "held_only", tryFast: a.RunID != "", assumed: heldByCaller(a.RunID), lq: lockQuery{run: a.RunID, agent: a.AgentID}})
+		if err != nil || !ans.Changed {
+			return err
 		}
-		if errors.Is(err, sql.ErrNoRows) {
-			var old *store.LockState
-			if old, err = t.lockRead(ctx, r.Ref, store.Scope(a), lockQuery{run: a.RunID, agent: a.AgentID}); err != nil {
-				return err
-			}
-			ans.LockState = *old
-			args["rid"], args["rident"], args["company"], args["held_only"] = old.IssueID, "", "", false
-			iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, "Release", args))
-			if errors.Is(err, sql.ErrNoRows) { // refused, or not locked: the answer is the row as it stands
-				ans.Issue, err = t.issueByID(ctx, old.IssueID)
-				return err
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("release issue %s: %w", r.Ref, err)
-		}
-		ans.Changed, ans.OK, ans.Issue = true, true, iss
-		ans.IssueID, ans.CompanyID = iss.ID, iss.CompanyID
-		return t.logAll(ctx, a, store.ReleaseActivity(&ans.LockState, iss, r.Unassign))
+		return t.logAll(ctx, a, store.ReleaseActivity(&ans.LockState, ans.Issue, r.Unassign))
 	})
 	return ans, err
 }
@@ -276,30 +295,17 @@ func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*cla
 	if err != nil {
 		return nil, err
 	}
-	// Fast path: the caller's run holds both locks, so they are the old lock columns.
-	old := heldByCaller(a.RunID)
-	var iss *clasp.Issue
-	err = sql.ErrNoRows
-	if a.Type == clasp.ActorAgent && a.RunID != "" {
-		args["held_only"] = true
-		iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, "Patch", args))
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		lq := lockQuery{run: a.RunID, agent: a.AgentID, setAssignee: p.AssigneeAgentID != nil, assignee: args["assignee"]}
-		if old, err = t.lockRead(ctx, p.Ref, store.Scope(a), lq); err != nil {
-			return nil, err
-		}
-		args["rid"], args["rident"], args["company"], args["held_only"] = old.IssueID, "", "", false
-		iss, err = store.ScanIssue(writer{t}.QueryRow(ctx, "Patch", args))
-		if errors.Is(err, sql.ErrNoRows) {
-			old.Ref = p.Ref
-			return nil, store.BlockedDetails(ctx, writer{t}, store.PatchRefused(old, p), p.Ref)
-		}
-	}
+	ans, err := t.lockTry(ctx, lockStep{name: "Patch", what: "update issue", ref: p.Ref, args: args,
+		fast: "held_only", tryFast: a.Type == clasp.ActorAgent && a.RunID != "", assumed: heldByCaller(a.RunID),
+		lq: lockQuery{run: a.RunID, agent: a.AgentID, setAssignee: p.AssigneeAgentID != nil, assignee: args["assignee"]}})
 	if err != nil {
-		return nil, fmt.Errorf("update issue %s: %w", p.Ref, err)
+		return nil, err
 	}
-
+	old, iss := &ans.LockState, ans.Issue
+	if !ans.Changed {
+		old.Ref = p.Ref
+		return nil, store.BlockedDetails(ctx, writer{t}, store.PatchRefused(old, p), p.Ref)
+	}
 	if err := t.logAll(ctx, a, store.PatchActivity(before, old, iss, p)...); err != nil {
 		return nil, err
 	}
