@@ -1,14 +1,15 @@
 package store
 
-// A run's end (rule L6) and the sweeper's passes (RULES.md, The sweeper),
-// written once for every dialect: validation, the order of the steps, the
-// explanation of a refusal and the batching of a pass. A dialect's
+// A run's end (rule L6), the sweeper's passes (RULES.md, The sweeper) and
+// the reads of runs, written once for every dialect: validation, the order
+// of the steps, the explanation of a refusal and the batching of a pass. A dialect's
 // RunDriver runs the statements: one transaction for a run's end, one for
 // each batch of a pass.
 
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/clasp-dev/clasp"
 )
@@ -43,8 +44,8 @@ type RunDriver interface {
 	IssueClearStaleLocks(ctx context.Context) (found, cleared int, err error)
 }
 
-// Runs implements the Store methods of a run's end and the sweeper's
-// passes on a dialect's RunDriver. A dialect's Store embeds it (NewRuns).
+// Runs implements the Store methods of a run's end, the sweeper's passes
+// and the reads of runs (list, authentication) on a dialect's RunDriver. A dialect's Store embeds it (NewRuns).
 type Runs struct{ d RunDriver }
 
 // NewRuns returns the run methods running on d.
@@ -130,4 +131,50 @@ func (r Runs) SweepExpiredRuns(ctx context.Context) (int, error) {
 // second pass clears nothing.
 func (r Runs) SweepStaleLocks(ctx context.Context) (int, error) {
 	return Sweep(func() (found, cleared int, err error) { return r.d.IssueClearStaleLocks(ctx) })
+}
+
+// RunList lists the runs of company p.CompanyID, newest first, one keyset
+// page at a time, narrowed to p.Statuses and p.AgentID when set; it
+// answers the page and the cursor of the next one ("" after the last).
+func (r Runs) RunList(ctx context.Context, p *RunListParams) ([]*clasp.Run, string, error) {
+	where, args := []string{"company_id = ?"}, []any{p.CompanyID}
+	if len(p.Statuses) > 0 {
+		where = append(where, "status IN (?"+strings.Repeat(", ?", len(p.Statuses)-1)+")")
+		for _, st := range p.Statuses {
+			args = append(args, string(st))
+		}
+	}
+	if p.AgentID != "" {
+		where, args = append(where, "agent_id = ?"), append(args, p.AgentID)
+	}
+	return ListPage(ctx, r.d, "runs", RunCols, where, args, p.Page, false, ScanRun,
+		func(run *clasp.Run) string { return EncodeCursor(run.CreatedAt, run.ID) })
+}
+
+// RunAuthenticate finds the live run (by the store's clock) whose run
+// token hashes to tokenHash, and its agent, in one read (statement
+// RunAuth: the run's columns, whether it is live, the agent's columns).
+// 401 unauthenticated if the token is empty or unknown, the run is not
+// live, or the agent is terminated.
+func (r Runs) RunAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, *clasp.Run, error) {
+	if tokenHash == "" {
+		return nil, nil, ErrUnauthenticated()
+	}
+	var (
+		run  clasp.Run
+		a    clasp.Agent
+		live bool
+	)
+	dest := append(RunDest(&run), &live)
+	err := r.d.Read().QueryRow(ctx, "RunAuth", Args{"hash": tokenHash}).Scan(append(dest, AgentDest(&a)...)...)
+	if r.d.NoRows(err) {
+		return nil, nil, ErrUnauthenticated()
+	}
+	if err != nil {
+		return nil, nil, r.d.Translate(fmt.Errorf("authenticate run token: %w", err))
+	}
+	if !live || a.Status == clasp.AgentTerminated {
+		return nil, nil, ErrUnauthenticated()
+	}
+	return &a, &run, nil
 }
