@@ -24,10 +24,9 @@ func (d driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 	args := store.RunFinishArgs(p)
 	var out *clasp.Run
 	err := d.s.tx(ctx, func(tx pgx.Tx) error {
-		out = nil
 		run, err := store.ScanRun(pooled{tx}.QueryRow(ctx, "RunFinish", args))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
+			return errNotFinished // nothing written: no wake of the activity streams
 		}
 		if err != nil {
 			return fmt.Errorf("finish run %s: %w", p.RunID, err)
@@ -39,10 +38,16 @@ func (d driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 		return nil
 	})
 	if err != nil {
+		if errors.Is(err, errNotFinished) {
+			return nil, nil
+		}
 		return nil, err
 	}
 	return out, nil
 }
+
+// errNotFinished rolls back a RunFinish whose statement matched no row.
+var errNotFinished = errors.New("finish run: no row matched")
 
 // callerRun is store.CallerRunRead on db (the pool or a transaction).
 func callerRun(ctx context.Context, db pgxQuerier, runID string) (store.RunState, error) {

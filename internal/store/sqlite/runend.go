@@ -25,7 +25,7 @@ func (d driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 	err := d.s.write(ctx, func(tx *wtx) error {
 		run, err := store.ScanRun(writer{tx}.QueryRow(ctx, "RunFinish", store.RunFinishArgs(p)))
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil
+			return errNotFinished // nothing written: roll back
 		}
 		if err != nil {
 			return fmt.Errorf("finish run %s: %w", p.RunID, err)
@@ -37,10 +37,16 @@ func (d driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 		return tx.logAll(ctx, p.Actor, store.RunFinishedActivity(run))
 	})
 	if err != nil {
+		if errors.Is(err, errNotFinished) {
+			return nil, nil
+		}
 		return nil, err
 	}
 	return out, nil
 }
+
+// errNotFinished rolls back a RunFinish whose statement matched no row.
+var errNotFinished = errors.New("finish run: no row matched")
 
 // releaseRunLocks is L6 for a run that has just ended: one statement clears
 // every lock naming it, one issue.lock_released per issue.
