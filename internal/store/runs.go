@@ -1,10 +1,10 @@
 package store
 
 // A run's end (rule L6), the sweeper's passes (RULES.md, The sweeper) and
-// the reads of runs, written once for every dialect: validation, the order
-// of the steps, the explanation of a refusal and the batching of a pass. A dialect's
-// RunDriver runs the statements: one transaction for a run's end, one for
-// each batch of a pass.
+// the reads of runs, written once for every dialect: validation, the
+// order of the steps, the explanation of a refusal and the batching of a
+// pass. A dialect's RunDriver runs the statements: one transaction for a
+// run's end, one for each batch of a pass.
 
 import (
 	"context"
@@ -45,7 +45,8 @@ type RunDriver interface {
 }
 
 // Runs implements the Store methods of a run's end, the sweeper's passes
-// and the reads of runs (list, authentication) on a dialect's RunDriver. A dialect's Store embeds it (NewRuns).
+// and the reads of runs (list, authentication) on a dialect's RunDriver.
+// A dialect's Store embeds it (NewRuns).
 type Runs struct{ d RunDriver }
 
 // NewRuns returns the run methods running on d.
