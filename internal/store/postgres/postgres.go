@@ -85,6 +85,7 @@ type Store struct {
 	store.CRUD      // the methods shared with the other dialects, on driver{s}
 	store.Heartbeat // the shared HeartbeatStore methods, on driver{s} and s.hb()
 	*store.Locks    // the checkout and release rules, on driver{s}
+	store.Runs      // a run's end and the sweeper's passes, on driver{s}
 
 	pool   *pgxpool.Pool
 	schema string
@@ -131,6 +132,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s.CRUD = store.NewCRUD(driver{s})
 	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
 	s.Locks = store.NewLocks(driver{s})
+	s.Runs = store.NewRuns(driver{s})
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -104,24 +103,6 @@ func (s *Store) runOpenRefused(ctx context.Context, tx pgxQuerier, p *store.RunO
 	return notFound("issue", p.IssueID)
 }
 
-// RunList lists runs of a company, newest first, narrowed to statuses and
-// an agent when set.
-func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.Run, string, error) {
-	where, args := []string{"company_id = ?"}, []any{p.CompanyID}
-	if len(p.Statuses) > 0 {
-		st := make([]string, len(p.Statuses))
-		for i, v := range p.Statuses {
-			st[i] = string(v)
-		}
-		where, args = append(where, "status = ANY(?::text[])"), append(args, st)
-	}
-	if p.AgentID != "" {
-		where, args = append(where, "agent_id = ?"), append(args, p.AgentID)
-	}
-	return store.ListPage(ctx, driver{s}, "runs", store.RunCols, where, args, p.Page, false, store.ScanRun,
-		func(r *clasp.Run) string { return store.EncodeCursor(r.CreatedAt, r.ID) })
-}
-
 // RunTouch checks that run RunID exists (else 422 run_not_found), is
 // AgentID's (else 403 run_not_owned) and is live (else 409 run_not_live),
 // and renews its lease to now + LeaseTTL with the agent's heartbeat, all
@@ -148,30 +129,4 @@ func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.R
 		}
 	}
 	return &r, nil
-}
-
-// RunAuthenticate finds the live run (database clock) whose run token
-// hashes to tokenHash, and its agent. 401 unauthenticated if the token is
-// unknown, the run is not live, or the agent is terminated.
-func (s *Store) RunAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, *clasp.Run, error) {
-	if tokenHash == "" {
-		return nil, nil, store.ErrUnauthenticated()
-	}
-	var (
-		r    clasp.Run
-		a    clasp.Agent
-		live bool
-	)
-	dest := append(store.RunDest(&r), &live)
-	err := s.pool.QueryRow(ctx, q("RunAuth"), namedArgs{"hash": tokenHash}).Scan(append(dest, store.AgentDest(&a)...)...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, store.ErrUnauthenticated()
-	}
-	if err != nil {
-		return nil, nil, translate(fmt.Errorf("authenticate run token: %w", err))
-	}
-	if !live || a.Status == clasp.AgentTerminated {
-		return nil, nil, store.ErrUnauthenticated()
-	}
-	return &a, &r, nil
 }

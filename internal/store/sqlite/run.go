@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/clasp-dev/clasp"
@@ -104,23 +103,6 @@ func (t *wtx) runReplayOpen(ctx context.Context, runID, agentID, tokenHash strin
 	return r, nil
 }
 
-// RunList lists runs of a company, newest first, narrowed to statuses and
-// an agent when set.
-func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*clasp.Run, string, error) {
-	where, args := []string{"company_id = ?"}, []any{p.CompanyID}
-	if len(p.Statuses) > 0 {
-		where = append(where, "status IN (?"+strings.Repeat(", ?", len(p.Statuses)-1)+")")
-		for _, st := range p.Statuses {
-			args = append(args, string(st))
-		}
-	}
-	if p.AgentID != "" {
-		where, args = append(where, "agent_id = ?"), append(args, p.AgentID)
-	}
-	return store.ListPage(ctx, driver{s}, "runs", store.RunCols, where, args, p.Page, false, store.ScanRun,
-		func(r *clasp.Run) string { return store.EncodeCursor(r.CreatedAt, r.ID) })
-}
-
 // RunTouch checks that run RunID exists (else 422 run_not_found), is
 // AgentID's (else 403 run_not_owned) and is live (else 409 run_not_live),
 // and renews its lease to now + LeaseTTL with the agent's heartbeat. Unless
@@ -160,31 +142,4 @@ func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.R
 		return nil, err
 	}
 	return out, nil
-}
-
-// RunAuthenticate finds the live run whose run token hashes to tokenHash,
-// and its agent. 401 unauthenticated if the token is unknown, the run is
-// not live, or the agent is terminated.
-func (s *Store) RunAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, *clasp.Run, error) {
-	if tokenHash == "" {
-		return nil, nil, store.ErrUnauthenticated()
-	}
-	r, err := store.ScanRun(s.readRow(ctx, "RunAuth", sql.Named("hash", tokenHash)))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, store.ErrUnauthenticated()
-	}
-	if err != nil {
-		return nil, nil, translate(fmt.Errorf("authenticate run token: %w", err))
-	}
-	if !r.Live(s.now()) {
-		return nil, nil, store.ErrUnauthenticated()
-	}
-	a, err := s.AgentGet(ctx, r.AgentID)
-	if err != nil {
-		return nil, nil, err
-	}
-	if a.Status == clasp.AgentTerminated {
-		return nil, nil, store.ErrUnauthenticated()
-	}
-	return a, r, nil
 }

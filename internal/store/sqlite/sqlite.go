@@ -65,6 +65,7 @@ type Store struct {
 	store.CRUD      // the methods shared with the other dialects, on driver{s}
 	store.Heartbeat // the shared HeartbeatStore methods, on driver{s} and s.hb()
 	*store.Locks    // the checkout and release rules, on driver{s}
+	store.Runs      // a run's end and the sweeper's passes, on driver{s}
 
 	w *sql.DB // the writer: exactly one connection, BEGIN IMMEDIATE
 	r *sql.DB // readers: several query_only connections
@@ -106,6 +107,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.CRUD = store.NewCRUD(driver{s})
 	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
 	s.Locks = store.NewLocks(driver{s})
+	s.Runs = store.NewRuns(driver{s})
 	if s.now == nil {
 		s.now = time.Now
 	}
