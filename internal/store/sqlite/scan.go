@@ -49,11 +49,3 @@ func nullString(p *string) any {
 	}
 	return *p
 }
-
-// intArg is *p as an int64, or nil (SQL NULL) when p is nil.
-func intArg(p *int) any {
-	if p == nil {
-		return nil
-	}
-	return int64(*p)
-}
