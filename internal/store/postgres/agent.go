@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -80,25 +79,6 @@ func (s *Store) AgentUpdate(ctx context.Context, p *store.AgentUpdateParams) (*c
 	return out, nil
 }
 
-// AgentKeyCreate stores a key hash for an agent. 404 not_found if the agent
-// is missing, 409 already_exists if the hash is in use.
-func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParams) (*clasp.APIKey, error) {
-	args := actorArgs(namedArgs{"id": s.newID(), "agent": p.AgentID, "prefix": p.Prefix, "hash": p.TokenHash, "name": store.KeyName(p.Name)}, p.Actor)
-	var out *clasp.APIKey
-	err := s.retry(ctx, func() error {
-		k, err := store.ScanKey(s.pool.QueryRow(ctx, q("KeyCreate"), args))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound("agent", p.AgentID)
-		}
-		out = k
-		return wrap(err, "create key of agent %s", p.AgentID)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // AgentKeyRevoke revokes key keyID of agent agentID and answers it;
 // revoking a revoked key answers it unchanged. 404 not_found if the agent
 // has no such key. The runs opened with the key end first, in the same
@@ -139,58 +119,3 @@ func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor
 	return out, nil
 }
 
-// AgentAuthenticate finds the agent owning the unrevoked key whose hash is
-// tokenHash, and records the key's use (at most once a minute, by the
-// database clock) in the same statement. 401 unauthenticated if there is
-// none or the agent is terminated.
-func (s *Store) AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, error) {
-	var a *clasp.Agent
-	err := s.retryQuiet(ctx, func() error {
-		var err error
-		a, err = store.ScanAgent(s.pool.QueryRow(ctx, q("KeyAuth"), namedArgs{"hash": tokenHash}))
-		return err
-	})
-	if errors.Is(err, pgx.ErrNoRows) || clasp.ErrorCode(err) == clasp.CodeNotFound || err == nil && a.Status == clasp.AgentTerminated {
-		return nil, store.ErrUnauthenticated()
-	}
-	if err != nil {
-		return nil, translate(fmt.Errorf("authenticate agent key: %w", err))
-	}
-	return a, nil
-}
-
-// AgentAuthenticateRun is AgentAuthenticate plus, in the same statement,
-// run runID when it is the agent's, live and renewed less than minRenew
-// ago by the database clock (see store.Store); nil otherwise. 401
-// unauthenticated as AgentAuthenticate.
-func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID string, minRenew time.Duration) (*clasp.Agent, *clasp.Run, error) {
-	var (
-		a             clasp.Agent
-		r             clasp.Run
-		keyID         string
-		useDue, found bool
-	)
-	dest := append([]any{&keyID, &useDue}, store.AgentDest(&a)...)
-	dest = append(dest, &found)
-	dest = append(dest, store.RunDest(&r)...)
-	err := s.pool.QueryRow(ctx, q("KeyAuthRun"), namedArgs{"hash": tokenHash, "run": runID, "min_us": minRenew.Microseconds()}).Scan(dest...)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && a.Status == clasp.AgentTerminated {
-		return nil, nil, store.ErrUnauthenticated()
-	}
-	if err != nil {
-		return nil, nil, translate(fmt.Errorf("authenticate agent key: %w", err))
-	}
-	if useDue {
-		err := s.retryQuiet(ctx, func() error {
-			_, err := s.pool.Exec(ctx, q("KeyUsed"), namedArgs{"id": keyID})
-			return err
-		})
-		if err != nil {
-			return nil, nil, wrap(err, "record use of key %s", keyID)
-		}
-	}
-	if !found {
-		return &a, nil, nil
-	}
-	return &a, &r, nil
-}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -151,31 +150,6 @@ func (t *wtx) unassignOpenIssues(ctx context.Context, agentID string, actor stor
 	return nil
 }
 
-// AgentKeyCreate stores a key hash for an agent. 404 not_found if the agent
-// is missing, 409 already_exists if the hash is in use.
-func (s *Store) AgentKeyCreate(ctx context.Context, p *store.AgentKeyCreateParams) (*clasp.APIKey, error) {
-	var out *clasp.APIKey
-	err := s.write(ctx, func(tx *wtx) error {
-		a, err := tx.agent(ctx, p.AgentID)
-		if err != nil {
-			return err
-		}
-		k, err := store.ScanKey(tx.queryRow(ctx, "KeyCreate", sql.Named("id", tx.s.newID()), sql.Named("agent", a.ID),
-			sql.Named("prefix", p.Prefix), sql.Named("hash", p.TokenHash), sql.Named("now", tx.now), sql.Named("name", store.KeyName(p.Name))))
-		if err != nil {
-			return fmt.Errorf("create key of agent %s: %w", a.ID, err)
-		}
-		out = k
-		return tx.logActivity(ctx, a.CompanyID, p.Actor, clasp.ActionAgentKeyCreated, "agent", a.ID, map[string]any{
-			"keyId": k.ID, "prefix": k.Prefix,
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // AgentKeyRevoke revokes key keyID of agent agentID and answers it;
 // revoking a revoked key answers it unchanged. 404 not_found if the agent
 // has no such key.
@@ -212,83 +186,6 @@ func (s *Store) AgentKeyRevoke(ctx context.Context, agentID, keyID string, actor
 	}
 	return out, nil
 }
-
-// AgentAuthenticate finds the agent owning the unrevoked key whose hash is
-// tokenHash, and records the key's use (at most once a minute). 401
-// unauthenticated if there is none or the agent is terminated.
-func (s *Store) AgentAuthenticate(ctx context.Context, tokenHash string) (*clasp.Agent, error) {
-	var (
-		keyID    string
-		lastUsed int64
-	)
-	row := s.readRow(ctx, "KeyAuth", sql.Named("hash", tokenHash))
-	a, err := store.ScanAgent(scanFunc(func(dest ...any) error { return row.Scan(append([]any{&keyID, &lastUsed}, dest...)...) }))
-	if errors.Is(err, sql.ErrNoRows) || err == nil && a.Status == clasp.AgentTerminated {
-		return nil, store.ErrUnauthenticated()
-	}
-	if err != nil {
-		return nil, translate(fmt.Errorf("authenticate agent key: %w", err))
-	}
-	if now := s.nowMicros(); now-lastUsed >= 60_000_000 {
-		err := s.write(ctx, func(tx *wtx) error {
-			_, err := tx.exec(ctx, "KeyUsed", sql.Named("id", keyID), sql.Named("now", tx.now))
-			return wrap(err, "record use of key %s", keyID)
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return a, nil
-}
-
-// AgentAuthenticateRun is AgentAuthenticate plus, in the same read, run
-// runID when it is the agent's, live and renewed less than minRenew ago by
-// the store clock, as RunTouch judges it (see store.Store); nil otherwise.
-// 401 unauthenticated as AgentAuthenticate.
-func (s *Store) AgentAuthenticateRun(ctx context.Context, tokenHash, runID string, minRenew time.Duration) (*clasp.Agent, *clasp.Run, error) {
-	var (
-		keyID    string
-		lastUsed int64
-		found    bool
-		a        *clasp.Agent
-	)
-	row := s.readRow(ctx, "KeyAuthRun", sql.Named("run", runID), sql.Named("hash", tokenHash))
-	r, err := store.ScanRun(scanFunc(func(runDest ...any) error {
-		var err error
-		a, err = store.ScanAgent(scanFunc(func(agentDest ...any) error {
-			dest := append([]any{&keyID, &lastUsed}, agentDest...)
-			dest = append(dest, &found)
-			return row.Scan(append(dest, runDest...)...)
-		}))
-		return err
-	}))
-	if errors.Is(err, sql.ErrNoRows) || err == nil && a.Status == clasp.AgentTerminated {
-		return nil, nil, store.ErrUnauthenticated()
-	}
-	if err != nil {
-		return nil, nil, translate(fmt.Errorf("authenticate agent key: %w", err))
-	}
-	now := s.now()
-	if now := micros(now); now-lastUsed >= 60_000_000 {
-		err := s.write(ctx, func(tx *wtx) error {
-			_, err := tx.exec(ctx, "KeyUsed", sql.Named("id", keyID), sql.Named("now", tx.now))
-			return wrap(err, "record use of key %s", keyID)
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-	}
-	// The test of RunTouch's shortcut, on the same row.
-	if !found || minRenew <= 0 || !r.Live(now) || r.LastSignOfLifeAt == nil || now.Sub(*r.LastSignOfLifeAt) >= minRenew {
-		return a, nil, nil
-	}
-	return a, r, nil
-}
-
-// scanFunc adapts a function to the store.Row interface.
-type scanFunc func(dest ...any) error
-
-func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
 
 // agent reads an agent in the write transaction; 404 not_found.
 func (t *wtx) agent(ctx context.Context, id string) (*clasp.Agent, error) {

@@ -109,8 +109,8 @@ SELECT count(*) FROM upd
 UPDATE agents SET last_heartbeat_at = now() WHERE id = @agent::text
 
 -- name: KeyCreate
--- A key hash of an existing agent and its agent.key_created row; no row
--- when the agent is missing.
+-- A key hash of an existing agent and its agent.key_created row, and the
+-- agent's company; no row when the agent is missing.
 WITH a AS (
 	SELECT id, company_id FROM agents WHERE id = @agent::text
 ), k AS (
@@ -122,7 +122,7 @@ WITH a AS (
 	SELECT a.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'agent.key_created', 'agent', a.id,
 		jsonb_build_object('keyId', k.id, 'prefix', k.prefix) FROM k, a
 )
-SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM k
+SELECT k.id, k.agent_id, k.prefix, k.created_at, k.last_used_at, k.revoked_at, k.name, a.company_id FROM k, a
 
 -- name: KeyEndRuns
 -- The queued and running runs opened with key @id of agent @agent, while
@@ -161,25 +161,17 @@ SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM age
 WHERE agent_id = @agent::text ORDER BY created_at, id
 
 -- name: KeyAuth
--- The unrevoked key with hash @hash and its agent; the key's use is
--- recorded at most once a minute in the same statement (the UPDATE writes
--- nothing when the last use is recent).
-WITH k AS (
-	SELECT k.id AS key_id, a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at
-	FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
-	WHERE k.token_hash = @hash::text AND k.revoked_at IS NULL
-), used AS (
-	UPDATE agent_api_keys SET last_used_at = now()
-	WHERE id IN (SELECT key_id FROM k WHERE status <> 'terminated')
-		AND (last_used_at IS NULL OR last_used_at <= now() - interval '1 minute')
-)
-SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_at FROM k
+-- A pure read (no data-modifying CTE, so no write lock on the hot path):
+-- the unrevoked key with hash @hash, whether its use is due to be
+-- recorded (last recorded a minute ago or more; the caller then runs
+-- KeyUsed), and its agent.
+SELECT k.id, k.last_used_at IS NULL OR k.last_used_at <= now() - interval '1 minute',
+	a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at
+FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
+WHERE k.token_hash = @hash::text AND k.revoked_at IS NULL
 
 -- name: KeyAuthRun
--- A pure read (no data-modifying CTE, so no write lock on the hot path):
--- the agent of the unrevoked key with hash @hash, whether the key's use is
--- due to be recorded (last recorded a minute ago or more; the caller then
--- runs KeyUsed), and run @run when it is the agent's, live and renewed
+-- KeyAuth plus run @run when it is the key's agent's, live and renewed
 -- less than @min_us microseconds ago: found, then its columns (coalesced
 -- to zero values when there is no such run).
 SELECT k.id, k.last_used_at IS NULL OR k.last_used_at <= now() - interval '1 minute',
