@@ -186,7 +186,8 @@ func queryIDs(ctx context.Context, q Querier, name string, args Args) ([]string,
 
 // Heartbeat implements, once, the HeartbeatStore methods whose algorithm
 // is the same in every dialect, on a dialect's Driver and TxRunner
-// (runlife.go, wake.go). A dialect's Store embeds it (NewHeartbeat).
+// (runlife.go, wake.go), and the agent writes that end runs (agents.go).
+// A dialect's Store embeds it (NewHeartbeat).
 type Heartbeat struct {
 	TxRunner
 	d Driver

@@ -67,9 +67,7 @@ UPDATE issues SET
 	execution_locked_at = NULL,
 	updated_at = :now
 WHERE assignee_agent_id = :agent AND status NOT IN ('done', 'cancelled')
-RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
-	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
+RETURNING id, company_id, status
 
 -- name: AgentHeartbeat
 UPDATE agents SET last_heartbeat_at = :now WHERE id = :agent
@@ -98,9 +96,11 @@ RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_o
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
 
 -- name: KeyRevoke
--- No row when agent :agent has no such unrevoked key.
+-- The key, revoked, and its agent's company; no row when agent :agent has
+-- no such unrevoked key.
 UPDATE agent_api_keys SET revoked_at = :now WHERE id = :id AND agent_id = :agent AND revoked_at IS NULL
-RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name
+RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name,
+	(SELECT company_id FROM agents WHERE agents.id = agent_api_keys.agent_id)
 
 -- name: KeyGet
 SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM agent_api_keys WHERE id = :id AND agent_id = :agent
