@@ -186,7 +186,8 @@ func queryIDs(ctx context.Context, q Querier, name string, args Args) ([]string,
 
 // Heartbeat implements, once, the HeartbeatStore methods whose algorithm
 // is the same in every dialect, on a dialect's Driver and TxRunner
-// (runlife.go, wake.go). A dialect's Store embeds it (NewHeartbeat).
+// (runlife.go, wake.go), and the agent writes that end runs (agents.go).
+// A dialect's Store embeds it (NewHeartbeat).
 type Heartbeat struct {
 	TxRunner
 	d Driver
@@ -275,16 +276,20 @@ type quietWriter interface {
 	WriteQuiet(ctx context.Context, fn func(Querier) error) error
 }
 
-// write runs the named statement, which writes no activity row, as one
-// write (Driver.Write, or WriteQuiet when the driver has it): what names
-// it in an unexpected error, none (nil: no error) is the error when it
-// changed no row.
-func (h Heartbeat) write(ctx context.Context, name string, args Args, what string, none error) error {
-	write := h.d.Write
-	if qw, ok := h.d.(quietWriter); ok {
-		write = qw.WriteQuiet
+// writeQuiet is d's write for statements that write no activity row:
+// WriteQuiet when d has it, else Write.
+func writeQuiet(d Driver) func(ctx context.Context, fn func(Querier) error) error {
+	if qw, ok := d.(quietWriter); ok {
+		return qw.WriteQuiet
 	}
-	return write(ctx, func(q Querier) error {
+	return d.Write
+}
+
+// write runs the named statement, which writes no activity row, as one
+// write (writeQuiet): what names it in an unexpected error, none (nil: no
+// error) is the error when it changed no row.
+func (h Heartbeat) write(ctx context.Context, name string, args Args, what string, none error) error {
+	return writeQuiet(h.d)(ctx, func(q Querier) error {
 		n, err := q.Exec(ctx, name, args)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)

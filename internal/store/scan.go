@@ -56,10 +56,15 @@ func AgentDest(a *clasp.Agent) []any {
 // ScanKey reads a KeyCols row.
 func ScanKey(sc Row) (*clasp.APIKey, error) {
 	var k clasp.APIKey
-	if err := sc.Scan(&k.ID, &k.AgentID, &k.Prefix, Time(&k.CreatedAt), NullTime(&k.LastUsedAt), NullTime(&k.RevokedAt), &k.Name); err != nil {
+	if err := sc.Scan(KeyDest(&k)...); err != nil {
 		return nil, err
 	}
 	return &k, nil
+}
+
+// KeyDest are the destinations of KeyCols in k.
+func KeyDest(k *clasp.APIKey) []any {
+	return []any{&k.ID, &k.AgentID, &k.Prefix, Time(&k.CreatedAt), NullTime(&k.LastUsedAt), NullTime(&k.RevokedAt), &k.Name}
 }
 
 // ScanRun reads a RunCols row.

@@ -21,10 +21,9 @@ SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_
 SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_at FROM agents WHERE id = @id::text
 
 -- name: AgentUpdate
--- Each column changes when its parameter is not NULL; terminating the
--- agent revokes its keys in the same statement; one agent.updated row
--- (@changes). Terminated is final: no row for a change of a terminated
--- agent to another status.
+-- Each column changes when its parameter is not NULL; one agent.updated
+-- row (@changes). Terminated is final: no row for a change of a
+-- terminated agent to another status.
 WITH a AS (
 	UPDATE agents SET
 		status = coalesce(@status::text, status),
@@ -33,15 +32,16 @@ WITH a AS (
 		role = coalesce(@role::text, role)
 	WHERE id = @id::text AND NOT (status = 'terminated' AND coalesce(@status::text, status) <> 'terminated')
 	RETURNING id, company_id, name, name_key, role, status, created_at, last_heartbeat_at
-), revoked AS (
-	UPDATE agent_api_keys SET revoked_at = now()
-	WHERE agent_id IN (SELECT id FROM a WHERE status = 'terminated') AND revoked_at IS NULL
 ), act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
 	SELECT a.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'agent.updated', 'agent', a.id,
 		@changes::jsonb FROM a
 )
 SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_at FROM a
+
+-- name: AgentRevokeKeys
+-- A terminated agent's keys are revoked.
+UPDATE agent_api_keys SET revoked_at = now() WHERE agent_id = @agent::text AND revoked_at IS NULL
 
 -- name: AgentEndRuns
 -- The queued and running runs of an agent being terminated (lost ones
@@ -67,7 +67,8 @@ RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_o
 -- re-checked on their latest version (FOR UPDATE). Per issue, issue.released {previousCheckoutRunId,
 -- previousExecutionRunId, unassigned, cause} when a lock was cleared, then
 -- issue.updated {changes, cause, and locksCleared, previousCheckoutRunId,
--- previousExecutionRunId when a lock was cleared}; the number of issues.
+-- previousExecutionRunId when a lock was cleared}; each issue's id,
+-- company and new status, in id order.
 WITH old AS MATERIALIZED (
 	SELECT id, status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues
 	WHERE assignee_agent_id = @agent::text AND status NOT IN ('done', 'cancelled')
@@ -103,14 +104,14 @@ WITH old AS MATERIALIZED (
 		FROM upd u
 	) x ORDER BY id, ord
 )
-SELECT count(*) FROM upd
+SELECT id, company_id, status FROM upd ORDER BY id
 
 -- name: AgentHeartbeat
 UPDATE agents SET last_heartbeat_at = now() WHERE id = @agent::text
 
 -- name: KeyCreate
--- A key hash of an existing agent and its agent.key_created row; no row
--- when the agent is missing.
+-- A key hash of an existing agent and its agent.key_created row, and the
+-- agent's company; no row when the agent is missing.
 WITH a AS (
 	SELECT id, company_id FROM agents WHERE id = @agent::text
 ), k AS (
@@ -122,7 +123,7 @@ WITH a AS (
 	SELECT a.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'agent.key_created', 'agent', a.id,
 		jsonb_build_object('keyId', k.id, 'prefix', k.prefix) FROM k, a
 )
-SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM k
+SELECT k.id, k.agent_id, k.prefix, k.created_at, k.last_used_at, k.revoked_at, k.name, a.company_id FROM k, a
 
 -- name: KeyEndRuns
 -- The queued and running runs opened with key @id of agent @agent, while
@@ -141,7 +142,8 @@ RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_o
 
 -- name: KeyRevoke
 -- Revokes an unrevoked key of an agent and writes its agent.key_revoked
--- row; no row when there is no such unrevoked key.
+-- row; the key and its agent's company, no row when there is no such
+-- unrevoked key.
 WITH k AS (
 	UPDATE agent_api_keys SET revoked_at = now() WHERE id = @id::text AND agent_id = @agent::text AND revoked_at IS NULL
 	RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name
@@ -150,7 +152,8 @@ WITH k AS (
 	SELECT a.company_id, @actor_type::text, @actor_id::text, @actor_run::text, @actor_request::text, 'agent.key_revoked', 'agent', a.id,
 		jsonb_build_object('keyId', k.id, 'prefix', k.prefix) FROM k JOIN agents a ON a.id = k.agent_id
 )
-SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM k
+SELECT k.id, k.agent_id, k.prefix, k.created_at, k.last_used_at, k.revoked_at, k.name, a.company_id
+FROM k JOIN agents a ON a.id = k.agent_id
 
 -- name: KeyGet
 SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM agent_api_keys
@@ -161,25 +164,17 @@ SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM age
 WHERE agent_id = @agent::text ORDER BY created_at, id
 
 -- name: KeyAuth
--- The unrevoked key with hash @hash and its agent; the key's use is
--- recorded at most once a minute in the same statement (the UPDATE writes
--- nothing when the last use is recent).
-WITH k AS (
-	SELECT k.id AS key_id, a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at
-	FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
-	WHERE k.token_hash = @hash::text AND k.revoked_at IS NULL
-), used AS (
-	UPDATE agent_api_keys SET last_used_at = now()
-	WHERE id IN (SELECT key_id FROM k WHERE status <> 'terminated')
-		AND (last_used_at IS NULL OR last_used_at <= now() - interval '1 minute')
-)
-SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_at FROM k
+-- A pure read (no data-modifying CTE, so no write lock on the hot path):
+-- the unrevoked key with hash @hash, whether its use is due to be
+-- recorded (last recorded a minute ago or more; the caller then runs
+-- KeyUsed), and its agent.
+SELECT k.id, k.last_used_at IS NULL OR k.last_used_at <= now() - interval '1 minute',
+	a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at
+FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
+WHERE k.token_hash = @hash::text AND k.revoked_at IS NULL
 
 -- name: KeyAuthRun
--- A pure read (no data-modifying CTE, so no write lock on the hot path):
--- the agent of the unrevoked key with hash @hash, whether the key's use is
--- due to be recorded (last recorded a minute ago or more; the caller then
--- runs KeyUsed), and run @run when it is the agent's, live and renewed
+-- KeyAuth plus run @run when it is the key's agent's, live and renewed
 -- less than @min_us microseconds ago: found, then its columns (coalesced
 -- to zero values when there is no such run).
 SELECT k.id, k.last_used_at IS NULL OR k.last_used_at <= now() - interval '1 minute',

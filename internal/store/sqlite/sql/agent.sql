@@ -67,17 +67,18 @@ UPDATE issues SET
 	execution_locked_at = NULL,
 	updated_at = :now
 WHERE assignee_agent_id = :agent AND status NOT IN ('done', 'cancelled')
-RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
-	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
-	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
+RETURNING id, company_id, status
 
 -- name: AgentHeartbeat
 UPDATE agents SET last_heartbeat_at = :now WHERE id = :agent
 
 -- name: KeyCreate
+-- A key hash of an existing agent, and the agent's company; no row when
+-- the agent is missing.
 INSERT INTO agent_api_keys (id, agent_id, prefix, token_hash, created_at, name)
-VALUES (:id, :agent, :prefix, :hash, :now, :name)
-RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name
+SELECT :id, a.id, :prefix, :hash, :now, :name FROM agents a WHERE a.id = :agent
+RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name,
+	(SELECT company_id FROM agents WHERE agents.id = agent_api_keys.agent_id)
 
 -- name: KeyEndRuns
 -- The queued and running runs opened with key :id of agent :agent, while
@@ -95,9 +96,11 @@ RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_o
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
 
 -- name: KeyRevoke
--- No row when agent :agent has no such unrevoked key.
+-- The key, revoked, and its agent's company; no row when agent :agent has
+-- no such unrevoked key.
 UPDATE agent_api_keys SET revoked_at = :now WHERE id = :id AND agent_id = :agent AND revoked_at IS NULL
-RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name
+RETURNING id, agent_id, prefix, created_at, last_used_at, revoked_at, name,
+	(SELECT company_id FROM agents WHERE agents.id = agent_api_keys.agent_id)
 
 -- name: KeyGet
 SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM agent_api_keys WHERE id = :id AND agent_id = :agent
@@ -107,23 +110,28 @@ SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM age
 WHERE agent_id = :agent ORDER BY created_at, id
 
 -- name: KeyAuth
--- The unrevoked key whose hash is :hash, when it was last used (0: never),
--- and its agent.
-SELECT k.id, coalesce(k.last_used_at, 0),
+-- The unrevoked key whose hash is :hash, whether its use is due to be
+-- recorded (never recorded, or a minute ago or more: the caller then runs
+-- KeyUsed), and its agent.
+SELECT k.id, k.last_used_at IS NULL OR k.last_used_at <= :now - 60000000,
 	a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at
 FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
 WHERE k.token_hash = :hash AND k.revoked_at IS NULL
 
 -- name: KeyAuthRun
--- KeyAuth plus run :run when it is the key's agent's: found, then the
--- run's columns (coalesced to zero values when there is no such run).
-SELECT k.id, coalesce(k.last_used_at, 0),
+-- KeyAuth plus run :run when it is the key's agent's, live and renewed
+-- less than :min_us microseconds ago: found, then the run's columns
+-- (coalesced to zero values when there is no such run).
+SELECT k.id, k.last_used_at IS NULL OR k.last_used_at <= :now - 60000000,
 	a.id, a.company_id, a.name, a.name_key, a.role, a.status, a.created_at, a.last_heartbeat_at,
 	r.id IS NOT NULL, coalesce(r.id, ''), coalesce(r.company_id, ''), coalesce(r.agent_id, ''), coalesce(r.status, ''),
 	coalesce(r.invocation_source, ''), r.issue_id, r.retry_of_run_id, coalesce(r.attempt, 0), r.pid, r.host_id,
 	r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
 	coalesce(r.created_at, 0)
-FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id LEFT JOIN runs r ON r.id = :run AND r.agent_id = a.id
+FROM agent_api_keys k JOIN agents a ON a.id = k.agent_id
+	LEFT JOIN runs r ON r.id = :run AND r.agent_id = a.id
+		AND ({{run_live r}})
+		AND :min_us > 0 AND r.last_sign_of_life_at > :now - :min_us
 WHERE k.token_hash = :hash AND k.revoked_at IS NULL
 
 -- name: KeyUsed

@@ -16,9 +16,6 @@ WITH a AS (
 		role = coalesce($4::text, role)
 	WHERE id = $5::text AND NOT (status = 'terminated' AND coalesce($1::text, status) <> 'terminated')
 	RETURNING id, company_id, name, name_key, role, status, created_at, last_heartbeat_at
-), revoked AS (
-	UPDATE agent_api_keys SET revoked_at = now()
-	WHERE agent_id IN (SELECT id FROM a WHERE status = 'terminated') AND revoked_at IS NULL
 ), act AS (
 	INSERT INTO activity (company_id, actor_type, actor_id, run_id, request_id, action, entity_type, entity_id, details)
 	SELECT a.company_id, $6::text, $7::text, $8::text, $9::text, 'agent.updated', 'agent', a.id,

@@ -18,4 +18,4 @@ WITH a AS (
 	SELECT a.company_id, $6::text, $7::text, $8::text, $9::text, 'agent.key_created', 'agent', a.id,
 		jsonb_build_object('keyId', k.id, 'prefix', k.prefix) FROM k, a
 )
-SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM k
+SELECT k.id, k.agent_id, k.prefix, k.created_at, k.last_used_at, k.revoked_at, k.name, a.company_id FROM k, a

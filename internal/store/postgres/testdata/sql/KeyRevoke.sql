@@ -12,4 +12,5 @@ WITH k AS (
 	SELECT a.company_id, $3::text, $4::text, $5::text, $6::text, 'agent.key_revoked', 'agent', a.id,
 		jsonb_build_object('keyId', k.id, 'prefix', k.prefix) FROM k JOIN agents a ON a.id = k.agent_id
 )
-SELECT id, agent_id, prefix, created_at, last_used_at, revoked_at, name FROM k
+SELECT k.id, k.agent_id, k.prefix, k.created_at, k.last_used_at, k.revoked_at, k.name, a.company_id
+FROM k JOIN agents a ON a.id = k.agent_id
