@@ -20,7 +20,7 @@ func (c CRUD) CommentCreate(ctx context.Context, p *CommentCreateParams) (*clasp
 	}
 	rid, rident := SplitRef(p.Ref)
 	args := IdemArgs(CommentArgs(c.d.NewID(), rid, rident, Scope(p.Actor), p.Body, p.Actor), p.Idempotency, IdemComment)
-	return idempotent(ctx, c, p.Idempotency, IdemComment, func(cm *clasp.Comment) string { return cm.ID },
+	return idempotent(ctx, c, c.d.Write, p.Idempotency, IdemComment, func(cm *clasp.Comment) string { return cm.ID },
 		func(q Querier) (*clasp.Comment, error) {
 			cm, err := CommentInsert(ctx, q, args, p.Actor)
 			if c.d.NoRows(err) {

@@ -122,44 +122,52 @@ func (c CRUD) IdempotencyLookup(ctx context.Context, q Querier, p *IdempotencyPa
 }
 
 // idempotent runs a creating call with an optional Idempotency-Key p as
-// one write (Driver.Write): it looks the key up (IdempotencyLookup) and
-// answers a recorded resource with replay(q, id), setting p.Replayed;
-// else create(q) creates the resource of kind and the write records the
-// key for idOf of it (recordIdempotency). When create fails with a unique
-// violation and p's key then has a record, a concurrent duplicate
-// recorded the key first and create's statement, with its record, wrote
-// nothing: the call replays that record instead. That happens on
-// PostgreSQL, whose write runs each statement on its own; SQLite's
-// single writer never meets it. Errors: IdempotencyLookup's, create's and
-// replay's, translated.
-func idempotent[T any](ctx context.Context, c CRUD, p *IdempotencyParams, kind string, idOf func(T) string,
+// one write (write: the Driver's Write, or WriteTx for one transaction on
+// every dialect): it looks the key up (IdempotencyLookup) and answers a
+// recorded resource with replay(q, id), setting p.Replayed; else create(q)
+// creates the resource of kind and the write records the key for idOf of
+// it (recordIdempotency). When create fails with a unique violation, a
+// concurrent duplicate may have recorded the key first, and create's
+// write, with its record, wrote nothing: a new write looks the key up
+// again and replays that record, or returns create's error when there is
+// none. That happens on PostgreSQL, whose record is written by the
+// creating statement; SQLite's single writer never meets it. Errors:
+// IdempotencyLookup's, create's and replay's, translated.
+func idempotent[T any](ctx context.Context, c CRUD, write func(context.Context, func(Querier) error) error,
+	p *IdempotencyParams, kind string, idOf func(T) string,
 	create func(q Querier) (T, error), replay func(q Querier, id string) (T, error)) (T, error) {
 	var out T
-	err := c.d.Write(ctx, func(q Querier) error {
+	replayed := func(q Querier) (bool, error) {
 		id, err := c.IdempotencyLookup(ctx, q, p, kind)
-		if err == nil && id == "" {
-			v, cerr := create(q)
-			if cerr == nil {
-				out = v
-				return recordIdempotency(ctx, q, p, kind, idOf(v))
-			}
-			if p == nil || !c.d.Unique(cerr) {
-				return cerr
-			}
-			if id, err = c.IdempotencyLookup(ctx, q, p, kind); err == nil && id == "" {
-				return cerr // a unique violation of something else
-			}
-		}
-		if err != nil {
-			return err
+		if err != nil || id == "" {
+			return false, err
 		}
 		v, err := replay(q, id)
 		if err != nil {
-			return err
+			return false, err
 		}
 		out, p.Replayed = v, true
-		return nil
+		return true, nil
+	}
+	dup := false
+	err := write(ctx, func(q Querier) error {
+		if ok, err := replayed(q); ok || err != nil {
+			return err
+		}
+		v, err := create(q)
+		if err != nil {
+			dup = p != nil && c.d.Unique(err)
+			return err
+		}
+		out = v
+		return recordIdempotency(ctx, q, p, kind, idOf(v))
 	})
+	if dup {
+		var ok bool
+		if rerr := writeQuiet(c.d)(ctx, func(q Querier) (err error) { ok, err = replayed(q); return err }); rerr != nil || ok {
+			err = rerr
+		}
+	}
 	if err != nil {
 		var zero T
 		return zero, err
