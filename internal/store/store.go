@@ -5,13 +5,13 @@
 // the behaviour every implementation must have (the rules of RULES.md).
 //
 // What does not depend on the database is written here once and runs on a
-// dialect's Driver (driver.go): the settings, companies, comments, reads
-// and lists (CRUD, crud.go), the checkout and release rules (Locks,
-// locks.go, over a LockDriver that runs one try of a rule's statement),
-// the heartbeat's rules (Heartbeat), validation, refusal explanations
-// (lockrules.go) and audit details (lockactivity.go). A dialect's Store
-// embeds those and adds what each database still does its own way; its
-// statements are the named blocks of its sql/*.sql files.
+// dialect's Driver (driver.go): the settings, companies, issue creation
+// (issues.go), comments, reads and lists (CRUD, crud.go), the checkout
+// and release rules (Locks, locks.go, over a LockDriver that runs one try
+// of a rule's statement), the heartbeat's rules (Heartbeat), validation,
+// refusal explanations (lockrules.go) and audit details (lockactivity.go).
+// A dialect's Store embeds those and adds what each database still does
+// its own way; its statements are the named blocks of its sql/*.sql files.
 //
 // Errors: every method returns *clasp.Error values with the codes of the
 // JSON error body (RULES.md, Errors and requests) for expected outcomes (not_found, checkout_conflict, ...); any

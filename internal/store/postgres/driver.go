@@ -34,6 +34,13 @@ func (d driver) WriteQuiet(ctx context.Context, fn func(store.Querier) error) er
 	return d.s.retryQuiet(ctx, func() error { return fn(pooled{d.s.pool}) })
 }
 
+// WriteTx runs fn's statements in one transaction (Store.tx: run again
+// whole on a deadlock or serialization failure; a success wakes the
+// activity streams; its error translated).
+func (d driver) WriteTx(ctx context.Context, fn func(store.Querier) error) error {
+	return d.s.tx(ctx, func(tx pgx.Tx) error { return fn(pooled{tx}) })
+}
+
 // Select runs query, its ? placeholders numbered $1, $2, ..., on the pool.
 func (d driver) Select(ctx context.Context, query string, args ...any) (store.Rows, error) {
 	return d.s.pool.Query(ctx, numbered(query), args...)

@@ -99,6 +99,14 @@ func (w writer) RecordIdempotency(ctx context.Context, p *store.IdempotencyParam
 	return w.t.idempotencyRecord(ctx, p, kind, id)
 }
 
+// NextIssueNumber advances the issue counter of companyID (statement
+// NextIdentifier) for the IssueInsert that follows: SQLite's IssueInsert
+// cannot write the companies table too.
+func (w writer) NextIssueNumber(ctx context.Context, companyID string) error {
+	_, err := w.Exec(ctx, "NextIdentifier", store.Args{"company": companyID})
+	return err
+}
+
 // sqlRows adapts *sql.Rows to store.Rows (whose Close returns nothing:
 // a failure to close surfaces in Err).
 type sqlRows struct{ *sql.Rows }

@@ -3,92 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
-
-// IssueCreate creates an issue with the next identifier PREFIX-N of its
-// company. Status defaults to backlog, priority to medium. With
-// p.Idempotency, a repeat of an earlier creation creates nothing and
-// returns that issue as it is now (store.IdempotencyParams), and the record
-// of a new creation is written in the same transaction. Errors: 400
-// invalid_request (empty title, bad status or priority), 403 forbidden (an
-// agent creating in another company), 404 not_found (company), 422
-// precondition_failed (an agent creating it in_progress, in_progress
-// without an assignee, an assignee that is no active agent of the
-// company), 422 idempotency_key_reused, and those of store.ApplyCreateDeps
-// for its parent and blockers (D2-D5).
-func (s *Store) IssueCreate(ctx context.Context, p *store.IssueCreateParams) (*clasp.Issue, error) {
-	if err := p.Normalize(); err != nil {
-		return nil, err
-	}
-	title, status, priority, a := p.Title, p.Status, p.Priority, p.Actor
-	var out *clasp.Issue
-	err := s.write(ctx, func(tx *wtx) error {
-		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, store.IdemIssue); err != nil || id != "" {
-			if err != nil {
-				return err
-			}
-			out, err = tx.issueByID(ctx, id)
-			p.Idempotency.Replayed = err == nil
-			return err
-		}
-		var (
-			n      int64
-			prefix string
-		)
-		err := tx.queryRow(ctx, "NextIdentifier", sql.Named("company", p.CompanyID)).Scan(&n, &prefix)
-		if errors.Is(err, sql.ErrNoRows) {
-			return notFound("company", p.CompanyID)
-		}
-		if err != nil {
-			return fmt.Errorf("next identifier of company %s: %w", p.CompanyID, err)
-		}
-		if p.AssigneeAgentID != "" {
-			if err := tx.agentInCompany(ctx, p.AssigneeAgentID, p.CompanyID, "assigneeAgentId"); err != nil {
-				return err
-			}
-		}
-		var started, completed, cancelled any
-		switch status {
-		case clasp.IssueInProgress:
-			started = tx.now
-		case clasp.IssueDone:
-			completed = tx.now
-		case clasp.IssueCancelled:
-			cancelled = tx.now
-		}
-		ident := prefix + "-" + strconv.FormatInt(n, 10)
-		iss, err := store.ScanIssue(tx.queryRow(ctx, "IssueInsert", sql.Named("id", tx.s.newID()), sql.Named("company", p.CompanyID),
-			sql.Named("identifier", ident), sql.Named("title", title), sql.Named("description", p.Description),
-			sql.Named("status", string(status)), sql.Named("priority", string(priority)), sql.Named("priority_rank", priority.Rank()),
-			sql.Named("assignee", nullable(p.AssigneeAgentID)), sql.Named("started", started), sql.Named("completed", completed),
-			sql.Named("cancelled", cancelled), sql.Named("now", tx.now)))
-		if err != nil {
-			return fmt.Errorf("create issue %s: %w", ident, err)
-		}
-		if err := tx.logActivity(ctx, iss.CompanyID, a, clasp.ActionIssueCreated, "issue", iss.ID, map[string]any{
-			"identifier": iss.Identifier, "title": iss.Title, "status": iss.Status, "priority": iss.Priority,
-			"assigneeAgentId": iss.AssigneeAgentID,
-		}); err != nil {
-			return err
-		}
-		// D2, D5: its parent and blockers, in the same transaction
-		if out, err = store.ApplyCreateDeps(ctx, writer{tx}, driver{tx.s}, iss, p); err != nil {
-			return err
-		}
-		return tx.idempotencyRecord(ctx, p.Idempotency, store.IdemIssue, iss.ID)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
 
 // issueByID reads an issue by id in the write transaction.
 func (t *wtx) issueByID(ctx context.Context, id string) (*clasp.Issue, error) {

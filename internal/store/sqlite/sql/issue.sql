@@ -3,15 +3,22 @@
 
 -- name: NextIdentifier
 -- Hands out company :company's next issue number inside the creating
--- transaction: identifiers PREFIX-N are gapless and never repeat.
+-- transaction, just before IssueInsert takes it: identifiers PREFIX-N are
+-- gapless and never repeat.
 UPDATE companies SET issue_counter = issue_counter + 1 WHERE id = :company
-RETURNING issue_counter, issue_prefix
 
 -- name: IssueInsert
+-- Inserts the issue numbered PREFIX-N by NextIdentifier, run just before in
+-- the same transaction. No row when the company is missing or :assignee is
+-- no active agent of it.
 INSERT INTO issues (id, company_id, identifier, title, description, status, priority, priority_rank,
 	assignee_agent_id, started_at, completed_at, cancelled_at, created_at, updated_at)
-VALUES (:id, :company, :identifier, :title, :description, :status, :priority, :priority_rank,
-	:assignee, :started, :completed, :cancelled, :now, :now)
+SELECT :id, c.id, c.issue_prefix || '-' || c.issue_counter, :title, :description, :status, :priority, :priority_rank,
+	:assignee, CASE WHEN :status = 'in_progress' THEN :now END, CASE WHEN :status = 'done' THEN :now END,
+	CASE WHEN :status = 'cancelled' THEN :now END, :now, :now
+FROM companies c
+WHERE c.id = :company AND (:assignee IS NULL OR EXISTS (SELECT 1 FROM agents a
+	WHERE a.id = :assignee AND a.company_id = :company AND a.status <> 'terminated'))
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
 	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count

@@ -1,2 +1,1 @@
 UPDATE companies SET issue_counter = issue_counter + 1 WHERE id = :company
-RETURNING issue_counter, issue_prefix

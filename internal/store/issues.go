@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// IssueCreate creates an issue with the next identifier PREFIX-N of its
+// company (gapless, never repeated: statement IssueInsert, after
+// issueNumberer's statement where the write Querier has one), status
+// backlog and priority medium by default, with its issue.created row
+// {identifier, title, status, priority, assigneeAgentId}, then its parent
+// and blockers (ApplyCreateDeps, D2-D5) in the same transaction (txWriter);
+// it returns the issue as it then stands.
+// With p.Idempotency, a repeat of an earlier creation creates nothing and
+// answers that issue as it is now (IdempotencyParams; idempotent). Errors:
+// 400 invalid_request (empty title, bad status or priority), 403 forbidden
+// (an agent creating in another company), 404 not_found (company), 422
+// precondition_failed (an agent creating it in_progress, in_progress
+// without an assignee, an assignee that is no active agent of the
+// company), 422 idempotency_key_reused, and those of ApplyCreateDeps.
+func (c CRUD) IssueCreate(ctx context.Context, p *IssueCreateParams) (*clasp.Issue, error) {
+	if err := p.Normalize(); err != nil {
+		return nil, err
+	}
+	args := IdemArgs(ActorArgs(Args{"id": c.d.NewID(), "company": p.CompanyID, "title": p.Title,
+		"description": p.Description, "status": string(p.Status), "priority": string(p.Priority),
+		"priority_rank": p.Priority.Rank(), "assignee": nullable(p.AssigneeAgentID)}, p.Actor), p.Idempotency, IdemIssue)
+	write := c.d.Write
+	if tw, ok := c.d.(txWriter); ok && (p.ParentID != "" || len(p.BlockedByIssueIDs) > 0) {
+		write = tw.WriteTx
+	}
+	return idempotent(ctx, c, write, p.Idempotency, IdemIssue, func(iss *clasp.Issue) string { return iss.ID },
+		func(q Querier) (*clasp.Issue, error) {
+			iss, err := c.issueInsert(ctx, q, p, args)
+			if err != nil {
+				return nil, err
+			}
+			return ApplyCreateDeps(ctx, q, c.d, iss, p)
+		},
+		func(q Querier, id string) (*clasp.Issue, error) {
+			iss, err := ScanIssue(q.QueryRow(ctx, "IssueGet", Args{"rid": id, "rident": "", "company": ""}))
+			return iss, Wrap(err, "get issue %s", id)
+		})
+}
+
+// issueNumberer is implemented by the write Querier of a dialect whose
+// IssueInsert cannot take the company's next issue number itself (SQLite,
+// whose statements write one table each): NextIssueNumber advances the
+// counter of companyID (statement NextIdentifier) just before the insert,
+// in the same transaction, and IssueInsert reads it. A write Querier
+// without it (PostgreSQL) advances the counter in IssueInsert (a CTE).
+type issueNumberer interface {
+	NextIssueNumber(ctx context.Context, companyID string) error
+}
+
+// txWriter is implemented by a Driver whose Write runs each statement as
+// its own transaction (PostgreSQL): WriteTx runs fn's statements in one
+// transaction, run again whole on a deadlock or serialization failure,
+// with fn's error translated as Write's. A Driver without it (SQLite) runs
+// every Write as one transaction.
+type txWriter interface {
+	WriteTx(ctx context.Context, fn func(q Querier) error) error
+}
+
+// issueInsert inserts the issue of p (statement IssueInsert, args of
+// IssueCreate; no row when the company is missing or the assignee is no
+// active agent of it) through the write Querier q, with its issue.created
+// row (activity). 404 not_found (company), 422 precondition_failed
+// (assignee); other errors are the driver's, wrapped.
+func (c CRUD) issueInsert(ctx context.Context, q Querier, p *IssueCreateParams, args Args) (*clasp.Issue, error) {
+	if n, ok := q.(issueNumberer); ok {
+		if err := n.NextIssueNumber(ctx, p.CompanyID); err != nil {
+			return nil, fmt.Errorf("next identifier of company %s: %w", p.CompanyID, err)
+		}
+	}
+	iss, err := ScanIssue(q.QueryRow(ctx, "IssueInsert", args))
+	if c.d.NoRows(err) {
+		_, err := ScanCompany(q.QueryRow(ctx, "CompanyGet", Args{"id": p.CompanyID}))
+		if c.d.NoRows(err) {
+			return nil, ErrNotFound("company", p.CompanyID)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get company %s: %w", p.CompanyID, err)
+		}
+		return nil, clasp.Errorf(clasp.CodePreconditionFailed, "assigneeAgentId %q is not an active agent of the issue's company.",
+			p.AssigneeAgentID).WithDetails("field", "assigneeAgentId")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create issue in company %s: %w", p.CompanyID, err)
+	}
+	return iss, activity(ctx, q, iss.CompanyID, p.Actor, clasp.ActionIssueCreated, "issue", iss.ID, map[string]any{
+		"identifier": iss.Identifier, "title": iss.Title, "status": iss.Status, "priority": iss.Priority,
+		"assigneeAgentId": iss.AssigneeAgentID,
+	})
+}
