@@ -32,18 +32,25 @@ func (c CRUD) IssueCreate(ctx context.Context, p *IssueCreateParams) (*clasp.Iss
 	if tw, ok := c.d.(txWriter); ok && (p.ParentID != "" || len(p.BlockedByIssueIDs) > 0) {
 		write = tw.WriteTx
 	}
-	return idempotent(ctx, c, write, p.Idempotency, IdemIssue, func(iss *clasp.Issue) string { return iss.ID },
-		func(q Querier) (*clasp.Issue, error) {
-			iss, err := c.issueInsert(ctx, q, p, args)
-			if err != nil {
-				return nil, err
-			}
-			return ApplyCreateDeps(ctx, q, c.d, iss, p)
-		},
-		func(q Querier, id string) (*clasp.Issue, error) {
-			iss, err := ScanIssue(q.QueryRow(ctx, "IssueGet", Args{"rid": id, "rident": "", "company": ""}))
-			return iss, Wrap(err, "get issue %s", id)
-		})
+	return idempotent(ctx, c, write, p.Idempotency, IdemIssue, issueID, func(q Querier) (*clasp.Issue, error) {
+		iss, err := c.issueInsert(ctx, q, p, args)
+		if err != nil {
+			return nil, err
+		}
+		return ApplyCreateDeps(ctx, q, c.d, iss, p)
+	}, replayIssue(ctx))
+}
+
+// issueID is the id of iss, the resource an Idempotency-Key records.
+func issueID(iss *clasp.Issue) string { return iss.ID }
+
+// replayIssue answers the issue id an Idempotency-Key recorded, as it is
+// now, read through q (statement IssueGet); the driver's error, wrapped.
+func replayIssue(ctx context.Context) func(q Querier, id string) (*clasp.Issue, error) {
+	return func(q Querier, id string) (*clasp.Issue, error) {
+		iss, err := ScanIssue(q.QueryRow(ctx, "IssueGet", Args{"rid": id, "rident": "", "company": ""}))
+		return iss, Wrap(err, "get issue %s", id)
+	}
 }
 
 // issueNumberer is implemented by the write Querier of a dialect whose

@@ -70,6 +70,13 @@ type LockDriver interface {
 	// IssueForceRelease is the board's force-release (statement
 	// ForceRelease): it always writes.
 	IssueForceRelease(ctx context.Context, r *LockRequest) (*LockAnswer, error)
+	// IssuePatch is rules L5 and L6 (statement Patch): one try of PATCH
+	// p through q, the write Querier of the write Locks.IssueUpdate runs
+	// it in (Write, or WriteTx when edges change, after them; a try that
+	// lost runs again in that same write), which records the
+	// Idempotency-Key after it (idempotent); when it writes, it writes
+	// the activity rows and the comment in that write too.
+	IssuePatch(ctx context.Context, q Querier, p *IssueUpdateParams) (*LockAnswer, error)
 }
 
 // Locks implements the Store methods of the checkout and release rules on
@@ -77,11 +84,13 @@ type LockDriver interface {
 // concurrent use.
 type Locks struct {
 	d         LockDriver
+	c         CRUD     // the Idempotency-Key lookup of a PATCH
 	checkouts Inflight // this process's checkouts of one issue, queued behind the one running
 }
 
-// NewLocks returns the lock rules running on d.
-func NewLocks(d LockDriver) *Locks { return &Locks{d: d} }
+// NewLocks returns the lock rules running on d, looking Idempotency-Keys
+// up with c (the dialect's CRUD, on d).
+func NewLocks(d LockDriver, c CRUD) *Locks { return &Locks{d: d, c: c} }
 
 // Checkouts is the queue of this process's checkouts of one issue
 // (Inflight), for tests that hold it.
@@ -238,6 +247,63 @@ func (l *Locks) IssueForceRelease(ctx context.Context, p *IssueForceReleaseParam
 	r := &LockRequest{Ref: p.Ref, Actor: p.Actor, Reason: p.Reason, ClearAssignee: p.ClearAssignee}
 	ans, err := l.run(ctx, "force-release issue", r, l.d.IssueForceRelease)
 	return issueOf(ans, err)
+}
+
+// IssueUpdate applies PATCH p under rules L5 and L6 and answers the issue
+// after it: while the issue is locked an agent's PATCH must come from its
+// owner (the holding run, or a live run of the assignee over a dead
+// holder, which then takes both locks over, as L3); moving the issue out
+// of in_progress or changing its assignee clears both locks. Its edges
+// change first (ApplyPatchDeps, D5), so that its status change decides on
+// the new count, then its statement (LockDriver.IssuePatch, again while
+// it lost: RunLockRule), with its comment, in one write (WriteTx where
+// the Driver has it and edges change). With p.Idempotency the key is
+// looked up and recorded in that write (idempotent): a replay writes
+// nothing and answers the issue as it is now. A PATCH can fail because of
+// what a concurrent duplicate did (it released the lock): when the key is
+// recorded after such a failure, the call answers the replay. Errors:
+// those of p.Validate and ApplyPatchDeps, 404 not_found, the refusals of
+// PatchRefused (422 blocked_by_unresolved naming the blockers,
+// BlockedDetails), 422 idempotency_key_reused.
+func (l *Locks) IssueUpdate(ctx context.Context, p *IssueUpdateParams) (*clasp.Issue, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	write := l.d.Write
+	if tw, ok := l.d.(txWriter); ok && (p.BlockedByIssueIDs != nil || p.ParentID != nil) {
+		write = tw.WriteTx
+	}
+	iss, err := idempotent(ctx, l.c, write, p.Idempotency, IdemIssueUpdate, issueID, func(q Querier) (*clasp.Issue, error) {
+		if err := ApplyPatchDeps(ctx, q, l.d, p); err != nil {
+			return nil, err
+		}
+		ans, err := RunLockRule(ctx, "update issue", p.Ref, func() (*LockAnswer, LockOutcome, error) {
+			ans, err := l.d.IssuePatch(ctx, q, p)
+			if err != nil {
+				return nil, 0, err
+			}
+			return ans, ans.Outcome(), nil
+		})
+		if err != nil || ans.Changed {
+			return issueOf(ans, err)
+		}
+		ans.Ref = p.Ref
+		return nil, BlockedDetails(ctx, q, PatchRefused(&ans.LockState, p), p.Ref)
+	}, replayIssue(ctx))
+	if err != nil && p.Idempotency != nil && clasp.ErrorCode(err) != clasp.CodeIdempotencyKeyReused {
+		var again *clasp.Issue
+		_ = writeQuiet(l.d)(ctx, func(q Querier) error {
+			if id, err := l.c.IdempotencyLookup(ctx, q, p.Idempotency, IdemIssueUpdate); err == nil && id != "" {
+				again, _ = replayIssue(ctx)(q, id)
+			}
+			return nil
+		})
+		if again != nil {
+			p.Idempotency.Replayed = true
+			return again, nil
+		}
+	}
+	return iss, err
 }
 
 // run runs one lock rule's try on r again while it lost (RunLockRule) and

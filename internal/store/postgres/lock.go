@@ -20,19 +20,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// lockRule runs the named lock rule statement (lockTry) again while its
-// answer says it lost (store.RunLockRule, which bounds the tries) and
-// returns the answer of the last try; what names the rule in errors.
-func (s *Store) lockRule(ctx context.Context, name, what, ref string, args namedArgs) (*store.LockAnswer, error) {
-	return store.RunLockRule(ctx, what, ref, func() (*store.LockAnswer, store.LockOutcome, error) {
-		l, err := s.lockTry(ctx, name, what, ref, args)
-		if err != nil {
-			return nil, 0, err
-		}
-		return l, l.Outcome(), nil
-	})
-}
-
 // lockTry runs the named lock rule statement once, on its own (again on
 // deadlock, Store.retry), and returns its answer; a 404 not_found naming
 // ref when the issue does not exist in scope; what names the rule in
@@ -175,102 +162,25 @@ func (d driver) IssueForceRelease(ctx context.Context, r *store.LockRequest) (*s
 	return d.s.lockTry(ctx, "ForceRelease", "force-release issue", r.Ref, args)
 }
 
-// answer is the issue of a lock rule's answer, or its error.
-func answer(l *store.LockAnswer, err error) (*clasp.Issue, error) {
-	if err != nil {
-		return nil, err
-	}
-	return l.Issue, nil
-}
-
-// IssueUpdate applies a PATCH under rules L5 and L6 in one conditional
-// statement (Patch, or PatchPlain for a PATCH with neither Comment nor
-// Idempotency, each by id or ByIdentifier as byRef picks); Comment, when
-// set, is written by the same statement.
-// While the issue is locked an agent's PATCH must come from its owner (the
-// holding run, or a live run of the assignee over a dead holder, which then
-// takes both locks over, as L3); moving the issue out of in_progress or
-// changing its assignee clears both locks. Errors: those of p.Validate, 404
-// not_found, the refusals of store.PatchRefused, 422
-// idempotency_key_reused. With p.Idempotency the key is looked up first and
-// recorded by the updating statement itself (CTE rec, see idempotent): a
-// replay writes nothing and answers the issue as it is now; a concurrent
-// duplicate that recorded the key first makes the statement fail on the
-// record's primary key, and the call replays.
-func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*clasp.Issue, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
+// IssuePatch is one try of rules L5 and L6 for PATCH p
+// (store.LockDriver) through w: statement Patch, or PatchPlain for a
+// PATCH with neither Comment nor Idempotency, each by id or ByIdentifier
+// as byRef picks, which writes the activity rows, the comment and the
+// record of the Idempotency-Key (CTE rec) itself. With edges changed, w
+// is a READ COMMITTED transaction: a try that lost runs again on a new
+// snapshot of it. A concurrent duplicate that recorded the key first
+// fails it with a unique violation.
+func (d driver) IssuePatch(ctx context.Context, w store.Querier, p *store.IssueUpdateParams) (*store.LockAnswer, error) {
 	args := namedArgs(store.PatchArgs(store.Args(lockArgs(p.Ref, p.Actor)), p))
 	name := byRef(args, "PatchPlain", "PatchPlainByIdentifier")
 	if p.Comment != nil || p.Idempotency != nil {
 		name = byRef(args, "Patch", "PatchByIdentifier")
-		args["comment"], args["comment_id"] = p.Comment, s.newID()
+		args["comment"], args["comment_id"] = p.Comment, d.s.newID()
 		idemArgs(args, p.Idempotency, store.IdemIssueUpdate)
 	}
-	replay := func(id string) (*clasp.Issue, error) { return s.IssueGet(ctx, "", id) }
-	update := func() (*clasp.Issue, error) {
-		if p.BlockedByIssueIDs != nil || p.ParentID != nil {
-			return s.issueUpdateDeps(ctx, p, name, args)
-		}
-		l, err := s.lockRule(ctx, name, "update issue", p.Ref, args)
-		if err != nil || l.Changed {
-			return answer(l, err)
-		}
-		l.Ref = p.Ref
-		return nil, translate(store.BlockedDetails(ctx, driver{s}.Read(), store.PatchRefused(&l.LockState, p), p.Ref))
+	l, err := scanLockAnswer(name, w.QueryRow(ctx, name, store.Args(args)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound("issue", p.Ref)
 	}
-	out, err := idempotent(ctx, s, p.Idempotency, store.IdemIssueUpdate, replay, update)
-	if err != nil && p.Idempotency != nil && !isIdempotencyConflict(err) &&
-		clasp.ErrorCode(err) != clasp.CodeIdempotencyKeyReused {
-		// Unlike a creation, a PATCH can be refused because of what a
-		// concurrent duplicate of it did (e.g. it released the lock): a
-		// refusal whose snapshot saw that duplicate committed also sees its
-		// record now, and answers the replay instead.
-		if id, lerr := s.idempotencyLookup(ctx, p.Idempotency, store.IdemIssueUpdate); lerr == nil && id != "" {
-			if iss, rerr := replay(id); rerr == nil {
-				p.Idempotency.Replayed = true
-				return iss, nil
-			}
-		}
-	}
-	return out, err
-}
-
-// issueUpdateDeps is the PATCH p that changes edges (D5): in one
-// transaction, the edges first (store.ApplyPatchDeps), then the PATCH's
-// statement name (args) as lockRule runs it, on the transaction: a try
-// whose row changed runs again on a new snapshot of the same transaction
-// (READ COMMITTED), and the whole transaction again on a deadlock. A
-// refusal rolls the edges back.
-func (s *Store) issueUpdateDeps(ctx context.Context, p *store.IssueUpdateParams, name string, args namedArgs) (*clasp.Issue, error) {
-	var out *clasp.Issue
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		if err := store.ApplyPatchDeps(ctx, pooled{tx}, driver{s}, p); err != nil {
-			return err
-		}
-		l, err := store.RunLockRule(ctx, "update issue", p.Ref, func() (*store.LockAnswer, store.LockOutcome, error) {
-			l, err := scanLockAnswer(name, tx.QueryRow(ctx, q(name), args))
-			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-				return nil, 0, notFound("issue", p.Ref)
-			case err != nil:
-				return nil, 0, err
-			}
-			return l, l.Outcome(), nil
-		})
-		if err != nil {
-			return err
-		}
-		if !l.Changed {
-			l.Ref = p.Ref
-			return store.BlockedDetails(ctx, pooled{tx}, store.PatchRefused(&l.LockState, p), p.Ref)
-		}
-		out = l.Issue
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return l, store.Wrap(err, "update issue %s", p.Ref)
 }

@@ -131,7 +131,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s := &Store{schema: opts.Schema, log: opts.Logger, newID: newUUIDv7}
 	s.CRUD = store.NewCRUD(driver{s})
 	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
-	s.Locks = store.NewLocks(driver{s})
+	s.Locks = store.NewLocks(driver{s}, s.CRUD)
 	s.Runs = store.NewRuns(driver{s})
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

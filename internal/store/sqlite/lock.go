@@ -246,51 +246,17 @@ func (d driver) IssueForceRelease(ctx context.Context, r *store.LockRequest) (*s
 	return ans, err
 }
 
-// IssueUpdate applies a PATCH under rules L5 and L6 in one conditional
-// statement (Patch); Comment, when set, is written in the same
-// transaction. While the issue is locked an agent's PATCH must come from
-// its owner (the holding run, or a live run of the assignee over a dead
-// holder, which then takes both locks over, as L3); moving the issue out
-// of in_progress or changing its assignee clears both locks. Errors: those
-// of p.Validate, 404 not_found, the refusals of store.PatchRefused, 422
-// idempotency_key_reused. With p.Idempotency the key is looked up and
-// recorded in the same write transaction (store.IssueUpdateParams): a
-// replay writes nothing and answers the issue as it is now.
-func (s *Store) IssueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*clasp.Issue, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	var out *clasp.Issue
-	err := s.write(ctx, func(tx *wtx) error {
-		if id, err := tx.idempotencyLookup(ctx, p.Idempotency, store.IdemIssueUpdate); err != nil || id != "" {
-			if err != nil {
-				return err
-			}
-			out, err = tx.issueByID(ctx, id)
-			p.Idempotency.Replayed = err == nil
-			return err
-		}
-		var err error
-		if out, err = tx.issueUpdate(ctx, p); err != nil {
-			return err
-		}
-		return tx.idempotencyRecord(ctx, p.Idempotency, store.IdemIssueUpdate, out.ID)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*clasp.Issue, error) {
-	a := p.Actor
-	// D5: the edges first, so that the status change below decides on
-	// the new count (removing the last blocker and finishing in one PATCH)
-	if err := store.ApplyPatchDeps(ctx, writer{t}, driver{t.s}, p); err != nil {
-		return nil, err
-	}
+// IssuePatch is one try of rules L5 and L6 for PATCH p
+// (store.LockDriver) in the write transaction of q, the write Querier of
+// Write: statement IssueAudit reads the fields as they were (for
+// issue.updated {changes}), then statement Patch restricted to the
+// caller's run holding both locks (the fast path), else LockRead and
+// Patch unrestricted (lockTry); when it wrote, its activity rows
+// (store.PatchActivity) and the comment. The transaction holds the write
+// lock, so a try never loses the row.
+func (driver) IssuePatch(ctx context.Context, q store.Querier, p *store.IssueUpdateParams) (*store.LockAnswer, error) {
+	t, a := q.(writer).t, p.Actor
 	args := store.PatchArgs(store.LockArgs(p.Ref, a), p)
-	// The fields as they were, for the audit row (issue.updated {changes}).
 	before, err := t.auditFields(ctx, p.Ref, store.Scope(a))
 	if err != nil {
 		return nil, err
@@ -298,23 +264,18 @@ func (t *wtx) issueUpdate(ctx context.Context, p *store.IssueUpdateParams) (*cla
 	ans, err := t.lockTry(ctx, lockStep{name: "Patch", what: "update issue", ref: p.Ref, args: args,
 		fast: "held_only", tryFast: a.Type == clasp.ActorAgent && a.RunID != "", assumed: heldByCaller(a.RunID),
 		lq: lockQuery{run: a.RunID, agent: a.AgentID, setAssignee: p.AssigneeAgentID != nil, assignee: args["assignee"]}})
-	if err != nil {
-		return nil, err
+	if err != nil || !ans.Changed {
+		return ans, err
 	}
-	old, iss := &ans.LockState, ans.Issue
-	if !ans.Changed {
-		old.Ref = p.Ref
-		return nil, store.BlockedDetails(ctx, writer{t}, store.PatchRefused(old, p), p.Ref)
-	}
-	if err := t.logAll(ctx, a, store.PatchActivity(before, old, iss, p)...); err != nil {
+	if err := t.logAll(ctx, a, store.PatchActivity(before, &ans.LockState, ans.Issue, p)...); err != nil {
 		return nil, err
 	}
 	if p.Comment != nil {
-		if _, err := t.commentInsert(ctx, iss.ID, iss.CompanyID, *p.Comment, a); err != nil {
+		if _, err := t.commentInsert(ctx, ans.Issue.ID, ans.Issue.CompanyID, *p.Comment, a); err != nil {
 			return nil, err
 		}
 	}
-	return iss, nil
+	return ans, nil
 }
 
 // auditFields reads the audited fields of issue ref (scoped to company when

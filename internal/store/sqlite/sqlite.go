@@ -106,7 +106,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s := &Store{now: opts.Now, newID: opts.NewID, log: opts.Logger, path: path}
 	s.CRUD = store.NewCRUD(driver{s})
 	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
-	s.Locks = store.NewLocks(driver{s})
+	s.Locks = store.NewLocks(driver{s}, s.CRUD)
 	s.Runs = store.NewRuns(driver{s})
 	if s.now == nil {
 		s.now = time.Now
