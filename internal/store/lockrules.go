@@ -59,6 +59,10 @@ type LockState struct {
 	// AssigneeInCompany (column assignee_in_company, PATCH): the new
 	// assignee, when the PATCH names one, is an agent of the issue's company.
 	AssigneeInCompany bool
+	// Escalated (column escalated, E3): the issue was escalated to a
+	// person and is still blocked (read by the checkout's statement; false
+	// in the answers of the rules that do not ask).
+	Escalated bool
 	// UnresolvedBlockers (column unresolved_blockers; PostgreSQL: the
 	// answered issue's unresolved_blocker_count, the row before the
 	// statement when it wrote nothing): how many of the issue's blockers
@@ -284,6 +288,11 @@ func CheckoutConflict(l *LockState, agentID, runID string, expected []string) er
 		// D1: after the 409 reasons, entering in_progress with a blocker
 		// not done; the store names the blockers (BlockedDetails)
 		return errBlocked(l)
+	case l.Escalated:
+		// E3: after the other reasons, an escalated issue is a person's
+		return clasp.Errorf(clasp.CodePreconditionFailed,
+			"Issue %s was escalated to a person after its runs kept failing: no agent takes it until a person moves it out of blocked.",
+			l.Name()).WithDetails("issueId", l.IssueID, "status", l.Status, "assigneeAgentId", OrNil(l.Assignee), "reason", WakeReasonIssueEscalated)
 	default:
 		return fmt.Errorf("check out issue %s: refused for no known reason", l.IssueID)
 	}

@@ -44,7 +44,7 @@ func (s *Store) lockTry(ctx context.Context, name, what, ref string, args namedA
 // (sql/lock.sql): changed, the issue, old_status, old_assignee,
 // old_checkout, old_execution, checkout_state, execution_state,
 // caller_agent, caller_company, caller_state, owned_by_caller,
-// agent_active, assignee_in_company, ok, run_ended. name is the statement's, whose
+// agent_active, assignee_in_company, ok, run_ended, escalated. name is the statement's, whose
 // scan plans are kept (plannedRow). The answer, its issue and every scan
 // destination are one allocation (lockScan).
 func scanLockAnswer(name string, row pgx.Row) (*store.LockAnswer, error) {
@@ -53,7 +53,7 @@ func scanLockAnswer(name string, row pgx.Row) (*store.LockAnswer, error) {
 	dest := append(ls.dest[:0], &l.Changed)
 	dest = ls.ir.appendDest(dest, &ls.iss)
 	dest = append(dest, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
-		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &ls.owned, &ls.active, &ls.assigneeCompany, &l.OK, &l.RunEnded)
+		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &ls.owned, &ls.active, &ls.assigneeCompany, &l.OK, &l.RunEnded, &l.Escalated)
 	ls.row = plannedRow{name: name, dest: dest}
 	if err := row.Scan(&ls.row); err != nil {
 		return nil, err
@@ -73,13 +73,13 @@ func scanLockAnswer(name string, row pgx.Row) (*store.LockAnswer, error) {
 
 // lockScan is what scanLockAnswer scans one answer into: the answer, its
 // issue, the issue's times, the three nullable flags (NULL is false) and
-// the destinations (1 + the 22 issue columns + 14: an array too short for them costs an allocation per answer).
+// the destinations (1 + the 22 issue columns + 15: an array too short for them costs an allocation per answer).
 type lockScan struct {
 	l                              store.LockAnswer
 	iss                            clasp.Issue
 	ir                             issueRow
 	owned, active, assigneeCompany pgtype.Bool
-	dest                           [37]any
+	dest                           [38]any
 	row                            plannedRow
 }
 

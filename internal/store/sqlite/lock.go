@@ -48,7 +48,8 @@ func lockReadArgs(ref, company string, lq lockQuery, now int64) []any {
 func scanLockState(row *sql.Row, ref string) (*store.LockState, error) {
 	var l store.LockState
 	err := row.Scan(&l.IssueID, &l.CompanyID, &l.Status, &l.Assignee, &l.Checkout, &l.Execution, &l.CheckoutState, &l.ExecutionState,
-		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &l.OwnedByCaller, &l.AgentActive, &l.AssigneeInCompany, &l.UnresolvedBlockers)
+		&l.CallerAgent, &l.CallerCompany, &l.CallerState, &l.OwnedByCaller, &l.AgentActive, &l.AssigneeInCompany, &l.UnresolvedBlockers,
+		&l.Escalated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("issue", ref)
 	}

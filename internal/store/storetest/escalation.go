@@ -125,6 +125,28 @@ func testE1Escalated(t *testing.T, open opener) {
 	if c, err := e.st.IssueClaim(ctx, &store.IssueClaimParams{Actor: runActor(r3), Scope: store.ClaimMine}); err != nil || c != nil {
 		t.Errorf("claim after escalation: %v, %v; want none", c, err)
 	}
+	// E3: nor does an agent's claim or checkout that expects blocked: a
+	// person moves it out of blocked first.
+	for _, scope := range []store.ClaimScope{store.ClaimMine, store.ClaimAny} {
+		if c, err := e.st.IssueClaim(ctx, &store.IssueClaimParams{Actor: runActor(r3), Scope: scope,
+			ExpectedStatuses: []clasp.IssueStatus{clasp.IssueBlocked}}); err != nil || c != nil {
+			t.Errorf("claim %s expecting blocked after escalation: %v, %v; want none", scope, c, err)
+		}
+	}
+	for _, ref := range []string{iss.ID, strings.ToLower(iss.Identifier)} {
+		_, err = checkout(ctx, e.st, r3, ref, clasp.IssueBlocked, clasp.IssueTodo)
+		wantCode(t, "checkout of an escalated issue expecting blocked", err, clasp.CodePreconditionFailed)
+		if ce := clasp.AsError(err); ce == nil || ce.Details["reason"] != store.WakeReasonIssueEscalated || ce.Details["issueId"] != iss.ID ||
+			!strings.HasPrefix(ce.Message, "Issue "+ref+" ") {
+			t.Errorf("checkout of an escalated issue by %s: %v; want reason issue_escalated, details.issueId the id, the message naming %s", ref, err, ref)
+		}
+	}
+	if got := getIssue(t, e.st, iss.ID); got.Status != clasp.IssueBlocked || got.CheckoutRunID != nil {
+		t.Errorf("after refused checkouts: status %s, lock %v; want blocked, unlocked", got.Status, got.CheckoutRunID)
+	}
+	if att, err := e.st.AttentionList(ctx, e.co.ID); err != nil || len(att) == 0 || att[0].IssueID != iss.ID || att[0].Reason != clasp.AttentionEscalated {
+		t.Errorf("attention after refused checkouts: %+v, %v; want the issue still escalated", att, err)
+	}
 }
 
 // E2: a run that succeeds resets the count; cancelled runs neither count

@@ -211,13 +211,19 @@ func (w *propWorker) step() {
 		exp := w.expected()
 		iss, err := checkout(ctx, st, r, ref, exp...)
 		w.logf("checkout %s by %s/%s %v: %s", short(ref), a.Name, short(r.ID), exp, result(iss, err))
-		if _, ok := w.outcome("checkout", err, clasp.CodeCheckoutConflict); !ok {
+		// an issue that crashes escalated (E3) refuses an agent expecting blocked
+		code, ok := w.outcome("checkout", err, clasp.CodeCheckoutConflict, clasp.CodePreconditionFailed)
+		if !ok {
 			return
 		}
 		if err != nil {
 			reason := asString(clasp.AsError(err).Details["reason"])
 			w.stats["checkout-reason:"+reason]++
-			if reason != clasp.ReasonHeldByLiveRun && reason != clasp.ReasonAssignedToOtherAgent && reason != clasp.ReasonStatusNotExpected {
+			switch {
+			case code == clasp.CodePreconditionFailed && reason != store.WakeReasonIssueEscalated:
+				w.fail("checkout refused with precondition_failed, reason %q; want issue_escalated (details %v)", reason, clasp.AsError(err).Details)
+			case code == clasp.CodeCheckoutConflict && reason != clasp.ReasonHeldByLiveRun && reason != clasp.ReasonAssignedToOtherAgent &&
+				reason != clasp.ReasonStatusNotExpected:
 				w.fail("checkout conflict reason %q, want one of the three of L1 (details %v)", reason, clasp.AsError(err).Details)
 			}
 			break

@@ -47,6 +47,7 @@ cand AS MATERIALIZED (
 			WHERE i.company_id = lk.company_id AND i.assignee_agent_id IS NULL AND i.status = s.st
 				-- D7: every blocker done (the partial index holds no other issue)
 				AND i.unresolved_blocker_count = 0
+				AND i.escalated_at IS NULL -- E3: no agent takes an escalated issue
 				-- L1/L3: each lock column is empty, the caller's run, or names a dead run (scalar
 				-- subqueries, looked up by primary key per locked row: a NOT EXISTS here is planned
 				-- as a hash of every live run)
@@ -73,6 +74,7 @@ cand AS MATERIALIZED (
 			WHERE i.assignee_agent_id = @agent::text AND i.company_id = lk.company_id AND i.status = s.st
 				-- D7: every blocker done, unless it is in_progress and the agent's already (adoption)
 				AND (i.unresolved_blocker_count = 0 OR i.status = 'in_progress')
+				AND i.escalated_at IS NULL -- E3: no agent takes an escalated issue
 				-- L1/L3: each lock column is empty, the caller's run, or names a dead run
 				AND (i.checkout_run_id IS NULL OR i.checkout_run_id = @run::text
 					OR NOT coalesce((SELECT ({{run_live r}})
@@ -150,6 +152,7 @@ SELECT EXISTS (
 		WHERE i.company_id = lk.company_id AND i.assignee_agent_id IS NULL AND i.status = s.st
 				-- D7: every blocker done (the partial index holds no other issue)
 				AND i.unresolved_blocker_count = 0
+				AND i.escalated_at IS NULL -- E3: no agent takes an escalated issue
 			-- L1/L3: each lock column is empty, the caller's run, or names a dead run
 			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = @run::text
 				OR NOT coalesce((SELECT ({{run_live r}})
@@ -170,6 +173,7 @@ SELECT EXISTS (
 		WHERE i.assignee_agent_id = @agent::text AND i.company_id = lk.company_id AND i.status = s.st
 				-- D7: every blocker done, unless it is in_progress and the agent's already (adoption)
 				AND (i.unresolved_blocker_count = 0 OR i.status = 'in_progress')
+				AND i.escalated_at IS NULL -- E3: no agent takes an escalated issue
 			-- L1/L3: each lock column is empty, the caller's run, or names a dead run
 			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = @run::text
 				OR NOT coalesce((SELECT ({{run_live r}})
@@ -260,6 +264,7 @@ cand AS MATERIALIZED (
 		WHERE i.company_id = @company::text AND i.assignee_agent_id IS NULL AND i.status = s.st
 			-- D7: every blocker done (the partial index holds no other issue)
 			AND i.unresolved_blocker_count = 0
+			AND i.escalated_at IS NULL -- E3: no agent takes an escalated issue
 			-- L1/L3: each lock column is empty, a call's run, or names a dead run (scalar
 			-- subqueries by primary key, as in Claim)
 			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = ANY(@runs::text[])

@@ -34,7 +34,9 @@
 --     owned_by_caller, agent_active, assignee_in_company (NULL where the
 --     rule asks none of them), ok (d.ok) and run_ended (d.ok, but lk found
 --     the caller's run no longer live, so nothing was written; false where
---     the rule takes no lock for the caller's run). store.Outcome reads
+--     the rule takes no lock for the caller's run), and escalated (E3:
+--     the issue is escalated; false where the rule does not ask, all but
+--     Checkout). store.Outcome reads
 --     the try's outcome from changed, ok and run_ended;
 --     internal/store/lockrules.go explains a refusal from these columns
 --     without a second read.
@@ -108,11 +110,13 @@ WITH old AS MATERIALIZED (
 		-- L2: the same run again changes nothing
 		AND NOT (s.checkout_run_id IS NOT DISTINCT FROM @run::text AND s.execution_run_id IS NOT DISTINCT FROM @run::text)
 		-- D1: entering in_progress takes every blocker done (an issue in_progress keeps its lock)
-		AND (s.status = 'in_progress' OR s.unresolved_blocker_count = 0),
+		AND (s.status = 'in_progress' OR s.unresolved_blocker_count = 0)
+		-- E3: no agent takes an escalated issue; a person moves it out of blocked first
+		AND s.escalated_at IS NULL,
 		false) AS ok
 	FROM (SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.relation_count, i.xmin AS ver, i.ctid AS tid,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.relation_count, i.escalated_at, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
 		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN {{run_state c}} ELSE coalesce((SELECT {{run_state r}} FROM runs r WHERE r.id = i.checkout_run_id), 'missing') END AS c_state,
@@ -185,7 +189,8 @@ SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o
 	o.caller_agent, o.caller_company, o.caller_state,
 	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok,
 	-- ok, but lk found the run no longer live: nothing was written
-	o.ok AND u.id IS NULL AND NOT EXISTS (SELECT 1 FROM lk) AS run_ended
+	o.ok AND u.id IS NULL AND NOT EXISTS (SELECT 1 FROM lk) AS run_ended,
+	o.escalated_at IS NOT NULL AS escalated
 FROM old o LEFT JOIN upd u ON true
 
 -- name: CheckoutWaitersRead
@@ -275,7 +280,8 @@ act AS (
 SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,
-	NULL::boolean AS owned_by_caller, o.agent_active, NULL::boolean AS assignee_in_company, d.ok, false AS run_ended
+	NULL::boolean AS owned_by_caller, o.agent_active, NULL::boolean AS assignee_in_company, d.ok, false AS run_ended,
+	false AS escalated
 FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
 	SELECT true AS changed, u.* FROM upd u
 	UNION ALL
@@ -360,7 +366,8 @@ SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,
 	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok,
-	false AS run_ended
+	false AS run_ended,
+	false AS escalated
 FROM old o LEFT JOIN upd u ON true
 
 -- name: Patch
@@ -526,7 +533,8 @@ SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.caller_agent, o.caller_company, o.caller_state,
 	f.owned_by_caller, NULL::boolean AS agent_active, o.assignee_in_company, d.ok,
 	-- ok, an adoption, but lk found the run no longer live: nothing was written
-	NOT x.changed AND d.ok AND f.adopts AND NOT f.releases AND NOT EXISTS (SELECT 1 FROM lk) AS run_ended
+	NOT x.changed AND d.ok AND f.adopts AND NOT f.releases AND NOT EXISTS (SELECT 1 FROM lk) AS run_ended,
+	false AS escalated
 FROM old o JOIN d ON d.id = o.id JOIN f ON f.id = o.id CROSS JOIN LATERAL (
 	SELECT true AS changed, u.* FROM upd u
 	UNION ALL
@@ -574,7 +582,8 @@ SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, NULL::text AS checkout_state, NULL::text AS execution_state,
 	NULL::text AS caller_agent, NULL::text AS caller_company, NULL::text AS caller_state,
 	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, true AS ok,
-	false AS run_ended
+	false AS run_ended,
+	false AS escalated
 FROM old o CROSS JOIN LATERAL (
 	SELECT true AS changed, u.* FROM upd u
 	UNION ALL

@@ -55,7 +55,9 @@ SELECT i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.e
 	(NOT :set_assignee OR :assignee IS NULL
 		OR EXISTS (SELECT 1 FROM agents a WHERE a.id = :assignee AND a.company_id = i.company_id)) AS assignee_in_company,
 	-- D1/D2: how many blockers are not done
-	i.unresolved_blocker_count AS unresolved_blockers
+	i.unresolved_blocker_count AS unresolved_blockers,
+	-- E3: escalated to a person
+	i.escalated_at IS NOT NULL AS escalated
 FROM issues i LEFT JOIN runs c ON c.id = :run
 WHERE (i.id = :rid OR i.identifier = :rident) AND (:company = '' OR i.company_id = :company)
 
@@ -101,6 +103,8 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 	AND NOT (checkout_run_id IS :run AND execution_run_id IS :run)
 	-- D1: entering in_progress takes every blocker done (an issue in_progress keeps its lock)
 	AND (status = 'in_progress' OR unresolved_blocker_count = 0)
+	-- E3: no agent takes an escalated issue; a person moves it out of blocked first
+	AND escalated_at IS NULL
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
 	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count

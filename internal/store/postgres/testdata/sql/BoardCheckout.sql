@@ -76,7 +76,8 @@ act AS (
 SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,
-	NULL::boolean AS owned_by_caller, o.agent_active, NULL::boolean AS assignee_in_company, d.ok, false AS run_ended
+	NULL::boolean AS owned_by_caller, o.agent_active, NULL::boolean AS assignee_in_company, d.ok, false AS run_ended,
+	false AS escalated
 FROM old o JOIN d ON d.id = o.id CROSS JOIN LATERAL (
 	SELECT true AS changed, u.* FROM upd u
 	UNION ALL

@@ -21,11 +21,13 @@ WITH old AS MATERIALIZED (
 		-- L2: the same run again changes nothing
 		AND NOT (s.checkout_run_id IS NOT DISTINCT FROM $3::text AND s.execution_run_id IS NOT DISTINCT FROM $3::text)
 		-- D1: entering in_progress takes every blocker done (an issue in_progress keeps its lock)
-		AND (s.status = 'in_progress' OR s.unresolved_blocker_count = 0),
+		AND (s.status = 'in_progress' OR s.unresolved_blocker_count = 0)
+		-- E3: no agent takes an escalated issue; a person moves it out of blocked first
+		AND s.escalated_at IS NULL,
 		false) AS ok
 	FROM (SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.relation_count, i.xmin AS ver, i.ctid AS tid,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.relation_count, i.escalated_at, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
 		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
@@ -108,5 +110,6 @@ SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o
 	o.caller_agent, o.caller_company, o.caller_state,
 	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok,
 	-- ok, but lk found the run no longer live: nothing was written
-	o.ok AND u.id IS NULL AND NOT EXISTS (SELECT 1 FROM lk) AS run_ended
+	o.ok AND u.id IS NULL AND NOT EXISTS (SELECT 1 FROM lk) AS run_ended,
+	o.escalated_at IS NOT NULL AS escalated
 FROM old o LEFT JOIN upd u ON true

@@ -28,6 +28,7 @@ cand AS MATERIALIZED (
 			WHERE i.company_id = lk.company_id AND i.assignee_agent_id IS NULL AND i.status = s.st
 				-- D7: every blocker done (the partial index holds no other issue)
 				AND i.unresolved_blocker_count = 0
+				AND i.escalated_at IS NULL -- E3: no agent takes an escalated issue
 				-- L1/L3: each lock column is empty, the caller's run, or names a dead run (scalar
 				-- subqueries, looked up by primary key per locked row: a NOT EXISTS here is planned
 				-- as a hash of every live run)
@@ -58,6 +59,7 @@ cand AS MATERIALIZED (
 			WHERE i.assignee_agent_id = $2::text AND i.company_id = lk.company_id AND i.status = s.st
 				-- D7: every blocker done, unless it is in_progress and the agent's already (adoption)
 				AND (i.unresolved_blocker_count = 0 OR i.status = 'in_progress')
+				AND i.escalated_at IS NULL -- E3: no agent takes an escalated issue
 				-- L1/L3: each lock column is empty, the caller's run, or names a dead run
 				AND (i.checkout_run_id IS NULL OR i.checkout_run_id = $1::text
 					OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))

@@ -37,6 +37,7 @@ cand AS MATERIALIZED (
 		WHERE i.company_id = $7::text AND i.assignee_agent_id IS NULL AND i.status = s.st
 			-- D7: every blocker done (the partial index holds no other issue)
 			AND i.unresolved_blocker_count = 0
+			AND i.escalated_at IS NULL -- E3: no agent takes an escalated issue
 			-- L1/L3: each lock column is empty, a call's run, or names a dead run (scalar
 			-- subqueries by primary key, as in Claim)
 			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = ANY($1::text[])

@@ -40,7 +40,8 @@ SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, NULL::text AS checkout_state, NULL::text AS execution_state,
 	NULL::text AS caller_agent, NULL::text AS caller_company, NULL::text AS caller_state,
 	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, true AS ok,
-	false AS run_ended
+	false AS run_ended,
+	false AS escalated
 FROM old o CROSS JOIN LATERAL (
 	SELECT true AS changed, u.* FROM upd u
 	UNION ALL

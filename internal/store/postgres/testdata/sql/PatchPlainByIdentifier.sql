@@ -150,7 +150,8 @@ SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	o.caller_agent, o.caller_company, o.caller_state,
 	f.owned_by_caller, NULL::boolean AS agent_active, o.assignee_in_company, d.ok,
 	-- ok, an adoption, but lk found the run no longer live: nothing was written
-	NOT x.changed AND d.ok AND f.adopts AND NOT f.releases AND NOT EXISTS (SELECT 1 FROM lk) AS run_ended
+	NOT x.changed AND d.ok AND f.adopts AND NOT f.releases AND NOT EXISTS (SELECT 1 FROM lk) AS run_ended,
+	false AS escalated
 FROM old o JOIN d ON d.id = o.id JOIN f ON f.id = o.id CROSS JOIN LATERAL (
 	SELECT true AS changed, u.* FROM upd u
 	UNION ALL

@@ -82,5 +82,6 @@ SELECT u.id IS NOT NULL AS changed, o.id, o.company_id, o.identifier, o.title, o
 	o.checkout_run_id AS old_checkout, o.execution_run_id AS old_execution, o.c_state AS checkout_state, o.e_state AS execution_state,
 	o.caller_agent, o.caller_company, o.caller_state,
 	NULL::boolean AS owned_by_caller, NULL::boolean AS agent_active, NULL::boolean AS assignee_in_company, o.ok,
-	false AS run_ended
+	false AS run_ended,
+	false AS escalated
 FROM old o LEFT JOIN upd u ON true

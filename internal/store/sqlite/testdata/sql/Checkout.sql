@@ -28,6 +28,8 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 	AND NOT (checkout_run_id IS :run AND execution_run_id IS :run)
 	-- D1: entering in_progress takes every blocker done (an issue in_progress keeps its lock)
 	AND (status = 'in_progress' OR unresolved_blocker_count = 0)
+	-- E3: no agent takes an escalated issue; a person moves it out of blocked first
+	AND escalated_at IS NULL
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
 	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count

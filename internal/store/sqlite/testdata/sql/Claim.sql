@@ -12,8 +12,7 @@ WHERE id = (SELECT c.id FROM issues c WHERE c.id IN (
 		SELECT (SELECT i.id FROM issues i INDEXED BY issues_claim_unassigned
 			WHERE i.company_id = :company AND i.assignee_agent_id IS NULL AND i.status = s.value
 				AND i.unresolved_blocker_count = 0 -- D7
-			-- D7: every blocker done (the partial index holds no other issue)
-			AND i.unresolved_blocker_count = 0
+				AND i.escalated_at IS NULL -- E3: no agent takes an escalated issue
 				AND (i.checkout_run_id IS NULL OR i.checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
 					WHERE r.id = i.checkout_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
 				AND (i.execution_run_id IS NULL OR i.execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
@@ -25,8 +24,7 @@ WHERE id = (SELECT c.id FROM issues c WHERE c.id IN (
 		SELECT (SELECT i.id FROM issues i INDEXED BY issues_assignee_status
 			WHERE i.assignee_agent_id = :agent AND i.status = s.value AND i.company_id = :company
 				AND (i.unresolved_blocker_count = 0 OR i.status = 'in_progress') -- D7
-			-- D7: every blocker done, unless it is in_progress and the agent's already (adoption)
-			AND (i.unresolved_blocker_count = 0 OR i.status = 'in_progress')
+				AND i.escalated_at IS NULL -- E3: no agent takes an escalated issue
 				AND (i.checkout_run_id IS NULL OR i.checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
 					WHERE r.id = i.checkout_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
 				AND (i.execution_run_id IS NULL OR i.execution_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r

@@ -4,6 +4,7 @@ SELECT c.id FROM issues c WHERE c.id IN (
 		WHERE i.company_id = :company AND i.assignee_agent_id IS NULL AND i.status = s.value
 			-- D7: every blocker done (the partial index holds no other issue)
 			AND i.unresolved_blocker_count = 0
+			AND i.escalated_at IS NULL -- E3: no agent takes an escalated issue
 			-- L1/L3: each lock column is empty, the caller's run, or names a dead run
 			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
 				WHERE r.id = i.checkout_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))
@@ -19,6 +20,7 @@ SELECT c.id FROM issues c WHERE c.id IN (
 		WHERE i.assignee_agent_id = :agent AND i.status = s.value AND i.company_id = :company
 			-- D7: every blocker done, unless it is in_progress and the agent's already (adoption)
 			AND (i.unresolved_blocker_count = 0 OR i.status = 'in_progress')
+			AND i.escalated_at IS NULL -- E3: no agent takes an escalated issue
 			-- L1/L3: each lock column is empty, the caller's run, or names a dead run
 			AND (i.checkout_run_id IS NULL OR i.checkout_run_id = :run OR NOT EXISTS (SELECT 1 FROM runs r
 				WHERE r.id = i.checkout_run_id AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now))))

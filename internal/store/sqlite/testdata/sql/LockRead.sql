@@ -23,6 +23,8 @@ SELECT i.id, i.company_id, i.status, i.assignee_agent_id, i.checkout_run_id, i.e
 	(NOT :set_assignee OR :assignee IS NULL
 		OR EXISTS (SELECT 1 FROM agents a WHERE a.id = :assignee AND a.company_id = i.company_id)) AS assignee_in_company,
 	-- D1/D2: how many blockers are not done
-	i.unresolved_blocker_count AS unresolved_blockers
+	i.unresolved_blocker_count AS unresolved_blockers,
+	-- E3: escalated to a person
+	i.escalated_at IS NOT NULL AS escalated
 FROM issues i LEFT JOIN runs c ON c.id = :run
 WHERE (i.id = :rid OR i.identifier = :rident) AND (:company = '' OR i.company_id = :company)
