@@ -161,5 +161,5 @@ func (a *app) resolveAgent(ctx context.Context, companyID, ref, flag string) (st
 	for i, ag := range found {
 		parts[i] = fmt.Sprintf("%s in company %s", ag.ID, ag.CompanyID)
 	}
-	return "", usageErr(fmt.Errorf("%s %q names %d agents: %s; pass one's id, or --company to look in one company", flag, ref, len(found), strings.Join(parts, ", ")))
+	return "", usageErr(fmt.Errorf("%s %q names %d agents: %s; pass the id of the one you mean instead of the name", flag, ref, len(found), strings.Join(parts, ", ")))
 }
