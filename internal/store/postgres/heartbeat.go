@@ -24,14 +24,6 @@ import (
 
 var _ store.HeartbeatStore = (*Store)(nil)
 
-// noRow is (nil, nil) for pgx.ErrNoRows, else (v, err).
-func noRow[T any](v *T, err error) (*T, error) {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	return v, err
-}
-
 // hbtx is a transaction as store.HeartbeatTx.
 type hbtx struct {
 	store.QueryTx

@@ -189,21 +189,6 @@ func (d driver) IssueBoardCheckout(ctx context.Context, r *store.LockRequest) (*
 	return ans, err
 }
 
-// agentInCompany answers 422 precondition_failed (naming field) unless
-// agentID is a non-terminated agent of companyID.
-func (t *wtx) agentInCompany(ctx context.Context, agentID, companyID, field string) error {
-	var status string
-	err := t.queryRow(ctx, "AgentStatusInCompany", sql.Named("id", agentID), sql.Named("company", companyID)).Scan(&status)
-	if errors.Is(err, sql.ErrNoRows) || status == string(clasp.AgentTerminated) {
-		return clasp.Errorf(clasp.CodePreconditionFailed, "%s %q is not an active agent of the issue's company.", field, agentID).
-			WithDetails("field", field)
-	}
-	if err != nil {
-		return fmt.Errorf("read agent %s: %w", agentID, err)
-	}
-	return nil
-}
-
 // IssueRelease is one try of rule L4 (store.LockDriver), in one write
 // transaction: statement Release restricted to the caller's run holding
 // both locks (the fast path: the old lock columns are that run), else

@@ -11,9 +11,6 @@ RETURNING id, company_id, name, name_key, role, status, created_at, last_heartbe
 -- name: AgentGet
 SELECT id, company_id, name, name_key, role, status, created_at, last_heartbeat_at FROM agents WHERE id = :id
 
--- name: AgentStatusInCompany
-SELECT status FROM agents WHERE id = :id AND company_id = :company
-
 -- name: AgentUpdate
 -- Each column changes when its parameter is not NULL. Terminated is
 -- final: no row for a change of a terminated agent to another status.

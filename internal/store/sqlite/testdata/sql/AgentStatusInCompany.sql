@@ -1,1 +1,0 @@
-SELECT status FROM agents WHERE id = :id AND company_id = :company
