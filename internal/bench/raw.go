@@ -131,15 +131,15 @@ func postgresRawRelease(ctx context.Context, st *postgres.Store, p rawStep) erro
 // lockStateCols is how many columns of a lock rule's answer follow the
 // issue's: status, assignee, the two lock columns and their run states,
 // the caller's run (agent, company, state), owned_by_caller, agent_active,
-// assignee_in_company, ok and run_ended.
-const lockStateCols = 14
+// assignee_in_company, ok, run_ended and escalated.
+const lockStateCols = 15
 
 func postgresRawStep(ctx context.Context, st *postgres.Store, what, name string, p rawStep) error {
 	args := map[string]any{"rid": p.IssueID, "rident": "", "company": p.CompanyID, "run": p.RunID, "agent": p.AgentID, "board": false,
 		"actor_type": "agent", "actor_id": p.AgentID, "actor_run": p.RunID, "expected": []string{"todo"}, "unassign": false}
 	// the answer columns of every lock rule statement (sql/lock.sql):
 	// changed, the issue's columns (store.IssueCols), then the old lock
-	// state's 14 columns; only changed is read.
+	// state's lockStateCols columns; only changed is read.
 	var changed bool
 	dest := []any{&changed}
 	for range strings.Count(store.IssueCols, ",") + 1 + lockStateCols {
