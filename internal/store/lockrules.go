@@ -230,8 +230,9 @@ type WaitersState struct {
 }
 
 // CheckoutRefusal is the answer the checkout rule (L1-L3) gives agentID's
-// run runID on state w, when that answer is a refusal: the error of
-// CheckoutRefused for w.Issue with runID's run as the caller's (422
+// run runID on state w, for the issue the caller named ref, when that
+// answer is a refusal: the error of CheckoutRefused for w.Issue with
+// runID's run as the caller's (422
 // run_not_found, 403 run_not_owned, 409 run_not_live, 409
 // checkout_conflict). nil when the rule's statement must decide: it would
 // write (a free issue, a dead holder to adopt: L1, L3; adoption is the
@@ -239,8 +240,9 @@ type WaitersState struct {
 // statement as the row stands). A refusal is decided here only on a state
 // read after runID's call began (Shared's rule), so it is the answer the
 // statement would have given at a moment inside that call.
-func (w *WaitersState) CheckoutRefusal(agentID, runID string, expected []string) error {
-	l := w.Issue
+func (w *WaitersState) CheckoutRefusal(ref, agentID, runID string, expected []string) error {
+	l := w.Issue // a copy: w is shared by the batch's members
+	l.Ref = ref
 	if r, ok := w.Runs[runID]; ok {
 		l.CallerAgent, l.CallerCompany, l.CallerState = &r.AgentID, &r.CompanyID, &r.State
 	}

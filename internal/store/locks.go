@@ -178,8 +178,7 @@ func (l *Locks) waitersRefusal(ctx context.Context, batch *Batch, r *LockRequest
 	case w == nil:
 		return ErrNotFound("issue", r.Ref)
 	}
-	w.Issue.Ref = r.Ref
-	return w.CheckoutRefusal(r.AgentID, r.Actor.RunID, r.Expected)
+	return w.CheckoutRefusal(r.Ref, r.AgentID, r.Actor.RunID, r.Expected)
 }
 
 // checkoutWaitersRead reads issue ref's lock state within company ("" for
