@@ -7,6 +7,7 @@ import (
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // A checkout decides on its statement's snapshot. When the issue changes
@@ -44,7 +45,7 @@ func TestCheckoutNeverAdoptsARunNewerThanItsSnapshot(t *testing.T) {
 		_, err := s.IssueCheckout(ctx, &store.IssueCheckoutParams{Ref: iss.ID, AgentID: a.ID, ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo}, Actor: agentOf(a, r2.ID)})
 		done <- err
 	}()
-	waitForLockWait(t, s, done)
+	waitForLockWait(t, s, blocker, done)
 	// Meanwhile a run opened after that snapshot takes the issue, and commits.
 	r3 := openRun()
 	if _, err := blocker.Exec(ctx, `UPDATE issues SET checkout_run_id = $1, execution_run_id = $1, checkout_epoch = checkout_epoch + 1 WHERE id = $2`, r3.ID, iss.ID); err != nil {
@@ -94,10 +95,16 @@ func newLockTest(t *testing.T) (s *Store, a *clasp.Agent, iss *clasp.Issue, open
 	return s, a, iss, openRun
 }
 
-// waitForLockWait waits until a session waits for a lock in a lock rule's
-// statement (the checkout under test, which must not end before: done).
-func waitForLockWait(t *testing.T, s *Store, done <-chan error) {
+// waitForLockWait waits until a session waits, in a lock rule's statement
+// (the checkout under test, which must not end before: done), for a lock
+// that transaction holder holds. Only a wait on holder counts: tests in
+// parallel run checkouts of their own in the same database.
+func waitForLockWait(t *testing.T, s *Store, holder pgx.Tx, done <-chan error) {
 	t.Helper()
+	var pid int
+	if err := holder.QueryRow(t.Context(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatalf("read the holder's backend pid: %v", err)
+	}
 	for range 2000 {
 		select {
 		case err := <-done:
@@ -106,7 +113,8 @@ func waitForLockWait(t *testing.T, s *Store, done <-chan error) {
 		}
 		var n int
 		err := s.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH old AS%'`).Scan(&n)
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH old AS%'
+				AND $1::int = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
 		if err != nil {
 			t.Fatalf("read pg_stat_activity: %v", err)
 		}
@@ -151,7 +159,7 @@ func TestCheckoutRunEndedAfterSnapshot(t *testing.T) {
 		answers <- l
 		done <- err
 	}()
-	waitForLockWait(t, s, done)
+	waitForLockWait(t, s, finish, done)
 	if err := finish.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
