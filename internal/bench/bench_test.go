@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/clasp-dev/clasp/internal/httpapi"
+	"github.com/clasp-dev/clasp/internal/store"
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
 )
 
@@ -130,10 +131,11 @@ func TestRunInProcess(t *testing.T) {
 func TestRunAgainstServerURL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Synchronous: "NORMAL"})
+	stDrv, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatalf("setup: open store: %v", err)
 	}
+	st := store.New(stDrv)
 	defer st.Close()
 	token, hash := httpapi.NewToken(httpapi.TokenBoard)
 	if _, err := st.SettingPutIfAbsent(ctx, "board_token_hash", hash); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/clasp-dev/clasp/internal/store"
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
 )
 
@@ -74,7 +75,7 @@ func newPostgresLimit(ctx context.Context, dsn, app string, nAgents, nIssues int
 	if err != nil {
 		return nil, nil, err
 	}
-	steps, err := setupRawFixture(ctx, st, nAgents, nIssues)
+	steps, err := setupRawFixture(ctx, store.New(st), nAgents, nIssues)
 	if err != nil {
 		dropStore()
 		return nil, nil, fmt.Errorf("bench: limit fixture (PostgreSQL): %w", err)
@@ -128,7 +129,7 @@ func newSQLiteLimit(ctx context.Context, dir, mode string, nAgents, nIssues int)
 	if err != nil {
 		return nil, fmt.Errorf("bench: open the limit store (%s): %w", mode, err)
 	}
-	steps, err := setupRawFixture(ctx, st, nAgents, nIssues)
+	steps, err := setupRawFixture(ctx, store.New(st), nAgents, nIssues)
 	_ = st.Close() // the fixture is committed; the loop opens the file on its own
 	if err != nil {
 		return nil, fmt.Errorf("bench: limit fixture (%s): %w", mode, err)

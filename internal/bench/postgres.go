@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/clasp-dev/clasp/internal/store"
 	"github.com/clasp-dev/clasp/internal/store/postgres"
 )
 
@@ -50,7 +51,7 @@ func synchronousCommit(ctx context.Context, url string) (string, error) {
 // with a pool of conns connections whose backends carry application_name
 // app (none when ""), and returns it and the schema's name; the returned
 // drop closes it and drops the schema.
-func openPostgres(ctx context.Context, url, what, app string, conns int) (*postgres.Store, string, func(), error) {
+func openPostgres(ctx context.Context, url, what, app string, conns int) (*postgres.Driver, string, func(), error) {
 	schema := newSchemaName(what)
 	dsn := url
 	if app != "" {
@@ -82,7 +83,7 @@ func startPostgresTarget(ctx context.Context, cfg Config, what string, hc *http.
 	if err != nil {
 		return nil, err
 	}
-	t, err := serveStore(ctx, closeFunc{st, drop}, hc)
+	t, err := serveStore(ctx, closeFunc{store.New(st), drop}, hc)
 	if err != nil {
 		drop()
 		return nil, err
@@ -94,9 +95,9 @@ func startPostgresTarget(ctx context.Context, cfg Config, what string, hc *http.
 	return t, nil
 }
 
-// closeFunc is a PostgreSQL store whose Close also drops its schema.
+// closeFunc is a store whose Close also drops its schema.
 type closeFunc struct {
-	*postgres.Store
+	*store.DB
 	drop func()
 }
 
@@ -118,7 +119,7 @@ func newPostgresRaw(ctx context.Context, url string, mon *pgMonitor, nAgents, nI
 	if err != nil {
 		return nil, nil, err
 	}
-	steps, err := setupRawFixture(ctx, st, nAgents, nIssues)
+	steps, err := setupRawFixture(ctx, store.New(st), nAgents, nIssues)
 	if err != nil {
 		drop()
 		return nil, nil, fmt.Errorf("bench: raw fixture (PostgreSQL): %w", err)

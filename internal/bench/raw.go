@@ -22,14 +22,14 @@ import (
 
 // sqliteRaw is the raw limit's runner on a SQLite store: its writer
 // connection and statements Checkout, Release and ActivityInsert prepared
-// on it (sqlite.Store.Writer).
+// on it (sqlite.Driver.Writer).
 type sqliteRaw struct {
 	w                           *sql.DB
 	checkout, release, activity *sql.Stmt
 }
 
 // newSQLiteRawRunner returns the raw runner of st.
-func newSQLiteRawRunner(st *sqlite.Store) *sqliteRaw {
+func newSQLiteRawRunner(st *sqlite.Driver) *sqliteRaw {
 	w, stmt := st.Writer()
 	return &sqliteRaw{w: w, checkout: stmt("Checkout"), release: stmt("Release"), activity: stmt("ActivityInsert")}
 }
@@ -118,13 +118,13 @@ func issueColumn(name string) (n, at int) {
 // on st's pool, one statement (the conditional UPDATE and its activity
 // INSERT in one CTE) in its own implicit transaction, and fails if it
 // changed nothing.
-func postgresRawCheckout(ctx context.Context, st *postgres.Store, p rawStep) error {
+func postgresRawCheckout(ctx context.Context, st *postgres.Driver, p rawStep) error {
 	return postgresRawStep(ctx, st, "checkout", "Checkout", p)
 }
 
 // postgresRawRelease runs statement Release for p (the assignee stays) and
 // fails if it changed nothing.
-func postgresRawRelease(ctx context.Context, st *postgres.Store, p rawStep) error {
+func postgresRawRelease(ctx context.Context, st *postgres.Driver, p rawStep) error {
 	return postgresRawStep(ctx, st, "release", "Release", p)
 }
 
@@ -134,7 +134,7 @@ func postgresRawRelease(ctx context.Context, st *postgres.Store, p rawStep) erro
 // assignee_in_company, ok, run_ended and escalated.
 const lockStateCols = 15
 
-func postgresRawStep(ctx context.Context, st *postgres.Store, what, name string, p rawStep) error {
+func postgresRawStep(ctx context.Context, st *postgres.Driver, what, name string, p rawStep) error {
 	args := map[string]any{"rid": p.IssueID, "rident": "", "company": p.CompanyID, "run": p.RunID, "agent": p.AgentID, "board": false,
 		"actor_type": "agent", "actor_id": p.AgentID, "actor_run": p.RunID, "expected": []string{"todo"}, "unassign": false}
 	// the answer columns of every lock rule statement (sql/lock.sql):

@@ -70,7 +70,7 @@ func startSQLiteTarget(ctx context.Context, cfg Config, path string, hc *http.Cl
 	if err != nil {
 		return nil, fmt.Errorf("bench: open the server's store: %w", err)
 	}
-	t, err := serveStore(ctx, st, hc)
+	t, err := serveStore(ctx, store.New(st), hc)
 	if err != nil {
 		return nil, err
 	}
@@ -518,7 +518,7 @@ type rawTarget struct {
 func newSQLiteRaw(ctx context.Context, dir, mode string, nAgents, nIssues int) (*rawTarget, error) {
 	path := filepath.Join(dir, "raw-"+mode+".db")
 	var (
-		st  *sqlite.Store
+		st  *sqlite.Driver
 		raw *sqliteRaw
 	)
 	r := &rawTarget{kind: TargetRaw, sync: mode}
@@ -542,7 +542,7 @@ func newSQLiteRaw(ctx context.Context, dir, mode string, nAgents, nIssues int) (
 		return nil, err
 	}
 	defer r.close()
-	steps, err := setupRawFixture(ctx, st, nAgents, nIssues)
+	steps, err := setupRawFixture(ctx, store.New(st), nAgents, nIssues)
 	if err != nil {
 		return nil, fmt.Errorf("bench: raw fixture (%s): %w", mode, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/clasp-dev/clasp/internal/board"
 	"github.com/clasp-dev/clasp/internal/httpapi"
+	"github.com/clasp-dev/clasp/internal/store"
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
 )
 
@@ -22,10 +23,11 @@ import (
 func newBoard(t *testing.T, cfg board.Config) (string, string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Synchronous: "NORMAL"})
+	stDrv, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := store.New(stDrv)
 	t.Cleanup(func() { st.Close() })
 	token, hash := httpapi.NewToken(httpapi.TokenBoard)
 	if _, err := st.SettingPutIfAbsent(ctx, "board_token_hash", hash); err != nil {

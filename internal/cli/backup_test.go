@@ -21,10 +21,11 @@ func newDataDir(t *testing.T, companies ...string) string {
 	t.Helper()
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "data")
-	s, err := sqlite.Open(ctx, filepath.Join(dir, DBFileName), sqlite.Options{})
+	sDrv, err := sqlite.Open(ctx, filepath.Join(dir, DBFileName), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := store.New(sDrv)
 	for _, name := range companies {
 		if _, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: name, IssuePrefix: strings.ToUpper(name), Actor: store.Actor{Type: clasp.ActorBoard}}); err != nil {
 			t.Fatal(err)

@@ -915,17 +915,17 @@ func openStoreConns(ctx context.Context, databaseURL, path string, log *slog.Log
 func openStoreOpts(ctx context.Context, databaseURL, path string, log *slog.Logger, sync string, pg postgres.Options) (migratedStore, error) {
 	if databaseURL != "" {
 		pg.Logger = log
-		st, err := postgres.Open(ctx, databaseURL, pg)
+		d, err := postgres.Open(ctx, databaseURL, pg)
 		if err != nil {
 			return nil, err
 		}
-		return st, nil
+		return store.New(d), nil
 	}
-	st, err := sqlite.Open(ctx, path, sqlite.Options{Logger: log, Synchronous: strings.ToUpper(sync)})
+	d, err := sqlite.Open(ctx, path, sqlite.Options{Logger: log, Synchronous: strings.ToUpper(sync)})
 	if err != nil {
 		return nil, err
 	}
-	return st, nil
+	return store.New(d), nil
 }
 
 // redactURL is a database URL fit to print: without its password, or a

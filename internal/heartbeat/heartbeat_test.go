@@ -26,10 +26,11 @@ func stores(t *testing.T, fn func(t *testing.T, open func() store.HeartbeatStore
 	t.Run("sqlite", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "clasp.db")
 		fn(t, func() store.HeartbeatStore {
-			s, err := sqlite.Open(context.Background(), path, sqlite.Options{Synchronous: "NORMAL"})
+			sDrv, err := sqlite.Open(context.Background(), path, sqlite.Options{Synchronous: "NORMAL"})
 			if err != nil {
 				t.Fatalf("open sqlite: %v", err)
 			}
+			s := store.New(sDrv)
 			t.Cleanup(func() { s.Close() })
 			return s
 		})
@@ -50,10 +51,11 @@ func stores(t *testing.T, fn func(t *testing.T, open func() store.HeartbeatStore
 			}
 		})
 		fn(t, func() store.HeartbeatStore {
-			s, err := postgres.Open(context.Background(), url, postgres.Options{Schema: schema, MaxConns: 8})
+			sDrv, err := postgres.Open(context.Background(), url, postgres.Options{Schema: schema, MaxConns: 8})
 			if err != nil {
 				t.Fatalf("open postgres: %v", err)
 			}
+			s := store.New(sDrv)
 			t.Cleanup(func() { s.Close() })
 			return s
 		})

@@ -73,13 +73,16 @@ func setup(t testing.TB, opts ...func(*setupOpts)) *bundle {
 	db := filepath.Join(t.TempDir(), "clasp.db")
 	logs := filepath.Join(t.TempDir(), "run-logs")
 	var st store.Store
-	var err error
 	if o.store != nil {
 		st = o.store
 	} else if o.postgres {
 		st = openPostgres(t)
-	} else if st, err = sqlite.Open(ctx, db, sqlite.Options{Synchronous: "NORMAL", Now: o.now}); err != nil {
-		t.Fatalf("open store: %v", err)
+	} else {
+		d, err := sqlite.Open(ctx, db, sqlite.Options{Synchronous: "NORMAL", Now: o.now})
+		if err != nil {
+			t.Fatalf("open store: %v", err)
+		}
+		st = store.New(d)
 	}
 	board, hash := NewToken(TokenBoard)
 	if _, err := st.SettingPutIfAbsent(ctx, boardTokenSetting, hash); err != nil {
@@ -406,10 +409,11 @@ func openPostgresSchema(t testing.TB) (store.Store, func() store.Store) {
 	}
 	ctx := context.Background()
 	schema := fmt.Sprintf("httpapi_%d", rand.Int64())
-	st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 80})
+	stDrv, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 80})
 	if err != nil {
 		t.Fatalf("open postgres store: %v", err)
 	}
+	st := store.New(stDrv)
 	t.Cleanup(func() {
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
@@ -423,10 +427,11 @@ func openPostgresSchema(t testing.TB) (store.Store, func() store.Store) {
 	})
 	replica := func() store.Store {
 		t.Helper()
-		st2, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 20})
+		st2Drv, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 20})
 		if err != nil {
 			t.Fatalf("open second postgres store: %v", err)
 		}
+		st2 := store.New(st2Drv)
 		t.Cleanup(func() { st2.Close() })
 		return st2
 	}

@@ -45,7 +45,7 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 type bundle struct {
-	st    *sqlite.Store
+	st    *store.DB
 	clock *clock
 	m     *metrics.Metrics
 	log   *slog.Logger
@@ -54,10 +54,11 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Now: clk.Now, Synchronous: "NORMAL"})
+	stDrv, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Now: clk.Now, Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
+	st := store.New(stDrv)
 	t.Cleanup(func() {
 		if err := st.Close(); err != nil {
 			t.Errorf("close store: %v", err)

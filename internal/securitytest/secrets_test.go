@@ -93,16 +93,17 @@ func TestMalformedKeyRefusedWithoutLookup(t *testing.T) {
 	t.Parallel()
 	storeKinds(t, func(t *testing.T, databaseURL string) {
 		ctx := context.Background()
-		var st store.Store
+		var d store.Driver
 		var err error
 		if databaseURL == "" {
-			st, err = sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Synchronous: "NORMAL"})
+			d, err = sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Synchronous: "NORMAL"})
 		} else {
-			st, err = postgres.Open(ctx, databaseURL, postgres.Options{MaxConns: 4})
+			d, err = postgres.Open(ctx, databaseURL, postgres.Options{MaxConns: 4})
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
+		st := store.New(d)
 		t.Cleanup(func() { st.Close() })
 		cs := &lookupCounter{Store: st}
 		api := httpapi.New(httpapi.Config{Store: cs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: prometheus.NewRegistry()})
@@ -173,15 +174,16 @@ func TestLegacyKeysKeepWorking(t *testing.T) {
 
 		// A key of the earlier format, written to the store as an earlier server did.
 		legacy := "clasp_ak_" + strings.Repeat("0", 20) + randHex(11) + "_"
-		var st store.Store
+		var d store.Driver
 		if databaseURL == "" {
-			st, err = sqlite.Open(ctx, filepath.Join(s.DataDir, "clasp.db"), sqlite.Options{})
+			d, err = sqlite.Open(ctx, filepath.Join(s.DataDir, "clasp.db"), sqlite.Options{})
 		} else {
-			st, err = postgres.Open(ctx, databaseURL, postgres.Options{MaxConns: 2})
+			d, err = postgres.Open(ctx, databaseURL, postgres.Options{MaxConns: 2})
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
+		st := store.New(d)
 		_, err = st.AgentKeyCreate(ctx, &store.AgentKeyCreateParams{AgentID: ag.ID, Prefix: legacy[:12], TokenHash: secret.Hash(legacy),
 			Actor: store.Actor{Type: clasp.ActorBoard}})
 		st.Close()

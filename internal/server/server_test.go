@@ -28,10 +28,11 @@ import (
 func openStores(t *testing.T) map[string]func(t *testing.T) store.HeartbeatStore {
 	return map[string]func(t *testing.T) store.HeartbeatStore{
 		"sqlite": func(t *testing.T) store.HeartbeatStore {
-			st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{})
+			stDrv, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
+			st := store.New(stDrv)
 			t.Cleanup(func() { _ = st.Close() })
 			return st
 		},
@@ -48,10 +49,11 @@ func openStores(t *testing.T) map[string]func(t *testing.T) store.HeartbeatStore
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = drop(context.Background()) })
-			st, err := postgres.Open(t.Context(), u, postgres.Options{})
+			stDrv, err := postgres.Open(t.Context(), u, postgres.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
+			st := store.New(stDrv)
 			t.Cleanup(func() { _ = st.Close() })
 			return st
 		},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/clasp-dev/clasp"
 )
 
 // The driver seam: the small interface through which the dialect-neutral
@@ -54,9 +56,13 @@ type Querier interface {
 	Exec(ctx context.Context, name string, args Args) (rowsAffected int64, err error)
 }
 
-// Driver is what a dialect implements for the shared code of this
-// package. Errors of Read's and Write's statements are the driver's own
-// (untranslated) until they pass through Translate.
+// Driver is the whole of what a dialect implements (internal/store/sqlite,
+// internal/store/postgres); New builds the one Store on it. Its methods
+// run statements and answer what the database said: none decides a
+// refusal, validates input or builds an explanation, which the shared code
+// does once. Errors of Read's and Write's statements are the driver's own
+// (untranslated) until they pass through Translate; every other method
+// answers translated errors.
 type Driver interface {
 	// Read returns the Querier of reads outside any write (SQLite: the
 	// reader pool, which never waits for the writer; PostgreSQL: the
@@ -70,6 +76,10 @@ type Driver interface {
 	// one statement each), and fn runs again on a deadlock or
 	// serialization failure, so fn must be safe to repeat.
 	Write(ctx context.Context, fn func(q Querier) error) error
+	// HeartbeatWrite runs fn in one write transaction and commits it when
+	// fn returns nil (PostgreSQL: the whole function again on a deadlock
+	// or serialization failure, so fn may run more than once).
+	HeartbeatWrite(ctx context.Context, fn func(HeartbeatTx) error) error
 	// Select runs an ad hoc SELECT with ? placeholders (the lists
 	// built by KeysetQuery and ActivityQuery) on the read side.
 	Select(ctx context.Context, query string, args ...any) (Rows, error)
@@ -84,6 +94,31 @@ type Driver interface {
 	Translate(err error) error
 	// NewID returns a fresh id for a new row (a UUIDv7 by default).
 	NewID() string
+
+	lockDriver // one try of each lock rule (locks.go)
+	runDriver  // a run's end and the sweeper's batches (runs.go)
+
+	// IssueList is Store.IssueList: the dialect builds the list's WHERE
+	// clause, whose text differs (status sets, case-insensitive match).
+	IssueList(ctx context.Context, p *IssueListParams) ([]*clasp.Issue, string, error)
+	// IssueClaim is Store.IssueClaim.
+	IssueClaim(ctx context.Context, p *IssueClaimParams) (*clasp.Issue, error)
+	// RunOpen is Store.RunOpen.
+	RunOpen(ctx context.Context, p *RunOpenParams) (*clasp.Run, error)
+	// RunTouch is Store.RunTouch.
+	RunTouch(ctx context.Context, p *RunTouchParams) (*clasp.Run, error)
+	// ActivityStream is how the dialect tells the streams that activity
+	// rows were committed (SQLite: in process; PostgreSQL: LISTEN/NOTIFY,
+	// across servers).
+	ActivityStream
+	// Ping checks that the database answers a query (for /readyz); 503
+	// unavailable when it does not.
+	Ping(ctx context.Context) error
+	// SchemaVersion returns the version of the newest migration applied
+	// to the database.
+	SchemaVersion(ctx context.Context) (int64, error)
+	// Close releases the driver's connections.
+	Close() error
 }
 
 // Time returns a scan destination for a NOT NULL time column: it accepts

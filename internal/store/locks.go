@@ -4,7 +4,7 @@ package store
 // force-release; RULES.md, Lock rules) written once for every dialect:
 // validation, the in-process queue of one issue's checkouts (Inflight),
 // the retry policy (RunLockRule) and the explanation of a refusal
-// (lockrules.go). A dialect's LockDriver runs one try of each rule's
+// (lockrules.go). A dialect's Driver runs one try of each rule's
 // statement and answers a LockAnswer; it decides nothing, since the
 // statement's WHERE clause is the decision.
 
@@ -48,14 +48,13 @@ type LockAnswer struct {
 // Outcome is what this try did (Outcome of its columns).
 func (l *LockAnswer) Outcome() LockOutcome { return Outcome(l.Changed, l.OK, l.RunEnded) }
 
-// LockDriver is what a dialect implements for the lock rules: each method
+// lockDriver is the part of Driver for the lock rules: each method
 // runs ONE try of one rule's statement (in its own transaction, with the
 // rule's activity rows when it writes) and answers it; the caller retries
 // a try that lost (RunLockRule). Every method answers 404 not_found
 // naming Ref when the issue does not exist in the actor's scope, and the
 // translated error of the database otherwise.
-type LockDriver interface {
-	Driver
+type lockDriver interface {
 	// IssueCheckout is rules L1-L3 for an agent's run (statement
 	// Checkout): run Actor.RunID of agent AgentID takes both locks,
 	// adopting a dead holder's (L3); L2 answers !OK.
@@ -80,17 +79,17 @@ type LockDriver interface {
 }
 
 // Locks implements the Store methods of the checkout and release rules on
-// a dialect's LockDriver. A dialect's Store embeds it (NewLocks). Safe for
+// a dialect's Driver. A dialect's Store embeds it (NewLocks). Safe for
 // concurrent use.
 type Locks struct {
-	d         LockDriver
+	d         Driver
 	c         CRUD     // the Idempotency-Key lookup of a PATCH
 	checkouts Inflight // this process's checkouts of one issue, queued behind the one running
 }
 
 // NewLocks returns the lock rules running on d, looking Idempotency-Keys
 // up with c (the dialect's CRUD, on d).
-func NewLocks(d LockDriver, c CRUD) *Locks { return &Locks{d: d, c: c} }
+func NewLocks(d Driver, c CRUD) *Locks { return &Locks{d: d, c: c} }
 
 // Checkouts is the queue of this process's checkouts of one issue
 // (Inflight), for tests that hold it.
@@ -254,7 +253,7 @@ func (l *Locks) IssueForceRelease(ctx context.Context, p *IssueForceReleaseParam
 // holder, which then takes both locks over, as L3); moving the issue out
 // of in_progress or changing its assignee clears both locks. Its edges
 // change first (ApplyPatchDeps, D5), so that its status change decides on
-// the new count, then its statement (LockDriver.IssuePatch, again while
+// the new count, then its statement (Driver.IssuePatch, again while
 // it lost: RunLockRule), with its comment, in one write (WriteTx where
 // the Driver has it and edges change). With p.Idempotency the key is
 // looked up and recorded in that write (idempotent): a replay writes

@@ -3,7 +3,7 @@ package store
 // A run's end (rule L6), the sweeper's passes (RULES.md, The sweeper) and
 // the reads of runs, written once for every dialect: validation, the
 // order of the steps, the explanation of a refusal and the batching of a
-// pass. A dialect's RunDriver runs the statements: one transaction for a
+// pass. A dialect's Driver runs the statements: one transaction for a
 // run's end, one for each batch of a pass.
 
 import (
@@ -14,12 +14,11 @@ import (
 	"github.com/clasp-dev/clasp"
 )
 
-// RunDriver is what a dialect implements for a run's end and the sweeper's
+// runDriver is the part of Driver for a run's end and the sweeper's
 // passes. Each method runs in one transaction of its own and answers the
 // translated error of the database; none decides a refusal, since the
 // statements' WHERE clauses are the decision.
-type RunDriver interface {
-	Driver
+type runDriver interface {
 	// RunFinish runs, in one transaction, statement RunFinish with
 	// RunFinishArgs(p) (p validated: ValidateRunFinish) and, when it ended
 	// the run, rule L6 (statement ReleaseRunLocks: every lock naming the
@@ -45,17 +44,17 @@ type RunDriver interface {
 }
 
 // Runs implements the Store methods of a run's end, the sweeper's passes
-// and the reads of runs (list, authentication) on a dialect's RunDriver.
+// and the reads of runs (list, authentication) on a dialect's Driver.
 // A dialect's Store embeds it (NewRuns).
-type Runs struct{ d RunDriver }
+type Runs struct{ d Driver }
 
 // NewRuns returns the run methods running on d.
-func NewRuns(d RunDriver) Runs { return Runs{d: d} }
+func NewRuns(d Driver) Runs { return Runs{d: d} }
 
 // RunFinish ends run p.RunID with terminal p.Status and, in the same
 // transaction, clears every lock naming it with one issue.lock_released
 // {runId, runStatus} per issue (rule L6), then writes run.finished and
-// promotes the wakes deferred behind the run (RunDriver.RunFinish). An
+// promotes the wakes deferred behind the run (Driver.RunFinish). An
 // agent may finish only its own live run; the board any non-terminal run.
 // It answers the ended run. Errors: those of ValidateRunFinish, and, when
 // the statement matched no row, those of RunRefusal on the run as read
@@ -112,7 +111,7 @@ func CallerRunRead(ctx context.Context, d Driver, q Querier, runID string) (RunS
 // (by the store's clock: SQLite's process clock, PostgreSQL's database
 // clock) become failed with errorCode lease_expired, one run.lost row each
 // (actor system), in batches of SweepBatch per transaction
-// (RunDriver.RunSweepExpired, Sweep). It returns how many runs it failed.
+// (Driver.RunSweepExpired, Sweep). It returns how many runs it failed.
 // Safe to run concurrently, on any number of replicas: each run is failed
 // once.
 func (r Runs) SweepExpiredRuns(ctx context.Context) (int, error) {
@@ -126,7 +125,7 @@ func (r Runs) SweepExpiredRuns(ctx context.Context) (int, error) {
 // runs are all dead (terminal, lost or missing) are cleared, with one
 // issue.stale_lock_cleared {clearedCheckoutRunId, clearedExecutionRunId,
 // why} each (actor system), at most SweepBatch issues per transaction
-// (RunDriver.IssueClearStaleLocks, Sweep). Each write re-checks deadness,
+// (Driver.IssueClearStaleLocks, Sweep). Each write re-checks deadness,
 // so concurrent sweepers clear each issue once and never an issue a
 // checkout has just taken over. It returns how many issues it cleared; a
 // second pass clears nothing.

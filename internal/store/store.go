@@ -7,7 +7,7 @@
 // What does not depend on the database is written here once and runs on a
 // dialect's Driver (driver.go): the settings, companies, issue creation
 // (issues.go), comments, reads and lists (CRUD, crud.go), the checkout
-// and release rules (Locks, locks.go, over a LockDriver that runs one try
+// and release rules (Locks, locks.go, over a Driver that runs one try
 // of a rule's statement), the heartbeat's rules (Heartbeat), validation,
 // refusal explanations (lockrules.go) and audit details (lockactivity.go).
 // A dialect's Store embeds those and adds what each database still does

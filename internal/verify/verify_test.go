@@ -13,6 +13,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/clasp-dev/clasp/internal/httpapi"
+	"github.com/clasp-dev/clasp/internal/store"
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
 	"github.com/clasp-dev/clasp/internal/verify"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,10 +24,11 @@ import (
 func startServer(t *testing.T) (url, board string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Synchronous: "NORMAL"})
+	stDrv, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
+	st := store.New(stDrv)
 	board, hash := httpapi.NewToken(httpapi.TokenBoard)
 	if _, err := st.SettingPutIfAbsent(ctx, "board_token_hash", hash); err != nil {
 		t.Fatalf("board token: %v", err)

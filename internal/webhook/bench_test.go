@@ -26,10 +26,11 @@ import (
 func benchStores() map[string]func(b *testing.B) store.Store {
 	out := map[string]func(b *testing.B) store.Store{
 		"sqlite": func(b *testing.B) store.Store {
-			st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "clasp.db"), sqlite.Options{})
+			stDrv, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "clasp.db"), sqlite.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
+			st := store.New(stDrv)
 			b.Cleanup(func() { st.Close() })
 			return st
 		},
@@ -41,10 +42,11 @@ func benchStores() map[string]func(b *testing.B) store.Store {
 			if err != nil {
 				b.Fatal(err)
 			}
-			pg, err := postgres.Open(ctx, u, postgres.Options{})
+			pgDrv, err := postgres.Open(ctx, u, postgres.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
+			pg := store.New(pgDrv)
 			b.Cleanup(func() {
 				pg.Close()
 				_ = drop(context.Background())

@@ -41,10 +41,11 @@ func snippet(t *testing.T, lang string, must *regexp.Regexp) string {
 // (RULES.md W2).
 func TestDocSnippets(t *testing.T) {
 	ctx := t.Context()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{})
+	stDrv, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := store.New(stDrv)
 	defer st.Close()
 	type got struct {
 		sig  string

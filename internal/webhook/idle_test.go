@@ -52,10 +52,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestWritesWithoutSubscriptionsAskNothing(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	real, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{})
+	realDrv, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "clasp.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	real := store.New(realDrv)
 	defer real.Close()
 	st := &countingStore{Store: real}
 	co, err := st.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "idle", IssuePrefix: "IDL"})

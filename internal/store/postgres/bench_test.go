@@ -46,7 +46,7 @@ func BenchmarkCheckoutRelease(b *testing.B) {
 
 // benchEnv is a store in a fresh schema with a company and helpers.
 type benchEnv struct {
-	s  *Store
+	s  *testStore
 	co *clasp.Company
 }
 

@@ -41,7 +41,7 @@ import (
 // leaves the queue unclaimed for; once its batch runs it gets the batch's
 // answer. Batches of several servers on one database are concurrent
 // statements that skip each other's rows (SKIP LOCKED).
-func (s *Store) IssueClaim(ctx context.Context, p *store.IssueClaimParams) (*clasp.Issue, error) {
+func (s *Driver) IssueClaim(ctx context.Context, p *store.IssueClaimParams) (*clasp.Issue, error) {
 	unassigned, mine, _, err := store.ValidateClaim(p)
 	if err != nil {
 		return nil, err
@@ -74,7 +74,7 @@ func (s *Store) IssueClaim(ctx context.Context, p *store.IssueClaimParams) (*cla
 // claimSeenTries runs in all, the locks in the way being those of
 // statements in flight): nothing is answered while an issue is eligible,
 // short of that bound or ctx's end.
-func (s *Store) claimOne(ctx context.Context, a store.Actor, unassigned, mine []string) (*clasp.Issue, string, error) {
+func (s *Driver) claimOne(ctx context.Context, a store.Actor, unassigned, mine []string) (*clasp.Issue, string, error) {
 	args := actorArgs(namedArgs{"run": a.RunID, "agent": a.AgentID, "unassigned": unassigned, "mine": mine}, a)
 	seenArgs := namedArgs{"run": a.RunID, "agent": a.AgentID, "unassigned": unassigned, "mine": mine}
 	var (
@@ -254,7 +254,7 @@ func (cq *claimQueues) waiting(key string) int {
 // claimQueued is claim-next of unassigned issues with statuses unassigned
 // for actor a through the queue (see IssueClaim): the issue and adoption
 // reason, or nil and claimOne's answer.
-func (s *Store) claimQueued(ctx context.Context, a store.Actor, unassigned []string) (*clasp.Issue, string, error) {
+func (s *Driver) claimQueued(ctx context.Context, a store.Actor, unassigned []string) (*clasp.Issue, string, error) {
 	key := claimKey(a.CompanyID, unassigned)
 	c, lead := s.claims.enter(ctx, key, a)
 	if lead {
@@ -278,7 +278,7 @@ func (s *Store) claimQueued(ctx context.Context, a store.Actor, unassigned []str
 
 // claimNext runs, in a goroutine of its own, the batches of key that
 // wait, one after the other, until the queue is empty.
-func (s *Store) claimNext(key, companyID string, unassigned []string) {
+func (s *Driver) claimNext(key, companyID string, unassigned []string) {
 	b := s.claims.next(key)
 	if b == nil {
 		return
@@ -296,7 +296,7 @@ func (s *Store) claimNext(key, companyID string, unassigned []string) {
 // did not serve). The statement runs under a context no call can cancel,
 // bounded by the latest deadline of the calls (claimBatchBound from now
 // when one has none); its error is every call's.
-func (s *Store) claimBatch(b []*claimCall, companyID string, unassigned []string) {
+func (s *Driver) claimBatch(b []*claimCall, companyID string, unassigned []string) {
 	defer func() {
 		for _, c := range b {
 			close(c.done)

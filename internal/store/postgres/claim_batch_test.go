@@ -23,7 +23,7 @@ import (
 // batchEnv is a store with one company, its claimers (an agent and a
 // running run each) and the test hooks.
 type batchEnv struct {
-	s    *Store
+	s    *testStore
 	h    *TestHooks
 	co   *clasp.Company
 	runs []*clasp.Run
@@ -39,7 +39,7 @@ func newBatchEnv(t *testing.T, n int) *batchEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &batchEnv{s: s, h: &TestHooks{S: s}, co: co}
+	e := &batchEnv{s: s, h: NewTestHooks(s.DB), co: co}
 	for i := range n {
 		ag, err := s.AgentCreate(ctx, &store.AgentCreateParams{CompanyID: co.ID, Name: fmt.Sprintf("claimer-%02d", i), Role: "engineer", Actor: board})
 		if err != nil {
@@ -75,7 +75,7 @@ func (e *batchEnv) issues(t *testing.T, n int) []string {
 // claimOrder returns the ids of the company's unassigned issues in claim order.
 func (e *batchEnv) claimOrder(t *testing.T) []string {
 	t.Helper()
-	rows, err := e.s.pool.Query(t.Context(), `SELECT id FROM issues WHERE company_id = $1 AND assignee_agent_id IS NULL
+	rows, err := e.s.d.pool.Query(t.Context(), `SELECT id FROM issues WHERE company_id = $1 AND assignee_agent_id IS NULL
 		ORDER BY priority_rank, created_at, id`, e.co.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ type activityRow struct {
 // activity returns the activity rows of issue id, oldest first.
 func (e *batchEnv) activity(t *testing.T, id string) []activityRow {
 	t.Helper()
-	rows, err := e.s.pool.Query(t.Context(), `SELECT id, actor_type, actor_id, action, run_id, request_id, details FROM activity
+	rows, err := e.s.d.pool.Query(t.Context(), `SELECT id, actor_type, actor_id, action, run_id, request_id, details FROM activity
 		WHERE entity_id = $1 ORDER BY id`, id)
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +334,7 @@ func TestClaimBatchCancelledWhileWaiting(t *testing.T) {
 		e.wantCheckedOut(t, c, clasp.ActionIssueCheckedOut)
 	}
 	var n int
-	if err := e.s.pool.QueryRow(t.Context(), `SELECT count(*) FROM issues WHERE execution_run_id = $1 OR assignee_agent_id = $2`,
+	if err := e.s.d.pool.QueryRow(t.Context(), `SELECT count(*) FROM issues WHERE execution_run_id = $1 OR assignee_agent_id = $2`,
 		e.runs[1].ID, e.runs[1].AgentID).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
@@ -439,18 +439,18 @@ func TestClaimBatchPlanUsesIndexes(t *testing.T) {
 	t.Parallel()
 	e := newBatchEnv(t, 2)
 	ctx := t.Context()
-	if _, err := e.s.pool.Exec(ctx, `INSERT INTO issues (id, company_id, identifier, title, status, priority, priority_rank, assignee_agent_id, created_at, updated_at)
+	if _, err := e.s.d.pool.Exec(ctx, `INSERT INTO issues (id, company_id, identifier, title, status, priority, priority_rank, assignee_agent_id, created_at, updated_at)
 		SELECT 'i' || g, $1, 'BAT-' || g, 't', CASE WHEN g % 4 = 0 THEN 'done' ELSE 'todo' END, 'medium', g % 4,
 			CASE WHEN g % 2 = 0 THEN $2 END, now() - g * interval '1 second', now()
 		FROM generate_series(1, 20000) g`, e.co.ID, e.runs[0].AgentID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.pool.Exec(ctx, `ANALYZE issues`); err != nil {
+	if _, err := e.s.d.pool.Exec(ctx, `ANALYZE issues`); err != nil {
 		t.Fatal(err)
 	}
 	args := namedArgs{"company": e.co.ID, "unassigned": []string{"todo"}, "runs": []string{"r1", "r2"}, "agents": []string{"a1", "a2"},
 		"actor_types": []string{"agent", "agent"}, "actor_ids": []string{"a1", "a2"}, "actor_runs": []string{"r1", "r2"}, "actor_requests": []string{"", ""}}
-	tx, err := e.s.pool.Begin(ctx)
+	tx, err := e.s.d.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +476,7 @@ func TestClaimBatchPlanUsesIndexes(t *testing.T) {
 	if want := fmt.Sprintf("LIMIT %d -- claimBatchMax", claimBatchMax); !strings.Contains(q("ClaimBatch"), want) {
 		t.Errorf("statement ClaimBatch lacks %q: its constant limit and claimBatchMax differ", want)
 	}
-	conn, err := e.s.pool.Acquire(ctx)
+	conn, err := e.s.d.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestClaimWaitsForLockedEligibleIssue(t *testing.T) {
 			e := newBatchEnv(t, 1)
 			ctx := t.Context()
 			ids := e.issues(t, 1)
-			tx, err := e.s.pool.Begin(ctx)
+			tx, err := e.s.d.pool.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -31,7 +31,7 @@ func TestClaimWaitsForLockedEligibleIssue(t *testing.T) {
 				t.Fatal(err)
 			}
 			var seen atomic.Int32
-			e.s.claimSeen = func(try int) {
+			e.s.d.claimSeen = func(try int) {
 				if seen.Add(1) == 1 {
 					if err := tx.Rollback(ctx); err != nil {
 						t.Errorf("end the locking transaction: %v", err)
@@ -76,7 +76,7 @@ func TestClaimSeenBounded(t *testing.T) {
 	e := newBatchEnv(t, 1)
 	ctx := t.Context()
 	ids := e.issues(t, 1)
-	tx, err := e.s.pool.Begin(ctx)
+	tx, err := e.s.d.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestClaimSeenBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen atomic.Int32
-	e.s.claimSeen = func(int) { seen.Add(1) }
+	e.s.d.claimSeen = func(int) { seen.Add(1) }
 	c := &claimCallResult{run: e.runs[0], request: "req-bounded"}
 	iss, err := e.s.IssueClaim(ctx, &store.IssueClaimParams{Scope: store.ClaimAny, Actor: c.actor()})
 	if err != nil || iss != nil {

@@ -35,17 +35,17 @@ func TestClaimPlanUsesIndexes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO issues (id, company_id, identifier, title, status, priority, priority_rank, assignee_agent_id, created_at, updated_at)
+	if _, err := s.d.pool.Exec(ctx, `INSERT INTO issues (id, company_id, identifier, title, status, priority, priority_rank, assignee_agent_id, created_at, updated_at)
 		SELECT 'i' || g, $1, 'PLAN-' || g, 't', CASE WHEN g % 4 = 0 THEN 'done' ELSE 'todo' END, 'medium', g % 4,
 			CASE WHEN g % 2 = 0 THEN $2 END, now() - g * interval '1 second', now()
 		FROM generate_series(1, 20000) g`, co.ID, other.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(ctx, `ANALYZE issues`); err != nil {
+	if _, err := s.d.pool.Exec(ctx, `ANALYZE issues`); err != nil {
 		t.Fatal(err)
 	}
-	claimPlannedOnce(t, s, co.ID, ag.ID)
-	tx, err := s.pool.Begin(ctx)
+	claimPlannedOnce(t, s.d, co.ID, ag.ID)
+	tx, err := s.d.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestClaimPlanUsesIndexes(t *testing.T) {
 // company co, gets PostgreSQL's generic plan, planned once per connection,
 // for a claim of unassigned issues (an empty @mine) and for one of both
 // scopes: a plan per call cost more than the statement's execution.
-func claimPlannedOnce(t *testing.T, s *Store, co, agent string) {
+func claimPlannedOnce(t *testing.T, s *Driver, co, agent string) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name             string

@@ -26,7 +26,7 @@ func BenchmarkDepCycleCheck(b *testing.B) {
 	ctx := context.Background()
 	const n = 10000
 	bulkIssues(b, e, n, "low", "")
-	if _, err := e.s.pool.Exec(ctx, `INSERT INTO issue_blockers (company_id, issue_id, blocker_issue_id)
+	if _, err := e.s.d.pool.Exec(ctx, `INSERT INTO issue_blockers (company_id, issue_id, blocker_issue_id)
 		SELECT $1, 'dep-' || g, 'dep-' || (g - 1) FROM generate_series(2, $2::integer) g`, e.co.ID, n); err != nil {
 		b.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func BenchmarkDepClaim(b *testing.B) {
 			bulkIssuesFrom(b, e, 1001, edges, "critical", "")
 			bulkIssuesFrom(b, e, 1001+edges, issues-edges-1000, "low", "")
 			if withEdges {
-				if _, err := e.s.pool.Exec(ctx, `INSERT INTO issue_blockers (company_id, issue_id, blocker_issue_id)
+				if _, err := e.s.d.pool.Exec(ctx, `INSERT INTO issue_blockers (company_id, issue_id, blocker_issue_id)
 					SELECT $1, 'dep-' || g, 'dep-' || (1 + g % 1000) FROM generate_series(1001, 1000 + $2::integer) g`,
 					e.co.ID, edges); err != nil {
 					b.Fatal(err)
@@ -139,13 +139,13 @@ func bulkIssuesFrom(b testing.TB, e *benchEnv, from, n int, prio, assignee strin
 		a = assignee
 	}
 	ctx := context.Background()
-	if _, err := e.s.pool.Exec(ctx, `INSERT INTO issues (id, company_id, identifier, title, status, priority, priority_rank,
+	if _, err := e.s.d.pool.Exec(ctx, `INSERT INTO issues (id, company_id, identifier, title, status, priority, priority_rank,
 			assignee_agent_id, created_at, updated_at)
 		SELECT 'dep-' || g, $1, 'BENCH-' || g, 'bench', 'todo', $2, $3, $4, now(), now()
 		FROM generate_series($5::integer, $5::integer + $6::integer - 1) g`, e.co.ID, prio, rank, a, from, n); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := e.s.pool.Exec(ctx, `UPDATE companies SET issue_counter = greatest(issue_counter, $2) WHERE id = $1`,
+	if _, err := e.s.d.pool.Exec(ctx, `UPDATE companies SET issue_counter = greatest(issue_counter, $2) WHERE id = $1`,
 		e.co.ID, from+n-1); err != nil {
 		b.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func bulkIssuesFrom(b testing.TB, e *benchEnv, from, n int, prio, assignee strin
 func analyze(b testing.TB, e *benchEnv) {
 	b.Helper()
 	for _, q := range []string{`VACUUM ANALYZE issues`, `VACUUM ANALYZE issue_blockers`} {
-		if _, err := e.s.pool.Exec(context.Background(), q); err != nil {
+		if _, err := e.s.d.pool.Exec(context.Background(), q); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -49,12 +49,12 @@ func TestDepEdgeAgainstBlockerStatus(t *testing.T) {
 
 	t.Run("edge first", func(t *testing.T) {
 		b, i := newIssue(), newIssue()
-		tx, err := s.pool.Begin(ctx)
+		tx, err := s.d.pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
-		if err := store.ApplyDeps(ctx, pooled{tx}, driver{s}, &store.DepChange{CompanyID: co.ID, IssueID: i.ID, Identifier: i.Identifier,
+		if err := store.ApplyDeps(ctx, pooled{tx}, s.d, &store.DepChange{CompanyID: co.ID, IssueID: i.ID, Identifier: i.Identifier,
 			Blockers: &[]string{b.ID}, Actor: board}); err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestDepEdgeAgainstBlockerStatus(t *testing.T) {
 
 	t.Run("status first", func(t *testing.T) {
 		b, i := newIssue(), newIssue()
-		tx, err := s.pool.Begin(ctx)
+		tx, err := s.d.pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

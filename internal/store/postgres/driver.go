@@ -12,44 +12,37 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// driver is the store.Driver of a Store: every statement on the pool, its
-// own implicit transaction (one round trip); writes retried on a deadlock
-// or serialization failure (Store.retry).
-type driver struct{ s *Store }
-
-var _ store.Driver = driver{}
-
 // Read returns the pool's Querier.
-func (d driver) Read() store.Querier { return pooled{d.s.pool} }
+func (d *Driver) Read() store.Querier { return pooled{d.pool} }
 
 // Write runs fn with the pool's Querier under Store.retry (fn may run more
 // than once; a success wakes the activity streams).
-func (d driver) Write(ctx context.Context, fn func(store.Querier) error) error {
-	return d.s.retry(ctx, func() error { return fn(pooled{d.s.pool}) })
+func (d *Driver) Write(ctx context.Context, fn func(store.Querier) error) error {
+	return d.retry(ctx, func() error { return fn(pooled{d.pool}) })
 }
 
 // WriteQuiet is Write for statements that write no activity row: a
 // success does not wake the activity streams (Store.retryQuiet).
-func (d driver) WriteQuiet(ctx context.Context, fn func(store.Querier) error) error {
-	return d.s.retryQuiet(ctx, func() error { return fn(pooled{d.s.pool}) })
+func (d *Driver) WriteQuiet(ctx context.Context, fn func(store.Querier) error) error {
+	return d.retryQuiet(ctx, func() error { return fn(pooled{d.pool}) })
 }
 
 // WriteTx runs fn's statements in one transaction (Store.tx: run again
 // whole on a deadlock or serialization failure; a success wakes the
 // activity streams; its error translated).
-func (d driver) WriteTx(ctx context.Context, fn func(store.Querier) error) error {
-	return d.s.tx(ctx, func(tx pgx.Tx) error { return fn(pooled{tx}) })
+func (d *Driver) WriteTx(ctx context.Context, fn func(store.Querier) error) error {
+	return d.tx(ctx, func(tx pgx.Tx) error { return fn(pooled{tx}) })
 }
 
 // Select runs query, its ? placeholders numbered $1, $2, ..., on the pool.
-func (d driver) Select(ctx context.Context, query string, args ...any) (store.Rows, error) {
-	return d.s.pool.Query(ctx, numbered(query), args...)
+func (d *Driver) Select(ctx context.Context, query string, args ...any) (store.Rows, error) {
+	return d.pool.Query(ctx, numbered(query), args...)
 }
 
-func (driver) NoRows(err error) bool     { return errors.Is(err, pgx.ErrNoRows) }
-func (driver) Unique(err error) bool     { return isUnique(err) }
-func (driver) Translate(err error) error { return translate(err) }
-func (d driver) NewID() string           { return d.s.newID() }
+func (*Driver) NoRows(err error) bool     { return errors.Is(err, pgx.ErrNoRows) }
+func (*Driver) Unique(err error) bool     { return isUnique(err) }
+func (*Driver) Translate(err error) error { return translate(err) }
+func (d *Driver) NewID() string           { return d.newID() }
 
 // pooled runs named statements on db (the pool, or a transaction), their
 // @names bound from Args.

@@ -8,5 +8,5 @@ import (
 
 func TestDriverScan(t *testing.T) {
 	s := openTest(t, Options{})
-	storetest.DriverScan(t, driver{s}, `SELECT NULL::text, 'x'::text, NULL::bigint, 7::bigint, ?::timestamptz, NULL::timestamptz, 'x'::text`)
+	storetest.DriverScan(t, s.d, `SELECT NULL::text, 'x'::text, NULL::bigint, 7::bigint, ?::timestamptz, NULL::timestamptz, 'x'::text`)
 }

@@ -22,24 +22,23 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-var _ store.HeartbeatStore = (*Store)(nil)
+
 
 // hbtx is a transaction as store.HeartbeatTx.
 type hbtx struct {
 	store.QueryTx
 	tx pgx.Tx
-	s  *Store
+	s  *Driver
 }
 
-func (s *Store) hbTx(tx pgx.Tx) hbtx {
-	return hbtx{store.QueryTx{Querier: pooled{tx}, Driver: driver{s}}, tx, s}
+func (s *Driver) hbTx(tx pgx.Tx) hbtx {
+	return hbtx{store.QueryTx{Querier: pooled{tx}, Driver: s}, tx, s}
 }
 
-// hb is a store transaction (s.tx) as a store.TxRunner.
-func (s *Store) hb() store.TxRunner {
-	return func(ctx context.Context, fn func(store.HeartbeatTx) error) error {
-		return s.tx(ctx, func(tx pgx.Tx) error { return fn(s.hbTx(tx)) })
-	}
+// HeartbeatWrite runs fn in one transaction (s.tx: run again whole on a
+// deadlock or serialization failure).
+func (s *Driver) HeartbeatWrite(ctx context.Context, fn func(store.HeartbeatTx) error) error {
+	return s.tx(ctx, func(tx pgx.Tx) error { return fn(s.hbTx(tx)) })
 }
 
 func (h hbtx) LogActivity(ctx context.Context, companyID string, actor store.Actor, action, entityType, entityID string, details any) error {

@@ -21,10 +21,10 @@ func idemArgs(args namedArgs, p *store.IdempotencyParams, kind string) namedArgs
 // of kind recorded for p's (actor, key), or "" when there is none (the
 // caller creates, recording it with CTE rec). 422 idempotency_key_reused;
 // 400 invalid_request.
-func (s *Store) idempotencyLookup(ctx context.Context, p *store.IdempotencyParams, kind string) (string, error) {
+func (s *Driver) idempotencyLookup(ctx context.Context, p *store.IdempotencyParams, kind string) (string, error) {
 	var id string
-	err := driver{s}.WriteQuiet(ctx, func(q store.Querier) (err error) {
-		id, err = s.IdempotencyLookup(ctx, q, p, kind)
+	err := s.WriteQuiet(ctx, func(q store.Querier) (err error) {
+		id, err = store.NewCRUD(s).IdempotencyLookup(ctx, q, p, kind)
 		return err
 	})
 	return id, err
@@ -35,7 +35,7 @@ func (s *Store) idempotencyLookup(ctx context.Context, p *store.IdempotencyParam
 // p.Replayed set), else create() runs, recording the key in its statement.
 // When that record fails because a concurrent duplicate recorded the key
 // first, the whole call runs again, and then replays.
-func idempotent[T any](ctx context.Context, s *Store, p *store.IdempotencyParams, kind string,
+func idempotent[T any](ctx context.Context, s *Driver, p *store.IdempotencyParams, kind string,
 	replay func(id string) (T, error), create func() (T, error)) (T, error) {
 	var zero T
 	for range 3 {

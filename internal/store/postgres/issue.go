@@ -11,7 +11,7 @@ import (
 // IssueList lists issues of a company, newest first, narrowed to statuses,
 // an assignee (or unassigned ones) and a case-insensitive substring of the
 // title or identifier when set.
-func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*clasp.Issue, string, error) {
+func (s *Driver) IssueList(ctx context.Context, p *store.IssueListParams) ([]*clasp.Issue, string, error) {
 	where, args := []string{"company_id = ?"}, []any{p.CompanyID}
 	switch {
 	case len(p.Statuses) == 1:
@@ -43,6 +43,6 @@ func (s *Store) IssueList(ctx context.Context, p *store.IssueListParams) ([]*cla
 	if p.Ready {
 		where = append(where, "unresolved_blocker_count = 0") // D9
 	}
-	return store.ListPage(ctx, driver{s}, "issues", store.IssueCols, where, args, p.Page, false, store.ScanIssue,
+	return store.ListPage(ctx, s, "issues", store.IssueCols, where, args, p.Page, false, store.ScanIssue,
 		func(i *clasp.Issue) string { return store.EncodeCursor(i.CreatedAt, i.ID) })
 }

@@ -24,7 +24,7 @@ import (
 // deadlock, Store.retry), and returns its answer; a 404 not_found naming
 // ref when the issue does not exist in scope; what names the rule in
 // other errors.
-func (s *Store) lockTry(ctx context.Context, name, what, ref string, args namedArgs) (*store.LockAnswer, error) {
+func (s *Driver) lockTry(ctx context.Context, name, what, ref string, args namedArgs) (*store.LockAnswer, error) {
 	var l *store.LockAnswer
 	err := s.retry(ctx, func() error {
 		var err error
@@ -127,55 +127,55 @@ func byRef(args namedArgs, byID, byIdent string) string {
 }
 
 // IssueCheckout is one try of rules L1-L3 for an agent's run
-// (store.LockDriver): statement Checkout, or CheckoutByIdentifier as
+// (store.Driver): statement Checkout, or CheckoutByIdentifier as
 // byRef picks.
-func (d driver) IssueCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+func (d *Driver) IssueCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
 	args := pooledLockArgs(r.Ref, r.Actor)
 	defer putLockArgs(args)
 	args["agent"], args["expected"] = r.AgentID, r.Expected
-	return d.s.lockTry(ctx, byRef(args, "Checkout", "CheckoutByIdentifier"), "check out issue", r.Ref, args)
+	return d.lockTry(ctx, byRef(args, "Checkout", "CheckoutByIdentifier"), "check out issue", r.Ref, args)
 }
 
-// IssueBoardCheckout is one try of S12 (store.LockDriver): statement
+// IssueBoardCheckout is one try of S12 (store.Driver): statement
 // BoardCheckout.
-func (d driver) IssueBoardCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+func (d *Driver) IssueBoardCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
 	args := pooledLockArgs(r.Ref, r.Actor)
 	defer putLockArgs(args)
 	args["agent"], args["expected"] = r.AgentID, r.Expected
-	return d.s.lockTry(ctx, "BoardCheckout", "board checkout of issue", r.Ref, args)
+	return d.lockTry(ctx, "BoardCheckout", "board checkout of issue", r.Ref, args)
 }
 
-// IssueRelease is one try of rule L4 (store.LockDriver): statement
+// IssueRelease is one try of rule L4 (store.Driver): statement
 // Release, or ReleaseByIdentifier as byRef picks.
-func (d driver) IssueRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+func (d *Driver) IssueRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
 	args := pooledLockArgs(r.Ref, r.Actor)
 	defer putLockArgs(args)
 	args["unassign"] = r.Unassign
-	return d.s.lockTry(ctx, byRef(args, "Release", "ReleaseByIdentifier"), "release issue", r.Ref, args)
+	return d.lockTry(ctx, byRef(args, "Release", "ReleaseByIdentifier"), "release issue", r.Ref, args)
 }
 
 // IssueForceRelease is one try of the board's force-release
-// (store.LockDriver): statement ForceRelease.
-func (d driver) IssueForceRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+// (store.Driver): statement ForceRelease.
+func (d *Driver) IssueForceRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
 	args := lockArgs(r.Ref, r.Actor)
 	args["reason"], args["clear_assignee"] = r.Reason, r.ClearAssignee
-	return d.s.lockTry(ctx, "ForceRelease", "force-release issue", r.Ref, args)
+	return d.lockTry(ctx, "ForceRelease", "force-release issue", r.Ref, args)
 }
 
 // IssuePatch is one try of rules L5 and L6 for PATCH p
-// (store.LockDriver) through w: statement Patch, or PatchPlain for a
+// (store.Driver) through w: statement Patch, or PatchPlain for a
 // PATCH with neither Comment nor Idempotency, each by id or ByIdentifier
 // as byRef picks, which writes the activity rows, the comment and the
 // record of the Idempotency-Key (CTE rec) itself. With edges changed, w
 // is a READ COMMITTED transaction: a try that lost runs again on a new
 // snapshot of it. A concurrent duplicate that recorded the key first
 // fails it with a unique violation.
-func (d driver) IssuePatch(ctx context.Context, w store.Querier, p *store.IssueUpdateParams) (*store.LockAnswer, error) {
+func (d *Driver) IssuePatch(ctx context.Context, w store.Querier, p *store.IssueUpdateParams) (*store.LockAnswer, error) {
 	args := namedArgs(store.PatchArgs(store.Args(lockArgs(p.Ref, p.Actor)), p))
 	name := byRef(args, "PatchPlain", "PatchPlainByIdentifier")
 	if p.Comment != nil || p.Idempotency != nil {
 		name = byRef(args, "Patch", "PatchByIdentifier")
-		args["comment"], args["comment_id"] = p.Comment, d.s.newID()
+		args["comment"], args["comment_id"] = p.Comment, d.newID()
 		idemArgs(args, p.Idempotency, store.IdemIssueUpdate)
 	}
 	l, err := scanLockAnswer(name, w.QueryRow(ctx, name, store.Args(args)))

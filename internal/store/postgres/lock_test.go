@@ -26,12 +26,12 @@ func TestCheckoutNeverAdoptsARunNewerThanItsSnapshot(t *testing.T) {
 	if _, err := s.IssueCheckout(ctx, &store.IssueCheckoutParams{Ref: iss.ID, AgentID: a.ID, ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo}, Actor: agentOf(a, r1.ID)}); err != nil {
 		t.Fatalf("R1 checkout: %v", err)
 	}
-	if err := (&TestHooks{S: s}).SetRunStatus(ctx, r1.ID, clasp.RunFailed); err != nil {
+	if err := (NewTestHooks(s.DB)).SetRunStatus(ctx, r1.ID, clasp.RunFailed); err != nil {
 		t.Fatalf("fail R1: %v", err)
 	}
 
 	// Another transaction holds the issue's row lock.
-	blocker, err := s.pool.Begin(ctx)
+	blocker, err := s.d.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestCheckoutNeverAdoptsARunNewerThanItsSnapshot(t *testing.T) {
 		_, err := s.IssueCheckout(ctx, &store.IssueCheckoutParams{Ref: iss.ID, AgentID: a.ID, ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo}, Actor: agentOf(a, r2.ID)})
 		done <- err
 	}()
-	waitForLockWait(t, s, blocker, done)
+	waitForLockWait(t, s.d, blocker, done)
 	// Meanwhile a run opened after that snapshot takes the issue, and commits.
 	r3 := openRun()
 	if _, err := blocker.Exec(ctx, `UPDATE issues SET checkout_run_id = $1, execution_run_id = $1, checkout_epoch = checkout_epoch + 1 WHERE id = $2`, r3.ID, iss.ID); err != nil {
@@ -70,7 +70,7 @@ func TestCheckoutNeverAdoptsARunNewerThanItsSnapshot(t *testing.T) {
 
 // newLockTest opens a store with a company, its agent a and a todo issue
 // iss; openRun opens a run of a with a lease of an hour.
-func newLockTest(t *testing.T) (s *Store, a *clasp.Agent, iss *clasp.Issue, openRun func() *clasp.Run) {
+func newLockTest(t *testing.T) (s *testStore, a *clasp.Agent, iss *clasp.Issue, openRun func() *clasp.Run) {
 	t.Helper()
 	s = openTest(t, Options{})
 	ctx := t.Context()
@@ -99,7 +99,7 @@ func newLockTest(t *testing.T) (s *Store, a *clasp.Agent, iss *clasp.Issue, open
 // (the checkout under test, which must not end before: done), for a lock
 // that transaction holder holds. Only a wait on holder counts: tests in
 // parallel run checkouts of their own in the same database.
-func waitForLockWait(t *testing.T, s *Store, holder pgx.Tx, done <-chan error) {
+func waitForLockWait(t *testing.T, s *Driver, holder pgx.Tx, done <-chan error) {
 	t.Helper()
 	var pid int
 	if err := holder.QueryRow(t.Context(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
@@ -141,7 +141,7 @@ func TestCheckoutRunEndedAfterSnapshot(t *testing.T) {
 	r := openRun()
 
 	// The finish holds the run's row, not committed yet.
-	finish, err := s.pool.Begin(ctx)
+	finish, err := s.d.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +155,11 @@ func TestCheckoutRunEndedAfterSnapshot(t *testing.T) {
 	answers := make(chan *store.LockAnswer, 1)
 	done := make(chan error, 1)
 	go func() {
-		l, err := scanLockAnswer("Checkout", s.pool.QueryRow(ctx, q("Checkout"), args))
+		l, err := scanLockAnswer("Checkout", s.d.pool.QueryRow(ctx, q("Checkout"), args))
 		answers <- l
 		done <- err
 	}()
-	waitForLockWait(t, s, finish, done)
+	waitForLockWait(t, s.d, finish, done)
 	if err := finish.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestCheckoutRunEndedAfterSnapshot(t *testing.T) {
 			got.Status, deref(got.CheckoutRunID), deref(got.ExecutionRunID), got.CheckoutEpoch, iss.CheckoutEpoch)
 	}
 	var n int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM activity WHERE entity_id = $1 AND action LIKE 'issue.check%'`, iss.ID).Scan(&n); err != nil {
+	if err := s.d.pool.QueryRow(ctx, `SELECT count(*) FROM activity WHERE entity_id = $1 AND action LIKE 'issue.check%'`, iss.ID).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {

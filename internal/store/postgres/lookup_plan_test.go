@@ -36,11 +36,11 @@ func TestIssueLookupPlanIgnoresStaleStatistics(t *testing.T) {
 	const filler = `INSERT INTO issues (id, company_id, identifier, title, status, priority, priority_rank, created_at, updated_at, completed_at)
 		SELECT $2 || g, $1, $2 || g, 't', 'done', 'medium', 2, now() - g * interval '1 second', now(), now()
 		FROM generate_series(1, $3::int) g`
-	if _, err := s.pool.Exec(ctx, filler, other.ID, "OTH-F", 2000); err != nil {
+	if _, err := s.d.pool.Exec(ctx, filler, other.ID, "OTH-F", 2000); err != nil {
 		t.Fatal(err)
 	}
 	for _, stmt := range []string{`ALTER TABLE issues SET (autovacuum_enabled = off)`, `ANALYZE issues`} {
-		if _, err := s.pool.Exec(ctx, stmt); err != nil {
+		if _, err := s.d.pool.Exec(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,14 +48,14 @@ func TestIssueLookupPlanIgnoresStaleStatistics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(ctx, filler, co.ID, "STL-F", 30000); err != nil {
+	if _, err := s.d.pool.Exec(ctx, filler, co.ID, "STL-F", 30000); err != nil {
 		t.Fatal(err)
 	}
 	args := actorArgs(namedArgs{"rid": iss.ID, "rident": "", "company": co.ID, "run": "r", "agent": "a", "expected": []string{"todo"},
 		"status": "done", "board": false, "set_assignee": false, "unassign": false},
 		store.Actor{Type: clasp.ActorAgent, AgentID: "a", CompanyID: co.ID, RunID: "r"})
 	for _, name := range []string{"IssueGet", "IssueRef", "CommentInsert", "Checkout", "CheckoutWaitersRead", "BoardCheckout", "Release", "Patch", "PatchPlain", "ForceRelease"} {
-		text := explainPlan(ctx, t, s.pool, name, args)
+		text := explainPlan(ctx, t, s.d.pool, name, args)
 		if !strings.Contains(text, "using issues_pkey on issues i") {
 			t.Errorf("%s: the issue is not looked up by primary key:\n%s", name, text)
 		}

@@ -28,7 +28,7 @@ var migrations embed.FS
 // nothing to do. Under the lock it first creates the store's schema if one
 // is named and missing. goose runs on a connection of its own (not the
 // pool's, so a pool of one connection cannot starve it).
-func (s *Store) migrate(ctx context.Context) error {
+func (s *Driver) migrate(ctx context.Context) error {
 	fsys, err := fs.Sub(migrations, "migration")
 	if err != nil {
 		return err
@@ -90,7 +90,7 @@ const sqlMigrationLock = `hashtextextended('clasp.migrate:' || coalesce(nullif($
 
 // SchemaVersion returns the version of the newest migration applied to the
 // database (1 for 001_init.sql).
-func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
+func (s *Driver) SchemaVersion(ctx context.Context) (int64, error) {
 	var v int64
 	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied`).Scan(&v)
 	if err != nil {

@@ -43,7 +43,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/store/sqlfile"
 )
 
-var _ store.Store = (*Store)(nil)
+var _ store.Driver = (*Driver)(nil)
 
 // Options configures Open. The zero value is valid.
 type Options struct {
@@ -81,12 +81,7 @@ const DefaultMaxConns = 20
 
 // Store is the PostgreSQL store. It is safe for concurrent use; Close it
 // when done.
-type Store struct {
-	store.CRUD      // the methods shared with the other dialects, on driver{s}
-	store.Heartbeat // the shared HeartbeatStore methods, on driver{s} and s.hb()
-	*store.Locks    // the checkout and release rules, on driver{s}
-	store.Runs      // a run's end and the sweeper's passes, on driver{s}
-
+type Driver struct {
 	pool   *pgxpool.Pool
 	schema string
 	log    *slog.Logger
@@ -103,7 +98,7 @@ type Store struct {
 // DSN, as pgx reads it), applies the pending migrations under an advisory
 // lock, and returns the store. Errors: an invalid URL or Schema, an
 // unreachable database, a failed migration.
-func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+func Open(ctx context.Context, url string, opts Options) (*Driver, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: parse url: %w", err)
@@ -128,11 +123,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.Schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
 	}
-	s := &Store{schema: opts.Schema, log: opts.Logger, newID: newUUIDv7}
-	s.CRUD = store.NewCRUD(driver{s})
-	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
-	s.Locks = store.NewLocks(driver{s}, s.CRUD)
-	s.Runs = store.NewRuns(driver{s})
+	s := &Driver{schema: opts.Schema, log: opts.Logger, newID: newUUIDv7}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -163,13 +154,13 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 // measures the store's own statements without its Go code (clasp bench's
 // raw limit): it applies none of the store's rules, retries nothing and
 // wakes no activity stream.
-func (s *Store) QueryRowNamed(ctx context.Context, name string, args map[string]any) pgx.Row {
+func (s *Driver) QueryRowNamed(ctx context.Context, name string, args map[string]any) pgx.Row {
 	return s.pool.QueryRow(ctx, q(name), namedArgs(args))
 }
 
 // Close stops the event listener and closes the pool, waiting for
 // connections in use to be returned.
-func (s *Store) Close() error {
+func (s *Driver) Close() error {
 	s.stopWatch()
 	s.pool.Close()
 	return nil
@@ -177,7 +168,7 @@ func (s *Store) Close() error {
 
 // Ping checks that the database answers a query (for /readyz); 503
 // unavailable when it does not.
-func (s *Store) Ping(ctx context.Context) error {
+func (s *Driver) Ping(ctx context.Context) error {
 	var one int
 	if err := s.pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
 		return translate(fmt.Errorf("ping postgres: %w", err))
@@ -194,20 +185,20 @@ const maxAttempts = 5
 // deadlock or serialization failure, or has been tried maxAttempts times,
 // sleeping a few random milliseconds between tries. It returns fn's last
 // error translated (see translate).
-func (s *Store) retry(ctx context.Context, fn func() error) error {
+func (s *Driver) retry(ctx context.Context, fn func() error) error {
 	return s.retryNotify(ctx, fn, true)
 }
 
 // retryQuiet is retry for statements that never write activity (the
 // authentication's record of a key's use, a run's lease renewal): it does
 // not wake the activity streams nor the other replicas.
-func (s *Store) retryQuiet(ctx context.Context, fn func() error) error {
+func (s *Driver) retryQuiet(ctx context.Context, fn func() error) error {
 	return s.retryNotify(ctx, fn, false)
 }
 
 // retryNotify is retry; notify says whether a success may have written
 // activity.
-func (s *Store) retryNotify(ctx context.Context, fn func() error, notify bool) error {
+func (s *Driver) retryNotify(ctx context.Context, fn func() error, notify bool) error {
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil {
@@ -233,7 +224,7 @@ func (s *Store) retryNotify(ctx context.Context, fn func() error, notify bool) e
 // returns nil, retrying the whole transaction on a deadlock or
 // serialization failure (see retry). fn must touch the database only
 // through tx and may run more than once.
-func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+func (s *Driver) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return s.retry(ctx, func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
 }
 
@@ -317,7 +308,7 @@ func q(name string) string {
 // migrated schema, as it runs: with its @names rewritten to $n
 // (namedArgs). Each connection then prepares and caches a statement on
 // its first use (pgx's statement cache).
-func (s *Store) prepare(ctx context.Context) error {
+func (s *Driver) prepare(ctx context.Context) error {
 	if statementsErr != nil {
 		return statementsErr
 	}

@@ -36,15 +36,30 @@ func testURL(tb testing.TB) string {
 	return url
 }
 
-// openTest opens a store in a fresh schema clasp_test_<random> of the test
-// server, closed and dropped at cleanup.
-func openTest(tb testing.TB, opts Options) *Store {
+// testStore is a store under test: the one implementation (store.DB) on
+// a driver of this package, whose internals the tests reach through d.
+type testStore struct {
+	*store.DB
+	d *Driver
+}
+
+func newTestStore(d *Driver) *testStore { return &testStore{DB: store.New(d), d: d} }
+
+// openTest opens a store under test (see openTestDriver).
+func openTest(tb testing.TB, opts Options) *testStore {
+	tb.Helper()
+	return newTestStore(openTestDriver(tb, opts))
+}
+
+// openTestDriver opens a driver in a fresh schema clasp_test_<random> of
+// the test server, closed and dropped at cleanup.
+func openTestDriver(tb testing.TB, opts Options) *Driver {
 	tb.Helper()
 	return openTestURL(tb, testURL(tb), opts)
 }
 
 // openTestURL is openTest on the server at url.
-func openTestURL(tb testing.TB, url string, opts Options) *Store {
+func openTestURL(tb testing.TB, url string, opts Options) *Driver {
 	tb.Helper()
 	ctx := context.Background()
 	b := make([]byte, 6)
@@ -105,7 +120,7 @@ func TestContract(t *testing.T) {
 	testURL(t)
 	storetest.Run(t, func(t *testing.T) (store.Store, storetest.Hooks) {
 		s := openTest(t, Options{})
-		return s, &TestHooks{S: s}
+		return s, NewTestHooks(s.DB)
 	})
 }
 
@@ -115,7 +130,7 @@ func TestContract(t *testing.T) {
 func TestOpenConcurrentMigrations(t *testing.T) {
 	t.Parallel()
 	first := openTest(t, Options{}) // creates, migrates and drops the schema at cleanup
-	schema := first.schema
+	schema := first.d.schema
 	first.Close()
 	conn, err := pgx.Connect(context.Background(), testURL(t))
 	if err != nil {
@@ -127,7 +142,7 @@ func TestOpenConcurrentMigrations(t *testing.T) {
 	}
 
 	const replicas = 4
-	stores := make([]*Store, replicas)
+	stores := make([]*Driver, replicas)
 	errs := make([]error, replicas)
 	var wg sync.WaitGroup
 	for i := range replicas {
@@ -144,11 +159,11 @@ func TestOpenConcurrentMigrations(t *testing.T) {
 	if err := stores[0].pool.QueryRow(t.Context(), "SELECT count(*) FROM goose_db_version WHERE version_id = 1").Scan(&rows); err != nil || rows != 1 {
 		t.Errorf("rows of version 1 in goose_db_version: got %d, %v, want 1", rows, err)
 	}
-	co, err := stores[1].CompanyCreate(t.Context(), &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board})
+	co, err := store.New(stores[1]).CompanyCreate(t.Context(), &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board})
 	if err != nil {
 		t.Fatalf("create company on replica 1: %v", err)
 	}
-	if got, err := stores[2].CompanyGet(t.Context(), co.ID); err != nil || got.IssuePrefix != "ACME" {
+	if got, err := store.New(stores[2]).CompanyGet(t.Context(), co.ID); err != nil || got.IssuePrefix != "ACME" {
 		t.Errorf("company on replica 2: got %+v, %v, want ACME", got, err)
 	}
 	again, err := Open(t.Context(), testURL(t), Options{Schema: schema})
@@ -167,10 +182,11 @@ func TestOpenConcurrentMigrations(t *testing.T) {
 func TestIdentifiersAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	a := openTest(t, Options{})
-	b, err := Open(t.Context(), testURL(t), Options{Schema: a.schema})
+	bDrv, err := Open(t.Context(), testURL(t), Options{Schema: a.d.schema})
 	if err != nil {
 		t.Fatalf("open second replica: %v", err)
 	}
+	b := newTestStore(bDrv)
 	defer b.Close()
 	ctx := t.Context()
 	co, err := a.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board})

@@ -14,7 +14,7 @@ import (
 // RunOpen resolves the issue, inserts the run, records the agent's
 // heartbeat, run.started and the idempotency record in one statement; a
 // replay renews the recorded run with statement RunReplayOpen.
-func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run, error) {
+func (s *Driver) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run, error) {
 	ttl, source, err := p.Check()
 	if err != nil {
 		return nil, err
@@ -79,7 +79,7 @@ func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run
 // Every read goes through tx, never a second pooled connection: opens
 // waiting for the agent's row lock each hold a connection, and one more
 // asked of a drained pool by the lock's holder would wait for them.
-func (s *Store) runOpenRefused(ctx context.Context, tx pgxQuerier, p *store.RunOpenParams) error {
+func (s *Driver) runOpenRefused(ctx context.Context, tx pgxQuerier, p *store.RunOpenParams) error {
 	a, err := store.ScanAgent(tx.QueryRow(ctx, q("AgentGet"), namedArgs{"id": p.AgentID}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ErrNotFound("agent", p.AgentID)
@@ -108,7 +108,7 @@ func (s *Store) runOpenRefused(ctx context.Context, tx pgxQuerier, p *store.RunO
 // and renews its lease to now + LeaseTTL with the agent's heartbeat, all
 // by the database clock in one statement. Unless Force, the write is
 // skipped when the last sign of life is less than MinRenewInterval old.
-func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.Run, error) {
+func (s *Driver) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.Run, error) {
 	args := namedArgs{"run": p.RunID, "agent": p.AgentID, "ttl_us": p.TTL().Microseconds(),
 		"force": p.Force || p.MinRenewInterval <= 0, "min_us": p.MinRenewInterval.Microseconds()}
 	var (

@@ -1,7 +1,7 @@
 package postgres
 
 // The ends of runs (rule L6: RunFinish and the locks it releases) and the
-// sweeper's passes (RULES.md, The sweeper): the store.RunDriver methods,
+// sweeper's passes (RULES.md, The sweeper): the store.Driver methods,
 // each one transaction. PostgreSQL's statements write their own activity
 // rows.
 
@@ -15,15 +15,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-var _ store.RunDriver = driver{}
 
-// RunFinish is store.RunDriver.RunFinish: statement RunFinish, then
+// RunFinish is store.Driver.RunFinish: statement RunFinish, then
 // releaseRunLocks (L6 and run.finished, then the deferred wakes promoted),
 // in one transaction.
-func (d driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp.Run, error) {
+func (d *Driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp.Run, error) {
 	args := store.RunFinishArgs(p)
 	var out *clasp.Run
-	err := d.s.tx(ctx, func(tx pgx.Tx) error {
+	err := d.tx(ctx, func(tx pgx.Tx) error {
 		run, err := store.ScanRun(pooled{tx}.QueryRow(ctx, "RunFinish", args))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errNotFinished // nothing written: no wake of the activity streams
@@ -31,7 +30,7 @@ func (d driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp
 		if err != nil {
 			return fmt.Errorf("finish run %s: %w", p.RunID, err)
 		}
-		if err := d.s.releaseRunLocks(ctx, tx, p.Actor, p.Status, []*clasp.Run{run}); err != nil {
+		if err := d.releaseRunLocks(ctx, tx, p.Actor, p.Status, []*clasp.Run{run}); err != nil {
 			return err
 		}
 		out = run
@@ -51,7 +50,7 @@ var errNotFinished = errors.New("finish run: no row matched")
 
 // callerRun is store.CallerRunRead on db (the pool or a transaction).
 func callerRun(ctx context.Context, db pgxQuerier, runID string) (store.RunState, error) {
-	return store.CallerRunRead(ctx, driver{}, pooled{db}, runID)
+	return store.CallerRunRead(ctx, (*Driver)(nil), pooled{db}, runID)
 }
 
 // releaseRunLocks is L6 for runs this transaction has just ended with
@@ -59,7 +58,7 @@ func callerRun(ctx context.Context, db pgxQuerier, runID string) (store.RunState
 // one issue.lock_released per issue, then one run.finished {status,
 // exitCode, error, and errorCode when set} per run; then the wakes
 // deferred behind those runs are promoted (heartbeat.go).
-func (s *Store) releaseRunLocks(ctx context.Context, tx pgx.Tx, a store.Actor, status clasp.RunStatus, runs []*clasp.Run) error {
+func (s *Driver) releaseRunLocks(ctx context.Context, tx pgx.Tx, a store.Actor, status clasp.RunStatus, runs []*clasp.Run) error {
 	type finished struct {
 		ID        string `json:"id"`
 		CompanyID string `json:"company_id"`
@@ -86,12 +85,12 @@ func (s *Store) releaseRunLocks(ctx context.Context, tx pgx.Tx, a store.Actor, s
 	return err
 }
 
-// RunSweepExpired is store.RunDriver.RunSweepExpired, by the database
+// RunSweepExpired is store.Driver.RunSweepExpired, by the database
 // clock: statement SweepExpiredRuns fails the batch and writes its run.lost
 // rows. It locks its candidates FOR UPDATE in id order, so a concurrent
 // sweeper (on any replica) waits for this batch, then leaves the runs it
 // failed.
-func (d driver) RunSweepExpired(ctx context.Context) (int, error) {
+func (d *Driver) RunSweepExpired(ctx context.Context) (int, error) {
 	n := 0
 	err := d.Write(ctx, func(q store.Querier) error {
 		return store.Wrap(q.QueryRow(ctx, "SweepExpiredRuns", store.Args{"limit": store.SweepBatch}).Scan(&n), "sweep expired runs")
@@ -99,14 +98,14 @@ func (d driver) RunSweepExpired(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// IssueClearStaleLocks is store.RunDriver.IssueClearStaleLocks, in one
+// IssueClearStaleLocks is store.Driver.IssueClearStaleLocks, in one
 // transaction: statement StaleLockCandidates locks the candidates FOR
 // UPDATE in id order (waiting for a concurrent sweeper's batch), then
 // ClearStaleLocks re-checks and clears them with a snapshot taken after
 // the lock and writes their issue.stale_lock_cleared rows. found is how
 // many issues it locked.
-func (d driver) IssueClearStaleLocks(ctx context.Context) (found, cleared int, err error) {
-	err = d.s.tx(ctx, func(tx pgx.Tx) error {
+func (d *Driver) IssueClearStaleLocks(ctx context.Context) (found, cleared int, err error) {
+	err = d.tx(ctx, func(tx pgx.Tx) error {
 		found, cleared = 0, 0
 		rows, err := tx.Query(ctx, q("StaleLockCandidates"), namedArgs{"limit": store.SweepBatch})
 		if err != nil {

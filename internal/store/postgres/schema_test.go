@@ -18,10 +18,10 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1, true)`, latest+1); err != nil {
+	if _, err := s.d.pool.Exec(ctx, `INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1, true)`, latest+1); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := Open(ctx, testURL(t), Options{Schema: s.schema, MaxConns: 2})
+	s2, err := Open(ctx, testURL(t), Options{Schema: s.d.schema, MaxConns: 2})
 	if err == nil {
 		s2.Close()
 		t.Fatalf("Open of a schema at version %d (this binary knows %d) succeeded", latest+1, latest)
@@ -39,8 +39,8 @@ func TestIssuesAutovacuumSettings(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, Options{})
 	var opts []string
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(c.reloptions, '{}') FROM pg_class c
-		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'issues'`, s.schema).Scan(&opts); err != nil {
+	if err := s.d.pool.QueryRow(ctx, `SELECT coalesce(c.reloptions, '{}') FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'issues'`, s.d.schema).Scan(&opts); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]bool{"autovacuum_vacuum_scale_factor=0.01": true, "autovacuum_vacuum_threshold=1000": true, "vacuum_index_cleanup=on": true}

@@ -38,7 +38,7 @@ const (
 	holeSettle  = 2 * time.Second
 )
 
-var _ store.ActivityStream = (*Store)(nil)
+var _ store.ActivityStream = (*Driver)(nil)
 
 // watch holds this process's WatchActivity channels, the notifier and the
 // listener.
@@ -53,7 +53,7 @@ type watch struct {
 // activityWritten is called after every successful write of this process:
 // it wakes local watchers at once and asks the notifier to tell the other
 // replicas.
-func (s *Store) activityWritten() {
+func (s *Driver) activityWritten() {
 	s.w.Notify()
 	select {
 	case s.w.poke <- struct{}{}:
@@ -62,7 +62,7 @@ func (s *Store) activityWritten() {
 }
 
 // startWatch starts the notifier and the listener (once, at Open).
-func (s *Store) startWatch(ctx context.Context, connCfg *pgx.ConnConfig) {
+func (s *Driver) startWatch(ctx context.Context, connCfg *pgx.ConnConfig) {
 	s.w.poke = make(chan struct{}, 1)
 	s.w.channel = "clasp_activity"
 	if s.schema != "" {
@@ -81,7 +81,7 @@ func (s *Store) startWatch(ctx context.Context, connCfg *pgx.ConnConfig) {
 }
 
 // stopWatch stops the notifier and the listener and waits for them.
-func (s *Store) stopWatch() {
+func (s *Driver) stopWatch() {
 	if s.w.stop != nil {
 		s.w.stop()
 		s.w.done.Wait()
@@ -89,7 +89,7 @@ func (s *Store) stopWatch() {
 }
 
 // notifier sends one NOTIFY per burst of writes, at most one per notifyEvery.
-func (s *Store) notifier(ctx context.Context) {
+func (s *Driver) notifier(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -131,7 +131,7 @@ func nextListenWait(prev time.Duration, listened bool) time.Duration {
 // listener keeps a LISTEN connection open (reconnecting with the backoff
 // of nextListenWait) and wakes the local watchers on every notification
 // from any replica.
-func (s *Store) listener(ctx context.Context, cfg *pgx.ConnConfig) {
+func (s *Driver) listener(ctx context.Context, cfg *pgx.ConnConfig) {
 	var wait time.Duration
 	for ctx.Err() == nil {
 		listened, err := s.listenOnce(ctx, cfg)
@@ -152,7 +152,7 @@ func (s *Store) listener(ctx context.Context, cfg *pgx.ConnConfig) {
 // listenOnce connects, LISTENs on the store's channel and wakes the local
 // watchers on each notification until the connection fails or ctx ends.
 // It returns whether LISTEN succeeded, and the error that ended it.
-func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) (listened bool, err error) {
+func (s *Driver) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return false, fmt.Errorf("connect: %w", err)
@@ -173,13 +173,13 @@ func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) (listened b
 // WatchActivity implements store.ActivityStream: the channel receives a
 // value after writes of any replica (see the comment at the top of this
 // file) and is closed when ctx ends.
-func (s *Store) WatchActivity(ctx context.Context) <-chan struct{} {
+func (s *Driver) WatchActivity(ctx context.Context) <-chan struct{} {
 	return s.w.Watch(ctx.Done())
 }
 
 // ActivityAfter implements store.ActivityStream (see the comment at the
 // top of this file for how holes in the ids are handled).
-func (s *Store) ActivityAfter(ctx context.Context, companyID string, afterID int64, limit int) ([]*clasp.Activity, int64, error) {
+func (s *Driver) ActivityAfter(ctx context.Context, companyID string, afterID int64, limit int) ([]*clasp.Activity, int64, error) {
 	limit = store.PageLimit(limit)
 	rows, err := s.pool.Query(ctx, q("ActivityAfter"), namedArgs{"after": afterID, "limit": limit, "settle": holeSettle.Seconds()})
 	if err != nil {
@@ -209,7 +209,7 @@ func (s *Store) ActivityAfter(ctx context.Context, companyID string, afterID int
 }
 
 // ActivityLatestID implements store.ActivityStream.
-func (s *Store) ActivityLatestID(ctx context.Context, companyID string) (int64, error) {
+func (s *Driver) ActivityLatestID(ctx context.Context, companyID string) (int64, error) {
 	var id int64
 	err := s.pool.QueryRow(ctx, q("ActivityLatestID"), namedArgs{"company": companyID}).Scan(&id)
 	if err != nil {

@@ -26,10 +26,11 @@ func TestSnapshotDuringWrites(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "clasp.db")
-	s, err := Open(ctx, src, Options{})
+	sDrv, err := Open(ctx, src, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := newTestStore(sDrv)
 	defer s.Close()
 	co, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board})
 	if err != nil {
@@ -95,10 +96,11 @@ func TestInspectRefuses(t *testing.T) {
 	dir := t.TempDir()
 	fresh := func(name string) string {
 		path := filepath.Join(dir, name)
-		s, err := Open(ctx, path, Options{})
+		sDrv, err := Open(ctx, path, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		s := newTestStore(sDrv)
 		co, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board})
 		if err != nil {
 			t.Fatal(err)
@@ -178,10 +180,11 @@ func TestInspectRefuses(t *testing.T) {
 	if err != nil || in.SchemaVersion != 3 {
 		t.Fatalf("Inspect of a version 3 database: %+v, %v; want it accepted at version 3", in, err)
 	}
-	s, err := Open(ctx, old, Options{})
+	sDrv, err := Open(ctx, old, Options{})
 	if err != nil {
 		t.Fatalf("open the older database: %v", err)
 	}
+	s := newTestStore(sDrv)
 	defer s.Close()
 	if v, err := s.SchemaVersion(ctx); err != nil || v != LatestSchemaVersion() {
 		t.Errorf("after Open: schema version %d, %v; want %d", v, err, LatestSchemaVersion())
@@ -195,10 +198,11 @@ func TestDetachInUse(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "clasp.db")
-	s, err := Open(ctx, path, Options{})
+	sDrv, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := newTestStore(sDrv)
 	if _, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board}); err != nil {
 		t.Fatal(err)
 	}

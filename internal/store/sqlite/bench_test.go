@@ -108,13 +108,13 @@ func benchStore(b *testing.B, syncMode string, contended bool, n int) {
 			return err
 		}
 	}
-	frames := walFrames(b, s)
-	w0 := s.WriteStats()
+	frames := walFrames(b, s.d)
+	w0 := s.d.WriteStats()
 	cpu0 := cpuTime()
 	runCycles(b, cycles)
 	cpu := cpuTime() - cpu0
 	ok := float64(int64(b.N) - conflicts.Load())
-	w1 := s.WriteStats()
+	w1 := s.d.WriteStats()
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(ok/b.Elapsed().Seconds(), "cycles/s")
 	b.ReportMetric(float64(conflicts.Load())/float64(b.N), "conflicts/op")
@@ -134,7 +134,7 @@ func cpuTime() time.Duration {
 // walFrames stops the writer's automatic checkpoints, empties the WAL and
 // returns a function that counts the WAL frames (one page each) written
 // since: the pages the benchmark's commits dirtied.
-func walFrames(b *testing.B, s *Store) func() int64 {
+func walFrames(b *testing.B, s *Driver) func() int64 {
 	b.Helper()
 	if _, err := s.w.Exec("PRAGMA wal_autocheckpoint = 0"); err != nil {
 		b.Fatal(err)

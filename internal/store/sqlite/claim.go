@@ -38,7 +38,7 @@ type claimArgs struct {
 // write, or (nil, nil) when no issue is eligible. Errors: those of
 // store.ValidateClaim, and the caller's run problems
 // (store.RunState.CallerProblem).
-func (s *Store) IssueClaim(ctx context.Context, p *store.IssueClaimParams) (*clasp.Issue, error) {
+func (s *Driver) IssueClaim(ctx context.Context, p *store.IssueClaimParams) (*clasp.Issue, error) {
 	unassigned, mine, expected, err := store.ValidateClaim(p)
 	if err != nil {
 		return nil, err

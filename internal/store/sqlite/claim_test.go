@@ -15,12 +15,13 @@ import (
 // same with 1,000 or 1,000,000 issues.
 func TestClaimPlanUsesIndexes(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "plan.db"), Options{Synchronous: "NORMAL"})
+	sDrv, err := Open(ctx, filepath.Join(t.TempDir(), "plan.db"), Options{Synchronous: "NORMAL"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := newTestStore(sDrv)
 	defer s.Close()
-	rows, err := s.w.QueryContext(ctx, "EXPLAIN QUERY PLAN "+s.sqlText["Claim"],
+	rows, err := s.d.w.QueryContext(ctx, "EXPLAIN QUERY PLAN "+s.d.sqlText["Claim"],
 		sql.Named("company", "c"), sql.Named("unassigned", `["todo"]`), sql.Named("mine", `["todo","in_progress"]`),
 		sql.Named("agent", "a"), sql.Named("run", "r"), sql.Named("now", 0))
 	if err != nil {

@@ -38,7 +38,7 @@ func BenchmarkDepCycleCheck(b *testing.B) {
 		`UPDATE companies SET issue_counter = ?2 WHERE id = ?1`,
 		`ANALYZE`,
 	} {
-		if _, err := s.w.ExecContext(ctx, q, co.ID, n, now); err != nil {
+		if _, err := s.d.w.ExecContext(ctx, q, co.ID, n, now); err != nil {
 			b.Fatal(err)
 		}
 	}

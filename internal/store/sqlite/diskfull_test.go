@@ -29,10 +29,10 @@ func TestDatabaseFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pages int64
-	if err := s.w.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+	if err := s.d.w.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.w.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages+40)); err != nil {
+	if _, err := s.d.w.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages+40)); err != nil {
 		t.Fatal(err)
 	}
 	desc := strings.Repeat("d", 3000)
@@ -74,13 +74,13 @@ func TestDatabaseFull(t *testing.T) {
 	if listed != acked {
 		t.Errorf("%d issues listed, %d acknowledged (%d refused)", listed, acked, full)
 	}
-	if _, err := s.w.ExecContext(ctx, "PRAGMA max_page_count = 4294967294"); err != nil {
+	if _, err := s.d.w.ExecContext(ctx, "PRAGMA max_page_count = 4294967294"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.IssueCreate(ctx, &store.IssueCreateParams{CompanyID: co.ID, Title: "after", Description: desc, Actor: board}); err != nil {
 		t.Errorf("write after the cap was lifted: %v", err)
 	}
-	t.Logf("%d acknowledged, %d refused with disk_full; %d writes in %d commits", acked, full, s.WriteStats().Writes, s.WriteStats().Commits)
+	t.Logf("%d acknowledged, %d refused with disk_full; %d writes in %d commits", acked, full, s.d.WriteStats().Writes, s.d.WriteStats().Commits)
 	// The operator reads when it began and when it ended, not a line per
 	// refused write (a write that still fits may end it and the next
 	// refusal begin it again, so a few lines are fine).

@@ -11,40 +11,34 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// driver is the store.Driver of a Store: reads on the reader pool, writes
-// in the group-commit writer's transactions (groupcommit.go).
-type driver struct{ s *Store }
-
-var _ store.Driver = driver{}
-
 // Read returns the Querier of the reader pool; :now is the store clock.
-func (d driver) Read() store.Querier { return reader(d) }
+func (d *Driver) Read() store.Querier { return reader{d} }
 
 // Write runs fn in a write transaction (Store.write); :now is the
 // transaction's time.
-func (d driver) Write(ctx context.Context, fn func(store.Querier) error) error {
-	return d.s.write(ctx, func(tx *wtx) error { return fn(writer{tx}) })
+func (d *Driver) Write(ctx context.Context, fn func(store.Querier) error) error {
+	return d.write(ctx, func(tx *wtx) error { return fn(writer{tx}) })
 }
 
 // Select runs query, with ? placeholders, on the reader pool.
-func (d driver) Select(ctx context.Context, query string, args ...any) (store.Rows, error) {
+func (d *Driver) Select(ctx context.Context, query string, args ...any) (store.Rows, error) {
 	for i, v := range args {
 		args[i] = argValue(v)
 	}
-	rows, err := d.s.r.QueryContext(ctx, query, args...)
+	rows, err := d.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	return sqlRows{rows}, nil
 }
 
-func (driver) NoRows(err error) bool     { return errors.Is(err, sql.ErrNoRows) }
-func (driver) Unique(err error) bool     { return isUnique(err) }
-func (driver) Translate(err error) error { return translate(err) }
-func (d driver) NewID() string           { return d.s.newID() }
+func (*Driver) NoRows(err error) bool     { return errors.Is(err, sql.ErrNoRows) }
+func (*Driver) Unique(err error) bool     { return isUnique(err) }
+func (*Driver) Translate(err error) error { return translate(err) }
+func (d *Driver) NewID() string           { return d.newID() }
 
 // reader runs named SELECTs on the reader pool.
-type reader struct{ s *Store }
+type reader struct{ s *Driver }
 
 func (r reader) QueryRow(ctx context.Context, name string, args store.Args) store.Row {
 	return r.s.readRow(ctx, name, named(args, r.s.nowMicros())...)

@@ -8,5 +8,5 @@ import (
 
 func TestDriverScan(t *testing.T) {
 	s := openTest(t, Options{})
-	storetest.DriverScan(t, driver{s}, `SELECT NULL, 'x', NULL, 7, ?, NULL, 'x'`)
+	storetest.DriverScan(t, s.d, `SELECT NULL, 'x', NULL, 7, ?, NULL, 'x'`)
 }

@@ -90,7 +90,7 @@ type diskFullLog struct {
 // disk (an error line, repeated at most once a minute while it lasts) and
 // when a write is committed again afterwards (an info line). It looks at a
 // batch's answers once the batch is done.
-func (s *Store) noteDiskFull(batch []*writeReq) {
+func (s *Driver) noteDiskFull(batch []*writeReq) {
 	full, committed := false, false
 	for _, r := range batch {
 		switch {

@@ -93,7 +93,7 @@ const (
 var savepointSQL = [numSavepointOps]string{spBegin: "SAVEPOINT w", spRelease: "RELEASE w", spRollback: "ROLLBACK TO w"}
 
 // prepareSavepoints prepares the savepoint statements on the writer.
-func (s *Store) prepareSavepoints(ctx context.Context) error {
+func (s *Driver) prepareSavepoints(ctx context.Context) error {
 	for i, text := range savepointSQL {
 		st, err := s.w.PrepareContext(ctx, text)
 		if err != nil {
@@ -113,7 +113,7 @@ type WriteStats struct {
 }
 
 // WriteStats returns the write counters.
-func (s *Store) WriteStats() WriteStats {
+func (s *Driver) WriteStats() WriteStats {
 	return WriteStats{Writes: s.gc.writes.Load(), Commits: s.gc.commits.Load()}
 }
 
@@ -126,7 +126,7 @@ func (s *Store) WriteStats() WriteStats {
 // before fn runs; the COMMIT's error, translated, for every request of a
 // batch whose COMMIT fails. A panic in fn is re-raised here, after the
 // other requests of its batch are answered.
-func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
+func (s *Driver) write(ctx context.Context, fn func(tx *wtx) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("begin write transaction: %w", err)
 	}
@@ -179,7 +179,7 @@ func (c *committer) remove(r *writeReq) {
 // at most maxBatch in all. It answers them, then hands the lead to the
 // oldest request still waiting (or marks the writer idle). Runs on first's
 // goroutine; first is answered by its fields when lead returns.
-func (s *Store) lead(first *writeReq) {
+func (s *Driver) lead(first *writeReq) {
 	c := &s.gc
 	c.mu.Lock()
 	n := min(len(c.queue), maxBatch-1)
@@ -226,7 +226,7 @@ func (s *Store) lead(first *writeReq) {
 // the end (SQLite rolled it back after an I/O error, say), the requests
 // already run are answered with that error and the ones not yet run are
 // returned, to go into a fresh transaction; otherwise it returns nil.
-func (s *Store) commitBatch(batch []*writeReq) (rest []*writeReq) {
+func (s *Driver) commitBatch(batch []*writeReq) (rest []*writeReq) {
 	c := &s.gc
 	// The transaction is the batch's, not any one caller's: it is never
 	// canceled (database/sql would roll it back when that caller gives up).

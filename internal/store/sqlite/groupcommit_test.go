@@ -26,7 +26,7 @@ type gate struct {
 	done chan error
 }
 
-func blockWriter(t *testing.T, s *Store) *gate {
+func blockWriter(t *testing.T, s *Driver) *gate {
 	t.Helper()
 	g := &gate{open: make(chan struct{}), done: make(chan error, 1)}
 	started := make(chan struct{})
@@ -51,7 +51,7 @@ func (g *gate) release(t *testing.T) {
 }
 
 // queued returns how many writes wait for the writer.
-func (s *Store) queued() int {
+func (s *Driver) queued() int {
 	s.gc.mu.Lock()
 	defer s.gc.mu.Unlock()
 	return len(s.gc.queue)
@@ -59,7 +59,7 @@ func (s *Store) queued() int {
 
 // waitQueued waits until n writes wait for the writer (no deadline: a
 // write that never queues fails the test by the test timeout).
-func waitQueued(s *Store, n int) {
+func waitQueued(s *Driver, n int) {
 	for s.queued() != n {
 		runtime.Gosched()
 		time.Sleep(100 * time.Microsecond)
@@ -73,7 +73,7 @@ func async(f func() error) <-chan error {
 	return ch
 }
 
-func putSetting(s *Store, ctx context.Context, key string) func() error {
+func putSetting(s *testStore, ctx context.Context, key string) func() error {
 	return func() error {
 		_, err := s.SettingPutIfAbsent(ctx, key, "v")
 		return err
@@ -81,7 +81,7 @@ func putSetting(s *Store, ctx context.Context, key string) func() error {
 }
 
 // settingsSet reports which of keys are set.
-func settingsSet(t *testing.T, s *Store, keys ...string) map[string]bool {
+func settingsSet(t *testing.T, s *testStore, keys ...string) map[string]bool {
 	t.Helper()
 	got := map[string]bool{}
 	for _, k := range keys {
@@ -107,9 +107,9 @@ func TestGroupCommitBatchesQueuedWrites(t *testing.T) {
 		t.Fatalf("setup: company: %v", err)
 	}
 	wake := s.WatchActivity(t.Context())
-	before := s.WriteStats()
+	before := s.d.WriteStats()
 
-	g := blockWriter(t, s)
+	g := blockWriter(t, s.d)
 	const n = 31
 	results := make([]<-chan error, n)
 	idents := make([]string, n)
@@ -122,7 +122,7 @@ func TestGroupCommitBatchesQueuedWrites(t *testing.T) {
 			return err
 		})
 	}
-	waitQueued(s, n)
+	waitQueued(s.d, n)
 	g.release(t)
 	for i, ch := range results {
 		if err := <-ch; err != nil {
@@ -130,7 +130,7 @@ func TestGroupCommitBatchesQueuedWrites(t *testing.T) {
 		}
 	}
 
-	got := s.WriteStats()
+	got := s.d.WriteStats()
 	if d := (WriteStats{Writes: got.Writes - before.Writes, Commits: got.Commits - before.Commits}); d != (WriteStats{Writes: n + 1, Commits: 2}) {
 		t.Errorf("writes and commits of the blocking write plus %d queued creates: got %+v, want {Writes:%d Commits:2}", n, d, n+1)
 	}
@@ -184,7 +184,7 @@ func TestGroupCommitConcurrentWritersShareCommits(t *testing.T) {
 		}
 		clients[i] = client{agentOf(a, r.ID), iss.ID}
 	}
-	before := s.WriteStats()
+	before := s.d.WriteStats()
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for _, c := range clients {
@@ -212,7 +212,7 @@ func TestGroupCommitConcurrentWritersShareCommits(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	got := s.WriteStats()
+	got := s.d.WriteStats()
 	writes, commits := got.Writes-before.Writes, got.Commits-before.Commits
 	if writes != writers*cycles*2 || commits >= writes {
 		t.Errorf("%d writers: got %d writes in %d commits, want %d writes in fewer commits", writers, writes, commits, writers*cycles*2)
@@ -232,28 +232,28 @@ func TestGroupCommitFailingRequestRollsBackAlone(t *testing.T) {
 	if _, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board}); err != nil {
 		t.Fatalf("setup: company: %v", err)
 	}
-	before := s.WriteStats()
+	before := s.d.WriteStats()
 	boom := errors.New("boom")
 
-	g := blockWriter(t, s)
+	g := blockWriter(t, s.d)
 	r1 := async(putSetting(s, ctx, "one"))
-	waitQueued(s, 1)
+	waitQueued(s.d, 1)
 	r2 := async(func() error { // writes, then fails: its write must vanish
-		return s.write(ctx, func(tx *wtx) error {
+		return s.d.write(ctx, func(tx *wtx) error {
 			if _, err := tx.exec(ctx, "SettingInsert", sql.Named("key", "two"), sql.Named("value", "v")); err != nil {
 				return err
 			}
 			return boom
 		})
 	})
-	waitQueued(s, 2)
+	waitQueued(s.d, 2)
 	r3 := async(func() error { // a statement fails (UNIQUE): the request fails, the transaction goes on
 		_, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Again", IssuePrefix: "ACME", Actor: board})
 		return err
 	})
-	waitQueued(s, 3)
+	waitQueued(s.d, 3)
 	r4 := async(putSetting(s, ctx, "four"))
-	waitQueued(s, 4)
+	waitQueued(s.d, 4)
 	g.release(t)
 
 	if err := <-r1; err != nil {
@@ -276,7 +276,7 @@ func TestGroupCommitFailingRequestRollsBackAlone(t *testing.T) {
 	if err != nil || len(cos) != 1 {
 		t.Errorf("companies: got %d, %v, want 1", len(cos), err)
 	}
-	got := s.WriteStats()
+	got := s.d.WriteStats()
 	if d := (WriteStats{Writes: got.Writes - before.Writes, Commits: got.Commits - before.Commits}); d != (WriteStats{Writes: 3, Commits: 2}) {
 		t.Errorf("writes and commits: got %+v, want {Writes:3 Commits:2} (the blocking write, then requests 1 and 4 together)", d)
 	}
@@ -286,31 +286,31 @@ func TestGroupCommitCanceledRequestsDoNotPoisonTheBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openTest(t, Options{Synchronous: "NORMAL"})
-	before := s.WriteStats()
+	before := s.d.WriteStats()
 
-	g := blockWriter(t, s)
+	g := blockWriter(t, s.d)
 	// Request 1 leads the next batch; its function cancels request 5,
 	// which is then in the batch already.
 	ctx5, cancel5 := context.WithCancel(ctx)
 	defer cancel5()
 	r1 := async(func() error {
-		return s.write(ctx, func(tx *wtx) error {
+		return s.d.write(ctx, func(tx *wtx) error {
 			cancel5()
 			_, err := tx.exec(ctx, "SettingInsert", sql.Named("key", "one"), sql.Named("value", "v"))
 			return err
 		})
 	})
-	waitQueued(s, 1)
+	waitQueued(s.d, 1)
 	// Request 2 is canceled while it waits: it leaves the queue at once.
 	ctx2, cancel2 := context.WithCancel(ctx)
 	r2 := async(putSetting(s, ctx2, "two"))
-	waitQueued(s, 2)
+	waitQueued(s.d, 2)
 	// Request 3 cancels its own context half-way: its next statement fails
 	// and its first one is rolled back with it.
 	ctx3, cancel3 := context.WithCancel(ctx)
 	defer cancel3()
 	r3 := async(func() error {
-		return s.write(ctx3, func(tx *wtx) error {
+		return s.d.write(ctx3, func(tx *wtx) error {
 			if _, err := tx.exec(ctx3, "SettingInsert", sql.Named("key", "three-a"), sql.Named("value", "v")); err != nil {
 				return err
 			}
@@ -319,17 +319,17 @@ func TestGroupCommitCanceledRequestsDoNotPoisonTheBatch(t *testing.T) {
 			return err
 		})
 	})
-	waitQueued(s, 3)
+	waitQueued(s.d, 3)
 	r4 := async(putSetting(s, ctx, "four"))
-	waitQueued(s, 4)
+	waitQueued(s.d, 4)
 	r5 := async(putSetting(s, ctx5, "five"))
-	waitQueued(s, 5)
+	waitQueued(s.d, 5)
 
 	cancel2()
 	if err := <-r2; !errors.Is(err, context.Canceled) {
 		t.Errorf("request 2, canceled while queued: got %v, want %v", err, context.Canceled)
 	}
-	waitQueued(s, 4) // request 2 has left the queue
+	waitQueued(s.d, 4) // request 2 has left the queue
 	g.release(t)
 
 	for i, tc := range []struct {
@@ -344,7 +344,7 @@ func TestGroupCommitCanceledRequestsDoNotPoisonTheBatch(t *testing.T) {
 	if diff := cmp.Diff(want, settingsSet(t, s, "one", "two", "three-a", "three-b", "four", "five")); diff != "" {
 		t.Errorf("settings after the batch (-want +got):\n%s", diff)
 	}
-	got := s.WriteStats()
+	got := s.d.WriteStats()
 	if d := (WriteStats{Writes: got.Writes - before.Writes, Commits: got.Commits - before.Commits}); d != (WriteStats{Writes: 3, Commits: 2}) {
 		t.Errorf("writes and commits: got %+v, want {Writes:3 Commits:2}", d)
 	}
@@ -355,25 +355,25 @@ func TestGroupCommitPanicIsTheCallersAlone(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, Options{Synchronous: "NORMAL"})
 
-	g := blockWriter(t, s)
+	g := blockWriter(t, s.d)
 	r1 := async(putSetting(s, ctx, "one"))
-	waitQueued(s, 1)
+	waitQueued(s.d, 1)
 	r2 := async(func() (err error) {
 		defer func() {
 			if v := recover(); v != nil {
 				err = fmt.Errorf("panic: %v", v)
 			}
 		}()
-		return s.write(ctx, func(tx *wtx) error {
+		return s.d.write(ctx, func(tx *wtx) error {
 			if _, err := tx.exec(ctx, "SettingInsert", sql.Named("key", "two"), sql.Named("value", "v")); err != nil {
 				return err
 			}
 			panic("bug")
 		})
 	})
-	waitQueued(s, 2)
+	waitQueued(s.d, 2)
 	r3 := async(putSetting(s, ctx, "three"))
-	waitQueued(s, 3)
+	waitQueued(s.d, 3)
 	g.release(t)
 
 	if err := <-r1; err != nil {
@@ -397,7 +397,7 @@ func TestGroupCommitLoneWriteHasNoSavepoint(t *testing.T) {
 	s := openTest(t, Options{Synchronous: "NORMAL"})
 	// A lone failing write is rolled back as a whole; the writer stays usable.
 	boom := errors.New("boom")
-	err := s.write(ctx, func(tx *wtx) error {
+	err := s.d.write(ctx, func(tx *wtx) error {
 		if _, err := tx.exec(ctx, "SettingInsert", sql.Named("key", "x"), sql.Named("value", "v")); err != nil {
 			return err
 		}
@@ -413,7 +413,7 @@ func TestGroupCommitLoneWriteHasNoSavepoint(t *testing.T) {
 	if diff := cmp.Diff(want, settingsSet(t, s, "x", "y")); diff != "" {
 		t.Errorf("settings (-want +got):\n%s", diff)
 	}
-	if got := s.WriteStats(); got.Writes != got.Commits {
+	if got := s.d.WriteStats(); got.Writes != got.Commits {
 		t.Errorf("sequential writes: got %+v, want one commit per write", got)
 	}
 	canceled, cancel := context.WithCancel(ctx)
@@ -430,7 +430,7 @@ func TestWriterKeepsTemporaryDataInMemory(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, Options{Synchronous: "NORMAL"})
 	var got int
-	if err := s.w.QueryRowContext(context.Background(), "PRAGMA temp_store").Scan(&got); err != nil {
+	if err := s.d.w.QueryRowContext(context.Background(), "PRAGMA temp_store").Scan(&got); err != nil {
 		t.Fatalf("PRAGMA temp_store: %v", err)
 	}
 	if got != 2 {
@@ -448,20 +448,20 @@ func TestGroupCommitSurvivesALostTransaction(t *testing.T) {
 	s := openTest(t, Options{Synchronous: "NORMAL"})
 	lost := errors.New("disk full")
 
-	g := blockWriter(t, s)
+	g := blockWriter(t, s.d)
 	r1 := async(putSetting(s, ctx, "one"))
-	waitQueued(s, 1)
+	waitQueued(s.d, 1)
 	r2 := async(func() error {
-		return s.write(ctx, func(tx *wtx) error {
+		return s.d.write(ctx, func(tx *wtx) error {
 			if _, err := tx.b.tx.Exec("ROLLBACK"); err != nil { // what SQLite does on SQLITE_FULL
 				return err
 			}
 			return lost
 		})
 	})
-	waitQueued(s, 2)
+	waitQueued(s.d, 2)
 	r3 := async(putSetting(s, ctx, "three"))
-	waitQueued(s, 3)
+	waitQueued(s.d, 3)
 	g.release(t)
 
 	if err := <-r1; err == nil || !strings.Contains(err.Error(), "shared write transaction") {

@@ -16,7 +16,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-var _ store.HeartbeatStore = (*Store)(nil)
+
 
 // noRow is (nil, nil) for sql.ErrNoRows, else (v, err).
 func noRow[T any](v *T, err error) (*T, error) {
@@ -32,13 +32,11 @@ type hbtx struct {
 	t *wtx
 }
 
-func newHBTx(t *wtx) hbtx { return hbtx{store.QueryTx{Querier: writer{t}, Driver: driver{t.s}}, t} }
+func newHBTx(t *wtx) hbtx { return hbtx{store.QueryTx{Querier: writer{t}, Driver: t.s}, t} }
 
-// hb is the store's write transaction as a store.TxRunner.
-func (s *Store) hb() store.TxRunner {
-	return func(ctx context.Context, fn func(store.HeartbeatTx) error) error {
-		return s.write(ctx, func(tx *wtx) error { return fn(newHBTx(tx)) })
-	}
+// HeartbeatWrite runs fn in one write transaction (Driver.write).
+func (s *Driver) HeartbeatWrite(ctx context.Context, fn func(store.HeartbeatTx) error) error {
+	return s.write(ctx, func(tx *wtx) error { return fn(newHBTx(tx)) })
 }
 
 func (h hbtx) LogActivity(ctx context.Context, companyID string, actor store.Actor, action, entityType, entityID string, details any) error {

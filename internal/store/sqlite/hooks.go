@@ -16,7 +16,13 @@ import (
 // TestHooks reaches states the store API cannot, with raw writes and no
 // activity rows. For tests only (it implements storetest.Hooks); never use
 // it in the server.
-type TestHooks struct{ S *Store }
+type TestHooks struct {
+	DB *store.DB // the store under test
+	S  *Driver   // its driver
+}
+
+// NewTestHooks returns the hooks of db, a store on this package's driver.
+func NewTestHooks(db *store.DB) *TestHooks { return &TestHooks{DB: db, S: db.Driver().(*Driver)} }
 
 // DeleteRun deletes a run's row, so locks naming it name a missing run (S06).
 func (h *TestHooks) DeleteRun(ctx context.Context, runID string) error {
@@ -44,8 +50,8 @@ func (h *TestHooks) SetRunStatus(ctx context.Context, runID string, status clasp
 // does: agents' checkouts of ref wait until release. waiting is how many
 // calls wait in the queue now.
 func (h *TestHooks) HoldCheckouts(ctx context.Context, companyID, ref string) (waiting func() int, release func(), err error) {
-	done, _, err := h.S.Checkouts().Enter(ctx, store.CheckoutKey(companyID, ref), "")
-	return h.S.Checkouts().Waiting, done, err
+	done, _, err := h.DB.Checkouts().Enter(ctx, store.CheckoutKey(companyID, ref), "")
+	return h.DB.Checkouts().Waiting, done, err
 }
 
 // ForceIssueLocks writes an issue's status, assignee and lock columns as

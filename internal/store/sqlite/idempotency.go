@@ -14,7 +14,7 @@ import (
 // key), or "" when there is none (the caller creates, then calls
 // idempotencyRecord). 422 idempotency_key_reused; 400 invalid_request.
 func (t *wtx) idempotencyLookup(ctx context.Context, p *store.IdempotencyParams, kind string) (string, error) {
-	return t.s.IdempotencyLookup(ctx, writer{t}, p, kind)
+	return store.NewCRUD(t.s).IdempotencyLookup(ctx, writer{t}, p, kind)
 }
 
 // idempotencyRecord records, in the creating transaction, that (actor, key)

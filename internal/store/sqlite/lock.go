@@ -78,16 +78,16 @@ func (t *wtx) logAll(ctx context.Context, a store.Actor, rows ...store.Activity)
 func expectedArg(expected []string) string { return "," + strings.Join(expected, ",") + "," }
 
 // IssueCheckout is one try of rules L1-L3 for agent r.AgentID's run
-// r.Actor.RunID on issue r.Ref (store.LockDriver), in one write
+// r.Actor.RunID on issue r.Ref (store.Driver), in one write
 // transaction: statement Checkout restricted to an unlocked issue (the
 // fast path: its old lock columns are known empty), else LockRead and
 // Checkout unrestricted; when it wrote, its activity rows
 // (store.CheckoutActivity). The transaction holds the write lock from its
 // first statement, so a try never loses the row: OK is Changed. A refusal
 // answers the lock state LockRead read and the issue as it stands.
-func (d driver) IssueCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+func (d *Driver) IssueCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
 	var ans *store.LockAnswer
-	err := d.s.write(ctx, func(t *wtx) error {
+	err := d.write(ctx, func(t *wtx) error {
 		var err error
 		ans, err = t.checkout(ctx, r)
 		return err
@@ -162,13 +162,13 @@ func (t *wtx) lockTry(ctx context.Context, st lockStep) (*store.LockAnswer, erro
 	return ans, nil
 }
 
-// IssueBoardCheckout is one try of S12 (store.LockDriver): LockRead, then
+// IssueBoardCheckout is one try of S12 (store.Driver): LockRead, then
 // statement BoardCheckout on the issue it found and, when it wrote, its
 // issue.updated row (store.BoardCheckoutActivity), in one write
 // transaction.
-func (d driver) IssueBoardCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+func (d *Driver) IssueBoardCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
 	ans := &store.LockAnswer{}
-	err := d.s.write(ctx, func(t *wtx) error {
+	err := d.write(ctx, func(t *wtx) error {
 		old, err := t.lockRead(ctx, r.Ref, "", lockQuery{agent: r.AgentID})
 		if err != nil {
 			return err
@@ -189,15 +189,15 @@ func (d driver) IssueBoardCheckout(ctx context.Context, r *store.LockRequest) (*
 	return ans, err
 }
 
-// IssueRelease is one try of rule L4 (store.LockDriver), in one write
+// IssueRelease is one try of rule L4 (store.Driver), in one write
 // transaction: statement Release restricted to the caller's run holding
 // both locks (the fast path: the old lock columns are that run), else
 // LockRead and Release unrestricted; when it wrote, its activity row
 // (store.ReleaseActivity).
-func (d driver) IssueRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+func (d *Driver) IssueRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
 	a := r.Actor
 	var ans *store.LockAnswer
-	err := d.s.write(ctx, func(t *wtx) error {
+	err := d.write(ctx, func(t *wtx) error {
 		args := store.LockArgs(r.Ref, a)
 		args["unassign"] = r.Unassign
 		var err error
@@ -211,12 +211,12 @@ func (d driver) IssueRelease(ctx context.Context, r *store.LockRequest) (*store.
 	return ans, err
 }
 
-// IssueForceRelease is the board's force-release (store.LockDriver):
+// IssueForceRelease is the board's force-release (store.Driver):
 // LockRead, statement ForceRelease and its issue.admin_force_release row
 // (store.ForceReleaseActivity), in one write transaction.
-func (d driver) IssueForceRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
+func (d *Driver) IssueForceRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
 	ans := &store.LockAnswer{}
-	err := d.s.write(ctx, func(t *wtx) error {
+	err := d.write(ctx, func(t *wtx) error {
 		old, err := t.lockRead(ctx, r.Ref, "", lockQuery{})
 		if err != nil {
 			return err
@@ -233,14 +233,14 @@ func (d driver) IssueForceRelease(ctx context.Context, r *store.LockRequest) (*s
 }
 
 // IssuePatch is one try of rules L5 and L6 for PATCH p
-// (store.LockDriver) in the write transaction of q, the write Querier of
+// (store.Driver) in the write transaction of q, the write Querier of
 // Write: statement IssueAudit reads the fields as they were (for
 // issue.updated {changes}), then statement Patch restricted to the
 // caller's run holding both locks (the fast path), else LockRead and
 // Patch unrestricted (lockTry); when it wrote, its activity rows
 // (store.PatchActivity) and the comment. The transaction holds the write
 // lock, so a try never loses the row.
-func (driver) IssuePatch(ctx context.Context, q store.Querier, p *store.IssueUpdateParams) (*store.LockAnswer, error) {
+func (*Driver) IssuePatch(ctx context.Context, q store.Querier, p *store.IssueUpdateParams) (*store.LockAnswer, error) {
 	t, a := q.(writer).t, p.Actor
 	args := store.PatchArgs(store.LockArgs(p.Ref, a), p)
 	before, err := t.auditFields(ctx, p.Ref, store.Scope(a))

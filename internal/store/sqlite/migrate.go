@@ -24,7 +24,7 @@ var migrations embed.FS
 // to apply version 1; the second then fails on "table already exists" and
 // can simply be restarted. Goose has no lock for SQLite, and within one
 // process the single writer connection serialises everything.
-func (s *Store) migrate(ctx context.Context) error {
+func (s *Driver) migrate(ctx context.Context) error {
 	fsys, err := fs.Sub(migrations, "migration")
 	if err != nil {
 		return err
@@ -49,7 +49,7 @@ func (s *Store) migrate(ctx context.Context) error {
 
 // SchemaVersion returns the version of the newest migration applied to the
 // database (1 for 001_init.sql).
-func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
+func (s *Driver) SchemaVersion(ctx context.Context) (int64, error) {
 	v, err := s.migrator.GetDBVersion(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("schema version: %w", err)

@@ -63,14 +63,15 @@ func TestMigration002KeepsAnsweredIdempotencyRecordsDropsBodies(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := Open(ctx, path, Options{})
+	sDrv, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatalf("open (migrate to v2): %v", err)
 	}
+	s := newTestStore(sDrv)
 	if v, err := s.SchemaVersion(ctx); err != nil || v != latestSchema {
 		t.Errorf("SchemaVersion: got %d, %v, want %d", v, err, latestSchema)
 	}
-	rows, err := s.w.QueryContext(ctx, `SELECT actor_id || ' ' || key || ' ' || resource_type || ' ' || resource_id FROM idempotency_keys ORDER BY key`)
+	rows, err := s.d.w.QueryContext(ctx, `SELECT actor_id || ' ' || key || ' ' || resource_type || ' ' || resource_id FROM idempotency_keys ORDER BY key`)
 	if err != nil {
 		t.Fatalf("read v2 records: %v", err)
 	}
@@ -146,21 +147,22 @@ func TestMigration013ChecksWithoutINLists(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := Open(ctx, path, Options{})
+	sDrv, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatalf("open (migrate to v13): %v", err)
 	}
+	s := newTestStore(sDrv)
 	defer s.Close()
 	var n int
-	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND sql LIKE '%CHECK (% IN (%'`).Scan(&n); err != nil || n != 0 {
+	if err := s.d.w.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND sql LIKE '%CHECK (% IN (%'`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("tables with an IN-list CHECK after v13: %d, %v; want 0", n, err)
 	}
 	var check string
-	if err := s.w.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+	if err := s.d.w.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
 		t.Errorf("integrity_check: %q, %v", check, err)
 	}
 	var status, priority string
-	if err := s.w.QueryRowContext(ctx, `SELECT status, priority FROM issues WHERE id = 'i'`).Scan(&status, &priority); err != nil ||
+	if err := s.d.w.QueryRowContext(ctx, `SELECT status, priority FROM issues WHERE id = 'i'`).Scan(&status, &priority); err != nil ||
 		status != "todo" || priority != "high" {
 		t.Errorf("issue after v13: %q %q, %v", status, priority, err)
 	}
@@ -169,7 +171,7 @@ func TestMigration013ChecksWithoutINLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fresh.Close()
-	for _, db := range []*sql.DB{s.w, fresh} {
+	for _, db := range []*sql.DB{s.d.w, fresh} {
 		for _, q := range []string{
 			`UPDATE issues SET status = 'started' WHERE id = 'i'`,
 			`UPDATE issues SET priority = 'urgent' WHERE id = 'i'`,
@@ -193,7 +195,7 @@ func TestMigration013ChecksWithoutINLists(t *testing.T) {
 		`INSERT INTO activity (company_id, actor_type, actor_id, action, entity_type, entity_id, created_at)
 			VALUES ('c', 'system', 'x', 'issue.created', 'issue', 'i', 1)`,
 	} {
-		if _, err := s.w.ExecContext(ctx, q); err != nil {
+		if _, err := s.d.w.ExecContext(ctx, q); err != nil {
 			t.Errorf("%s: %v", q, err)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 // idempotency lookup (a replay renews the recorded run with
 // runReplayOpen), the agent and issue reads, statement RunOpen, the
 // agent's heartbeat, run.started and the idempotency record.
-func (s *Store) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run, error) {
+func (s *Driver) RunOpen(ctx context.Context, p *store.RunOpenParams) (*clasp.Run, error) {
 	ttl, source, err := p.Check()
 	if err != nil {
 		return nil, err
@@ -108,7 +108,7 @@ func (t *wtx) runReplayOpen(ctx context.Context, runID, agentID, tokenHash strin
 // and renews its lease to now + LeaseTTL with the agent's heartbeat. Unless
 // Force, the write is skipped when the last sign of life is less than
 // MinRenewInterval old (read on a reader connection).
-func (s *Store) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.Run, error) {
+func (s *Driver) RunTouch(ctx context.Context, p *store.RunTouchParams) (*clasp.Run, error) {
 	if !p.Force && p.MinRenewInterval > 0 {
 		now := s.now()
 		r, err := store.ScanRun(s.readRow(ctx, "RunGet", sql.Named("id", p.RunID)))

@@ -1,7 +1,7 @@
 package sqlite
 
 // The ends of runs (rule L6: RunFinish and the locks it releases) and the
-// sweeper's passes (RULES.md, The sweeper): the store.RunDriver methods,
+// sweeper's passes (RULES.md, The sweeper): the store.Driver methods,
 // each one write transaction. SQLite's statements write one table each, so
 // the activity rows are written here, from Go, in the same transaction.
 
@@ -15,14 +15,13 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-var _ store.RunDriver = driver{}
 
-// RunFinish is store.RunDriver.RunFinish: statement RunFinish, then
+// RunFinish is store.Driver.RunFinish: statement RunFinish, then
 // releaseRunLocks (L6, the deferred wakes promoted) and run.finished, in
 // one write transaction.
-func (d driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp.Run, error) {
+func (d *Driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp.Run, error) {
 	var out *clasp.Run
-	err := d.s.write(ctx, func(tx *wtx) error {
+	err := d.write(ctx, func(tx *wtx) error {
 		run, err := store.ScanRun(writer{tx}.QueryRow(ctx, "RunFinish", store.RunFinishArgs(p)))
 		if errors.Is(err, sql.ErrNoRows) {
 			return errNotFinished // nothing written: roll back
@@ -72,16 +71,16 @@ func (t *wtx) releaseRunLocks(ctx context.Context, run *clasp.Run, a store.Actor
 
 // callerRun is store.CallerRunRead in t.
 func (t *wtx) callerRun(ctx context.Context, runID string) (store.RunState, error) {
-	return store.CallerRunRead(ctx, driver{t.s}, writer{t}, runID)
+	return store.CallerRunRead(ctx, t.s, writer{t}, runID)
 }
 
-// RunSweepExpired is store.RunDriver.RunSweepExpired: statement
+// RunSweepExpired is store.Driver.RunSweepExpired: statement
 // SweepExpiredRuns (its outer WHERE re-checks status and lease, so a
 // renewal that commits first wins), then one run.lost per run it failed,
 // in one write transaction.
-func (d driver) RunSweepExpired(ctx context.Context) (int, error) {
+func (d *Driver) RunSweepExpired(ctx context.Context) (int, error) {
 	n := 0
-	err := d.s.write(ctx, func(tx *wtx) error {
+	err := d.write(ctx, func(tx *wtx) error {
 		rows, err := tx.query(ctx, "SweepExpiredRuns", sql.Named("now", tx.now), sql.Named("limit", store.SweepBatch))
 		if err != nil {
 			return fmt.Errorf("sweep expired runs: %w", err)
@@ -107,14 +106,14 @@ func (d driver) RunSweepExpired(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// IssueClearStaleLocks is store.RunDriver.IssueClearStaleLocks: the
+// IssueClearStaleLocks is store.Driver.IssueClearStaleLocks: the
 // candidates and the states of their runs are read on a reader (statement
 // StaleLockCandidates), then each is cleared in one write transaction by
 // a compare-and-set on its old lock values that re-checks deadness
 // (ClearStaleLocks), one issue.stale_lock_cleared per issue cleared; one a
 // checkout or another sweeper changed first is left alone.
-func (d driver) IssueClearStaleLocks(ctx context.Context) (found, cleared int, err error) {
-	s := d.s
+func (d *Driver) IssueClearStaleLocks(ctx context.Context) (found, cleared int, err error) {
+	s := d
 	rows, err := s.read(ctx, "StaleLockCandidates", sql.Named("now", s.nowMicros()), sql.Named("limit", store.SweepBatch))
 	if err != nil {
 		return 0, 0, translate(fmt.Errorf("find stale locks: %w", err))

@@ -15,15 +15,16 @@ import (
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "clasp.db")
-	s, err := Open(ctx, path, Options{})
+	sDrv, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := newTestStore(sDrv)
 	latest, err := s.SchemaVersion(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.w.ExecContext(ctx, `INSERT INTO goose_db_version (version_id, is_applied) VALUES (?, 1)`, latest+1); err != nil {
+	if _, err := s.d.w.ExecContext(ctx, `INSERT INTO goose_db_version (version_id, is_applied) VALUES (?, 1)`, latest+1); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

@@ -39,7 +39,7 @@ import (
 	"github.com/clasp-dev/clasp/internal/store/sqlfile"
 )
 
-var _ store.Store = (*Store)(nil)
+var _ store.Driver = (*Driver)(nil)
 
 // Options configures Open. The zero value is valid.
 type Options struct {
@@ -61,12 +61,7 @@ type Options struct {
 }
 
 // Store is the SQLite store. It is safe for concurrent use; Close it when done.
-type Store struct {
-	store.CRUD      // the methods shared with the other dialects, on driver{s}
-	store.Heartbeat // the shared HeartbeatStore methods, on driver{s} and s.hb()
-	*store.Locks    // the checkout and release rules, on driver{s}
-	store.Runs      // a run's end and the sweeper's passes, on driver{s}
-
+type Driver struct {
 	w *sql.DB // the writer: exactly one connection, BEGIN IMMEDIATE
 	r *sql.DB // readers: several query_only connections
 
@@ -92,7 +87,7 @@ type Store struct {
 // statements. The writer connection runs with journal_mode=WAL,
 // foreign_keys=ON, busy_timeout=10s and synchronous=opts.Synchronous; the
 // reader connections are query_only.
-func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 	syncMode := strings.ToUpper(cmp.Or(opts.Synchronous, "FULL"))
 	if syncMode != "FULL" && syncMode != "NORMAL" {
 		return nil, fmt.Errorf("open sqlite store: synchronous %q: want FULL or NORMAL", opts.Synchronous)
@@ -103,11 +98,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("open sqlite store: create directory: %w", err)
 	}
-	s := &Store{now: opts.Now, newID: opts.NewID, log: opts.Logger, path: path}
-	s.CRUD = store.NewCRUD(driver{s})
-	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
-	s.Locks = store.NewLocks(driver{s}, s.CRUD)
-	s.Runs = store.NewRuns(driver{s})
+	s := &Driver{now: opts.Now, newID: opts.NewID, log: opts.Logger, path: path}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -124,7 +115,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) open(ctx context.Context, path, syncMode string) error {
+func (s *Driver) open(ctx context.Context, path, syncMode string) error {
 	var err error
 	// _txlock=immediate makes every BeginTx a BEGIN IMMEDIATE: the write
 	// lock is taken at the start, so a transaction never fails half-way on
@@ -211,13 +202,13 @@ func statements() (map[string]string, error) {
 // (clasp bench's raw limit): a write through it skips group commit and
 // applies none of the store's rules, so that tool's store must not share
 // its database with a server.
-func (s *Store) Writer() (db *sql.DB, stmt func(name string) *sql.Stmt) {
+func (s *Driver) Writer() (db *sql.DB, stmt func(name string) *sql.Stmt) {
 	return s.w, func(name string) *sql.Stmt { return s.ws[name] }
 }
 
 // Close closes the statements and both connection pools. It runs PRAGMA
 // optimize first (best effort).
-func (s *Store) Close() error {
+func (s *Driver) Close() error {
 	var errs []error
 	for _, st := range s.gc.sp {
 		if st != nil {
@@ -243,7 +234,7 @@ func (s *Store) Close() error {
 }
 
 // Ping checks that a reader connection answers a query (for /readyz).
-func (s *Store) Ping(ctx context.Context) error {
+func (s *Driver) Ping(ctx context.Context) error {
 	var one int
 	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
 		return translate(fmt.Errorf("ping sqlite: %w", err))
@@ -257,7 +248,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // (unix µs), read once from Options.Now when its function starts.
 type wtx struct {
 	b   *txBatch
-	s   *Store
+	s   *Driver
 	now int64
 
 	wroteActivity bool // set by logActivity: wake the watchers after commit
@@ -317,7 +308,7 @@ func (t *wtx) query(ctx context.Context, name string, args ...any) (*sql.Rows, e
 }
 
 // readRow runs the named SELECT on the reader pool for one row.
-func (s *Store) readRow(ctx context.Context, name string, args ...any) *sql.Row {
+func (s *Driver) readRow(ctx context.Context, name string, args ...any) *sql.Row {
 	if st := s.rs[name]; st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
@@ -325,7 +316,7 @@ func (s *Store) readRow(ctx context.Context, name string, args ...any) *sql.Row 
 }
 
 // read runs the named SELECT on the reader pool for its rows.
-func (s *Store) read(ctx context.Context, name string, args ...any) (*sql.Rows, error) {
+func (s *Driver) read(ctx context.Context, name string, args ...any) (*sql.Rows, error) {
 	if st := s.rs[name]; st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -333,7 +324,7 @@ func (s *Store) read(ctx context.Context, name string, args ...any) (*sql.Rows, 
 }
 
 // nowMicros is the store clock in unix µs.
-func (s *Store) nowMicros() int64 { return micros(s.now()) }
+func (s *Driver) nowMicros() int64 { return micros(s.now()) }
 
 func newUUIDv7() string {
 	u, err := uuid.NewV7()

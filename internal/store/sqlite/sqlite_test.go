@@ -22,12 +22,28 @@ import (
 func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) (store.Store, storetest.Hooks) {
 		s := openTest(t, Options{Synchronous: "NORMAL"})
-		return s, &TestHooks{S: s}
+		return s, NewTestHooks(s.DB)
 	})
 }
 
-// openTest opens a store on a fresh file in t.TempDir, closed at cleanup.
-func openTest(tb testing.TB, opts Options) *Store {
+// testStore is a store under test: the one implementation (store.DB) on
+// a driver of this package, whose internals the tests reach through d.
+type testStore struct {
+	*store.DB
+	d *Driver
+}
+
+func newTestStore(d *Driver) *testStore { return &testStore{DB: store.New(d), d: d} }
+
+// openTest opens a store under test (see openTestDriver).
+func openTest(tb testing.TB, opts Options) *testStore {
+	tb.Helper()
+	return newTestStore(openTestDriver(tb, opts))
+}
+
+// openTestDriver opens a driver on a fresh file in t.TempDir, closed at
+// cleanup.
+func openTestDriver(tb testing.TB, opts Options) *Driver {
 	tb.Helper()
 	s, err := Open(context.Background(), filepath.Join(tb.TempDir(), "data", "clasp.db"), opts)
 	if err != nil {
@@ -67,16 +83,17 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 		sync string
 		want string // PRAGMA synchronous: 1 NORMAL, 2 FULL
 	}{{"", "2"}, {"normal", "1"}, {"FULL", "2"}} {
-		s, err := Open(ctx, path, Options{Synchronous: tc.sync})
+		sDrv, err := Open(ctx, path, Options{Synchronous: tc.sync})
 		if err != nil {
 			t.Fatalf("open (synchronous %q): %v", tc.sync, err)
 		}
+		s := newTestStore(sDrv)
 		for _, p := range []struct{ name, want string }{
 			{"journal_mode", "wal"}, {"foreign_keys", "1"}, {"synchronous", tc.want}, {"busy_timeout", "10000"}, {"query_only", "0"},
 			{"secure_delete", "0"}, // migration 002 turns it on for one statement only
 		} {
 			var got string
-			if err := s.w.QueryRowContext(ctx, "PRAGMA "+p.name).Scan(&got); err != nil {
+			if err := s.d.w.QueryRowContext(ctx, "PRAGMA "+p.name).Scan(&got); err != nil {
 				t.Fatalf("writer PRAGMA %s: %v", p.name, err)
 			}
 			if got != p.want {
@@ -85,14 +102,14 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 		}
 		for _, p := range []struct{ name, want string }{{"query_only", "1"}, {"foreign_keys", "1"}, {"journal_mode", "wal"}} {
 			var got string
-			if err := s.r.QueryRowContext(ctx, "PRAGMA "+p.name).Scan(&got); err != nil {
+			if err := s.d.r.QueryRowContext(ctx, "PRAGMA "+p.name).Scan(&got); err != nil {
 				t.Fatalf("reader PRAGMA %s: %v", p.name, err)
 			}
 			if got != p.want {
 				t.Errorf("reader PRAGMA %s: got %q, want %q", p.name, got, p.want)
 			}
 		}
-		if _, err := s.r.ExecContext(ctx, "INSERT INTO settings (key, value) VALUES ('x', 'y')"); err == nil {
+		if _, err := s.d.r.ExecContext(ctx, "INSERT INTO settings (key, value) VALUES ('x', 'y')"); err == nil {
 			t.Errorf("write through a reader connection: got nil error, want query_only refusal")
 		}
 		if v, err := s.SchemaVersion(ctx); err != nil || v != latestSchema {
@@ -112,20 +129,22 @@ func TestMigrationsIdempotentOnReopen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "clasp.db")
-	s, err := Open(ctx, path, Options{})
+	sDrv, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
+	s := newTestStore(sDrv)
 	co, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board})
 	if err != nil {
 		t.Fatalf("create company: %v", err)
 	}
 	s.Close()
 
-	s, err = Open(ctx, path, Options{})
+	sDrv, err = Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
+	s = newTestStore(sDrv)
 	defer s.Close()
 	if v, err := s.SchemaVersion(ctx); err != nil || v != latestSchema {
 		t.Errorf("SchemaVersion after reopen: got %d, %v, want %d, nil", v, err, latestSchema)
@@ -143,7 +162,7 @@ func TestMigrationsIdempotentOnReopen(t *testing.T) {
 			t.Fatalf("migration file %s: %v", f, err)
 		}
 		var applied int
-		if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM goose_db_version WHERE version_id = ?", v).Scan(&applied); err != nil || applied != 1 {
+		if err := s.d.w.QueryRowContext(ctx, "SELECT count(*) FROM goose_db_version WHERE version_id = ?", v).Scan(&applied); err != nil || applied != 1 {
 			t.Errorf("rows of version %d in goose_db_version: got %d, %v, want 1", v, applied, err)
 		}
 	}
@@ -159,7 +178,7 @@ const latestSchema = 21 // 003_heartbeats, 004_claim, 005_idempotent_patch, 006_
 
 // fixture is a company with agents A and B and one running run each.
 type fixture struct {
-	s      *Store
+	s      *testStore
 	clock  *fakeClock
 	co     *clasp.Company
 	a, b   *clasp.Agent
@@ -343,7 +362,7 @@ func TestSweepAndIdempotencyWindow(t *testing.T) {
 		t.Errorf("repeat after 24 h: got %s, replayed %v, want a new issue (the record expired)", later.Identifier, replayed)
 	}
 	var records int
-	if err := f.s.w.QueryRowContext(ctx, "SELECT count(*) FROM idempotency_keys").Scan(&records); err != nil || records != 1 {
+	if err := f.s.d.w.QueryRowContext(ctx, "SELECT count(*) FROM idempotency_keys").Scan(&records); err != nil || records != 1 {
 		t.Errorf("idempotency records: got %d, %v, want 1 (the expired one replaced)", records, err)
 	}
 }
