@@ -22,8 +22,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-
-
 // hbtx is a transaction as store.HeartbeatTx.
 type hbtx struct {
 	store.QueryTx

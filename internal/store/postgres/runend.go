@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-
 // RunFinish is store.Driver.RunFinish: statement RunFinish, then
 // releaseRunLocks (L6 and run.finished, then the deferred wakes promoted),
 // in one transaction.

@@ -16,8 +16,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-
-
 // noRow is (nil, nil) for sql.ErrNoRows, else (v, err).
 func noRow[T any](v *T, err error) (*T, error) {
 	if errors.Is(err, sql.ErrNoRows) {

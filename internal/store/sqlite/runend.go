@@ -15,7 +15,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-
 // RunFinish is store.Driver.RunFinish: statement RunFinish, then
 // releaseRunLocks (L6, the deferred wakes promoted) and run.finished, in
 // one write transaction.
