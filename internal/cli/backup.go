@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/clasp-dev/clasp/internal/dbfile"
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
 )
 
@@ -117,17 +118,17 @@ func backup(ctx context.Context, w io.Writer, dataDir, to string, force bool) er
 	start := time.Now()
 	fmt.Fprintf(w, "backup: copying %s to %s\n", src, to)
 	stopProgress := reportProgress(w, tmp)
-	version, err := sqlite.Snapshot(ctx, src, tmp)
+	version, err := dbfile.Snapshot(ctx, src, tmp)
 	stopProgress()
-	if sqlite.IsDiskFull(err) {
+	if dbfile.IsDiskFull(err) {
 		return fmt.Errorf("backup failed, nothing written to %s: the disk under %s is full; free space there or choose another --to (the copy needs about the size of %s): %w",
 			to, filepath.Dir(to), src, err)
 	}
 	if err != nil {
 		return fmt.Errorf("backup failed, nothing written to %s: %w", to, err)
 	}
-	in, err := sqlite.Inspect(ctx, tmp)
-	if errors.Is(err, sqlite.ErrNewerSchema) {
+	in, err := dbfile.Inspect(ctx, tmp)
+	if errors.Is(err, dbfile.ErrNewerSchema) {
 		return fmt.Errorf("backup not written to %s: the database's schema (version %d) is newer than this clasp knows (up to %d), so it cannot check the copy; run the backup with the clasp binary the server runs", to, version, sqlite.LatestSchemaVersion())
 	}
 	if err != nil {
@@ -238,12 +239,12 @@ func restore(ctx context.Context, w io.Writer, dataDir, from string) error {
 	defer os.Remove(tmp)
 	fmt.Fprintf(w, "restore: checking %s\n", from)
 	if err := copyFile(from, tmp); err != nil {
-		if sqlite.IsDiskFull(err) {
+		if dbfile.IsDiskFull(err) {
 			return fmt.Errorf("restore failed, the database is unchanged: the disk under %s is full; the restore needs room for a copy of %s there: %w", dataDir, from, err)
 		}
 		return fmt.Errorf("restore: copy %s into %s: %w", from, dataDir, err)
 	}
-	in, err := sqlite.Inspect(ctx, tmp)
+	in, err := dbfile.Inspect(ctx, tmp)
 	if err != nil {
 		return fmt.Errorf("refusing to restore %s: %w", from, err)
 	}
@@ -256,8 +257,8 @@ func restore(ctx context.Context, w io.Writer, dataDir, from string) error {
 		// Fold the WAL into the current database (no other connection may
 		// be open: leaving WAL mode needs them all closed) and keep it.
 		kept = db + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
-		err := sqlite.Detach(ctx, db)
-		if errors.Is(err, sqlite.ErrInUse) {
+		err := dbfile.Detach(ctx, db)
+		if errors.Is(err, dbfile.ErrInUse) {
 			return fmt.Errorf("refusing to restore: %w", err)
 		}
 		if err := os.Link(db, kept); err != nil {

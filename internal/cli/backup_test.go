@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/internal/dbfile"
 	"github.com/clasp-dev/clasp/internal/store"
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
 )
@@ -42,10 +43,10 @@ func companiesIn(t *testing.T, dir string) int64 {
 	t.Helper()
 	// Inspect a copy: it switches its file out of WAL mode.
 	cp := filepath.Join(t.TempDir(), "copy.db")
-	if _, err := sqlite.Snapshot(context.Background(), filepath.Join(dir, DBFileName), cp); err != nil {
+	if _, err := dbfile.Snapshot(context.Background(), filepath.Join(dir, DBFileName), cp); err != nil {
 		t.Fatal(err)
 	}
-	in, err := sqlite.Inspect(context.Background(), cp)
+	in, err := dbfile.Inspect(context.Background(), cp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestRestoreCommand(t *testing.T) {
 	if len(kept) != 1 {
 		t.Fatalf("kept databases: %v; want one", kept)
 	}
-	if in, err := sqlite.Inspect(context.Background(), kept[0]); err != nil || in.Companies != 1 {
+	if in, err := dbfile.Inspect(context.Background(), kept[0]); err != nil || in.Companies != 1 {
 		t.Errorf("the kept database: %+v, %v; want the replaced one with its 1 company", in, err)
 	}
 

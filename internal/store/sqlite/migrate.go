@@ -5,6 +5,8 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"strconv"
+	"strings"
 
 	"github.com/pressly/goose/v3"
 
@@ -25,11 +27,8 @@ var migrations embed.FS
 // can simply be restarted. Goose has no lock for SQLite, and within one
 // process the single writer connection serialises everything.
 func (s *Driver) migrate(ctx context.Context) error {
-	fsys, err := fs.Sub(migrations, "migration")
-	if err != nil {
-		return err
-	}
-	s.migrator, err = goose.NewProvider(goose.DialectSQLite3, s.w, fsys,
+	var err error
+	s.migrator, err = goose.NewProvider(goose.DialectSQLite3, s.w, Migrations(),
 		goose.WithDisableGlobalRegistry(true), goose.WithSlog(s.log))
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
@@ -55,4 +54,32 @@ func (s *Driver) SchemaVersion(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("schema version: %w", err)
 	}
 	return v, nil
+}
+
+// LatestSchemaVersion is the version of the newest migration this binary
+// embeds: a database whose schema version is higher was written by a newer
+// clasp, which this one must not open (Inspect reports it).
+func LatestSchemaVersion() int64 {
+	entries, err := fs.ReadDir(migrations, "migration")
+	if err != nil {
+		panic(fmt.Sprintf("embedded migrations: %v", err)) // the embed is part of the binary
+	}
+	var latest int64
+	for _, e := range entries {
+		n, _, _ := strings.Cut(e.Name(), "_")
+		if v, err := strconv.ParseInt(n, 10, 64); err == nil && v > latest {
+			latest = v
+		}
+	}
+	return latest
+}
+
+// Migrations returns the embedded migrations, one goose SQL file each (for
+// a tool or test that builds a database at an older schema version).
+func Migrations() fs.FS {
+	fsys, err := fs.Sub(migrations, "migration")
+	if err != nil {
+		panic(fmt.Sprintf("embedded migrations: %v", err)) // the embed is part of the binary
+	}
+	return fsys
 }

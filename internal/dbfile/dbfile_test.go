@@ -1,4 +1,4 @@
-package sqlite
+package dbfile
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 
 	"github.com/pressly/goose/v3"
 
+	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
+	"github.com/clasp-dev/clasp/internal/store/sqlite"
 )
 
 // TestSnapshotDuringWrites copies a store while 4 goroutines create issues
@@ -26,11 +28,11 @@ func TestSnapshotDuringWrites(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "clasp.db")
-	sDrv, err := Open(ctx, src, Options{})
+	sDrv, err := sqlite.Open(ctx, src, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newTestStore(sDrv)
+	s := store.New(sDrv)
 	defer s.Close()
 	co, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board})
 	if err != nil {
@@ -65,8 +67,8 @@ func TestSnapshotDuringWrites(t *testing.T) {
 	if err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
-	if v != LatestSchemaVersion() {
-		t.Errorf("snapshot schema version %d, want %d", v, LatestSchemaVersion())
+	if v != sqlite.LatestSchemaVersion() {
+		t.Errorf("snapshot schema version %d, want %d", v, sqlite.LatestSchemaVersion())
 	}
 	if st, err := os.Stat(dst); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("snapshot file mode: %v (%v), want 0600: it holds every issue and key hash", st.Mode().Perm(), err)
@@ -96,11 +98,11 @@ func TestInspectRefuses(t *testing.T) {
 	dir := t.TempDir()
 	fresh := func(name string) string {
 		path := filepath.Join(dir, name)
-		sDrv, err := Open(ctx, path, Options{})
+		sDrv, err := sqlite.Open(ctx, path, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := newTestStore(sDrv)
+		s := store.New(sDrv)
 		co, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board})
 		if err != nil {
 			t.Fatal(err)
@@ -133,7 +135,7 @@ func TestInspectRefuses(t *testing.T) {
 	other := filepath.Join(dir, "other.db")
 	exec(other, "CREATE TABLE t (x)")
 	newer := fresh("newer.db")
-	exec(newer, fmt.Sprintf("INSERT INTO goose_db_version (version_id, is_applied) VALUES (%d, 1)", LatestSchemaVersion()+1))
+	exec(newer, fmt.Sprintf("INSERT INTO goose_db_version (version_id, is_applied) VALUES (%d, 1)", sqlite.LatestSchemaVersion()+1))
 	l7 := fresh("l7.db")
 	exec(l7, "PRAGMA ignore_check_constraints = ON",
 		"UPDATE issues SET checkout_run_id = 'r1', execution_run_id = 'r2', status = 'todo'")
@@ -162,11 +164,7 @@ func TestInspectRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fsys, err := fs.Sub(migrations, "migration")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, sqlite.Migrations(), goose.WithDisableGlobalRegistry(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,14 +178,14 @@ func TestInspectRefuses(t *testing.T) {
 	if err != nil || in.SchemaVersion != 3 {
 		t.Fatalf("Inspect of a version 3 database: %+v, %v; want it accepted at version 3", in, err)
 	}
-	sDrv, err := Open(ctx, old, Options{})
+	sDrv, err := sqlite.Open(ctx, old, sqlite.Options{})
 	if err != nil {
 		t.Fatalf("open the older database: %v", err)
 	}
-	s := newTestStore(sDrv)
+	s := store.New(sDrv)
 	defer s.Close()
-	if v, err := s.SchemaVersion(ctx); err != nil || v != LatestSchemaVersion() {
-		t.Errorf("after Open: schema version %d, %v; want %d", v, err, LatestSchemaVersion())
+	if v, err := s.SchemaVersion(ctx); err != nil || v != sqlite.LatestSchemaVersion() {
+		t.Errorf("after Open: schema version %d, %v; want %d", v, err, sqlite.LatestSchemaVersion())
 	}
 }
 
@@ -198,11 +196,11 @@ func TestDetachInUse(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "clasp.db")
-	sDrv, err := Open(ctx, path, Options{})
+	sDrv, err := sqlite.Open(ctx, path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newTestStore(sDrv)
+	s := store.New(sDrv)
 	if _, err := s.CompanyCreate(ctx, &store.CompanyCreateParams{Name: "Acme", IssuePrefix: "ACME", Actor: board}); err != nil {
 		t.Fatal(err)
 	}
@@ -226,3 +224,5 @@ func TestDetachInUse(t *testing.T) {
 		t.Errorf("after Detach: %+v, %v; want both companies in the file", in, err)
 	}
 }
+
+var board = store.Actor{Type: clasp.ActorBoard}

@@ -1,4 +1,9 @@
-package sqlite
+// Package dbfile works on clasp's SQLite database files as files: a
+// consistent copy while a server writes (Snapshot), the checks a copy
+// passes before it is restored (Inspect), and leaving WAL mode so that the
+// file alone holds every committed write (Detach). The store itself is
+// internal/store/sqlite's; nothing here opens it.
+package dbfile
 
 import (
 	"context"
@@ -7,33 +12,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 
-	"modernc.org/sqlite"
+	sqlitedb "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/clasp-dev/clasp/internal/store"
+	"github.com/clasp-dev/clasp/internal/store/sqlite"
 )
-
-// LatestSchemaVersion is the version of the newest migration this binary
-// embeds: a database whose schema version is higher was written by a newer
-// clasp, which this one must not open (Inspect reports it).
-func LatestSchemaVersion() int64 {
-	entries, err := fs.ReadDir(migrations, "migration")
-	if err != nil {
-		panic(fmt.Sprintf("embedded migrations: %v", err)) // the embed is part of the binary
-	}
-	var latest int64
-	for _, e := range entries {
-		n, _, _ := strings.Cut(e.Name(), "_")
-		if v, err := strconv.ParseInt(n, 10, 64); err == nil && v > latest {
-			latest = v
-		}
-	}
-	return latest
-}
 
 // Snapshot writes a consistent copy of the clasp database at src to the new
 // file dst with VACUUM INTO, while other processes (a running clasp serve)
@@ -167,7 +154,7 @@ func Inspect(ctx context.Context, path string) (Inspection, error) {
 	if in.SchemaVersion, err = schemaVersion(ctx, db); err != nil {
 		return in, err
 	}
-	if latest := LatestSchemaVersion(); in.SchemaVersion > latest {
+	if latest := sqlite.LatestSchemaVersion(); in.SchemaVersion > latest {
 		return in, fmt.Errorf("%w: its schema version is %d, this clasp knows versions up to %d; restore it with that newer clasp", ErrNewerSchema, in.SchemaVersion, latest)
 	}
 	var fk int64
@@ -258,7 +245,7 @@ func Detach(ctx context.Context, path string) error {
 	defer db.Close()
 	var mode string
 	err = db.QueryRowContext(ctx, "PRAGMA journal_mode=DELETE").Scan(&mode)
-	var se *sqlite.Error
+	var se *sqlitedb.Error
 	if errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_BUSY || se.Code()&0xff == sqlite3.SQLITE_LOCKED) {
 		return fmt.Errorf("%w (%s): stop it first: %v", ErrInUse, path, err)
 	}
@@ -274,7 +261,7 @@ func Detach(ctx context.Context, path string) error {
 // IsDiskFull reports whether err is SQLite's SQLITE_FULL or wraps ENOSPC:
 // the disk under the file being written is full.
 func IsDiskFull(err error) bool {
-	var se *sqlite.Error
+	var se *sqlitedb.Error
 	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL {
 		return true
 	}
