@@ -15,8 +15,8 @@ import (
 // CRUD implements, once, the Store methods whose algorithm is the same in
 // every dialect (settings, companies, agents' reads, issue reads,
 // comments, the activity list, keyset pages, the Idempotency-Key lookup)
-// on a dialect's Driver. A dialect's Store embeds it (NewCRUD) and so has
-// these methods; each dialect keeps only the statements they name.
+// on a dialect's Driver. DB embeds it (NewCRUD); each dialect keeps only
+// the statements these methods name.
 type CRUD struct {
 	d Driver
 	// idemPurgedAt is the time (unix ns, Go clock: scheduling only) of

@@ -29,7 +29,7 @@ var (
 // to the store from now on: DB.Close closes it.
 func New(d Driver) *DB {
 	c := NewCRUD(d)
-	return &DB{CRUD: c, Heartbeat: NewHeartbeat(d, d.HeartbeatWrite), Locks: NewLocks(d, c), Runs: NewRuns(d), d: d}
+	return &DB{CRUD: c, Heartbeat: NewHeartbeat(d), Locks: NewLocks(d, c), Runs: NewRuns(d), d: d}
 }
 
 // Driver returns the driver the store runs on (for tools and tests that

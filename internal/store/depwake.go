@@ -31,17 +31,17 @@ type DepWakeMark struct {
 }
 
 // ReadyWakeMark runs statement DepReadyMark (WakeTx.ReadyWakeMark).
-func (t QueryTx) ReadyWakeMark(ctx context.Context, issueID string, assignee *string) (*DepWakeMark, error) {
+func (t queryTx) ReadyWakeMark(ctx context.Context, issueID string, assignee *string) (*DepWakeMark, error) {
 	return t.depMark(ctx, "DepReadyMark", issueID, assignee)
 }
 
 // ChildrenWakeMark runs statement DepChildrenMark (WakeTx.ChildrenWakeMark).
-func (t QueryTx) ChildrenWakeMark(ctx context.Context, issueID string, assignee *string) (*DepWakeMark, error) {
+func (t queryTx) ChildrenWakeMark(ctx context.Context, issueID string, assignee *string) (*DepWakeMark, error) {
 	return t.depMark(ctx, "DepChildrenMark", issueID, assignee)
 }
 
 // depMark runs the named mark statement; nil when it matched nothing.
-func (t QueryTx) depMark(ctx context.Context, name, issueID string, assignee *string) (*DepWakeMark, error) {
+func (t queryTx) depMark(ctx context.Context, name, issueID string, assignee *string) (*DepWakeMark, error) {
 	var m DepWakeMark
 	var a any
 	if assignee != nil {

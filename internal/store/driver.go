@@ -78,8 +78,11 @@ type Driver interface {
 	Write(ctx context.Context, fn func(q Querier) error) error
 	// HeartbeatWrite runs fn in one write transaction and commits it when
 	// fn returns nil (PostgreSQL: the whole function again on a deadlock
-	// or serialization failure, so fn may run more than once).
-	HeartbeatWrite(ctx context.Context, fn func(HeartbeatTx) error) error
+	// or serialization failure, so fn may run more than once). fn gets
+	// the transaction's Querier and the dialect's part of a heartbeat
+	// transaction (TxDriver), from which NewHeartbeatTx makes the
+	// HeartbeatTx the shared algorithms run on.
+	HeartbeatWrite(ctx context.Context, fn func(q Querier, x TxDriver) error) error
 	// Select runs an ad hoc SELECT with ? placeholders (the lists
 	// built by KeysetQuery and ActivityQuery) on the read side.
 	Select(ctx context.Context, query string, args ...any) (Rows, error)

@@ -16,12 +16,48 @@ import (
 	"github.com/clasp-dev/clasp"
 )
 
-// QueryTx implements the statements of HeartbeatTx that are the same in
+// TxDriver is the part of HeartbeatTx whose statements differ between the
+// dialects (in number, or in how they lock): Driver.HeartbeatWrite gives
+// it for the transaction it opens. The methods are HeartbeatTx's.
+type TxDriver interface {
+	LogActivity(ctx context.Context, companyID string, actor Actor, action, entityType, entityID string, details any) error
+	LockAgent(ctx context.Context, agentID string) error
+	IssueID(ctx context.Context, companyID, ref string) (string, error)
+	ProcessLost(ctx context.Context, p *RunProcessLostParams, msg, retryID string) (*ProcessLoss, error)
+	EndLostRun(ctx context.Context, run *clasp.Run) error
+	EndCancelledRuns(ctx context.Context, actor Actor, runs []*clasp.Run) error
+}
+
+// NewHeartbeatTx returns the HeartbeatTx of one transaction: the
+// statements every dialect shares run on q (the transaction's Querier), d
+// tells a no-row error and makes ids, and x runs the rest.
+// When x writes activity rows from Go (openIssuesReader: SQLite), so
+// does the transaction.
+func NewHeartbeatTx(q Querier, d Driver, x TxDriver) HeartbeatTx {
+	tx := heartbeatTx{queryTx{Querier: q, Driver: d}, x}
+	if w, ok := x.(openIssuesReader); ok {
+		return activityTx{tx, w}
+	}
+	return tx
+}
+
+// heartbeatTx is NewHeartbeatTx's HeartbeatTx.
+type heartbeatTx struct {
+	queryTx
+	TxDriver
+}
+
+// activityTx is a heartbeatTx whose dialect writes activity rows from Go.
+type activityTx struct {
+	heartbeatTx
+	openIssuesReader
+}
+
+// queryTx implements the statements of HeartbeatTx that are the same in
 // every dialect, each one named statement run on Querier (the current
-// transaction's); Driver tells a no-row error and makes ids. A dialect's
-// HeartbeatTx embeds it. Unexpected database errors are returned as they
-// are (the caller wraps them).
-type QueryTx struct {
+// transaction's); Driver tells a no-row error and makes ids. Unexpected
+// database errors are returned as they are (the caller wraps them).
+type queryTx struct {
 	Querier
 	Driver Driver
 }
@@ -36,16 +72,16 @@ func orNone[T any](d Driver, v *T, err error) (*T, error) {
 
 // runOrNone runs the named statement for a RunCols row: nil (no error)
 // when it returned none.
-func (t QueryTx) runOrNone(ctx context.Context, name string, args Args) (*clasp.Run, error) {
+func (t queryTx) runOrNone(ctx context.Context, name string, args Args) (*clasp.Run, error) {
 	r, err := ScanRun(t.QueryRow(ctx, name, args))
 	return orNone(t.Driver, r, err)
 }
 
 // NewID returns a fresh id (Driver.NewID).
-func (t QueryTx) NewID() string { return t.Driver.NewID() }
+func (t queryTx) NewID() string { return t.Driver.NewID() }
 
 // WakeByKey runs statement WakeByKey (WakeTx.WakeByKey).
-func (t QueryTx) WakeByKey(ctx context.Context, agentID, key string) (*RecordedWake, error) {
+func (t queryTx) WakeByKey(ctx context.Context, agentID, key string) (*RecordedWake, error) {
 	var w RecordedWake
 	err := t.QueryRow(ctx, "WakeByKey", Args{"agent": agentID, "key": key}).
 		Scan(&w.ID, &w.Status, &w.RunID, &w.BlockedByRunID, &w.RequestHash, &w.CompanyID)
@@ -53,7 +89,7 @@ func (t QueryTx) WakeByKey(ctx context.Context, agentID, key string) (*RecordedW
 }
 
 // AgentAdapter runs statement AgentWithAdapter (WakeTx.AgentAdapter).
-func (t QueryTx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent, *clasp.AdapterConfig, error) {
+func (t queryTx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent, *clasp.AdapterConfig, error) {
 	aa, err := scanAgentAdapter(t.QueryRow(ctx, "AgentWithAdapter", Args{"agent": agentID}))
 	if t.Driver.NoRows(err) {
 		return nil, nil, ErrNotFound("agent", agentID)
@@ -65,7 +101,7 @@ func (t QueryTx) AgentAdapter(ctx context.Context, agentID string) (*clasp.Agent
 }
 
 // IssueLocks runs statement WakeIssueLocks (WakeTx.IssueLocks).
-func (t QueryTx) IssueLocks(ctx context.Context, issueID string) (*IssueLockState, error) {
+func (t queryTx) IssueLocks(ctx context.Context, issueID string) (*IssueLockState, error) {
 	var l IssueLockState
 	err := t.QueryRow(ctx, "WakeIssueLocks", Args{"issue": issueID}).
 		Scan(&l.Status, &l.AssigneeAgentID, &l.CheckoutRunID, &l.ExecutionRunID, &l.Escalated)
@@ -76,24 +112,24 @@ func (t QueryTx) IssueLocks(ctx context.Context, issueID string) (*IssueLockStat
 }
 
 // QueuedRunFor runs statement WakeQueuedRun (WakeTx.QueuedRunFor).
-func (t QueryTx) QueuedRunFor(ctx context.Context, agentID, issueID string) (*clasp.Run, error) {
+func (t queryTx) QueuedRunFor(ctx context.Context, agentID, issueID string) (*clasp.Run, error) {
 	return t.runOrNone(ctx, "WakeQueuedRun", Args{"agent": agentID, "issue": nullable(issueID)})
 }
 
 // TakeExecution runs statement WakeTakeExecution (WakeTx.TakeExecution).
-func (t QueryTx) TakeExecution(ctx context.Context, runID, agentID, issueID string) (bool, error) {
+func (t queryTx) TakeExecution(ctx context.Context, runID, agentID, issueID string) (bool, error) {
 	n, err := t.Exec(ctx, "WakeTakeExecution", Args{"run": runID, "agent": agentID, "issue": issueID})
 	return n > 0, err
 }
 
 // InsertQueuedRun runs statement RunInsertQueued (WakeTx.InsertQueuedRun).
-func (t QueryTx) InsertQueuedRun(ctx context.Context, r *QueuedRun) (*clasp.Run, error) {
+func (t queryTx) InsertQueuedRun(ctx context.Context, r *QueuedRun) (*clasp.Run, error) {
 	return t.runOrNone(ctx, "RunInsertQueued", Args{"id": r.ID, "company": r.CompanyID, "agent": r.AgentID,
 		"source": r.Reason, "issue": nullable(r.IssueID), "retry_of": nullable(r.RetryOfRunID), "attempt": r.Attempt})
 }
 
 // RunGet runs statement RunGet (WakeTx.RunGet).
-func (t QueryTx) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
+func (t queryTx) RunGet(ctx context.Context, id string) (*clasp.Run, error) {
 	return runGet(ctx, t.Querier, t.Driver, id)
 }
 
@@ -106,7 +142,7 @@ func runGet(ctx context.Context, q Querier, d Driver, id string) (*clasp.Run, er
 }
 
 // InsertWake runs statement WakeInsert (WakeTx.InsertWake).
-func (t QueryTx) InsertWake(ctx context.Context, w *WakeRecord) error {
+func (t queryTx) InsertWake(ctx context.Context, w *WakeRecord) error {
 	_, err := t.Exec(ctx, "WakeInsert", Args{"id": w.ID, "company": w.CompanyID, "agent": w.AgentID,
 		"issue": nullable(w.IssueID), "reason": w.Reason, "key": nullable(w.IdempotencyKey), "status": w.Outcome, "run": w.RunID,
 		"blocked_by": w.BlockedByRunID, "hash": w.RequestHash})
@@ -114,7 +150,7 @@ func (t QueryTx) InsertWake(ctx context.Context, w *WakeRecord) error {
 }
 
 // DeferredWakes runs statement WakeDeferredList (WakeTx.DeferredWakes).
-func (t QueryTx) DeferredWakes(ctx context.Context, runIDs []string) ([]*DeferredWake, error) {
+func (t queryTx) DeferredWakes(ctx context.Context, runIDs []string) ([]*DeferredWake, error) {
 	return queryAll(ctx, t.Querier, "WakeDeferredList", Args{"runs": runIDs}, func(sc Row) (*DeferredWake, error) {
 		var w DeferredWake
 		return &w, sc.Scan(&w.ID, &w.CompanyID, &w.AgentID, &w.IssueID, &w.Reason, &w.EndedRunID)
@@ -122,13 +158,13 @@ func (t QueryTx) DeferredWakes(ctx context.Context, runIDs []string) ([]*Deferre
 }
 
 // SetWakeOutcome runs statement WakePromote (WakeTx.SetWakeOutcome).
-func (t QueryTx) SetWakeOutcome(ctx context.Context, wakeID, status string, runID, blockedBy *string) error {
+func (t queryTx) SetWakeOutcome(ctx context.Context, wakeID, status string, runID, blockedBy *string) error {
 	_, err := t.Exec(ctx, "WakePromote", Args{"id": wakeID, "status": status, "run": runID, "blocked_by": blockedBy})
 	return err
 }
 
 // SetAdapter runs statement AgentAdapterSet (HeartbeatTx.SetAdapter).
-func (t QueryTx) SetAdapter(ctx context.Context, agentID string, cfg *string) (string, bool, error) {
+func (t queryTx) SetAdapter(ctx context.Context, agentID string, cfg *string) (string, bool, error) {
 	var company string
 	err := t.QueryRow(ctx, "AgentAdapterSet", Args{"agent": agentID, "config": cfg}).Scan(&company)
 	if t.Driver.NoRows(err) {
@@ -138,30 +174,30 @@ func (t QueryTx) SetAdapter(ctx context.Context, agentID string, cfg *string) (s
 }
 
 // StartRun runs statement RunStart (HeartbeatTx.StartRun).
-func (t QueryTx) StartRun(ctx context.Context, p *RunStartParams, ttl time.Duration) (*clasp.Run, error) {
+func (t queryTx) StartRun(ctx context.Context, p *RunStartParams, ttl time.Duration) (*clasp.Run, error) {
 	return t.runOrNone(ctx, "RunStart", Args{"run": p.RunID, "host": p.HostID, "hash": nullable(p.TokenHash),
 		"ttl_us": ttl.Microseconds(), "max": max(p.MaxRunning, 1)})
 }
 
 // AgentHeartbeat runs statement AgentHeartbeat (HeartbeatTx.AgentHeartbeat).
-func (t QueryTx) AgentHeartbeat(ctx context.Context, agentID string) error {
+func (t queryTx) AgentHeartbeat(ctx context.Context, agentID string) error {
 	_, err := t.Exec(ctx, "AgentHeartbeat", Args{"agent": agentID})
 	return err
 }
 
 // CancelQueuedRuns runs statement RunCancelQueued (HeartbeatTx.CancelQueuedRuns).
-func (t QueryTx) CancelQueuedRuns(ctx context.Context, agentID string) ([]*clasp.Run, error) {
+func (t queryTx) CancelQueuedRuns(ctx context.Context, agentID string) ([]*clasp.Run, error) {
 	return queryAll(ctx, t.Querier, "RunCancelQueued", Args{"agent": agentID}, ScanRun)
 }
 
 // SkipDeferredWakes runs statement WakeSkipDeferred (HeartbeatTx.SkipDeferredWakes).
-func (t QueryTx) SkipDeferredWakes(ctx context.Context, agentID string) error {
+func (t queryTx) SkipDeferredWakes(ctx context.Context, agentID string) error {
 	_, err := t.Exec(ctx, "WakeSkipDeferred", Args{"agent": agentID})
 	return err
 }
 
 // DeadRuns runs statement RunsDead (HeartbeatTx.DeadRuns).
-func (t QueryTx) DeadRuns(ctx context.Context, runIDs []string) ([]string, error) {
+func (t queryTx) DeadRuns(ctx context.Context, runIDs []string) ([]string, error) {
 	return queryIDs(ctx, t.Querier, "RunsDead", Args{"runs": runIDs})
 }
 
@@ -185,9 +221,9 @@ func queryIDs(ctx context.Context, q Querier, name string, args Args) ([]string,
 }
 
 // Heartbeat implements, once, the HeartbeatStore methods whose algorithm
-// is the same in every dialect, on a dialect's Driver and TxRunner
+// is the same in every dialect, on a dialect's Driver and its transactions
 // (runlife.go, wake.go), and the agent writes that end runs (agents.go).
-// A dialect's Store embeds it (NewHeartbeat).
+// DB embeds it (NewHeartbeat).
 type Heartbeat struct {
 	TxRunner
 	d Driver
@@ -195,7 +231,11 @@ type Heartbeat struct {
 
 // NewHeartbeat returns the shared HeartbeatStore methods, running their
 // reads and one-statement writes on d and their transactions on tx.
-func NewHeartbeat(d Driver, tx TxRunner) Heartbeat { return Heartbeat{TxRunner: tx, d: d} }
+func NewHeartbeat(d Driver) Heartbeat {
+	return Heartbeat{d: d, TxRunner: func(ctx context.Context, fn func(HeartbeatTx) error) error {
+		return d.HeartbeatWrite(ctx, func(q Querier, x TxDriver) error { return fn(NewHeartbeatTx(q, d, x)) })
+	}}
+}
 
 // AgentAdapterGet returns an agent's adapter config (statement
 // AgentAdapterGet), nil when it has none. 404 not_found.

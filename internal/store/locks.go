@@ -79,7 +79,7 @@ type lockDriver interface {
 }
 
 // Locks implements the Store methods of the checkout and release rules on
-// a dialect's Driver. A dialect's Store embeds it (NewLocks). Safe for
+// a dialect's Driver. DB embeds it (NewLocks). Safe for
 // concurrent use.
 type Locks struct {
 	d         Driver

@@ -45,7 +45,7 @@ type runDriver interface {
 
 // Runs implements the Store methods of a run's end, the sweeper's passes
 // and the reads of runs (list, authentication) on a dialect's Driver.
-// A dialect's Store embeds it (NewRuns).
+// DB embeds it (NewRuns).
 type Runs struct{ d Driver }
 
 // NewRuns returns the run methods running on d.

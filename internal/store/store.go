@@ -1,17 +1,18 @@
 // Package store is the seam between the clasp server and its databases: the
-// Store interface, its parameter types and the Actor that every write is
-// attributed to. It imports no driver; internal/store/sqlite and
-// internal/store/postgres implement it, and internal/store/storetest pins
-// the behaviour every implementation must have (the rules of RULES.md).
+// Store interface, its parameter types, the Actor that every write is
+// attributed to, and DB, its one implementation (New). It imports no
+// driver; internal/store/sqlite and internal/store/postgres implement
+// Driver (driver.go), and internal/store/storetest pins the behaviour
+// every store must have (the rules of RULES.md).
 //
-// What does not depend on the database is written here once and runs on a
-// dialect's Driver (driver.go): the settings, companies, issue creation
-// (issues.go), comments, reads and lists (CRUD, crud.go), the checkout
-// and release rules (Locks, locks.go, over a Driver that runs one try
-// of a rule's statement), the heartbeat's rules (Heartbeat), validation,
-// refusal explanations (lockrules.go) and audit details (lockactivity.go).
-// A dialect's Store embeds those and adds what each database still does
-// its own way; its statements are the named blocks of its sql/*.sql files.
+// Every algorithm is written here once and runs its statements on the
+// driver: the settings, companies, issue creation (issues.go), comments,
+// reads and lists (CRUD, crud.go), the checkout and release rules (Locks,
+// locks.go, over a Driver that runs one try of a rule's statement), a
+// run's end and the sweeper (Runs, runs.go), the heartbeat's rules
+// (Heartbeat), validation, refusal explanations (lockrules.go) and audit
+// details (lockactivity.go). A driver runs statements, the named blocks of
+// its sql/*.sql files, and answers what the database said.
 //
 // Errors: every method returns *clasp.Error values with the codes of the
 // JSON error body (RULES.md, Errors and requests) for expected outcomes (not_found, checkout_conflict, ...); any

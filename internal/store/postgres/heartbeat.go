@@ -2,9 +2,9 @@ package postgres
 
 // Server-managed agents on PostgreSQL: store.HeartbeatTx on a transaction
 // (s.tx, retried whole on a deadlock or serialization failure). The
-// statements both dialects share are store.QueryTx's and the algorithms
-// store.TxRunner's and store.Heartbeat's; what is here is what PostgreSQL
-// does differently. The wakes of one agent are serialised by a
+// statements both dialects share and the algorithms are the store
+// package's; what is here is the part of a heartbeat transaction that
+// PostgreSQL does differently (store.TxDriver). The wakes of one agent are serialised by a
 // transaction advisory lock on the agent (LockAgent: coalescing and
 // idempotency keys across replicas), the issue a wake decides on is locked
 // FOR UPDATE (statement WakeIssueLocks), and a loss's retry is unique by
@@ -22,21 +22,23 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// hbtx is a transaction as store.HeartbeatTx.
+// hbtx is PostgreSQL's part of a heartbeat transaction (store.TxDriver),
+// on transaction tx.
 type hbtx struct {
-	store.QueryTx
-	tx pgx.Tx
-	s  *Driver
+	pooled // tx's statements
+	tx     pgx.Tx
+	s      *Driver
 }
 
-func (s *Driver) hbTx(tx pgx.Tx) hbtx {
-	return hbtx{store.QueryTx{Querier: pooled{tx}, Driver: s}, tx, s}
+// hbTx is transaction tx as a store.HeartbeatTx.
+func (s *Driver) hbTx(tx pgx.Tx) store.HeartbeatTx {
+	return store.NewHeartbeatTx(pooled{tx}, s, hbtx{pooled{tx}, tx, s})
 }
 
 // HeartbeatWrite runs fn in one transaction (s.tx: run again whole on a
 // deadlock or serialization failure).
-func (s *Driver) HeartbeatWrite(ctx context.Context, fn func(store.HeartbeatTx) error) error {
-	return s.tx(ctx, func(tx pgx.Tx) error { return fn(s.hbTx(tx)) })
+func (s *Driver) HeartbeatWrite(ctx context.Context, fn func(store.Querier, store.TxDriver) error) error {
+	return s.tx(ctx, func(tx pgx.Tx) error { return fn(pooled{tx}, hbtx{pooled{tx}, tx, s}) })
 }
 
 func (h hbtx) LogActivity(ctx context.Context, companyID string, actor store.Actor, action, entityType, entityID string, details any) error {

@@ -2,9 +2,9 @@ package sqlite
 
 // Server-managed agents on SQLite: store.HeartbeatTx on the store's write
 // transaction, which holds SQLite's write lock from its first statement
-// (so LockAgent has nothing to do). The statements both dialects share are
-// store.QueryTx's and the algorithms store.TxRunner's and
-// store.Heartbeat's; what is here is what SQLite does differently.
+// (so LockAgent has nothing to do). The statements both dialects share and
+// the algorithms are the store package's; what is here is the part of a
+// heartbeat transaction that SQLite does differently (store.TxDriver).
 
 import (
 	"context"
@@ -24,17 +24,16 @@ func noRow[T any](v *T, err error) (*T, error) {
 	return v, err
 }
 
-// hbtx is a write transaction as store.HeartbeatTx.
-type hbtx struct {
-	store.QueryTx
-	t *wtx
-}
+// hbtx is SQLite's part of a heartbeat transaction (store.TxDriver), on
+// one write transaction.
+type hbtx struct{ writer }
 
-func newHBTx(t *wtx) hbtx { return hbtx{store.QueryTx{Querier: writer{t}, Driver: t.s}, t} }
+// newHBTx is write transaction t as a store.HeartbeatTx.
+func newHBTx(t *wtx) store.HeartbeatTx { return store.NewHeartbeatTx(writer{t}, t.s, hbtx{writer{t}}) }
 
 // HeartbeatWrite runs fn in one write transaction (Driver.write).
-func (s *Driver) HeartbeatWrite(ctx context.Context, fn func(store.HeartbeatTx) error) error {
-	return s.write(ctx, func(tx *wtx) error { return fn(newHBTx(tx)) })
+func (s *Driver) HeartbeatWrite(ctx context.Context, fn func(store.Querier, store.TxDriver) error) error {
+	return s.write(ctx, func(tx *wtx) error { return fn(writer{tx}, hbtx{writer{tx}}) })
 }
 
 func (h hbtx) LogActivity(ctx context.Context, companyID string, actor store.Actor, action, entityType, entityID string, details any) error {
@@ -79,7 +78,7 @@ func (h hbtx) ProcessLost(ctx context.Context, p *store.RunProcessLostParams, ms
 	if held != nil {
 		issue = held
 	}
-	loss.Retry, err = h.InsertQueuedRun(ctx, &store.QueuedRun{ID: retryID, CompanyID: run.CompanyID, AgentID: run.AgentID,
+	loss.Retry, err = newHBTx(h.t).InsertQueuedRun(ctx, &store.QueuedRun{ID: retryID, CompanyID: run.CompanyID, AgentID: run.AgentID,
 		Reason: clasp.InvocationRetry, IssueID: deref(issue), RetryOfRunID: run.ID, Attempt: 2})
 	if err != nil || loss.Retry == nil || held == nil {
 		return &loss, err
