@@ -86,6 +86,7 @@ type Store struct {
 	store.Heartbeat // the shared HeartbeatStore methods, on driver{s} and s.hb()
 	*store.Locks    // the checkout and release rules, on driver{s}
 	store.Runs      // a run's end and the sweeper's passes, on driver{s}
+	*store.Claims   // claim-next, on driver{s}
 
 	pool   *pgxpool.Pool
 	schema string
@@ -93,10 +94,6 @@ type Store struct {
 	newID  func() string
 
 	w watch // live events: WatchActivity channels, notifier, listener (watch.go)
-
-	claims claimQueues // this process's claims of unassigned issues, batched behind the one running (IssueClaim)
-
-	claimSeen func(try int) // tests only: called when a claim that took nothing saw an eligible issue (claimOne), before its pause
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value
@@ -133,6 +130,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
 	s.Locks = store.NewLocks(driver{s}, s.CRUD)
 	s.Runs = store.NewRuns(driver{s})
+	s.Claims = store.NewClaims(driver{s})
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

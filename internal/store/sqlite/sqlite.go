@@ -66,6 +66,7 @@ type Store struct {
 	store.Heartbeat // the shared HeartbeatStore methods, on driver{s} and s.hb()
 	*store.Locks    // the checkout and release rules, on driver{s}
 	store.Runs      // a run's end and the sweeper's passes, on driver{s}
+	*store.Claims   // claim-next, on driver{s}
 
 	w *sql.DB // the writer: exactly one connection, BEGIN IMMEDIATE
 	r *sql.DB // readers: several query_only connections
@@ -108,6 +109,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
 	s.Locks = store.NewLocks(driver{s}, s.CRUD)
 	s.Runs = store.NewRuns(driver{s})
+	s.Claims = store.NewClaims(driver{s})
 	if s.now == nil {
 		s.now = time.Now
 	}
