@@ -1,12 +1,9 @@
 package store
 
-// Claim-next (rules L1 and L3; RULES.md, Claim) written once for every
-// dialect: validation, the in-process queue of the claims of unassigned
-// issues and its batches, the retry of a claim that saw an eligible issue
-// held locked, and the explanation of a claim that took nothing. A
-// dialect's ClaimDriver runs one try of the claim's statements and
-// answers a ClaimAnswer; it decides nothing, since the statements' WHERE
-// clauses are the decision.
+// Claim-next (L1, L3) written once for every dialect: validation, the
+// queue and batches of claims, the retry policy and the explanation of a
+// claim that took nothing. A dialect's ClaimDriver runs one try and decides
+// nothing: the statements' WHERE clauses are the decision.
 
 import (
 	"context"
@@ -19,24 +16,21 @@ import (
 	"github.com/clasp-dev/clasp"
 )
 
-// ClaimRequest is one try of a claim as its statements take it: the
-// agent's run Actor.RunID claims, within Actor.CompanyID, an unassigned
-// issue with a status of Unassigned or one of its agent's with a status of
-// Mine (an empty list leaves that side out), as ValidateClaim returns
-// them; Expected are the statuses a checkout of the pick expects. Look
-// asks a try that takes nothing whether an eligible issue is visible that
-// other statements hold locked (ClaimAnswer.Seen).
+// ClaimRequest is one try of a claim: agent run Actor.RunID claims, in
+// Actor.CompanyID, an unassigned issue with a status of Unassigned or one
+// of its agent's with a status of Mine (empty: that side left out), as
+// ValidateClaim returns them; a checkout of the pick expects Expected.
+// Look asks a try that takes nothing for ClaimAnswer.Seen.
 type ClaimRequest struct {
 	Actor                      Actor
 	Unassigned, Mine, Expected []string
 	Look                       bool
 }
 
-// ClaimAnswer is what one try of a claim answers, in every dialect: the
-// issue taken (nil: none) and, when it displaced a dead holder (L3), why
-// ("terminal", "lost" or "missing"; "" otherwise). Seen, when none was
-// taken and the request asked (Look), says that an eligible issue is
-// visible that other statements hold locked, so a later try may take it.
+// ClaimAnswer is one try's answer in every dialect: the issue taken (nil:
+// none) and why a dead holder was displaced (L3: "terminal", "lost" or
+// "missing"; "" when none was). Seen (asked by Look; nothing taken): an
+// eligible issue is visible that other statements hold locked.
 type ClaimAnswer struct {
 	Issue      *clasp.Issue
 	AdoptedWhy string
@@ -46,65 +40,58 @@ type ClaimAnswer struct {
 // ClaimDriver is what a dialect implements for claim-next.
 type ClaimDriver interface {
 	Driver
-	// IssueClaim is ONE try of claim-next under L1 and L3 for request r:
-	// the most urgent eligible issue is checked out for the caller's run,
-	// with issue.checked_out (and issue.checkout_lock_adopted when a dead
-	// holder is displaced, L3) in the same transaction. It takes nothing
-	// when no issue is eligible or the caller's run is not live (the
-	// caller explains which). Errors: the translated error of the
-	// database.
+	// IssueClaim is ONE try of claim-next for r under L1 and L3: the most
+	// urgent eligible issue is checked out for the caller's run with its
+	// activity rows (issue.checked_out, issue.checkout_lock_adopted), in
+	// one transaction. Nothing is taken when none is eligible or the run
+	// is not live. Errors: the translated error of the database.
 	IssueClaim(ctx context.Context, r *ClaimRequest) (*ClaimAnswer, error)
 }
 
-// ClaimBatcher is what a ClaimDriver implements, besides, when concurrent
-// claims of one company's unassigned issues are worth running as one
-// statement (a driver whose writes are serialised anyway does not).
+// ClaimBatcher is what a ClaimDriver whose writes are not serialised
+// anyway also implements, to run concurrent claims as one statement.
 type ClaimBatcher interface {
-	// IssueClaimBatch claims, in one statement and one transaction, an
-	// unassigned issue of companyID with a status of unassigned for each
-	// agent run of actors (at most ClaimBatchMax), in their order: each
-	// one served gets an issue eligible for its run under L1 and L3, with
-	// the activity rows IssueClaim writes, carrying its actor; those
-	// served get the unlocked eligible issues in claim order (priority,
-	// then age), none twice. Answer i is actor i's, nil when the batch
-	// did not serve it (its run not live, nothing left for it, or an
-	// issue naming its own run): that actor's claim runs IssueClaim
-	// itself. Errors: the translated error of the database, every actor's.
+	// IssueClaimBatch claims, in one transaction under L1 and L3 with
+	// IssueClaim's activity rows, an unassigned issue of companyID with a
+	// status of unassigned for each agent run of actors (at most
+	// ClaimBatchMax): in actors' order, those served get the unlocked
+	// eligible issues in claim order, none twice. Answer i is actor i's,
+	// nil when not served (its run not live, nothing left, or an issue
+	// naming its own run). Errors: the database's, translated.
 	IssueClaimBatch(ctx context.Context, companyID string, unassigned []string, actors []Actor) ([]*ClaimAnswer, error)
 }
 
-// ClaimSeenTries bounds the tries of one claim whose eligible issues stay
+// ClaimSeenTries bounds the tries of a claim whose eligible issues stay
 // locked by other statements; claimSeenPause is the first pause between
-// two (then 2, 4, 8, 16, and 32 times it for the rest: 0.35 s of pauses in
-// all before the claim answers none).
+// two (then 2, 4, 8, 16, and 32 times it: 0.35 s in all). ClaimBatchMax
+// bounds the calls one batch serves (a batch statement may repeat it);
+// claimBatchBound bounds a batch when a call in it has no deadline.
 const (
-	ClaimSeenTries = 16
-	claimSeenPause = time.Millisecond
+	ClaimSeenTries  = 16
+	claimSeenPause  = time.Millisecond
+	ClaimBatchMax   = 64
+	claimBatchBound = time.Minute
 )
-
-// ClaimBatchMax bounds the calls one batch serves; more waiting calls
-// form the next batch. A batch statement may repeat it as a constant (a
-// dialect's test checks that the two agree).
-const ClaimBatchMax = 64
-
-// claimBatchBound bounds a batch when a call in it has no deadline of its
-// own.
-const claimBatchBound = time.Minute
 
 // Claims implements Store.IssueClaim on a dialect's ClaimDriver. A
 // dialect's Store embeds it (NewClaims). Safe for concurrent use.
 type Claims struct {
 	d    ClaimDriver
 	b    ClaimBatcher  // nil: claims never queue
-	q    claimQueues   // this process's claims of unassigned issues, batched behind the one running
 	seen func(try int) // tests only (SetSeenHook)
+
+	mu sync.Mutex
+	// queues holds, by claimKey, this process's claims of unassigned
+	// issues: a key is there while a claim of it is in flight, with the
+	// calls that arrived since, in order.
+	queues map[string][]*claimCall
 }
 
 // NewClaims returns claim-next running on d, batching the claims of
 // unassigned issues when d is a ClaimBatcher.
 func NewClaims(d ClaimDriver) *Claims {
 	b, _ := d.(ClaimBatcher)
-	return &Claims{d: d, b: b}
+	return &Claims{d: d, b: b, queues: map[string][]*claimCall{}}
 }
 
 // SetSeenHook makes f be called, for tests, each time a try of a claim
@@ -112,27 +99,22 @@ func NewClaims(d ClaimDriver) *Claims {
 // number, from 1), before the pause. Call it before any claim.
 func (c *Claims) SetSeenHook(f func(try int)) { c.seen = f }
 
-// IssueClaim is claim-next (IssueClaimParams): the most urgent issue that
-// run Actor.RunID may check out under L1 is checked out for it, with
+// IssueClaim is claim-next (IssueClaimParams, L1): the most urgent issue
+// run Actor.RunID may check out is checked out for it, with
 // issue.checked_out (and issue.checkout_lock_adopted when a dead holder is
 // displaced, L3: p.Result.AdoptedWhy says why). It answers the issue after
 // the write, or (nil, nil) when no issue is eligible. Errors: those of
 // ValidateClaim, and the caller's run problems (RunState.CallerProblem).
 //
-// A try that takes nothing but sees an eligible issue held locked (a
-// concurrent claimer holds the first eligible row of each status it
-// walks) runs again after a short pause (claimSeenPause, doubling, up to
-// ClaimSeenTries tries in all, or ctx's end): nothing is answered while an
-// issue is eligible, short of that bound.
-//
-// With a ClaimBatcher, a claim of unassigned issues only goes through this
-// process's queue of such claims for its company and statuses: with none
-// in flight it runs at once; claims arriving while one is in flight wait,
-// and when it ends up to ClaimBatchMax of them run as one batch
-// (IssueClaimBatch). A call the batch does not serve runs its own claim,
-// so its answer (an issue, none, or its run problem) is exactly the single
-// claim's. A caller whose ctx ends while it waits leaves the queue
-// unclaimed for; once its batch runs it gets the batch's answer.
+// A try that takes nothing but sees an eligible issue held locked runs
+// again after a pause (claimSeenPause, doubling), up to ClaimSeenTries
+// tries or ctx's end. With a ClaimBatcher, a claim of unassigned issues
+// only goes through this process's queue of its company and statuses:
+// with none in flight it runs at once; claims arriving meanwhile wait, and
+// then up to ClaimBatchMax of them run as one batch. A call the batch does
+// not serve runs on its own, so its answer is exactly a single claim's. A
+// caller whose ctx ends while it waits leaves the queue unclaimed for;
+// once its batch runs it gets the batch's answer.
 func (c *Claims) IssueClaim(ctx context.Context, p *IssueClaimParams) (*clasp.Issue, error) {
 	unassigned, mine, expected, err := ValidateClaim(p)
 	if err != nil {
@@ -156,9 +138,8 @@ func (c *Claims) IssueClaim(ctx context.Context, p *IssueClaimParams) (*clasp.Is
 
 // one is claim r on its own: tries while one takes nothing but sees an
 // eligible issue (see IssueClaim), then, when none took an issue, the
-// caller's run problem (CallerRunRead, RunState.CallerProblem: a run's
-// state only moves forward, so the read explains the claim) or an answer
-// with no issue.
+// caller's run problem (CallerRunRead: a run's state only moves forward,
+// so the read explains the claim) or an answer with no issue.
 func (c *Claims) one(ctx context.Context, r *ClaimRequest) (*ClaimAnswer, error) {
 	for try := 1; ; try++ {
 		r.Look = try < ClaimSeenTries
@@ -191,29 +172,14 @@ func (c *Claims) one(ctx context.Context, r *ClaimRequest) (*ClaimAnswer, error)
 	return &ClaimAnswer{}, nil
 }
 
-// claimQueues is the in-process queue of the claims of unassigned issues,
-// by claimKey: a key is in the map while a claim of it is in flight, and
-// waiting holds the calls that arrived since. The zero value is ready to
-// use.
-type claimQueues struct {
-	mu sync.Mutex
-	m  map[string]*claimQueue
-}
-
-// claimQueue is the waiting calls of one key, in order of arrival.
-type claimQueue struct {
-	waiting []*claimCall
-}
-
-// claimCall is one waiting claim: its request and context (for the
-// batch's deadline), and once done is closed, its answer: ans, or err, or
-// again (not served by the batch: run the claim on its own).
+// claimCall is one waiting claim (request r, ctx for the batch's
+// deadline) and, once done is closed, its answer: ans, or err, or again
+// (not served by the batch: run the claim on its own).
 type claimCall struct {
 	ctx   context.Context
 	r     *ClaimRequest
-	taken bool // in a batch (under claimQueues.mu): it is claimed for
+	taken bool // in a batch (under Claims.mu): it is claimed for
 	done  chan struct{}
-
 	ans   *ClaimAnswer
 	err   error
 	again bool
@@ -225,72 +191,52 @@ func claimKey(companyID string, unassigned []string) string {
 	return companyID + "\x00" + strings.Join(unassigned, ",")
 }
 
-// enter makes a claim of key: lead is true when nothing of key was in
-// flight (the caller runs its claim now and calls Claims.next after it);
-// otherwise the call x waits in the queue.
-func (cq *claimQueues) enter(ctx context.Context, key string, r *ClaimRequest) (x *claimCall, lead bool) {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
-	k, busy := cq.m[key]
-	if !busy {
-		if cq.m == nil {
-			cq.m = map[string]*claimQueue{}
+// enter makes claim r of key: lead is true when nothing of key was in
+// flight (the caller runs its claim now and calls drain after it);
+// otherwise the call x waits in the queue (r nil: nothing waits).
+func (c *Claims) enter(ctx context.Context, key string, r *ClaimRequest) (x *claimCall, lead bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w, busy := c.queues[key]; busy {
+		if r != nil {
+			x = &claimCall{ctx: ctx, r: r, done: make(chan struct{})}
+			c.queues[key] = append(w, x)
 		}
-		cq.m[key] = &claimQueue{}
-		return nil, true
+		return x, false
 	}
-	x = &claimCall{ctx: ctx, r: r, done: make(chan struct{})}
-	k.waiting = append(k.waiting, x)
-	return x, false
+	c.queues[key] = nil
+	return nil, true
 }
 
 // leave takes x out of key's queue if no batch has taken it yet and
 // reports whether it did.
-func (cq *claimQueues) leave(key string, x *claimCall) bool {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
+func (c *Claims) leave(key string, x *claimCall) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if x.taken {
 		return false
 	}
-	if k := cq.m[key]; k != nil {
-		if i := slices.Index(k.waiting, x); i >= 0 {
-			k.waiting = slices.Delete(k.waiting, i, i+1)
-		}
-	}
+	c.queues[key] = slices.DeleteFunc(c.queues[key], func(y *claimCall) bool { return y == x }) // x waits: key is in flight
 	return true
 }
 
-// next ends what was in flight for key: it returns the next batch (up to
+// take ends what was in flight for key: it returns the next batch (up to
 // ClaimBatchMax waiting calls, oldest first, now taken), or nil and the
 // key is idle again.
-func (cq *claimQueues) next(key string) []*claimCall {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
-	k := cq.m[key]
-	if k == nil {
+func (c *Claims) take(key string) []*claimCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.queues[key]
+	if len(w) == 0 {
+		delete(c.queues, key)
 		return nil
 	}
-	if len(k.waiting) == 0 {
-		delete(cq.m, key)
-		return nil
-	}
-	n := min(len(k.waiting), ClaimBatchMax)
-	b := slices.Clone(k.waiting[:n])
-	k.waiting = slices.Delete(k.waiting, 0, n)
+	b := slices.Clone(w[:min(len(w), ClaimBatchMax)])
+	c.queues[key] = slices.Delete(w, 0, len(b))
 	for _, x := range b {
 		x.taken = true
 	}
 	return b
-}
-
-// waiting returns how many calls wait in key's queue now.
-func (cq *claimQueues) waiting(key string) int {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
-	if k := cq.m[key]; k != nil {
-		return len(k.waiting)
-	}
-	return 0
 }
 
 // Hold enters the queue of the claims of unassigned issues with statuses
@@ -299,33 +245,27 @@ func (cq *claimQueues) waiting(key string) int {
 // many calls wait in the queue now. Error: the queue is in use already.
 func (c *Claims) Hold(companyID string, unassigned []string) (waiting func() int, release func(), err error) {
 	key := claimKey(companyID, unassigned)
-	cq := &c.q
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
-	if _, busy := cq.m[key]; busy {
+	if _, lead := c.enter(context.Background(), key, nil); !lead {
 		return nil, nil, fmt.Errorf("test hook: the claim queue of company %s, statuses %v, is in use", companyID, unassigned)
 	}
-	if cq.m == nil {
-		cq.m = map[string]*claimQueue{}
-	}
-	cq.m[key] = &claimQueue{}
-	return func() int { return cq.waiting(key) }, func() { c.next(key, companyID, unassigned) }, nil
+	waiting = func() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queues[key]) }
+	return waiting, func() { c.drain(key) }, nil
 }
 
 // queued is claim r (of unassigned issues only) through the queue (see
 // IssueClaim): the batch's answer, or one's.
 func (c *Claims) queued(ctx context.Context, r *ClaimRequest) (*ClaimAnswer, error) {
 	key := claimKey(r.Actor.CompanyID, r.Unassigned)
-	x, lead := c.q.enter(ctx, key, r)
+	x, lead := c.enter(ctx, key, r)
 	if lead {
 		ans, err := c.one(ctx, r)
-		c.next(key, r.Actor.CompanyID, r.Unassigned)
+		c.drain(key)
 		return ans, err
 	}
 	select {
 	case <-x.done:
 	case <-ctx.Done():
-		if c.q.leave(key, x) {
+		if c.leave(key, x) {
 			return nil, ctx.Err()
 		}
 		<-x.done // taken: the batch, bounded, answers it
@@ -336,27 +276,24 @@ func (c *Claims) queued(ctx context.Context, r *ClaimRequest) (*ClaimAnswer, err
 	return x.ans, x.err
 }
 
-// next runs, in a goroutine of its own, the batches of key that wait, one
+// drain runs, in a goroutine of its own, the batches of key that wait, one
 // after the other, until the queue is empty.
-func (c *Claims) next(key, companyID string, unassigned []string) {
-	b := c.q.next(key)
-	if b == nil {
-		return
+func (c *Claims) drain(key string) {
+	if b := c.take(key); b != nil {
+		go func() {
+			for ; b != nil; b = c.take(key) {
+				c.batch(b)
+			}
+		}()
 	}
-	go func() {
-		for ; b != nil; b = c.q.next(key) {
-			c.batch(b, companyID, unassigned)
-		}
-	}()
 }
 
-// batch answers the calls of batch b (claims of unassigned issues with
-// statuses unassigned in companyID) and closes their done: one call on its
-// own (one), several by IssueClaimBatch (again for those it did not
-// serve). The batch runs under a context no call can cancel, bounded by
-// the latest deadline of the calls (claimBatchBound from now when one has
-// none); its error is every call's.
-func (c *Claims) batch(b []*claimCall, companyID string, unassigned []string) {
+// batch answers the calls of batch b (claims of one queue) and closes
+// their done: one call on its own (one), several by IssueClaimBatch (again
+// for those it did not serve). The batch runs under a context no call can
+// cancel, bounded by the latest deadline of the calls (claimBatchBound
+// from now when one has none); its error is every call's.
+func (c *Claims) batch(b []*claimCall) {
 	defer func() {
 		for _, x := range b {
 			close(x.done)
@@ -383,7 +320,7 @@ func (c *Claims) batch(b []*claimCall, companyID string, unassigned []string) {
 	for i, x := range b {
 		actors[i] = x.r.Actor
 	}
-	got, err := c.b.IssueClaimBatch(ctx, companyID, unassigned, actors)
+	got, err := c.b.IssueClaimBatch(ctx, b[0].r.Actor.CompanyID, b[0].r.Unassigned, actors)
 	for i, x := range b {
 		switch {
 		case err != nil:

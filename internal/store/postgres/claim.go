@@ -1,10 +1,5 @@
 package postgres
 
-// Claim-next's driver (store.ClaimDriver, store.ClaimBatcher; statements
-// Claim, ClaimSeen and ClaimBatch of sql/claim.sql): each statement runs
-// on its own (its own implicit transaction, again on deadlock); the
-// queue, the batches and the retries are internal/store/claims.go's.
-
 import (
 	"context"
 	"errors"
@@ -18,12 +13,12 @@ import (
 var _ store.ClaimBatcher = driver{}
 
 // IssueClaim is one try of claim-next (store.ClaimDriver): statement Claim
-// checks out the most urgent issue run r.Actor.RunID may take under L1
-// and L3 and writes its activity rows, answering the issue and the
-// adoption reason (L3). Claim skips rows other statements hold locked; so
-// when it takes nothing and r.Look, statement ClaimSeen reads (no locks)
-// whether an eligible issue is visible (Seen). Errors: the database's,
-// translated.
+// of sql/claim.sql, on its own (again on deadlock), checks out the most
+// urgent issue run r.Actor.RunID may take under L1 and L3 with its
+// activity rows, answering the issue and the adoption reason (L3). Claim
+// skips rows other statements hold locked; so when it takes nothing and
+// r.Look, statement ClaimSeen reads (no locks) whether an eligible issue
+// is visible (Seen). Errors: the database's, translated.
 func (d driver) IssueClaim(ctx context.Context, r *store.ClaimRequest) (*store.ClaimAnswer, error) {
 	a := r.Actor
 	args := actorArgs(namedArgs{"run": a.RunID, "agent": a.AgentID, "unassigned": r.Unassigned, "mine": r.Mine}, a)
@@ -40,14 +35,14 @@ func (d driver) IssueClaim(ctx context.Context, r *store.ClaimRequest) (*store.C
 		}
 		return err
 	})
-	if err != nil || ans.Issue != nil || !r.Look {
-		return ans, wrap(err, "claim an issue")
+	if err == nil && ans.Issue == nil && r.Look {
+		seenArgs := namedArgs{"run": a.RunID, "agent": a.AgentID, "unassigned": r.Unassigned, "mine": r.Mine}
+		err = d.s.retryQuiet(ctx, func() error { return d.s.pool.QueryRow(ctx, q("ClaimSeen"), seenArgs).Scan(&ans.Seen) })
 	}
-	seenArgs := namedArgs{"run": a.RunID, "agent": a.AgentID, "unassigned": r.Unassigned, "mine": r.Mine}
-	err = d.s.retryQuiet(ctx, func() error {
-		return d.s.pool.QueryRow(ctx, q("ClaimSeen"), seenArgs).Scan(&ans.Seen)
-	})
-	return ans, wrap(err, "claim an issue")
+	if err != nil {
+		return nil, wrap(err, "claim an issue")
+	}
+	return ans, nil
 }
 
 // IssueClaimBatch is store.ClaimBatcher.IssueClaimBatch: statement
