@@ -15,6 +15,7 @@ type DB struct {
 	Heartbeat // server-managed agents: wakes, managed runs, instances
 	*Locks    // the checkout and release rules and PATCH
 	Runs      // a run's end, the sweeper's passes, run lists and authentication
+	*Claims   // claim-next
 
 	d Driver
 }
@@ -29,7 +30,7 @@ var (
 // to the store from now on: DB.Close closes it.
 func New(d Driver) *DB {
 	c := NewCRUD(d)
-	return &DB{CRUD: c, Heartbeat: NewHeartbeat(d), Locks: NewLocks(d, c), Runs: NewRuns(d), d: d}
+	return &DB{CRUD: c, Heartbeat: NewHeartbeat(d), Locks: NewLocks(d, c), Runs: NewRuns(d), Claims: NewClaims(d), d: d}
 }
 
 // Driver returns the driver the store runs on (for tools and tests that
@@ -48,12 +49,6 @@ func (db *DB) SchemaVersion(ctx context.Context) (int64, error) { return db.d.Sc
 // IssueList lists a company's issues, newest first (Driver.IssueList).
 func (db *DB) IssueList(ctx context.Context, p *IssueListParams) ([]*clasp.Issue, string, error) {
 	return db.d.IssueList(ctx, p)
-}
-
-// IssueClaim checks out the most urgent eligible issue for the calling run
-// (Driver.IssueClaim).
-func (db *DB) IssueClaim(ctx context.Context, p *IssueClaimParams) (*clasp.Issue, error) {
-	return db.d.IssueClaim(ctx, p)
 }
 
 // RunOpen opens a self-reported run (Driver.RunOpen).

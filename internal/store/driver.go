@@ -98,14 +98,13 @@ type Driver interface {
 	// NewID returns a fresh id for a new row (a UUIDv7 by default).
 	NewID() string
 
-	lockDriver // one try of each lock rule (locks.go)
-	runDriver  // a run's end and the sweeper's batches (runs.go)
+	lockDriver  // one try of each lock rule (locks.go)
+	runDriver   // a run's end and the sweeper's batches (runs.go)
+	claimDriver // one try of claim-next (claims.go)
 
 	// IssueList is Store.IssueList: the dialect builds the list's WHERE
 	// clause, whose text differs (status sets, case-insensitive match).
 	IssueList(ctx context.Context, p *IssueListParams) ([]*clasp.Issue, string, error)
-	// IssueClaim is Store.IssueClaim.
-	IssueClaim(ctx context.Context, p *IssueClaimParams) (*clasp.Issue, error)
 	// RunOpen is Store.RunOpen.
 	RunOpen(ctx context.Context, p *RunOpenParams) (*clasp.Run, error)
 	// RunTouch is Store.RunTouch.

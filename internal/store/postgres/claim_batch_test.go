@@ -218,7 +218,7 @@ func (e *batchEnv) wantCheckedOut(t *testing.T, c *claimCallResult, want ...stri
 // issue.checked_out carrying its own actor, run and request.
 func TestClaimBatchEachIssueOnce(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ calls, issues int }{{claimBatchMax + 6, 50}, {20, 30}} {
+	for _, tc := range []struct{ calls, issues int }{{store.ClaimBatchMax + 6, 50}, {20, 30}} {
 		t.Run(fmt.Sprintf("calls=%d,issues=%d", tc.calls, tc.issues), func(t *testing.T) {
 			t.Parallel()
 			e := newBatchEnv(t, tc.calls)
@@ -247,7 +247,7 @@ func TestClaimBatchEachIssueOnce(t *testing.T) {
 				}
 			}
 			served := min(tc.calls, tc.issues)
-			for i, c := range calls[:min(served, claimBatchMax)] { // one batch: call i gets the i-th issue in claim order
+			for i, c := range calls[:min(served, store.ClaimBatchMax)] { // one batch: call i gets the i-th issue in claim order
 				if c.iss != nil && c.iss.ID != order[i] {
 					t.Errorf("call %d (arrival order) got %s, want the %d-th issue in claim order %s", i, c.iss.ID, i, order[i])
 				}
@@ -430,11 +430,11 @@ func TestClaimBatchOwnRunIssue(t *testing.T) {
 // 20,000 issues, half of them assigned: the unassigned range is read
 // through issues_claim_unassigned in order with LockRows (no Sort or scan
 // of issues, no hashed read of every run), no Limit of the plan expects
-// more than claimBatchMax rows (a limit the planner cannot see is costed as
-// a tenth of the range, and in a company of a million issues that cost
-// made PostgreSQL JIT-compile every batch), the statement's constant limit
-// is claimBatchMax, and the statement gets a generic plan on a connection
-// that runs it again and again.
+// more than store.ClaimBatchMax rows (a limit the planner cannot see is
+// costed as a tenth of the range, and in a company of a million issues that
+// cost made PostgreSQL JIT-compile every batch), the statement's constant
+// limit is store.ClaimBatchMax, and the statement gets a generic plan on a
+// connection that runs it again and again.
 func TestClaimBatchPlanUsesIndexes(t *testing.T) {
 	t.Parallel()
 	e := newBatchEnv(t, 2)
@@ -469,12 +469,12 @@ func TestClaimBatchPlanUsesIndexes(t *testing.T) {
 		t.Errorf("batch claim plan has no Limit:\n%s", text)
 	}
 	for _, m := range limits {
-		if n, _ := strconv.Atoi(m[1]); n > claimBatchMax {
-			t.Errorf("batch claim plan expects %d rows from a Limit, more than claimBatchMax (%d):\n%s", n, claimBatchMax, text)
+		if n, _ := strconv.Atoi(m[1]); n > store.ClaimBatchMax {
+			t.Errorf("batch claim plan expects %d rows from a Limit, more than store.ClaimBatchMax (%d):\n%s", n, store.ClaimBatchMax, text)
 		}
 	}
-	if want := fmt.Sprintf("LIMIT %d -- claimBatchMax", claimBatchMax); !strings.Contains(q("ClaimBatch"), want) {
-		t.Errorf("statement ClaimBatch lacks %q: its constant limit and claimBatchMax differ", want)
+	if want := fmt.Sprintf("LIMIT %d -- ClaimBatchMax", store.ClaimBatchMax); !strings.Contains(q("ClaimBatch"), want) {
+		t.Errorf("statement ClaimBatch lacks %q: its constant limit and store.ClaimBatchMax differ", want)
 	}
 	conn, err := e.s.d.pool.Acquire(ctx)
 	if err != nil {

@@ -31,13 +31,13 @@ func TestClaimWaitsForLockedEligibleIssue(t *testing.T) {
 				t.Fatal(err)
 			}
 			var seen atomic.Int32
-			e.s.d.claimSeen = func(try int) {
+			e.s.SetSeenHook(func(try int) {
 				if seen.Add(1) == 1 {
 					if err := tx.Rollback(ctx); err != nil {
 						t.Errorf("end the locking transaction: %v", err)
 					}
 				}
-			}
+			})
 			c := &claimCallResult{run: e.runs[0], request: "req-seen"}
 			iss, err := e.s.IssueClaim(ctx, &store.IssueClaimParams{Scope: scope, Actor: c.actor(), Result: &c.res})
 			if err != nil {
@@ -69,8 +69,8 @@ func TestClaimWaitsForLockedEligibleIssue(t *testing.T) {
 }
 
 // TestClaimSeenBounded holds the only eligible issue's row locked for the
-// whole claim: the claim answers none after claimSeenTries runs of Claim
-// (claimSeenTries-1 sightings), leaving the issue as it was.
+// whole claim: the claim answers none after store.ClaimSeenTries runs of
+// Claim (store.ClaimSeenTries-1 sightings), leaving the issue as it was.
 func TestClaimSeenBounded(t *testing.T) {
 	t.Parallel()
 	e := newBatchEnv(t, 1)
@@ -85,14 +85,14 @@ func TestClaimSeenBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen atomic.Int32
-	e.s.d.claimSeen = func(int) { seen.Add(1) }
+	e.s.SetSeenHook(func(int) { seen.Add(1) })
 	c := &claimCallResult{run: e.runs[0], request: "req-bounded"}
 	iss, err := e.s.IssueClaim(ctx, &store.IssueClaimParams{Scope: store.ClaimAny, Actor: c.actor()})
 	if err != nil || iss != nil {
 		t.Fatalf("claim of an issue locked throughout = %v, %v; want none", iss, err)
 	}
-	if n := seen.Load(); n != claimSeenTries-1 {
-		t.Errorf("claim saw the locked issue %d times, want claimSeenTries-1 = %d", n, claimSeenTries-1)
+	if n := seen.Load(); n != store.ClaimSeenTries-1 {
+		t.Errorf("claim saw the locked issue %d times, want store.ClaimSeenTries-1 = %d", n, store.ClaimSeenTries-1)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)

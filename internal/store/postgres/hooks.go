@@ -50,24 +50,12 @@ func (h *TestHooks) HoldCheckouts(ctx context.Context, companyID, ref string) (w
 }
 
 // HoldClaims enters the store's queue of the claims of unassigned issues
-// with statuses unassigned in companyID (claimQueues) as a claim in flight
-// does: such claims wait until release, which runs them as batches.
-// waiting is how many calls wait in the queue now. Error: the queue is in
-// use already.
+// with statuses unassigned in companyID as a claim in flight does
+// (store.Claims.Hold): such claims wait until release, which runs them as
+// batches. waiting is how many calls wait in the queue now. Error: the
+// queue is in use already.
 func (h *TestHooks) HoldClaims(companyID string, unassigned []string) (waiting func() int, release func(), err error) {
-	key := claimKey(companyID, unassigned)
-	cq := &h.S.claims
-	cq.mu.Lock()
-	if _, busy := cq.m[key]; busy {
-		cq.mu.Unlock()
-		return nil, nil, fmt.Errorf("test hook: the claim queue of company %s, statuses %v, is in use", companyID, unassigned)
-	}
-	if cq.m == nil {
-		cq.m = map[string]*claimQueue{}
-	}
-	cq.m[key] = &claimQueue{}
-	cq.mu.Unlock()
-	return func() int { return h.S.claims.waiting(key) }, func() { h.S.claimNext(key, companyID, unassigned) }, nil
+	return h.DB.Hold(companyID, unassigned)
 }
 
 // ForceIssueLocks writes an issue's status, assignee and lock columns as

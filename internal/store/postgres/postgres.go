@@ -88,10 +88,6 @@ type Driver struct {
 	newID  func() string
 
 	w watch // live events: WatchActivity channels, notifier, listener (watch.go)
-
-	claims claimQueues // this process's claims of unassigned issues, batched behind the one running (IssueClaim)
-
-	claimSeen func(try int) // tests only: called when a claim that took nothing saw an eligible issue (claimOne), before its pause
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value

@@ -211,7 +211,7 @@ SELECT EXISTS (
 --     @company, each lock column empty, naming a dead run, or naming one
 --     of @runs (L1/L3). A row another statement holds is skipped, never
 --     waited for. The range is read under a constant LIMIT of
---     claimBatchMax, and the count of calls limits it from outside: with
+--     store.ClaimBatchMax, and the count of calls limits it from outside: with
 --     the count as the only limit the planner, which cannot see its value,
 --     costs the read as a tenth of the range (8 million cost units in a
 --     company of a million issues), and PostgreSQL then JIT-compiled each
@@ -274,7 +274,7 @@ cand AS MATERIALIZED (
 				OR NOT coalesce((SELECT ({{run_live r}})
 					FROM runs r WHERE r.id = i.execution_run_id), false))
 		ORDER BY i.priority_rank, i.created_at, i.id
-		LIMIT 64 -- claimBatchMax: a constant the planner sees
+		LIMIT 64 -- ClaimBatchMax: a constant the planner sees
 		FOR UPDATE OF i SKIP LOCKED
 		) q
 		-- LockRows locks a row only when this LIMIT pulls it, in the inner

@@ -10,7 +10,8 @@
 -- run :run may claim: unassigned with a status in the JSON array
 -- :unassigned, or assigned to :agent with a status in :mine (the expected
 -- statuses plus in_progress, L1's inbox adoption case); an empty array
--- leaves a branch out (scope).
+-- leaves a branch out (scope). None unless :run is live and :agent's, in
+-- the issue's company (L1, as Claim).
 SELECT c.id FROM issues c WHERE c.id IN (
 	SELECT (SELECT i.id FROM issues i INDEXED BY issues_claim_unassigned
 		-- L1: unassigned, in the company, with a status the claim takes
@@ -43,6 +44,8 @@ SELECT c.id FROM issues c WHERE c.id IN (
 			AND NOT (i.checkout_run_id IS :run AND i.execution_run_id IS :run)
 		ORDER BY i.priority_rank, i.created_at, i.id LIMIT 1)
 	FROM json_each(:mine) s)
+	AND EXISTS (SELECT 1 FROM runs r WHERE r.id = :run AND r.agent_id = :agent AND r.company_id = c.company_id
+		AND ({{run_live r}}))
 ORDER BY c.priority_rank, c.created_at, c.id LIMIT 1
 
 -- name: Claim

@@ -47,7 +47,7 @@ cand AS MATERIALIZED (
 				OR NOT coalesce((SELECT (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > now()))
 					FROM runs r WHERE r.id = i.execution_run_id), false))
 		ORDER BY i.priority_rank, i.created_at, i.id
-		LIMIT 64 -- claimBatchMax: a constant the planner sees
+		LIMIT 64 -- ClaimBatchMax: a constant the planner sees
 		FOR UPDATE OF i SKIP LOCKED
 		) q
 		-- LockRows locks a row only when this LIMIT pulls it, in the inner

@@ -30,4 +30,6 @@ SELECT c.id FROM issues c WHERE c.id IN (
 			AND NOT (i.checkout_run_id IS :run AND i.execution_run_id IS :run)
 		ORDER BY i.priority_rank, i.created_at, i.id LIMIT 1)
 	FROM json_each(:mine) s)
+	AND EXISTS (SELECT 1 FROM runs r WHERE r.id = :run AND r.agent_id = :agent AND r.company_id = c.company_id
+		AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at > :now)))
 ORDER BY c.priority_rank, c.created_at, c.id LIMIT 1
