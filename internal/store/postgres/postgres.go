@@ -132,7 +132,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s.CRUD = store.NewCRUD(driver{s})
 	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
 	s.Locks = store.NewLocks(driver{s}, s.CRUD)
-	s.Runs = store.NewRuns(driver{s})
+	s.Runs = store.NewRuns(driver{s}, s.CRUD)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -107,7 +107,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.CRUD = store.NewCRUD(driver{s})
 	s.Heartbeat = store.NewHeartbeat(driver{s}, s.hb())
 	s.Locks = store.NewLocks(driver{s}, s.CRUD)
-	s.Runs = store.NewRuns(driver{s})
+	s.Runs = store.NewRuns(driver{s}, s.CRUD)
 	if s.now == nil {
 		s.now = time.Now
 	}
