@@ -73,6 +73,13 @@ type Driver interface {
 	// Select runs an ad hoc SELECT with ? placeholders (the lists
 	// built by KeysetQuery and ActivityQuery) on the read side.
 	Select(ctx context.Context, query string, args ...any) (Rows, error)
+	// InList returns the predicate of a Select that column col holds
+	// one of values (at least one), and its arguments.
+	InList(col string, values []string) (pred string, args []any)
+	// LikeFold returns the predicate of a Select that column col matches,
+	// case-insensitively, the LIKE pattern of its one argument (% and _
+	// its wildcards, \ their escape).
+	LikeFold(col string) string
 	// NoRows reports whether err means a statement returned no row.
 	NoRows(err error) bool
 	// Unique reports whether err is a unique (or primary key) violation.
