@@ -30,7 +30,7 @@ var (
 // to the store from now on: DB.Close closes it.
 func New(d Driver) *DB {
 	c := NewCRUD(d)
-	return &DB{CRUD: c, Heartbeat: NewHeartbeat(d), Locks: NewLocks(d, c), Runs: NewRuns(d), Claims: NewClaims(d), d: d}
+	return &DB{CRUD: c, Heartbeat: NewHeartbeat(d), Locks: NewLocks(d, c), Runs: NewRuns(d, c), Claims: NewClaims(d), d: d}
 }
 
 // Driver returns the driver the store runs on (for tools and tests that
@@ -45,21 +45,6 @@ func (db *DB) Ping(ctx context.Context) error { return db.d.Ping(ctx) }
 
 // SchemaVersion returns the database's schema version (Driver.SchemaVersion).
 func (db *DB) SchemaVersion(ctx context.Context) (int64, error) { return db.d.SchemaVersion(ctx) }
-
-// IssueList lists a company's issues, newest first (Driver.IssueList).
-func (db *DB) IssueList(ctx context.Context, p *IssueListParams) ([]*clasp.Issue, string, error) {
-	return db.d.IssueList(ctx, p)
-}
-
-// RunOpen opens a self-reported run (Driver.RunOpen).
-func (db *DB) RunOpen(ctx context.Context, p *RunOpenParams) (*clasp.Run, error) {
-	return db.d.RunOpen(ctx, p)
-}
-
-// RunTouch renews a run's lease (Driver.RunTouch).
-func (db *DB) RunTouch(ctx context.Context, p *RunTouchParams) (*clasp.Run, error) {
-	return db.d.RunTouch(ctx, p)
-}
 
 // ActivityAfter is ActivityStream.ActivityAfter, on the driver.
 func (db *DB) ActivityAfter(ctx context.Context, companyID string, afterID int64, limit int) ([]*clasp.Activity, int64, error) {

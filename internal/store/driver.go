@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/clasp-dev/clasp"
 )
 
 // The driver seam: the small interface through which the dialect-neutral
@@ -86,6 +84,13 @@ type Driver interface {
 	// Select runs an ad hoc SELECT with ? placeholders (the lists
 	// built by KeysetQuery and ActivityQuery) on the read side.
 	Select(ctx context.Context, query string, args ...any) (Rows, error)
+	// InList returns the predicate of a Select that column col holds
+	// one of values (at least one), and its arguments.
+	InList(col string, values []string) (pred string, args []any)
+	// LikeFold returns the predicate of a Select that column col matches,
+	// case-insensitively, the LIKE pattern of its one argument (% and _
+	// its wildcards, \ their escape).
+	LikeFold(col string) string
 	// NoRows reports whether err means a statement returned no row.
 	NoRows(err error) bool
 	// Unique reports whether err is a unique (or primary key) violation.
@@ -102,13 +107,6 @@ type Driver interface {
 	runDriver   // a run's end and the sweeper's batches (runs.go)
 	claimDriver // one try of claim-next (claims.go)
 
-	// IssueList is Store.IssueList: the dialect builds the list's WHERE
-	// clause, whose text differs (status sets, case-insensitive match).
-	IssueList(ctx context.Context, p *IssueListParams) ([]*clasp.Issue, string, error)
-	// RunOpen is Store.RunOpen.
-	RunOpen(ctx context.Context, p *RunOpenParams) (*clasp.Run, error)
-	// RunTouch is Store.RunTouch.
-	RunTouch(ctx context.Context, p *RunTouchParams) (*clasp.Run, error)
 	// ActivityStream is how the dialect tells the streams that activity
 	// rows were committed (SQLite: in process; PostgreSQL: LISTEN/NOTIFY,
 	// across servers).

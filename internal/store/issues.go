@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/clasp-dev/clasp"
 )
@@ -70,6 +71,44 @@ type issueNumberer interface {
 // every Write as one transaction.
 type txWriter interface {
 	WriteTx(ctx context.Context, fn func(q Querier) error) error
+}
+
+// IssueList lists the issues of company p.CompanyID, newest first, one
+// keyset page at a time, narrowed when set to p.Statuses (Driver.InList),
+// to an assignee or the unassigned ones, to those whose title or
+// identifier holds p.Query case-insensitively (Driver.LikeFold; %, _ and \
+// in p.Query match themselves), to a parent's children and to the ready
+// ones (D9). It answers the page and the cursor of the next one (""
+// after the last).
+func (c CRUD) IssueList(ctx context.Context, p *IssueListParams) ([]*clasp.Issue, string, error) {
+	where, args := []string{"company_id = ?"}, []any{p.CompanyID}
+	if len(p.Statuses) > 0 {
+		st := make([]string, len(p.Statuses))
+		for i, v := range p.Statuses {
+			st[i] = string(v)
+		}
+		pred, a := c.d.InList("status", st)
+		where, args = append(where, pred), append(args, a...)
+	}
+	switch {
+	case p.Unassigned:
+		where = append(where, "assignee_agent_id IS NULL")
+	case p.AssigneeAgentID != "":
+		where, args = append(where, "assignee_agent_id = ?"), append(args, p.AssigneeAgentID)
+	}
+	if p.Query != "" {
+		like := "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p.Query) + "%"
+		where = append(where, "("+c.d.LikeFold("title")+" OR "+c.d.LikeFold("identifier")+")")
+		args = append(args, like, like)
+	}
+	if p.ParentID != "" {
+		where, args = append(where, "parent_id = ?"), append(args, p.ParentID) // D9: a parent's children
+	}
+	if p.Ready {
+		where = append(where, "unresolved_blocker_count = 0") // D9
+	}
+	return ListPage(ctx, c.d, "issues", IssueCols, where, args, p.Page, false, ScanIssue,
+		func(i *clasp.Issue) string { return EncodeCursor(i.CreatedAt, i.ID) })
 }
 
 // issueInsert inserts the issue of p (statement IssueInsert, args of

@@ -42,7 +42,7 @@ func translate(err error) error {
 		switch pe.Code {
 		case "23505":
 			if pe.TableName == "idempotency_keys" {
-				return err // a concurrent duplicate request: the caller replays (isIdempotencyConflict)
+				return err // a concurrent duplicate request: the caller replays (store.idempotent)
 			}
 			return clasp.Errorf(clasp.CodeAlreadyExists, "A resource with this unique value already exists.")
 		case "23503":
@@ -145,6 +145,3 @@ func wrap(err error, format string, args ...any) error {
 	}
 	return store.Wrap(err, format, args...)
 }
-
-// isNotFound reports whether err is a 404 not_found clasp error.
-func isNotFound(err error) bool { return clasp.ErrorCode(err) == clasp.CodeNotFound }

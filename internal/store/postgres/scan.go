@@ -4,14 +4,6 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// nullable is s, or nil (SQL NULL) when s is empty.
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
 func deref(p *string) string {
 	if p == nil {
 		return ""

@@ -2,11 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
 
-	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
@@ -29,16 +25,4 @@ func (h hbtx) OpenIssues(ctx context.Context, agentID string) ([]*store.LockStat
 		var l store.LockState
 		return &l, sc.Scan(&l.IssueID, &l.CompanyID, &l.Status, &l.Assignee, &l.Checkout, &l.Execution)
 	})
-}
-
-// agent reads an agent in the write transaction; 404 not_found.
-func (t *wtx) agent(ctx context.Context, id string) (*clasp.Agent, error) {
-	a, err := store.ScanAgent(t.queryRow(ctx, "AgentGet", sql.Named("id", id)))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("agent", id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get agent %s: %w", id, err)
-	}
-	return a, nil
 }

@@ -42,12 +42,11 @@ func (h hbtx) LogActivity(ctx context.Context, companyID string, actor store.Act
 
 func (hbtx) LockAgent(context.Context, string) error { return nil } // the write lock is held
 
-// IssueID resolves ref with statement IssueRef (which answers the
-// issue's company too).
+// IssueID resolves ref with statement IssueRef.
 func (h hbtx) IssueID(ctx context.Context, companyID, ref string) (string, error) {
-	var id, company string
+	var id string
 	rid, rident := store.SplitRef(ref)
-	err := h.QueryRow(ctx, qIssueRef, store.Args{"rid": rid, "rident": rident, "company": companyID}).Scan(&id, &company)
+	err := h.QueryRow(ctx, qIssueRef, store.Args{"rid": rid, "rident": rident, "company": companyID}).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}

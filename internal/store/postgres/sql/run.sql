@@ -51,12 +51,6 @@ SELECT id, company_id, agent_id, status, invocation_source, issue_id, retry_of_r
 -- second open waits here until the first commits, then counts its run.
 SELECT 1 FROM agents WHERE id = @agent::text FOR UPDATE
 
--- name: RunLiveCount
--- The live runs of agent @agent (queued, or running with an unexpired
--- lease), to explain a refused open.
-SELECT count(*) FROM runs WHERE agent_id = @agent::text
-	AND ({{run_live -}})
-
 -- name: RunReplayOpen
 -- The replay of an open with an Idempotency-Key: the recorded run @id,
 -- while live and holding the replay's token hash (the token given out
@@ -94,33 +88,27 @@ FROM runs r JOIN agents a ON a.id = r.agent_id WHERE r.token_hash = @hash::text
 -- name: RunTouch
 -- A live run's sign of life renews its lease to @ttl_us from now and
 -- records the agent's heartbeat, one conditional write (a run that is
--- terminal or lost is not revived). Unless @force, the write is skipped
--- when the last sign of life is less than @min_us microseconds old. The
--- answer is the renewed run (renewed true), or else the run as it stands
--- with its state, for the caller to explain.
-WITH cur AS (
-	SELECT r.id, r.company_id, r.agent_id, r.status, r.invocation_source, r.issue_id, r.retry_of_run_id, r.attempt, r.pid,
-		r.host_id, r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
-		r.created_at,
-		{{run_state r}} AS state
-	FROM runs r WHERE r.id = @run::text
-), upd AS (
+-- terminal or lost is not revived). No row when run @run is not @agent's
+-- or not live.
+WITH upd AS (
 	UPDATE runs r SET
 		lease_expires_at = now() + @ttl_us::bigint * interval '1 microsecond',
 		last_sign_of_life_at = now()
 	WHERE r.id = @run::text AND r.agent_id = @agent::text
 		AND ({{run_live r}})
-		AND (@force::boolean OR r.last_sign_of_life_at IS NULL
-			OR r.last_sign_of_life_at <= now() - @min_us::bigint * interval '1 microsecond')
 	RETURNING r.id, r.company_id, r.agent_id, r.status, r.invocation_source, r.issue_id, r.retry_of_run_id, r.attempt, r.pid,
 		r.host_id, r.lease_expires_at, r.last_sign_of_life_at, r.started_at, r.finished_at, r.exit_code, r.error_code, r.error,
 		r.created_at
 ), hb AS (
 	UPDATE agents SET last_heartbeat_at = now() WHERE id IN (SELECT agent_id FROM upd)
 )
-SELECT upd.*, true, 'live' FROM upd
-UNION ALL
-SELECT cur.id, cur.company_id, cur.agent_id, cur.status, cur.invocation_source, cur.issue_id, cur.retry_of_run_id, cur.attempt,
-	cur.pid, cur.host_id, cur.lease_expires_at, cur.last_sign_of_life_at, cur.started_at, cur.finished_at, cur.exit_code,
-	cur.error_code, cur.error, cur.created_at, false, cur.state
-FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)
+SELECT * FROM upd
+
+-- name: RunRecent
+-- Run @run of agent @agent while it is live and its last sign of life is
+-- less than @min_us microseconds old: a sign of life may skip renewing
+-- its lease. No row otherwise.
+SELECT id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
+	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
+FROM runs WHERE id = @run::text AND agent_id = @agent::text AND ({{run_live -}})
+	AND last_sign_of_life_at > now() - @min_us::bigint * interval '1 microsecond'

@@ -1,8 +1,8 @@
 -- Comments of issues; seq orders an issue's comments.
 
 -- name: IssueRef
--- The id and company of the issue :rid/:rident visible in :company ('' for any).
-SELECT id, company_id FROM issues
+-- The id of the issue :rid/:rident visible in :company ('' for any).
+SELECT id FROM issues
 WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)
 
 -- name: CommentIssue

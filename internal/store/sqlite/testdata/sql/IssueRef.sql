@@ -1,2 +1,2 @@
-SELECT id, company_id FROM issues
+SELECT id FROM issues
 WHERE (id = :rid OR identifier = :rident) AND (:company = '' OR company_id = :company)

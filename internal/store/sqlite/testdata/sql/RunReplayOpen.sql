@@ -1,7 +1,7 @@
 UPDATE runs SET
-	lease_expires_at = :now + :ttl,
+	lease_expires_at = :now + :ttl_us,
 	last_sign_of_life_at = :now
-WHERE id = :run AND agent_id = :agent AND token_hash IS :hash
+WHERE id = :id AND agent_id = :agent AND token_hash IS :token_hash
 	AND (status = 'queued' OR (status = 'running' AND lease_expires_at > :now))
 RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at

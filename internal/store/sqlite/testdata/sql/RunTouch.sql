@@ -1,5 +1,5 @@
 UPDATE runs SET
-	lease_expires_at = :now + :ttl,
+	lease_expires_at = :now + :ttl_us,
 	last_sign_of_life_at = :now
 WHERE id = :run AND agent_id = :agent
 	AND (status = 'queued' OR (status = 'running' AND lease_expires_at > :now))
