@@ -15,17 +15,18 @@ import (
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// RunOpen is store.Driver.RunOpen: statement RunOpen through q. Under a
-// live-run limit (o.MaxLive positive) it runs in a transaction of its own
-// on q's connection after statement RunOpenLockAgent: the agent's row
-// lock, taken before RunOpen's snapshot, makes its count see every run a
-// concurrent open committed.
-func (*Driver) RunOpen(ctx context.Context, q store.Querier, o *store.RunOpening) (*clasp.Run, error) {
+// RunOpen is store.Driver.RunOpen: statement RunOpen through q (the
+// pool's Querier: each statement its own transaction). Under a live-run
+// limit (o.MaxLive positive) it runs in a transaction of its own on the
+// pool after statement RunOpenLockAgent: the agent's row lock, taken
+// before RunOpen's snapshot, makes its count see every run a concurrent
+// open committed.
+func (d *Driver) RunOpen(ctx context.Context, q store.Querier, o *store.RunOpening) (*clasp.Run, error) {
 	if o.MaxLive <= 0 {
-		return noRow(store.ScanRun(q.QueryRow(ctx, "RunOpen", o.Args()))) // one statement: its own transaction
+		return noRow(store.ScanRun(q.QueryRow(ctx, "RunOpen", o.Args())))
 	}
 	var out *clasp.Run
-	err := pgx.BeginFunc(ctx, q.(pooled).db.(beginner), func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		if _, err := (pooled{tx}).Exec(ctx, "RunOpenLockAgent", store.Args{"agent": o.AgentID}); err != nil {
 			return err
 		}
@@ -34,12 +35,6 @@ func (*Driver) RunOpen(ctx context.Context, q store.Querier, o *store.RunOpening
 		return err
 	})
 	return out, err
-}
-
-// beginner is what *pgxpool.Pool and pgx.Tx share to begin a transaction
-// (in a transaction: a savepoint).
-type beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // RunReplayOpen is store.Driver.RunReplayOpen: statement RunReplayOpen
