@@ -279,9 +279,6 @@ func (s *Server) BeginShutdown() {
 	s.stopOnce.Do(func() { close(s.stopped) })
 }
 
-// Metrics returns the metrics the server records (shared with the sweeper).
-func (s *Server) Metrics() *metrics.Metrics { return s.m }
-
 // serveMux dispatches to the mux, answering unknown paths with 404 and
 // known paths with a wrong method with 405 (plus Allow), as JSON.
 func (s *Server) serveMux(w http.ResponseWriter, r *http.Request) {

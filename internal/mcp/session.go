@@ -98,9 +98,6 @@ func NewSession(cfg Config, opts Options) *Session {
 	return s
 }
 
-// Config returns the session's configuration.
-func (s *Session) Config() Config { return s.cfg }
-
 // errNotConfigured is returned by the session's calls when a setting is
 // missing; the tools turn it into a not_configured result.
 type errNotConfigured struct{ setting, sentence string }

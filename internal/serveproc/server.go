@@ -47,7 +47,6 @@ type Server struct {
 	addr       string // bound host:port, fixed by the first start
 	boardToken string // printed by a start that created it
 	proc       *process
-	starts     int
 }
 
 // process is one OS process of a Server.
@@ -116,13 +115,6 @@ func (s *Server) PID() int {
 		return 0
 	}
 	return s.proc.cmd.Process.Pid
-}
-
-// Starts counts the processes started (1 after StartServer).
-func (s *Server) Starts() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.starts
 }
 
 // Running reports whether the current process has not exited.
@@ -257,7 +249,6 @@ func (s *Server) start(ctx context.Context) error {
 			s.boardToken = b.token
 		}
 		s.proc = p
-		s.starts++
 		return nil
 	case <-ctx.Done():
 	case <-timer.C:

@@ -261,9 +261,6 @@ func Start(ctx context.Context, ln net.Listener, cfg Config) (*Server, error) {
 // host:port.
 func (s *Server) URL() string { return s.url }
 
-// Metrics are the server's metrics, shared by the API and the sweeper.
-func (s *Server) Metrics() *metrics.Metrics { return s.api.Metrics() }
-
 // Failed receives the error of the listener when serving stops before
 // Shutdown (serving never stops by itself otherwise).
 func (s *Server) Failed() <-chan error { return s.served }

@@ -47,11 +47,6 @@ func (d *Driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clas
 // errNotFinished rolls back a RunFinish whose statement matched no row.
 var errNotFinished = errors.New("finish run: no row matched")
 
-// callerRun is store.CallerRunRead on db (the pool or a transaction).
-func callerRun(ctx context.Context, db pgxQuerier, runID string) (store.RunState, error) {
-	return store.CallerRunRead(ctx, (*Driver)(nil), pooled{db}, runID)
-}
-
 // releaseRunLocks is L6 for runs this transaction has just ended with
 // status (statement ReleaseRunLocks): every lock naming them is cleared,
 // one issue.lock_released per issue, then one run.finished {status,

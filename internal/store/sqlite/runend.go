@@ -68,11 +68,6 @@ func (t *wtx) releaseRunLocks(ctx context.Context, run *clasp.Run, a store.Actor
 	return t.promoteBlockedBy(ctx, run.ID)
 }
 
-// callerRun is store.CallerRunRead in t.
-func (t *wtx) callerRun(ctx context.Context, runID string) (store.RunState, error) {
-	return store.CallerRunRead(ctx, t.s, writer{t}, runID)
-}
-
 // RunSweepExpired is store.Driver.RunSweepExpired: statement
 // SweepExpiredRuns (its outer WHERE re-checks status and lease, so a
 // renewal that commits first wins), then one run.lost per run it failed,
