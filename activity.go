@@ -54,6 +54,20 @@ const (
 	ActionIssueChildrenCompleted = "issue.children_completed" // {identifier, childrenGeneration}: every child is closed
 )
 
+// Actions lists every activity action clasp writes, the names of the
+// event stream's events and of the events a webhook may subscribe to.
+var Actions = []string{
+	ActionIssueCreated, ActionIssueUpdated, ActionIssueCheckedOut, ActionIssueLockAdopted,
+	ActionIssueReleased, ActionIssueLockReleased, ActionIssueStaleLockCleared, ActionIssueForceRelease,
+	ActionIssueCommented, ActionRunStarted, ActionRunFinished, ActionRunLost,
+	ActionCompanyCreated, ActionCompanyArchived, ActionCompanyUnarchived, ActionAgentCreated, ActionAgentUpdated, ActionAgentKeyCreated, ActionAgentKeyRevoked,
+	ActionAgentAdapterSet, ActionWakeRequested, ActionWakePromoted, ActionRunQueued,
+	ActionIssueExecutionLocked, ActionIssueLockMoved,
+	ActionIssueBlockerAdded, ActionIssueBlockerRemoved, ActionIssueParentChanged,
+	ActionIssueBlockersResolved, ActionIssueChildrenCompleted,
+	ActionIssueEscalated, ActionCompanyUpdated,
+}
+
 // Activity is one append-only audit row. ID increases with every row written
 // (it is an integer, not a UUID, so that lists and event streams can resume
 // from it).

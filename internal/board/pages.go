@@ -33,18 +33,8 @@ type view struct {
 }
 
 // Actions are the activity actions the live layer subscribes to (the
-// event stream names each event by its action).
-var Actions = []string{
-	clasp.ActionIssueCreated, clasp.ActionIssueUpdated, clasp.ActionIssueCheckedOut, clasp.ActionIssueLockAdopted,
-	clasp.ActionIssueReleased, clasp.ActionIssueLockReleased, clasp.ActionIssueStaleLockCleared, clasp.ActionIssueForceRelease,
-	clasp.ActionIssueCommented, clasp.ActionRunStarted, clasp.ActionRunFinished, clasp.ActionRunLost,
-	clasp.ActionCompanyCreated, clasp.ActionCompanyArchived, clasp.ActionCompanyUnarchived, clasp.ActionAgentCreated, clasp.ActionAgentUpdated, clasp.ActionAgentKeyCreated, clasp.ActionAgentKeyRevoked,
-	clasp.ActionAgentAdapterSet, clasp.ActionWakeRequested, clasp.ActionWakePromoted, clasp.ActionRunQueued,
-	clasp.ActionIssueExecutionLocked, clasp.ActionIssueLockMoved,
-	clasp.ActionIssueBlockerAdded, clasp.ActionIssueBlockerRemoved, clasp.ActionIssueParentChanged,
-	clasp.ActionIssueBlockersResolved, clasp.ActionIssueChildrenCompleted,
-	clasp.ActionIssueEscalated, clasp.ActionCompanyUpdated,
-}
+// event stream names each event by its action): all of them.
+var Actions = clasp.Actions
 
 // page wraps a page's data function with the sign-in check (a redirect to
 // /login without a valid cookie) and the company picker (?company=ID, else

@@ -98,6 +98,22 @@ func WebhookPatternValid(p string) bool {
 	return true
 }
 
+// webhookPatternMatchesAny reports whether valid pattern p matches at least
+// one action of clasp.Actions: a subscription to no event would never be
+// sent anything, which is a typo more often than an intent.
+func webhookPatternMatchesAny(p string) bool {
+	if p == "*" {
+		return true
+	}
+	prefix, isPrefix := strings.CutSuffix(p, ".*")
+	for _, a := range clasp.Actions {
+		if a == p || isPrefix && strings.HasPrefix(a, prefix+".") {
+			return true
+		}
+	}
+	return false
+}
+
 // CheckWebhookURL returns 400 invalid_request (field url) unless u is an
 // absolute http or https URL with a host, no user information and no
 // fragment, at most WebhookMaxURLLen bytes. Which addresses it may reach
@@ -135,6 +151,9 @@ func checkWebhookEvents(events []string) error {
 	for _, e := range events {
 		if !WebhookPatternValid(e) {
 			return clasp.InvalidField("events", "%q is not an event pattern: an action such as issue.escalated, a prefix such as issue.*, or *.", truncateText(e, 80))
+		}
+		if !webhookPatternMatchesAny(e) {
+			return clasp.InvalidField("events", "%q names no event clasp sends; the events are: %s (or a prefix such as issue.*, or *).", truncateText(e, 80), strings.Join(clasp.Actions, ", "))
 		}
 	}
 	return nil
