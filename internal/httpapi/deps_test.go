@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/clasp-dev/clasp"
+	"github.com/google/uuid"
 )
 
 // TestDependenciesOverHTTP: blockedByIssueIds and parentId are taken on
@@ -124,10 +125,25 @@ func TestDependenciesOverHTTP(t *testing.T) {
 		http.StatusBadRequest, clasp.CodeInvalidRequest, "parentId")
 	many := make([]string, maxBlockers+1)
 	for i := range many {
-		many[i] = b1.Identifier
+		many[i] = uuid.NewString() // validation refuses the list before any is looked up
 	}
 	wantErr(t, b.do("POST", "/api/companies/"+w.c.ID+"/issues", req{body: map[string]any{"title": "x", "blockedByIssueIds": many}}),
 		http.StatusBadRequest, clasp.CodeInvalidRequest, "blockedByIssueIds")
+	e = wantErr(t, b.do("PATCH", "/api/issues/"+dep.ID, req{body: map[string]any{"blockedByIssueIds": []any{b1.Identifier, nil}}}),
+		http.StatusBadRequest, clasp.CodeInvalidRequest, "blockedByIssueIds")
+	if !strings.Contains(e.Error, "null") {
+		t.Errorf("a null blocker's message does not say null: %q", e.Error)
+	}
+	// A repeated blocker counts once, as the one edge it makes.
+	for i := range many {
+		many[i] = b1.Identifier
+	}
+	var repeated clasp.Issue
+	b.must(http.StatusCreated, "POST", "/api/companies/"+w.c.ID+"/issues", req{body: map[string]any{"title": "x", "blockedByIssueIds": many}}, &repeated)
+	if len(repeated.BlockedBy) != 1 {
+		t.Errorf("an issue blocked %d times by one issue has blockers %v, want that one", len(many), repeated.BlockedBy)
+	}
+	b.must(http.StatusOK, "PATCH", "/api/issues/"+repeated.ID, req{body: map[string]any{"blockedByIssueIds": nil}}, &repeated)
 	other := b.world("OT")
 	theirs := b.issue(other.c.ID, map[string]any{"title": "theirs"})
 	r = b.do("PATCH", "/api/issues/"+dep.ID, req{body: map[string]any{"blockedByIssueIds": []string{theirs.ID}}})

@@ -108,16 +108,23 @@ func issueRefField(field string, v *string) error {
 	return nil
 }
 
-// blockerRefs checks a blockedByIssueIds list: at most maxBlockers refs,
-// each a UUID or identifier (400 invalid_request, details.field
-// blockedByIssueIds). UUIDs are normalised in place.
+// blockerRefs checks a blockedByIssueIds list: each entry a UUID or
+// identifier (an empty or null entry named as such), at most maxBlockers
+// different ones (a repeated entry counts once, as the edges it makes do);
+// 400 invalid_request, details.field blockedByIssueIds. UUIDs are
+// normalised in place.
 func blockerRefs(refs []string) error {
-	if len(refs) > maxBlockers {
-		return clasp.InvalidField("blockedByIssueIds", "Field \"blockedByIssueIds\" lists %d issues; at most %d may block one issue.", len(refs), maxBlockers)
-	}
+	distinct := make(map[string]struct{}, min(len(refs), maxBlockers+1))
 	for i := range refs {
+		if refs[i] == "" {
+			return clasp.InvalidField("blockedByIssueIds", "Field \"blockedByIssueIds\" has an empty or null entry at position %d; each entry is an issue id (a UUID) or identifier (such as ACME-12).", i)
+		}
 		if err := issueRefField("blockedByIssueIds", &refs[i]); err != nil {
 			return err
+		}
+		distinct[refs[i]] = struct{}{}
+		if len(distinct) > maxBlockers {
+			return clasp.InvalidField("blockedByIssueIds", "Field \"blockedByIssueIds\" lists more than %d different issues; at most %d may block one issue.", maxBlockers, maxBlockers)
 		}
 	}
 	return nil
