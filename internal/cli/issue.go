@@ -216,11 +216,19 @@ func (a *app) newIssueShowCmd() *cobra.Command {
 		Example: "  clasp issue show ACME-12",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			iss, err := a.client().IssueGet(cmd.Context(), args[0])
+			c := a.client()
+			iss, err := c.IssueGet(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			return a.emit(iss, func(w io.Writer) { printIssue(w, iss) })
+			parent := optStr(iss.ParentID)
+			if iss.ParentID != nil && !a.jsonOut {
+				// The answer names the parent by id; a person reads its identifier.
+				if p, err := c.IssueGet(cmd.Context(), *iss.ParentID); err == nil {
+					parent = p.Identifier + " (" + string(p.Status) + ")"
+				}
+			}
+			return a.emit(iss, func(w io.Writer) { printIssueParent(w, iss, parent) })
 		},
 	}
 }

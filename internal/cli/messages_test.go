@@ -380,3 +380,29 @@ func TestBlockedByEmptyEntry(t *testing.T) {
 		t.Errorf("--blocked-by \"\" left blockers %v", iss.BlockedBy)
 	}
 }
+
+// TestIssueShowNamesParent: `clasp issue show` names an issue's parent by
+// its identifier and status, not by its id.
+func TestIssueShowNamesParent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if r := runCLI(t, f.boardEnv, "", "issue", "create", "epic", "--company", "ACME"); r.code != 0 {
+		t.Fatalf("issue create epic: exit %d: %s", r.code, r.stderr)
+	}
+	if r := runCLI(t, f.boardEnv, "", "issue", "create", "part", "--company", "ACME", "--parent", "ACME-1"); r.code != 0 {
+		t.Fatalf("issue create part --parent ACME-1: exit %d: %s", r.code, r.stderr)
+	}
+	r := runCLI(t, f.boardEnv, "", "issue", "show", "ACME-2")
+	if r.code != 0 {
+		t.Fatalf("issue show ACME-2: exit %d: %s", r.code, r.stderr)
+	}
+	var parent string
+	for line := range strings.Lines(r.stdout) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "Parent" {
+			parent = strings.TrimSpace(v)
+		}
+	}
+	if parent != "ACME-1 (backlog)" {
+		t.Errorf("issue show ACME-2 names its parent %q, want \"ACME-1 (backlog)\"; output:\n%s", parent, r.stdout)
+	}
+}

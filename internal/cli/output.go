@@ -167,7 +167,11 @@ func printRuns(w io.Writer, rs []*clasp.Run, held map[string][]string) {
 	t.flush()
 }
 
-func printIssue(w io.Writer, i *clasp.Issue) {
+// printIssue prints an issue's fields, its parent by id.
+func printIssue(w io.Writer, i *clasp.Issue) { printIssueParent(w, i, optStr(i.ParentID)) }
+
+// printIssueParent prints an issue's fields, its parent as parent says.
+func printIssueParent(w io.Writer, i *clasp.Issue, parent string) {
 	fields(w, "Identifier", i.Identifier, "ID", i.ID, "Company", i.CompanyID, "Title", i.Title,
 		"Status", string(i.Status), "Priority", string(i.Priority), "Assignee", optStr(i.AssigneeAgentID),
 		"Checkout run", optStr(i.CheckoutRunID), "Checkout epoch", strconv.FormatInt(i.CheckoutEpoch, 10),
@@ -175,7 +179,7 @@ func printIssue(w io.Writer, i *clasp.Issue) {
 		"Locked at", optTime(i.ExecutionLockedAt), "Started", optTime(i.StartedAt),
 		"Completed", optTime(i.CompletedAt), "Cancelled", optTime(i.CancelledAt),
 		"Created", fmtTime(i.CreatedAt), "Updated", fmtTime(i.UpdatedAt),
-		"Parent", optStr(i.ParentID), "Blocked by", summaries(i.BlockedBy), "Blocks", summaries(i.Blocks),
+		"Parent", parent, "Blocked by", summaries(i.BlockedBy), "Blocks", summaries(i.Blocks),
 		"Ready", readiness(i))
 	if i.CompletedEpoch != nil {
 		fields(w, "Completed epoch", strconv.FormatInt(*i.CompletedEpoch, 10))
