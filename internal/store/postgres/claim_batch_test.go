@@ -24,7 +24,7 @@ import (
 // running run each) and the test hooks.
 type batchEnv struct {
 	s    *testStore
-	h    *TestHooks
+	h    *store.TestHooks
 	co   *clasp.Company
 	runs []*clasp.Run
 }
@@ -39,7 +39,7 @@ func newBatchEnv(t *testing.T, n int) *batchEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &batchEnv{s: s, h: NewTestHooks(s.DB), co: co}
+	e := &batchEnv{s: s, h: store.NewTestHooks(s.DB), co: co}
 	for i := range n {
 		ag, err := s.AgentCreate(ctx, &store.AgentCreateParams{CompanyID: co.ID, Name: fmt.Sprintf("claimer-%02d", i), Role: "engineer", Actor: board})
 		if err != nil {

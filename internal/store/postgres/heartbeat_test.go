@@ -13,6 +13,6 @@ func TestHeartbeatContract(t *testing.T) {
 	testURL(t)
 	storetest.RunHeartbeat(t, func(t *testing.T) (store.Store, storetest.Hooks) {
 		s := openTest(t, Options{})
-		return s, NewTestHooks(s.DB)
+		return s, store.NewTestHooks(s.DB)
 	})
 }

@@ -26,7 +26,7 @@ func TestCheckoutNeverAdoptsARunNewerThanItsSnapshot(t *testing.T) {
 	if _, err := s.IssueCheckout(ctx, &store.IssueCheckoutParams{Ref: iss.ID, AgentID: a.ID, ExpectedStatuses: []clasp.IssueStatus{clasp.IssueTodo}, Actor: agentOf(a, r1.ID)}); err != nil {
 		t.Fatalf("R1 checkout: %v", err)
 	}
-	if err := (NewTestHooks(s.DB)).SetRunStatus(ctx, r1.ID, clasp.RunFailed); err != nil {
+	if err := (store.NewTestHooks(s.DB)).SetRunStatus(ctx, r1.ID, clasp.RunFailed); err != nil {
 		t.Fatalf("fail R1: %v", err)
 	}
 

@@ -120,7 +120,7 @@ func TestContract(t *testing.T) {
 	testURL(t)
 	storetest.Run(t, func(t *testing.T) (store.Store, storetest.Hooks) {
 		s := openTest(t, Options{})
-		return s, NewTestHooks(s.DB)
+		return s, store.NewTestHooks(s.DB)
 	})
 }
 

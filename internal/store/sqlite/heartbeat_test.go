@@ -12,6 +12,6 @@ import (
 func TestHeartbeatContract(t *testing.T) {
 	storetest.RunHeartbeat(t, func(t *testing.T) (store.Store, storetest.Hooks) {
 		s := openTest(t, Options{Synchronous: "NORMAL"})
-		return s, NewTestHooks(s.DB)
+		return s, store.NewTestHooks(s.DB)
 	})
 }

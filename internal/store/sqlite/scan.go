@@ -42,10 +42,3 @@ func nullable(s string) any {
 	return s
 }
 
-// nullString is *p, or nil (SQL NULL) when p is nil.
-func nullString(p *string) any {
-	if p == nil {
-		return nil
-	}
-	return *p
-}

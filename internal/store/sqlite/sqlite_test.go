@@ -22,7 +22,7 @@ import (
 func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) (store.Store, storetest.Hooks) {
 		s := openTest(t, Options{Synchronous: "NORMAL"})
-		return s, NewTestHooks(s.DB)
+		return s, store.NewTestHooks(s.DB)
 	})
 }
 

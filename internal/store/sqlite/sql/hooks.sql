@@ -5,11 +5,12 @@
 DELETE FROM runs WHERE id = :run
 
 -- name: HookSetRunLease
-UPDATE runs SET lease_expires_at = :lease WHERE id = :run
+-- The lease ends one second before :now; the status stays (a lost run not yet swept).
+UPDATE runs SET lease_expires_at = :now - 1000000 WHERE id = :run
 
 -- name: HookSetRunStatus
--- finished_at changes only when :finished is set (a terminal status).
-UPDATE runs SET status = :status, finished_at = coalesce(:finished, finished_at) WHERE id = :run
+-- finished_at changes only for a terminal status (:terminal).
+UPDATE runs SET status = :status, finished_at = CASE WHEN :terminal THEN :now ELSE finished_at END WHERE id = :run
 
 -- name: HookForceIssueLocks
 -- The execution name key and time follow the execution lock.

@@ -1,1 +1,1 @@
-UPDATE runs SET lease_expires_at = :lease WHERE id = :run
+UPDATE runs SET lease_expires_at = :now - 1000000 WHERE id = :run

@@ -1,1 +1,1 @@
-UPDATE runs SET status = :status, finished_at = coalesce(:finished, finished_at) WHERE id = :run
+UPDATE runs SET status = :status, finished_at = CASE WHEN :terminal THEN :now ELSE finished_at END WHERE id = :run
