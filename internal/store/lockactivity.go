@@ -38,12 +38,6 @@ type (
 		Unassigned             bool   `json:"unassigned"`
 		Cause                  string `json:"cause,omitempty"` // "update" when a PATCH released it (L6)
 	}
-	forceReleaseDetails struct {
-		PreviousCheckoutRunID  any    `json:"previousCheckoutRunId"`
-		PreviousExecutionRunID any    `json:"previousExecutionRunId"`
-		Reason                 string `json:"reason"`
-		ClearAssignee          bool   `json:"clearAssignee"`
-	}
 	lockReleasedDetails struct {
 		RunID     string          `json:"runId"`
 		RunStatus clasp.RunStatus `json:"runStatus"`
@@ -77,36 +71,12 @@ func CheckoutActivity(old *LockState, iss *clasp.Issue, agentID, runID string) (
 	return rows, adoptedWhy
 }
 
-// BoardCheckoutActivity is what a board checkout (S12) of the issue in
-// state old for agentID writes: issue.updated {changes: {status,
-// assigneeAgentId: {from, to}} (the fields it changed), boardCheckout: true}.
-func BoardCheckoutActivity(old *LockState, iss *clasp.Issue, agentID string) Activity {
-	changes := map[string]any{}
-	if old.Status != string(clasp.IssueInProgress) {
-		changes["status"] = map[string]any{"from": old.Status, "to": clasp.IssueInProgress}
-	}
-	if deref(old.Assignee) != agentID {
-		changes["assigneeAgentId"] = map[string]any{"from": OrNil(old.Assignee), "to": agentID}
-	}
-	return issueRow(iss, clasp.ActionIssueUpdated, map[string]any{"changes": changes, "boardCheckout": true})
-}
-
 // ReleaseActivity is what a release (L4) of the issue whose locks were old
 // writes: issue.released {previousCheckoutRunId, previousExecutionRunId,
 // unassigned}.
 func ReleaseActivity(old *LockState, iss *clasp.Issue, unassigned bool) Activity {
 	return issueRow(iss, clasp.ActionIssueReleased, releasedDetails{
 		PreviousCheckoutRunID: OrNil(old.Checkout), PreviousExecutionRunID: OrNil(old.Execution), Unassigned: unassigned,
-	})
-}
-
-// ForceReleaseActivity is what the board's force-release of the issue
-// whose locks were old writes: issue.admin_force_release
-// {previousCheckoutRunId, previousExecutionRunId, reason, clearAssignee}.
-func ForceReleaseActivity(old *LockState, iss *clasp.Issue, reason string, clearAssignee bool) Activity {
-	return issueRow(iss, clasp.ActionIssueForceRelease, forceReleaseDetails{
-		PreviousCheckoutRunID: OrNil(old.Checkout), PreviousExecutionRunID: OrNil(old.Execution),
-		Reason: reason, ClearAssignee: clearAssignee,
 	})
 }
 

@@ -36,3 +36,30 @@ func activityArgs(companyID, actorType, actorID string, actorRun any, action, en
 		sql.Named("actor_run", actorRun), sql.Named("action", action), sql.Named("entity_type", entityType),
 		sql.Named("entity_id", entityID), sql.Named("details", details), sql.Named("now", now), sql.Named("actor_request", request)}
 }
+
+// logRule runs activity statement name of sql/lock.sql, an INSERT ...
+// SELECT that writes the activity rows of a lock rule's write (or the
+// sweeper's) from the issue as written and args (the state before it,
+// among them the issue's id), attributed to actor a in the transaction's
+// time. What rows it writes is the statement's decision.
+func (t *wtx) logRule(ctx context.Context, name string, a store.Actor, args store.Args) error {
+	n, err := writer{t}.Exec(ctx, name, store.ActorArgs(args, a))
+	if err != nil {
+		return fmt.Errorf("write activity %s: %w", name, err)
+	}
+	if n > 0 {
+		t.wroteActivity = true
+	}
+	return nil
+}
+
+// oldLockArgs adds to args issue id and its lock state before a rule's
+// write, as the activity statements read it (old_status, old_assignee,
+// old_checkout, old_execution, checkout_state, execution_state), and
+// returns args.
+func oldLockArgs(args store.Args, id string, old *store.LockState) store.Args {
+	args["id"], args["old_status"], args["old_assignee"] = id, old.Status, store.OrNil(old.Assignee)
+	args["old_checkout"], args["old_execution"] = store.OrNil(old.Checkout), store.OrNil(old.Execution)
+	args["checkout_state"], args["execution_state"] = store.OrNil(old.CheckoutState), store.OrNil(old.ExecutionState)
+	return args
+}

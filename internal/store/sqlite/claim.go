@@ -30,8 +30,7 @@ func (d *Driver) IssueClaim(ctx context.Context, r *store.ClaimRequest) (*store.
 		iss, err := store.ScanIssue(writer{t}.QueryRow(ctx, "Claim", args))
 		if err == nil {
 			ans.Issue = iss
-			rows, _ := store.CheckoutActivity(&store.LockState{}, iss, a.AgentID, a.RunID) // unlocked: nothing displaced
-			return t.logAll(ctx, a, rows...)
+			return t.checkoutActivity(ctx, a, a.AgentID, iss.ID, &store.LockState{}) // unlocked: nothing displaced
 		}
 		var id string
 		if errors.Is(err, sql.ErrNoRows) {

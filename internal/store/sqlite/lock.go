@@ -81,8 +81,8 @@ func expectedArg(expected []string) string { return "," + strings.Join(expected,
 // r.Actor.RunID on issue r.Ref (store.Driver), in one write
 // transaction: statement Checkout restricted to an unlocked issue (the
 // fast path: its old lock columns are known empty), else LockRead and
-// Checkout unrestricted; when it wrote, its activity rows
-// (store.CheckoutActivity). The transaction holds the write lock from its
+// Checkout unrestricted; when it wrote, its activity rows (statement
+// CheckoutActivity). The transaction holds the write lock from its
 // first statement, so a try never loses the row: OK is Changed. A refusal
 // answers the lock state LockRead read and the issue as it stands.
 func (d *Driver) IssueCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
@@ -105,8 +105,15 @@ func (t *wtx) checkout(ctx context.Context, r *store.LockRequest) (*store.LockAn
 	if err != nil || !ans.Changed {
 		return ans, err
 	}
-	rows, _ := store.CheckoutActivity(&ans.LockState, ans.Issue, r.AgentID, a.RunID)
-	return ans, t.logAll(ctx, a, rows...)
+	return ans, t.checkoutActivity(ctx, a, r.AgentID, ans.Issue.ID, &ans.LockState)
+}
+
+// checkoutActivity writes, with statement CheckoutActivity, the rows of a
+// checkout by agentID's run a.RunID that has just written issue id, whose
+// lock state was old (L1-L3: the adoption row when it displaced a dead
+// holder, then issue.checked_out).
+func (t *wtx) checkoutActivity(ctx context.Context, a store.Actor, agentID, id string, old *store.LockState) error {
+	return t.logRule(ctx, "CheckoutActivity", a, oldLockArgs(store.Args{"run": a.RunID, "agent": agentID}, id, old))
 }
 
 // lockStep is a lock rule statement as lockTry runs it: its name (what
@@ -164,7 +171,7 @@ func (t *wtx) lockTry(ctx context.Context, st lockStep) (*store.LockAnswer, erro
 
 // IssueBoardCheckout is one try of S12 (store.Driver): LockRead, then
 // statement BoardCheckout on the issue it found and, when it wrote, its
-// issue.updated row (store.BoardCheckoutActivity), in one write
+// issue.updated row (statement BoardCheckoutActivity), in one write
 // transaction.
 func (d *Driver) IssueBoardCheckout(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
 	ans := &store.LockAnswer{}
@@ -184,7 +191,7 @@ func (d *Driver) IssueBoardCheckout(ctx context.Context, r *store.LockRequest) (
 			return fmt.Errorf("board checkout of issue %s: %w", old.IssueID, err)
 		}
 		ans.Changed, ans.OK, ans.Issue = true, true, iss
-		return t.logAll(ctx, r.Actor, store.BoardCheckoutActivity(old, iss, r.AgentID))
+		return t.logRule(ctx, "BoardCheckoutActivity", r.Actor, oldLockArgs(store.Args{}, iss.ID, old))
 	})
 	return ans, err
 }
@@ -193,7 +200,7 @@ func (d *Driver) IssueBoardCheckout(ctx context.Context, r *store.LockRequest) (
 // transaction: statement Release restricted to the caller's run holding
 // both locks (the fast path: the old lock columns are that run), else
 // LockRead and Release unrestricted; when it wrote, its activity row
-// (store.ReleaseActivity).
+// (statement ReleaseActivity).
 func (d *Driver) IssueRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
 	a := r.Actor
 	var ans *store.LockAnswer
@@ -206,14 +213,14 @@ func (d *Driver) IssueRelease(ctx context.Context, r *store.LockRequest) (*store
 		if err != nil || !ans.Changed {
 			return err
 		}
-		return t.logAll(ctx, a, store.ReleaseActivity(&ans.LockState, ans.Issue, r.Unassign))
+		return t.logRule(ctx, "ReleaseActivity", a, oldLockArgs(store.Args{"unassign": r.Unassign}, ans.Issue.ID, &ans.LockState))
 	})
 	return ans, err
 }
 
 // IssueForceRelease is the board's force-release (store.Driver):
 // LockRead, statement ForceRelease and its issue.admin_force_release row
-// (store.ForceReleaseActivity), in one write transaction.
+// (statement ForceReleaseActivity), in one write transaction.
 func (d *Driver) IssueForceRelease(ctx context.Context, r *store.LockRequest) (*store.LockAnswer, error) {
 	ans := &store.LockAnswer{}
 	err := d.write(ctx, func(t *wtx) error {
@@ -227,7 +234,8 @@ func (d *Driver) IssueForceRelease(ctx context.Context, r *store.LockRequest) (*
 			return fmt.Errorf("force-release issue %s: %w", old.IssueID, err)
 		}
 		*ans = store.LockAnswer{Changed: true, OK: true, Issue: iss, LockState: *old}
-		return t.logAll(ctx, r.Actor, store.ForceReleaseActivity(old, iss, r.Reason, r.ClearAssignee))
+		return t.logRule(ctx, "ForceReleaseActivity", r.Actor,
+			oldLockArgs(store.Args{"reason": r.Reason, "clear_assignee": r.ClearAssignee}, iss.ID, old))
 	})
 	return ans, err
 }

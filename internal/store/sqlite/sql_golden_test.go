@@ -20,6 +20,6 @@ func TestSQLGolden(t *testing.T) {
 	}
 	sqlfiletest.Golden(t, "testdata/sql", stmts)
 	sqlfiletest.Names(t, slices.Collect(maps.Keys(stmts)),
-		sqlfiletest.Source{Dir: ".", Runners: map[string]int{"exec": 1, "queryRow": 1, "query": 1, "readRow": 1, "read": 1, "step": 1}},
+		sqlfiletest.Source{Dir: ".", Runners: map[string]int{"exec": 1, "queryRow": 1, "query": 1, "readRow": 1, "read": 1, "step": 1, "logRule": 1}},
 		sqlfiletest.Source{Dir: "..", Runners: sqlfiletest.SharedRunners})
 }

@@ -109,6 +109,31 @@ RETURNING id, company_id, identifier, title, description, status, priority, assi
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
 	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
 
+-- name: CheckoutActivity
+-- L1-L3, the activity rows of a checkout (or a claim) by run :run of agent
+-- :agent that has just written issue :id, from the issue as written and
+-- its lock columns before (:old_checkout, :old_execution, the states of
+-- their runs :checkout_state, :execution_state), as actor :actor_*:
+-- issue.checkout_lock_adopted {previousCheckoutRunId,
+-- previousExecutionRunId, why} when a dead holder was displaced (L3: a
+-- lock column named another run; why is its checkout lock's state first),
+-- then issue.checked_out {agentId, runId, checkoutEpoch}.
+INSERT INTO activity
+	(company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id)
+SELECT company_id, :actor_type, :actor_id, :actor_run, action, 'issue', id, details, :now, :actor_request FROM (
+	-- L3: a dead holder displaced
+	SELECT 1 AS ord, i.id, i.company_id, 'issue.checkout_lock_adopted' AS action,
+		json_object('previousCheckoutRunId', :old_checkout, 'previousExecutionRunId', :old_execution,
+			'why', coalesce(CASE WHEN :old_checkout IS NOT NULL AND :old_checkout <> :run THEN :checkout_state ELSE :execution_state END, '')) AS details
+	FROM issues i WHERE i.id = :id
+		AND ((:old_checkout IS NOT NULL AND :old_checkout <> :run) OR (:old_execution IS NOT NULL AND :old_execution <> :run))
+	UNION ALL
+	-- L1: the checkout, under its new epoch
+	SELECT 2, i.id, i.company_id, 'issue.checked_out',
+		json_object('agentId', :agent, 'runId', :run, 'checkoutEpoch', i.checkout_epoch)
+	FROM issues i WHERE i.id = :id)
+ORDER BY ord
+
 -- name: CheckoutWaitersRead
 -- L1-L3, the refusals of checkouts that waited for another checkout of the
 -- same issue (store.Inflight), read once for all of them: issue
@@ -159,6 +184,23 @@ RETURNING id, company_id, identifier, title, description, status, priority, assi
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
 	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
 
+-- name: BoardCheckoutActivity
+-- S12, the activity row of a board checkout for agent :agent that has
+-- just written issue :id, from the issue as written and its status and
+-- assignee before (:old_status, :old_assignee), as actor :actor_*:
+-- issue.updated {boardCheckout: true, changes: {assigneeAgentId, status:
+-- {from, to}}}, changes naming the fields it changed.
+INSERT INTO activity
+	(company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id)
+SELECT i.company_id, :actor_type, :actor_id, :actor_run, 'issue.updated', 'issue', i.id,
+	json_object('boardCheckout', json('true'), 'changes', json_insert('{}',
+		CASE WHEN :old_assignee IS NOT i.assignee_agent_id THEN '$.assigneeAgentId' END,
+			json_object('from', :old_assignee, 'to', i.assignee_agent_id),
+		CASE WHEN :old_status IS NOT i.status THEN '$.status' END,
+			json_object('from', :old_status, 'to', i.status))),
+	:now, :actor_request
+FROM issues i WHERE i.id = :id
+
 -- name: Release
 -- L4: the holding run, a live run of the assignee over a dead holder
 -- (adoption, L3), or the board (:board) clears both locks; in_progress
@@ -191,6 +233,19 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
 	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
+
+-- name: ReleaseActivity
+-- L4, the activity row of a release that has just written issue :id,
+-- whose lock columns were :old_checkout, :old_execution, as actor
+-- :actor_*: issue.released {previousCheckoutRunId, previousExecutionRunId,
+-- unassigned (:unassign)}.
+INSERT INTO activity
+	(company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id)
+SELECT i.company_id, :actor_type, :actor_id, :actor_run, 'issue.released', 'issue', i.id,
+	json_object('previousCheckoutRunId', :old_checkout, 'previousExecutionRunId', :old_execution,
+		'unassigned', json(CASE WHEN :unassign THEN 'true' ELSE 'false' END)),
+	:now, :actor_request
+FROM issues i WHERE i.id = :id
 
 -- name: Patch
 -- L5 owner-only write and L6 release on leaving in_progress or changing
@@ -287,6 +342,20 @@ WHERE id = :id
 RETURNING id, company_id, identifier, title, description, status, priority, assignee_agent_id,
 	checkout_run_id, checkout_epoch, execution_run_id, execution_agent_name_key, execution_locked_at,
 	started_at, completed_at, cancelled_at, created_at, updated_at, parent_id, unresolved_blocker_count, completed_epoch, relation_count
+
+-- name: ForceReleaseActivity
+-- The activity row of the board's force-release that has just written
+-- issue :id, whose lock columns were :old_checkout, :old_execution, as
+-- actor :actor_*: issue.admin_force_release {previousCheckoutRunId,
+-- previousExecutionRunId, reason (:reason), clearAssignee
+-- (:clear_assignee)}.
+INSERT INTO activity
+	(company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id)
+SELECT i.company_id, :actor_type, :actor_id, :actor_run, 'issue.admin_force_release', 'issue', i.id,
+	json_object('previousCheckoutRunId', :old_checkout, 'previousExecutionRunId', :old_execution,
+		'reason', :reason, 'clearAssignee', json(CASE WHEN :clear_assignee THEN 'true' ELSE 'false' END)),
+	:now, :actor_request
+FROM issues i WHERE i.id = :id
 
 -- name: RunFinish
 -- L6, the end of a run (finish): the run's row, guarded so that a terminal

@@ -1,0 +1,7 @@
+INSERT INTO activity
+	(company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id)
+SELECT i.company_id, :actor_type, :actor_id, :actor_run, 'issue.released', 'issue', i.id,
+	json_object('previousCheckoutRunId', :old_checkout, 'previousExecutionRunId', :old_execution,
+		'unassigned', json(CASE WHEN :unassign THEN 'true' ELSE 'false' END)),
+	:now, :actor_request
+FROM issues i WHERE i.id = :id
