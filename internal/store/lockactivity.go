@@ -38,15 +38,6 @@ type (
 		Unassigned             bool   `json:"unassigned"`
 		Cause                  string `json:"cause,omitempty"` // "update" when a PATCH released it (L6)
 	}
-	lockReleasedDetails struct {
-		RunID     string          `json:"runId"`
-		RunStatus clasp.RunStatus `json:"runStatus"`
-	}
-	staleLockDetails struct {
-		ClearedCheckoutRunID  any    `json:"clearedCheckoutRunId"`
-		ClearedExecutionRunID any    `json:"clearedExecutionRunId"`
-		Why                   string `json:"why"`
-	}
 )
 
 func issueRow(iss *clasp.Issue, action string, details any) Activity {
@@ -78,24 +69,6 @@ func ReleaseActivity(old *LockState, iss *clasp.Issue, unassigned bool) Activity
 	return issueRow(iss, clasp.ActionIssueReleased, releasedDetails{
 		PreviousCheckoutRunID: OrNil(old.Checkout), PreviousExecutionRunID: OrNil(old.Execution), Unassigned: unassigned,
 	})
-}
-
-// LockReleasedActivity is the row of L6 for issueID of companyID whose
-// locks named run, which has just ended: issue.lock_released {runId,
-// runStatus}.
-func LockReleasedActivity(issueID, companyID string, run *clasp.Run) Activity {
-	return Activity{CompanyID: companyID, Action: clasp.ActionIssueLockReleased, EntityType: "issue", EntityID: issueID,
-		Details: lockReleasedDetails{RunID: run.ID, RunStatus: run.Status}}
-}
-
-// RunFinishedActivity is run.finished {status, exitCode, error, and
-// errorCode when set} for run r, which has just ended.
-func RunFinishedActivity(r *clasp.Run) Activity {
-	d := map[string]any{"status": r.Status, "exitCode": r.ExitCode, "error": r.Error}
-	if r.ErrorCode != nil {
-		d["errorCode"] = *r.ErrorCode
-	}
-	return Activity{CompanyID: r.CompanyID, Action: clasp.ActionRunFinished, EntityType: "run", EntityID: r.ID, Details: d}
 }
 
 // AuditFields are the fields of an issue that issue.updated reports as
@@ -191,26 +164,4 @@ func TerminateUnassignActivity(old *LockState, iss *clasp.Issue) []Activity {
 		details["previousExecutionRunId"] = OrNil(old.Execution)
 	}
 	return append(rows, issueRow(iss, clasp.ActionIssueUpdated, details))
-}
-
-// StaleLock is a candidate of sweeper pass 2: an issue, its lock columns
-// and the states of the runs they name (RunLost, RunTerminal or
-// RunMissing).
-type StaleLock struct {
-	IssueID, CompanyID            string
-	Checkout, Execution           *string
-	CheckoutState, ExecutionState *string
-}
-
-// Activity is the row of clearing c: issue.stale_lock_cleared
-// {clearedCheckoutRunId, clearedExecutionRunId, why}, why the state of the
-// checkout lock's run (of the execution lock's when there is no checkout
-// lock), actor system.
-func (c *StaleLock) Activity() Activity {
-	why := c.CheckoutState
-	if c.Checkout == nil {
-		why = c.ExecutionState
-	}
-	return Activity{CompanyID: c.CompanyID, Action: clasp.ActionIssueStaleLockCleared, EntityType: "issue", EntityID: c.IssueID,
-		Details: staleLockDetails{ClearedCheckoutRunID: OrNil(c.Checkout), ClearedExecutionRunID: OrNil(c.Execution), Why: deref(why)}}
 }

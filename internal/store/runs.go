@@ -48,9 +48,10 @@ type runDriver interface {
 	// RunFinishArgs(p) (p validated: ValidateRunFinish) and, when it ended
 	// the run, rule L6 (statement ReleaseRunLocks: every lock naming the
 	// run cleared, one issue.lock_released {runId, runStatus} per issue),
-	// run.finished (RunFinishedActivity), and the promotion of the wakes
-	// deferred behind the run. It answers the ended run, or nil and no
-	// error when RunFinish matched no row (nothing was written).
+	// run.finished {status, exitCode, error, and errorCode when set}, and
+	// the promotion of the wakes deferred behind the run. It answers the
+	// ended run, or nil and no error when RunFinish matched no row
+	// (nothing was written).
 	RunFinish(ctx context.Context, p *RunFinishParams) (*clasp.Run, error)
 	// RunSweepExpired runs one batch of sweeper pass 1 (statement
 	// SweepExpiredRuns) in one transaction: at most SweepBatch running
@@ -63,8 +64,8 @@ type runDriver interface {
 	// locked issues whose referenced runs all looked dead are found, and
 	// the locks of those still stale when the write re-checks them are
 	// cleared in one transaction, one issue.stale_lock_cleared
-	// (StaleLock.Activity) each. It answers how many issues it found and
-	// how many of them it cleared.
+	// {clearedCheckoutRunId, clearedExecutionRunId, why} each. It answers
+	// how many issues it found and how many of them it cleared.
 	IssueClearStaleLocks(ctx context.Context) (found, cleared int, err error)
 }
 

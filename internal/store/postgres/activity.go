@@ -24,9 +24,3 @@ func logActivity(ctx context.Context, tx pgx.Tx, companyID string, actor store.A
 	}
 	return nil
 }
-
-// jsonArg marshals v for a @param::jsonb argument.
-func jsonArg(v any) (string, error) {
-	b, err := json.Marshal(v)
-	return string(b), err
-}

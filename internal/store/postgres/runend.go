@@ -50,32 +50,22 @@ var errNotFinished = errors.New("finish run: no row matched")
 // releaseRunLocks is L6 for runs this transaction has just ended with
 // status (statement ReleaseRunLocks): every lock naming them is cleared,
 // one issue.lock_released per issue, then one run.finished {status,
-// exitCode, error, and errorCode when set} per run; then the wakes
+// exitCode, error, and errorCode when set} per run, from its row as
+// ended; then the wakes
 // deferred behind those runs are promoted (heartbeat.go).
 func (s *Driver) releaseRunLocks(ctx context.Context, tx pgx.Tx, a store.Actor, status clasp.RunStatus, runs []*clasp.Run) error {
-	type finished struct {
-		ID        string `json:"id"`
-		CompanyID string `json:"company_id"`
-		Details   any    `json:"details"`
-	}
 	ids := make([]string, len(runs))
-	fin := make([]finished, len(runs))
 	for i, r := range runs {
 		ids[i] = r.ID
-		fin[i] = finished{r.ID, r.CompanyID, store.RunFinishedActivity(r).Details}
 	}
-	finJSON, err := jsonArg(fin)
-	if err != nil {
-		return err
-	}
-	args := actorArgs(namedArgs{"runs": ids, "status": string(status), "finished": finJSON}, a)
+	args := actorArgs(namedArgs{"runs": ids, "status": string(status)}, a)
 	var n int64
 	if err := tx.QueryRow(ctx, q("ReleaseRunLocks"), args).Scan(&n); err != nil {
 		return wrap(err, "release locks of runs %v", ids)
 	}
 	// The wakes deferred behind those runs are promoted in the same
 	// transaction (store.PromoteBlockedBy).
-	_, err = store.PromoteBlockedBy(ctx, s.hbTx(tx), ids)
+	_, err := store.PromoteBlockedBy(ctx, s.hbTx(tx), ids)
 	return err
 }
 

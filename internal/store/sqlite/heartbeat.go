@@ -105,7 +105,7 @@ func (h hbtx) EndCancelledRuns(ctx context.Context, actor store.Actor, runs []*c
 		if err := h.t.releaseRunLocks(ctx, r, actor); err != nil {
 			return err
 		}
-		if err := h.t.logAll(ctx, actor, store.RunFinishedActivity(r)); err != nil {
+		if err := h.t.runFinished(ctx, r.ID, actor); err != nil {
 			return err
 		}
 	}

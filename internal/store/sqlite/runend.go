@@ -3,7 +3,8 @@ package sqlite
 // The ends of runs (rule L6: RunFinish and the locks it releases) and the
 // sweeper's passes (RULES.md, The sweeper): the store.Driver methods,
 // each one write transaction. SQLite's statements write one table each, so
-// the activity rows are written here, from Go, in the same transaction.
+// each rule's activity rows are written by a statement of their own that
+// follows it in the same transaction (sql/lock.sql).
 
 import (
 	"context"
@@ -16,8 +17,8 @@ import (
 )
 
 // RunFinish is store.Driver.RunFinish: statement RunFinish, then
-// releaseRunLocks (L6, the deferred wakes promoted) and run.finished, in
-// one write transaction.
+// releaseRunLocks (L6, the deferred wakes promoted) and run.finished
+// (runFinished), in one write transaction.
 func (d *Driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp.Run, error) {
 	var out *clasp.Run
 	err := d.write(ctx, func(tx *wtx) error {
@@ -32,7 +33,7 @@ func (d *Driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clas
 			return err
 		}
 		out = run
-		return tx.logAll(ctx, p.Actor, store.RunFinishedActivity(run))
+		return tx.runFinished(ctx, run.ID, p.Actor)
 	})
 	if err != nil {
 		if errors.Is(err, errNotFinished) {
@@ -46,26 +47,34 @@ func (d *Driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clas
 // errNotFinished rolls back a RunFinish whose statement matched no row.
 var errNotFinished = errors.New("finish run: no row matched")
 
-// releaseRunLocks is L6 for a run that has just ended: one statement clears
-// every lock naming it, one issue.lock_released per issue.
+// releaseRunLocks is L6 for a run that has just ended: statement
+// ReleaseRunLocks clears every lock naming it, then LockReleasedActivity
+// writes one issue.lock_released per issue it released, as actor a's;
+// then the wakes deferred behind the run are promoted.
 func (t *wtx) releaseRunLocks(ctx context.Context, run *clasp.Run, a store.Actor) error {
 	rows, err := t.query(ctx, "ReleaseRunLocks", sql.Named("run", run.ID), sql.Named("now", t.now))
 	if err != nil {
 		return fmt.Errorf("release locks of run %s: %w", run.ID, err)
 	}
-	type released struct{ id, companyID string }
-	issues, err := scanRows(rows, func(r *released) []any { return []any{&r.id, &r.companyID} })
+	ids, err := scanRows(rows, func(id *string) []any { return []any{id} })
 	if err != nil {
 		return fmt.Errorf("release locks of run %s: %w", run.ID, err)
 	}
-	for _, r := range issues {
-		if err := t.logAll(ctx, a, store.LockReleasedActivity(r.id, r.companyID, run)); err != nil {
+	if len(ids) > 0 {
+		if err := t.logRule(ctx, "LockReleasedActivity", a,
+			store.Args{"run": run.ID, "run_status": string(run.Status), "issues": ids}); err != nil {
 			return err
 		}
 	}
 	// The wakes deferred behind this run are promoted in the same
 	// transaction (heartbeat.go).
 	return t.promoteBlockedBy(ctx, run.ID)
+}
+
+// runFinished writes run.finished for run runID, which has just ended, as
+// actor a's (statement RunFinishedActivity, L6).
+func (t *wtx) runFinished(ctx context.Context, runID string, a store.Actor) error {
+	return t.logRule(ctx, "RunFinishedActivity", a, store.Args{"run": runID})
 }
 
 // RunSweepExpired is store.Driver.RunSweepExpired: statement
@@ -104,15 +113,17 @@ func (d *Driver) RunSweepExpired(ctx context.Context) (int, error) {
 // candidates and the states of their runs are read on a reader (statement
 // StaleLockCandidates), then each is cleared in one write transaction by
 // a compare-and-set on its old lock values that re-checks deadness
-// (ClearStaleLocks), one issue.stale_lock_cleared per issue cleared; one a
-// checkout or another sweeper changed first is left alone.
+// (ClearStaleLocks), one issue.stale_lock_cleared per issue cleared
+// (statement StaleLockActivity); one a checkout or another sweeper
+// changed first is left alone.
 func (d *Driver) IssueClearStaleLocks(ctx context.Context) (found, cleared int, err error) {
 	s := d
 	rows, err := s.read(ctx, "StaleLockCandidates", sql.Named("now", s.nowMicros()), sql.Named("limit", store.SweepBatch))
 	if err != nil {
 		return 0, 0, translate(fmt.Errorf("find stale locks: %w", err))
 	}
-	cands, err := scanRows(rows, func(c *store.StaleLock) []any {
+	// each candidate: its issue, lock columns and the states of their runs
+	cands, err := scanRows(rows, func(c *store.LockState) []any {
 		return []any{&c.IssueID, &c.CompanyID, &c.Checkout, &c.Execution, &c.CheckoutState, &c.ExecutionState}
 	})
 	if err != nil || len(cands) == 0 {
@@ -129,7 +140,7 @@ func (d *Driver) IssueClearStaleLocks(ctx context.Context) (found, cleared int, 
 			if k, _ := res.RowsAffected(); k == 0 {
 				continue // changed since it was read: a checkout or another sweeper came first
 			}
-			if err := tx.logAll(ctx, store.SystemActor, c.Activity()); err != nil {
+			if err := tx.logRule(ctx, "StaleLockActivity", store.SystemActor, oldLockArgs(store.Args{}, c.IssueID, &c)); err != nil {
 				return err
 			}
 			cleared++

@@ -387,7 +387,33 @@ UPDATE issues SET
 	execution_locked_at = CASE WHEN execution_run_id = :run THEN NULL ELSE execution_locked_at END,
 	updated_at = :now
 WHERE execution_run_id = :run
-RETURNING id, company_id
+RETURNING id
+
+-- name: LockReleasedActivity
+-- L6, the activity rows of ReleaseRunLocks for run :run, which has just
+-- ended with status :run_status: one issue.lock_released {runId,
+-- runStatus} per issue it released (:issues, the JSON array of their
+-- ids), in issue id order, as actor :actor_*.
+INSERT INTO activity
+	(company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id)
+SELECT i.company_id, :actor_type, :actor_id, :actor_run, 'issue.lock_released', 'issue', i.id,
+	json_object('runId', :run, 'runStatus', :run_status), :now, :actor_request
+FROM issues i WHERE i.id IN (SELECT value FROM json_each(:issues))
+ORDER BY i.id
+
+-- name: RunFinishedActivity
+-- L6, the activity row of the end of run :run, from its row as ended, as
+-- actor :actor_*: run.finished {error, errorCode (only when set),
+-- exitCode, status}.
+INSERT INTO activity
+	(company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id)
+SELECT r.company_id, :actor_type, :actor_id, :actor_run, 'run.finished', 'run', r.id,
+	json_insert(json_object('error', r.error),
+		CASE WHEN r.error_code IS NOT NULL THEN '$.errorCode' END, r.error_code,
+		'$.exitCode', r.exit_code,
+		'$.status', r.status),
+	:now, :actor_request
+FROM runs r WHERE r.id = :run
 
 -- name: SweepExpiredRuns
 -- Sweeper pass 1: running runs whose lease expired become failed
@@ -443,3 +469,18 @@ WHERE id = :id
 		AND ({{run_live r}})))
 	AND (execution_run_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = issues.execution_run_id
 		AND ({{run_live r}})))
+
+-- name: StaleLockActivity
+-- Sweeper pass 2, the activity row of ClearStaleLocks having cleared issue
+-- :id, whose lock columns were :old_checkout, :old_execution (the states
+-- of their runs :checkout_state, :execution_state), as actor :actor_*
+-- (the system): issue.stale_lock_cleared {clearedCheckoutRunId,
+-- clearedExecutionRunId, why}, why the state of the checkout lock's run
+-- (of the execution lock's when there was no checkout lock).
+INSERT INTO activity
+	(company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id)
+SELECT i.company_id, :actor_type, :actor_id, :actor_run, 'issue.stale_lock_cleared', 'issue', i.id,
+	json_object('clearedCheckoutRunId', :old_checkout, 'clearedExecutionRunId', :old_execution,
+		'why', coalesce(CASE WHEN :old_checkout IS NOT NULL THEN :checkout_state ELSE :execution_state END, '')),
+	:now, :actor_request
+FROM issues i WHERE i.id = :id

@@ -4,7 +4,6 @@
 -- $4 = @actor_run
 -- $5 = @actor_request
 -- $6 = @status
--- $7 = @finished
 WITH lk AS MATERIALIZED (
 	SELECT id, CASE WHEN checkout_run_id = ANY($1::text[]) THEN checkout_run_id ELSE execution_run_id END AS run_id
 	FROM issues WHERE checkout_run_id = ANY($1::text[]) OR execution_run_id = ANY($1::text[])
@@ -25,8 +24,10 @@ WITH lk AS MATERIALIZED (
 			'issue' AS entity_type, jsonb_build_object('runId', rel.run_id, 'runStatus', $6::text) AS details
 		FROM rel
 		UNION ALL
-		SELECT f.id, 2, f.id, f.company_id, 'run.finished', 'run', f.details
-		FROM jsonb_to_recordset($7::jsonb) AS f(id text, company_id text, details jsonb)
+		SELECT r.id, 2, r.id, r.company_id, 'run.finished', 'run',
+			jsonb_build_object('status', r.status, 'exitCode', r.exit_code, 'error', r.error)
+			|| CASE WHEN r.error_code IS NOT NULL THEN jsonb_build_object('errorCode', r.error_code) ELSE '{}'::jsonb END
+		FROM runs r WHERE r.id = ANY($1::text[])
 	) x ORDER BY run_id, ord, entity_id
 )
 SELECT count(*) FROM rel

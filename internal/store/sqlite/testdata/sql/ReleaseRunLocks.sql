@@ -5,4 +5,4 @@ UPDATE issues SET
 	execution_locked_at = CASE WHEN execution_run_id = :run THEN NULL ELSE execution_locked_at END,
 	updated_at = :now
 WHERE execution_run_id = :run
-RETURNING id, company_id
+RETURNING id
