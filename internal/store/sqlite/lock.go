@@ -13,6 +13,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/clasp-dev/clasp"
@@ -62,16 +63,6 @@ func scanLockState(row *sql.Row, ref string) (*store.LockState, error) {
 // heldByCaller is the lock state a fast path assumes: both locks are run's.
 func heldByCaller(run string) *store.LockState {
 	return &store.LockState{Checkout: &run, Execution: &run}
-}
-
-// logAll writes rows, in order, as actor a's.
-func (t *wtx) logAll(ctx context.Context, a store.Actor, rows ...store.Activity) error {
-	for _, r := range rows {
-		if err := t.logActivity(ctx, r.CompanyID, a, r.Action, r.EntityType, r.EntityID, r.Details); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // expectedArg renders expected statuses as ",s1,s2," for instr(:expected, ...).
@@ -246,12 +237,12 @@ func (d *Driver) IssueForceRelease(ctx context.Context, r *store.LockRequest) (*
 // issue.updated {changes}), then statement Patch restricted to the
 // caller's run holding both locks (the fast path), else LockRead and
 // Patch unrestricted (lockTry); when it wrote, its activity rows
-// (store.PatchActivity) and the comment. The transaction holds the write
-// lock, so a try never loses the row.
+// (statement PatchActivity) and the comment. The transaction holds the
+// write lock, so a try never loses the row.
 func (*Driver) IssuePatch(ctx context.Context, q store.Querier, p *store.IssueUpdateParams) (*store.LockAnswer, error) {
 	t, a := q.(writer).t, p.Actor
 	args := store.PatchArgs(store.LockArgs(p.Ref, a), p)
-	before, err := t.auditFields(ctx, p.Ref, store.Scope(a))
+	before, err := t.auditArgs(ctx, p.Ref, store.Scope(a))
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +252,10 @@ func (*Driver) IssuePatch(ctx context.Context, q store.Querier, p *store.IssueUp
 	if err != nil || !ans.Changed {
 		return ans, err
 	}
-	if err := t.logAll(ctx, a, store.PatchActivity(before, &ans.LockState, ans.Issue, p)...); err != nil {
+	act := oldLockArgs(store.Args{"run": a.RunID, "agent": a.AgentID, "set_assignee": args["set_assignee"], "assignee": args["assignee"]},
+		ans.Issue.ID, &ans.LockState)
+	maps.Copy(act, before) // the status and assignee before are IssueAudit's: the fast path does not read them
+	if err := t.logRule(ctx, "PatchActivity", a, act); err != nil {
 		return nil, err
 	}
 	if p.Comment != nil {
@@ -272,16 +266,20 @@ func (*Driver) IssuePatch(ctx context.Context, q store.Querier, p *store.IssueUp
 	return ans, nil
 }
 
-// auditFields reads the audited fields of issue ref (scoped to company when
-// not empty) inside the write transaction (statement IssueAudit); a missing
-// issue gives zero fields (the statement that follows answers not_found).
-func (t *wtx) auditFields(ctx context.Context, ref, company string) (*store.AuditFields, error) {
+// auditArgs reads the audited fields of issue ref (scoped to company when
+// not empty) inside the write transaction (statement IssueAudit) and
+// answers them as PatchActivity's arguments old_title, old_description,
+// old_status, old_priority and old_assignee; a missing issue gives empty
+// ones (the statement that follows answers not_found).
+func (t *wtx) auditArgs(ctx context.Context, ref, company string) (store.Args, error) {
 	rid, rident := store.SplitRef(ref)
-	f := &store.AuditFields{}
+	var title, description, status, priority string
+	var assignee *string
 	err := t.queryRow(ctx, "IssueAudit", sql.Named("rid", rid), sql.Named("rident", rident), sql.Named("company", company)).
-		Scan(&f.Title, &f.Description, &f.Status, &f.Priority, &f.Assignee)
+		Scan(&title, &description, &status, &priority, &assignee)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("read issue %s for audit: %w", ref, err)
 	}
-	return f, nil
+	return store.Args{"old_title": title, "old_description": description, "old_status": status, "old_priority": priority,
+		"old_assignee": store.OrNil(assignee)}, nil
 }
