@@ -9,8 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/clasp-dev/clasp"
@@ -182,12 +180,12 @@ func (h Heartbeat) AgentUpdate(ctx context.Context, p *AgentUpdateParams) (*clas
 // transaction tx: its queued and running runs end as cancelled
 // (agent_terminated) with their locks released and one run.finished each
 // (endRuns, statement AgentEndRuns), then its open issues are unassigned
-// (unassignOpenIssues).
+// (HeartbeatTx.UnassignIssues).
 func agentTerminate(ctx context.Context, tx HeartbeatTx, agentID string, actor Actor) error {
 	if err := endRuns(ctx, tx, actor, "agent "+agentID, "AgentEndRuns", Args{"agent": agentID}); err != nil {
 		return err
 	}
-	return unassignOpenIssues(ctx, tx, agentID, actor)
+	return tx.UnassignIssues(ctx, agentID, actor)
 }
 
 // endRuns runs statement name, which ends runs as cancelled and returns
@@ -203,60 +201,6 @@ func endRuns(ctx context.Context, tx HeartbeatTx, actor Actor, what, name string
 		return nil
 	}
 	return tx.EndCancelledRuns(ctx, actor, runs)
-}
-
-// unassignOpenIssues is the last step of terminating agent agentID (rule
-// L6, agent terminated; statement AgentUnassignIssues, which answers the
-// id, company and new status of each issue): every issue assigned to it
-// that is not done or cancelled loses its assignee and any lock left on
-// it, in_progress becoming todo, with the rows of
-// TerminateUnassignActivity each. Where tx writes those rows from Go
-// (openIssuesReader), OpenIssues, read just before in the same
-// transaction, gives them the issues' state before the statement; it
-// decides nothing. Elsewhere the statement writes the rows itself.
-func unassignOpenIssues(ctx context.Context, tx HeartbeatTx, agentID string, actor Actor) error {
-	w, logs := tx.(openIssuesReader)
-	old := map[string]*LockState{}
-	if logs {
-		before, err := w.OpenIssues(ctx, agentID)
-		if err != nil || len(before) == 0 {
-			return Wrap(err, "read the open issues of agent %s", agentID)
-		}
-		for _, l := range before {
-			old[l.IssueID] = l
-		}
-	}
-	issues, err := queryAll(ctx, tx, "AgentUnassignIssues", ActorArgs(Args{"agent": agentID}, actor), func(sc Row) (*clasp.Issue, error) {
-		var iss clasp.Issue
-		return &iss, sc.Scan(&iss.ID, &iss.CompanyID, &iss.Status)
-	})
-	if err != nil || !logs {
-		return Wrap(err, "unassign the issues of agent %s", agentID)
-	}
-	// In issue id order, as the statement that writes them does.
-	slices.SortFunc(issues, func(x, y *clasp.Issue) int { return strings.Compare(x.ID, y.ID) })
-	for _, iss := range issues {
-		o, ok := old[iss.ID]
-		if !ok { // the transaction holds the issues: cannot happen
-			return fmt.Errorf("unassign the issues of agent %s: issue %s was not read before", agentID, iss.ID)
-		}
-		for _, r := range TerminateUnassignActivity(o, iss) {
-			if err := w.Activity(ctx, r.CompanyID, actor, r.Action, r.EntityType, r.EntityID, r.Details); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// openIssuesReader is implemented by the transaction of a dialect whose
-// statements do not write their own activity rows (SQLite): Activity
-// records one (activityWriter), and OpenIssues reads the lock state of
-// the issues assigned to agentID that are not done or cancelled, for the
-// rows of their unassignment (unassignOpenIssues).
-type openIssuesReader interface {
-	activityWriter
-	OpenIssues(ctx context.Context, agentID string) ([]*LockState, error)
 }
 
 // AgentKeyRevoke revokes key keyID of agent agentID and answers it, in one

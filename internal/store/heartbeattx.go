@@ -6,7 +6,7 @@ package store
 // transaction (TxRunner), how it serialises one agent's writes
 // (LockAgent), how it writes activity rows, and the rules whose statements
 // differ in number between the dialects (ProcessLost, EndLostRun,
-// EndCancelledRuns).
+// EndCancelledRuns, UnassignIssues).
 
 import (
 	"context"
@@ -26,16 +26,17 @@ type TxDriver interface {
 	ProcessLost(ctx context.Context, p *RunProcessLostParams, msg, retryID string) (*ProcessLoss, error)
 	EndLostRun(ctx context.Context, run *clasp.Run) error
 	EndCancelledRuns(ctx context.Context, actor Actor, runs []*clasp.Run) error
+	UnassignIssues(ctx context.Context, agentID string, actor Actor) error
 }
 
 // NewHeartbeatTx returns the HeartbeatTx of one transaction: the
 // statements every dialect shares run on q (the transaction's Querier), d
 // tells a no-row error and makes ids, and x runs the rest.
-// When x writes activity rows from Go (openIssuesReader: SQLite), so
+// When x writes activity rows from Go (activityWriter: SQLite), so
 // does the transaction.
 func NewHeartbeatTx(q Querier, d Driver, x TxDriver) HeartbeatTx {
 	tx := heartbeatTx{queryTx{Querier: q, Driver: d}, x}
-	if w, ok := x.(openIssuesReader); ok {
+	if w, ok := x.(activityWriter); ok {
 		return activityTx{tx, w}
 	}
 	return tx
@@ -50,7 +51,7 @@ type heartbeatTx struct {
 // activityTx is a heartbeatTx whose dialect writes activity rows from Go.
 type activityTx struct {
 	heartbeatTx
-	openIssuesReader
+	activityWriter
 }
 
 // queryTx implements the statements of HeartbeatTx that are the same in

@@ -57,6 +57,13 @@ type HeartbeatTx interface {
 	// locks released (one issue.lock_released each), one run.finished each,
 	// and the wakes they blocked promoted.
 	EndCancelledRuns(ctx context.Context, actor Actor, runs []*clasp.Run) error
+	// UnassignIssues is rule L6 for agent agentID being terminated
+	// (statement AgentUnassignIssues): every issue assigned to it that is
+	// not done or cancelled loses its assignee and any lock left on it,
+	// in_progress becoming todo, with its activity rows (issue.released
+	// when a lock was cleared, then issue.updated, cause agent_terminated)
+	// attributed to actor.
+	UnassignIssues(ctx context.Context, agentID string, actor Actor) error
 	// DeadRuns returns those of runIDs that are not live (terminal, lost or
 	// missing) as of now.
 	DeadRuns(ctx context.Context, runIDs []string) ([]string, error)

@@ -10,9 +10,10 @@
 // reads and lists (CRUD, crud.go), the checkout and release rules (Locks,
 // locks.go, over a Driver that runs one try of a rule's statement), a
 // run's end and the sweeper (Runs, runs.go), the heartbeat's rules
-// (Heartbeat), validation, refusal explanations (lockrules.go) and audit
-// details (lockactivity.go). A driver runs statements, the named blocks of
-// its sql/*.sql files, and answers what the database said.
+// (Heartbeat), validation and refusal explanations (lockrules.go). A
+// driver runs statements, the named blocks of its sql/*.sql files (which
+// also write the lock rules' activity rows), and answers what the
+// database said.
 //
 // Errors: every method returns *clasp.Error values with the codes of the
 // JSON error body (RULES.md, Errors and requests) for expected outcomes (not_found, checkout_conflict, ...); any
@@ -547,7 +548,11 @@ type Store interface {
 	// issue.lock_released row per issue (rule L6, as RunFinish); then every
 	// issue assigned to it that is not done or cancelled loses its
 	// assignee and any lock left on it, in_progress becoming todo, with
-	// the rows of TerminateUnassignActivity (rule L6, agent terminated).
+	// per issue issue.released {previousCheckoutRunId,
+	// previousExecutionRunId, unassigned: true, cause: "agent_terminated"}
+	// when a lock was cleared, then issue.updated {changes, cause, and
+	// locksCleared with the previous holders when a lock was cleared}
+	// (rule L6, agent terminated).
 	// terminated is final: 422 precondition_failed (details.field status)
 	// for a change to any other status. 404 not_found.
 	AgentUpdate(ctx context.Context, p *AgentUpdateParams) (*clasp.Agent, error)

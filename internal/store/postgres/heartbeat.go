@@ -104,6 +104,13 @@ func (h hbtx) EndCancelledRuns(ctx context.Context, actor store.Actor, runs []*c
 	return h.s.releaseRunLocks(ctx, h.tx, actor, clasp.RunCancelled, runs)
 }
 
+// UnassignIssues runs statement AgentUnassignIssues, which writes its own
+// activity rows (store.HeartbeatTx.UnassignIssues).
+func (h hbtx) UnassignIssues(ctx context.Context, agentID string, actor store.Actor) error {
+	_, err := h.Exec(ctx, "AgentUnassignIssues", store.ActorArgs(store.Args{"agent": agentID}, actor))
+	return store.Wrap(err, "unassign the issues of agent %s", agentID)
+}
+
 // jsonRun is a runs row as row_to_json writes it.
 type jsonRun struct {
 	ID               string     `json:"id"`

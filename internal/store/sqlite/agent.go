@@ -13,16 +13,16 @@ func (h hbtx) Activity(ctx context.Context, companyID string, actor store.Actor,
 	return h.t.logActivity(ctx, companyID, actor, action, entityType, entityID, details)
 }
 
-// OpenIssues reads the issues assigned to agentID that are not done or
-// cancelled with their lock state (statement AgentOpenIssues), in the
-// transaction that unassigns them, for the activity rows of that.
-func (h hbtx) OpenIssues(ctx context.Context, agentID string) ([]*store.LockState, error) {
-	rows, err := h.Query(ctx, "AgentOpenIssues", store.Args{"agent": agentID})
-	if err != nil {
-		return nil, err
+// UnassignIssues is rule L6 for agent agentID being terminated
+// (store.HeartbeatTx.UnassignIssues) in two statements of the write
+// transaction: AgentUnassignActivity writes the activity rows, attributed
+// to actor, from the issues AgentUnassignIssues then unassigns, as they
+// stand before it. The transaction holds the write lock, so both
+// statements see the same issues.
+func (h hbtx) UnassignIssues(ctx context.Context, agentID string, actor store.Actor) error {
+	if err := h.t.logRule(ctx, "AgentUnassignActivity", actor, store.Args{"agent": agentID}); err != nil {
+		return err
 	}
-	return store.ScanAll(rows, func(sc store.Row) (*store.LockState, error) {
-		var l store.LockState
-		return &l, sc.Scan(&l.IssueID, &l.CompanyID, &l.Status, &l.Assignee, &l.Checkout, &l.Execution)
-	})
+	_, err := h.Exec(ctx, "AgentUnassignIssues", store.Args{"agent": agentID})
+	return store.Wrap(err, "unassign the issues of agent %s", agentID)
 }

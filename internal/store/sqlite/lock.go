@@ -2,11 +2,13 @@ package sqlite
 
 // The lock rules L1-L7 and the sweeper's passes (RULES.md): each rule is
 // ONE conditional UPDATE of sql/lock.sql whose WHERE clause is the
-// decision, with its activity rows written here in the same write
-// transaction. When a rule's fast path matches nothing, LockRead reads the
-// issue's lock state for the audit details and, when the unrestricted
-// UPDATE matches nothing too, internal/store/lockrules.go explains the
-// refusal from it; nothing here decides whether to write.
+// decision, followed in the same write transaction by the rule's activity
+// statement (an INSERT ... SELECT that writes its rows from the issue as
+// written and the lock state before, passed as arguments: logRule). When
+// a rule's fast path matches nothing, LockRead reads the issue's lock
+// state for those arguments and, when the unrestricted UPDATE matches
+// nothing too, internal/store/lockrules.go explains the refusal from it;
+// nothing here decides whether to write, nor which activity rows.
 
 import (
 	"context"

@@ -124,6 +124,10 @@ func testAgentTerminatedIsFinal(t *testing.T, open opener) {
 	wantCode(t, "run of a terminated agent", err, clasp.CodeForbidden)
 }
 
+// causeAgentTerminated is the cause of the rows written for the issues a
+// terminated agent was assigned.
+const causeAgentTerminated = "agent_terminated"
+
 // Terminating an agent (rule L6, agent terminated) also unassigns, in the
 // same transaction, every issue assigned to it that is not done or
 // cancelled: in_progress becomes todo, other statuses stay, any lock left
@@ -177,7 +181,7 @@ func testAgentTerminateUnassignsOpenIssues(t *testing.T, open opener) {
 		e.wantLockActivity(t, c.name, c.iss.ID, c.lockCounts)
 		var upd *clasp.Activity
 		for _, a := range e.issueActivity(t, c.iss.ID, clasp.ActionIssueUpdated) {
-			if asString(details(t, a)["cause"]) == store.CauseAgentTerminated {
+			if asString(details(t, a)["cause"]) == causeAgentTerminated {
 				if upd != nil {
 					t.Fatalf("%s: two issue.updated rows with cause agent_terminated", c.name)
 				}
@@ -200,7 +204,7 @@ func testAgentTerminateUnassignsOpenIssues(t *testing.T, open opener) {
 			wantDetails(t, c.name, upd, map[string]string{"locksCleared": "true",
 				"previousCheckoutRunId": c.cleared.ID, "previousExecutionRunId": c.cleared.ID})
 			rel := e.oneActivity(t, c.iss.ID, clasp.ActionIssueReleased)
-			wantDetails(t, c.name, rel, map[string]string{"cause": store.CauseAgentTerminated, "unassigned": "true",
+			wantDetails(t, c.name, rel, map[string]string{"cause": causeAgentTerminated, "unassigned": "true",
 				"previousCheckoutRunId": c.cleared.ID, "previousExecutionRunId": c.cleared.ID})
 		} else if _, ok := details(t, upd)["locksCleared"]; ok {
 			t.Errorf("%s: issue.updated %s says locksCleared, want no lock cleared", c.name, upd.Details)

@@ -67,8 +67,8 @@ RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_o
 -- re-checked on their latest version (FOR UPDATE). Per issue, issue.released {previousCheckoutRunId,
 -- previousExecutionRunId, unassigned, cause} when a lock was cleared, then
 -- issue.updated {changes, cause, and locksCleared, previousCheckoutRunId,
--- previousExecutionRunId when a lock was cleared}; each issue's id,
--- company and new status, in id order.
+-- previousExecutionRunId when a lock was cleared}; the number of issues
+-- unassigned.
 WITH old AS MATERIALIZED (
 	SELECT id, status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues
 	WHERE assignee_agent_id = @agent::text AND status NOT IN ('done', 'cancelled')
@@ -104,7 +104,7 @@ WITH old AS MATERIALIZED (
 		FROM upd u
 	) x ORDER BY id, ord
 )
-SELECT id, company_id, status FROM upd ORDER BY id
+SELECT count(*) FROM upd
 
 -- name: AgentHeartbeat
 UPDATE agents SET last_heartbeat_at = now() WHERE id = @agent::text

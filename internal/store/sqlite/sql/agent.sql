@@ -39,14 +39,36 @@ WHERE agent_id = :agent AND status IN ('queued', 'running')
 RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_of_run_id, attempt, pid, host_id,
 	lease_expires_at, last_sign_of_life_at, started_at, finished_at, exit_code, error_code, error, created_at
 
--- name: AgentOpenIssues
--- The issues assigned to agent :agent that are not done or cancelled, with
--- their status and locks, read in the write transaction of its termination
--- just before AgentUnassignIssues, for the activity rows of that statement
--- (it decides nothing).
-SELECT id, company_id, status, assignee_agent_id, checkout_run_id, execution_run_id FROM issues
-WHERE assignee_agent_id = :agent AND status NOT IN ('done', 'cancelled')
-ORDER BY id
+-- name: AgentUnassignActivity
+-- L6, agent terminated: the activity rows of AgentUnassignIssues, written
+-- just before it in the same write transaction from the issues it then
+-- writes (the same WHERE; the transaction holds the write lock) as they
+-- stand, and what it makes of them (no assignee, no lock, in_progress
+-- becoming todo), as actor :actor_*. Per issue, in id order:
+-- issue.released {previousCheckoutRunId, previousExecutionRunId,
+-- unassigned: true, cause: "agent_terminated"} when a lock column is set
+-- (L7), then issue.updated {cause: "agent_terminated", changes:
+-- {assigneeAgentId: {from, to: null}, and status {from, to} when
+-- in_progress becomes todo}, and locksCleared, previousCheckoutRunId,
+-- previousExecutionRunId when a lock column is set}.
+INSERT INTO activity
+	(company_id, actor_type, actor_id, run_id, action, entity_type, entity_id, details, created_at, request_id)
+SELECT company_id, :actor_type, :actor_id, :actor_run, action, 'issue', id, details, :now, :actor_request FROM (
+	SELECT i.id, 1 AS ord, i.company_id, 'issue.released' AS action,
+		json_object('previousCheckoutRunId', i.checkout_run_id, 'previousExecutionRunId', i.execution_run_id,
+			'unassigned', json('true'), 'cause', 'agent_terminated') AS details
+	FROM issues i WHERE i.assignee_agent_id = :agent AND i.status NOT IN ('done', 'cancelled')
+		AND (i.checkout_run_id IS NOT NULL OR i.execution_run_id IS NOT NULL)
+	UNION ALL
+	SELECT i.id, 2, i.company_id, 'issue.updated',
+		json_insert(json_object('cause', 'agent_terminated', 'changes', json_insert(
+				json_object('assigneeAgentId', json_object('from', i.assignee_agent_id, 'to', NULL)),
+				CASE WHEN i.status = 'in_progress' THEN '$.status' END, json_object('from', i.status, 'to', 'todo'))),
+			CASE WHEN i.checkout_run_id IS NOT NULL OR i.execution_run_id IS NOT NULL THEN '$.locksCleared' END, json('true'),
+			CASE WHEN i.checkout_run_id IS NOT NULL OR i.execution_run_id IS NOT NULL THEN '$.previousCheckoutRunId' END, i.checkout_run_id,
+			CASE WHEN i.checkout_run_id IS NOT NULL OR i.execution_run_id IS NOT NULL THEN '$.previousExecutionRunId' END, i.execution_run_id)
+	FROM issues i WHERE i.assignee_agent_id = :agent AND i.status NOT IN ('done', 'cancelled'))
+ORDER BY id, ord
 
 -- name: AgentUnassignIssues
 -- L6, agent terminated: every issue assigned to agent :agent that is not
@@ -54,7 +76,8 @@ ORDER BY id
 -- assignee, both locks (its runs' ends released theirs just before; left
 -- are those of runs that ended earlier and were not swept yet);
 -- in_progress becomes todo (as a release, L4); checkout_epoch stays. The
--- issues are then free for any agent's checkout and claim.
+-- issues are then free for any agent's checkout and claim. Its activity
+-- rows are AgentUnassignActivity's, written just before it.
 UPDATE issues SET
 	assignee_agent_id = NULL,
 	status = CASE WHEN status = 'in_progress' THEN 'todo' ELSE status END,
@@ -64,7 +87,6 @@ UPDATE issues SET
 	execution_locked_at = NULL,
 	updated_at = :now
 WHERE assignee_agent_id = :agent AND status NOT IN ('done', 'cancelled')
-RETURNING id, company_id, status
 
 -- name: AgentHeartbeat
 UPDATE agents SET last_heartbeat_at = :now WHERE id = :agent

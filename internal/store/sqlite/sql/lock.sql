@@ -3,7 +3,13 @@
 -- Each rule is ONE conditional UPDATE whose WHERE clause is the decision,
 -- tagged with the rule it states; its activity rows are written in the
 -- same write transaction (BEGIN IMMEDIATE on the single writer
--- connection). :now is the transaction's time (unix microseconds).
+-- connection) by the statement that follows it, named after it
+-- (CheckoutActivity, ...): an INSERT ... SELECT that builds the rows with
+-- json_object from the issue as written and arguments for the state
+-- before it (:old_checkout, :old_execution, ...), and decides in its WHERE
+-- which rows there are, as PostgreSQL's statement does in its CTE act.
+-- The JSON keys are in the order the details have always had on SQLite.
+-- :now is the transaction's time (unix microseconds).
 --
 -- SQLite's RETURNING yields only new values, but the audit details need
 -- the old lock columns. So Checkout, Release and Patch take a fast-path

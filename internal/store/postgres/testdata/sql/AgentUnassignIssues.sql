@@ -38,4 +38,4 @@ WITH old AS MATERIALIZED (
 		FROM upd u
 	) x ORDER BY id, ord
 )
-SELECT id, company_id, status FROM upd ORDER BY id
+SELECT count(*) FROM upd

@@ -7,4 +7,3 @@ UPDATE issues SET
 	execution_locked_at = NULL,
 	updated_at = :now
 WHERE assignee_agent_id = :agent AND status NOT IN ('done', 'cancelled')
-RETURNING id, company_id, status
