@@ -191,7 +191,7 @@ func agentTerminate(ctx context.Context, tx HeartbeatTx, agentID string, actor A
 // endRuns runs statement name, which ends runs as cancelled and returns
 // them (those of an agent being terminated, or of a key being revoked:
 // what names them), then releases every lock naming them with one
-// run.finished each (rule L6, HeartbeatTx.EndCancelledRuns).
+// run.finished each (rule L6, releaseRunLocks).
 func endRuns(ctx context.Context, tx HeartbeatTx, actor Actor, what, name string, args Args) error {
 	runs, err := queryAll(ctx, tx, name, args, ScanRun)
 	if err != nil {
@@ -200,7 +200,23 @@ func endRuns(ctx context.Context, tx HeartbeatTx, actor Actor, what, name string
 	if len(runs) == 0 {
 		return nil
 	}
-	return tx.EndCancelledRuns(ctx, actor, runs)
+	return releaseRunLocks(ctx, tx, actor, clasp.RunCancelled, runs, true)
+}
+
+// releaseRunLocks is rule L6 for runs tx has just ended with status: their
+// locks released with their activity rows (HeartbeatTx.ReleaseRunLocks;
+// run.finished each when finished), then the wakes deferred behind them
+// promoted (PromoteBlockedBy), in tx.
+func releaseRunLocks(ctx context.Context, tx HeartbeatTx, actor Actor, status clasp.RunStatus, runs []*clasp.Run, finished bool) error {
+	if err := tx.ReleaseRunLocks(ctx, actor, status, runs, finished); err != nil {
+		return err
+	}
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	_, err := PromoteBlockedBy(ctx, tx, ids)
+	return err
 }
 
 // AgentKeyRevoke revokes key keyID of agent agentID and answers it, in one

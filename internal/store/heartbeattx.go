@@ -5,8 +5,8 @@ package store
 // (driver.go). A dialect keeps only what truly differs: how it opens a
 // transaction (TxRunner), how it serialises one agent's writes
 // (LockAgent), how it writes activity rows, and the rules whose statements
-// differ in number between the dialects (ProcessLost, EndLostRun,
-// EndCancelledRuns, UnassignIssues).
+// differ in number between the dialects (ProcessLost,
+// ReleaseRunLocks, UnassignIssues).
 
 import (
 	"context"
@@ -24,8 +24,7 @@ type TxDriver interface {
 	LockAgent(ctx context.Context, agentID string) error
 	IssueID(ctx context.Context, companyID, ref string) (string, error)
 	ProcessLost(ctx context.Context, p *RunProcessLostParams, msg, retryID string) (*ProcessLoss, error)
-	EndLostRun(ctx context.Context, run *clasp.Run) error
-	EndCancelledRuns(ctx context.Context, actor Actor, runs []*clasp.Run) error
+	ReleaseRunLocks(ctx context.Context, actor Actor, status clasp.RunStatus, runs []*clasp.Run, finished bool) error
 	UnassignIssues(ctx context.Context, agentID string, actor Actor) error
 }
 

@@ -43,20 +43,21 @@ type HeartbeatTx interface {
 	// the retry run; Failed is nil when the run is not a running managed
 	// run of p.HostID.
 	ProcessLost(ctx context.Context, p *RunProcessLostParams, msg, retryID string) (*ProcessLoss, error)
-	// EndLostRun is rule L6 for a run ProcessLost failed: the locks still
-	// naming it are released (one issue.lock_released each) and the wakes
-	// it blocked promoted.
-	EndLostRun(ctx context.Context, run *clasp.Run) error
+	// ReleaseRunLocks is rule L6 for runs this transaction has just ended
+	// with status (statement ReleaseRunLocks): every lock naming them is
+	// cleared with one issue.lock_released {runId, runStatus} per issue
+	// and, when finished, one run.finished {status, exitCode, error, and
+	// errorCode when set} per run, from the run's row as ended; each run's
+	// rows together, in run id order. The issues' status stays (their
+	// assignee may adopt them, L1). The wakes deferred behind the runs are
+	// the caller's (releaseRunLocks).
+	ReleaseRunLocks(ctx context.Context, actor Actor, status clasp.RunStatus, runs []*clasp.Run, finished bool) error
 	// CancelQueuedRuns runs statement AgentCancelQueuedRuns: agentID's
 	// queued runs become cancelled (agent_paused); it returns them.
 	CancelQueuedRuns(ctx context.Context, agentID string) ([]*clasp.Run, error)
 	// SkipDeferredWakes runs statement WakeSkipDeferred: agentID's deferred
 	// wakes become skipped.
 	SkipDeferredWakes(ctx context.Context, agentID string) error
-	// EndCancelledRuns is rule L6 for runs CancelQueuedRuns cancelled: their
-	// locks released (one issue.lock_released each), one run.finished each,
-	// and the wakes they blocked promoted.
-	EndCancelledRuns(ctx context.Context, actor Actor, runs []*clasp.Run) error
 	// UnassignIssues is rule L6 for agent agentID being terminated
 	// (statement AgentUnassignIssues): every issue assigned to it that is
 	// not done or cancelled loses its assignee and any lock left on it,
@@ -273,7 +274,7 @@ func (run TxRunner) RunProcessLost(ctx context.Context, p *RunProcessLostParams)
 				}
 			}
 		}
-		return tx.EndLostRun(ctx, failed)
+		return releaseRunLocks(ctx, tx, SystemActor, failed.Status, []*clasp.Run{failed}, false) // run.lost says it ended
 	})
 	if err != nil {
 		return nil, nil, err
@@ -302,7 +303,7 @@ func (run TxRunner) AgentCancelQueuedRuns(ctx context.Context, agentID string, a
 		if len(runs) == 0 {
 			return nil
 		}
-		return tx.EndCancelledRuns(ctx, actor, runs)
+		return releaseRunLocks(ctx, tx, actor, clasp.RunCancelled, runs, true)
 	})
 	return n, err
 }

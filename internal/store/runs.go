@@ -10,6 +10,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -44,15 +45,6 @@ type runDriver interface {
 	// + p.TTL(), with the agent's heartbeat. It answers the run, or nil
 	// and no error when nothing matched.
 	RunTouch(ctx context.Context, q Querier, p *RunTouchParams) (*clasp.Run, error)
-	// RunFinish runs, in one transaction, statement RunFinish with
-	// RunFinishArgs(p) (p validated: ValidateRunFinish) and, when it ended
-	// the run, rule L6 (statement ReleaseRunLocks: every lock naming the
-	// run cleared, one issue.lock_released {runId, runStatus} per issue),
-	// run.finished {status, exitCode, error, and errorCode when set}, and
-	// the promotion of the wakes deferred behind the run. It answers the
-	// ended run, or nil and no error when RunFinish matched no row
-	// (nothing was written).
-	RunFinish(ctx context.Context, p *RunFinishParams) (*clasp.Run, error)
 	// RunSweepExpired runs one batch of sweeper pass 1 (statement
 	// SweepExpiredRuns) in one transaction: at most SweepBatch running
 	// runs whose lease expired become failed with errorCode lease_expired,
@@ -229,7 +221,8 @@ func (r Runs) RunTouch(ctx context.Context, p *RunTouchParams) (*clasp.Run, erro
 // RunFinish ends run p.RunID with terminal p.Status and, in the same
 // transaction, clears every lock naming it with one issue.lock_released
 // {runId, runStatus} per issue (rule L6), then writes run.finished and
-// promotes the wakes deferred behind the run (Driver.RunFinish). An
+// promotes the wakes deferred behind the run (releaseRunLocks), in one
+// write transaction (Driver.HeartbeatWrite). An
 // agent may finish only its own live run; the board any non-terminal run.
 // It answers the ended run. Errors: those of ValidateRunFinish, and, when
 // the statement matched no row, those of RunRefusal on the run as read
@@ -239,8 +232,20 @@ func (r Runs) RunFinish(ctx context.Context, p *RunFinishParams) (*clasp.Run, er
 	if err := ValidateRunFinish(p); err != nil {
 		return nil, err
 	}
-	run, err := r.d.RunFinish(ctx, p)
-	if err != nil || run != nil {
+	var run *clasp.Run
+	err := r.d.HeartbeatWrite(ctx, func(q Querier, x TxDriver) error {
+		got, err := ScanRun(q.QueryRow(ctx, "RunFinish", RunFinishArgs(p)))
+		if r.d.NoRows(err) {
+			run = nil
+			return errNotFinished // nothing written
+		}
+		if err != nil {
+			return fmt.Errorf("finish run %s: %w", p.RunID, err)
+		}
+		run = got
+		return releaseRunLocks(ctx, NewHeartbeatTx(q, r.d, x), p.Actor, p.Status, []*clasp.Run{got}, true)
+	})
+	if !errors.Is(err, errNotFinished) {
 		return run, err
 	}
 	st, err := CallerRunRead(ctx, r.d, r.d.Read(), p.RunID)
@@ -249,6 +254,10 @@ func (r Runs) RunFinish(ctx context.Context, p *RunFinishParams) (*clasp.Run, er
 	}
 	return nil, RunRefusal(p.Actor, p.RunID, st)
 }
+
+// errNotFinished ends the write of a RunFinish whose statement matched no
+// row.
+var errNotFinished = errors.New("finish run: no row matched")
 
 // RunFinishArgs are the arguments of statement RunFinish for finish p, by
 // the same names in every dialect: run, status, exit_code (an int64),

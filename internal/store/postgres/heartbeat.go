@@ -96,12 +96,16 @@ func (h hbtx) ProcessLost(ctx context.Context, p *store.RunProcessLostParams, ms
 	return &loss, nil
 }
 
-func (h hbtx) EndLostRun(ctx context.Context, run *clasp.Run) error {
-	return h.s.releaseRunLocks(ctx, h.tx, store.SystemActor, run.Status, []*clasp.Run{run})
-}
-
-func (h hbtx) EndCancelledRuns(ctx context.Context, actor store.Actor, runs []*clasp.Run) error {
-	return h.s.releaseRunLocks(ctx, h.tx, actor, clasp.RunCancelled, runs)
+// ReleaseRunLocks is store.TxDriver.ReleaseRunLocks: statement
+// ReleaseRunLocks, one statement for every run.
+func (h hbtx) ReleaseRunLocks(ctx context.Context, a store.Actor, status clasp.RunStatus, runs []*clasp.Run, finished bool) error {
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	args := actorArgs(namedArgs{"runs": ids, "status": string(status), "finished": finished}, a)
+	var n int64
+	return wrap(h.tx.QueryRow(ctx, q("ReleaseRunLocks"), args).Scan(&n), "release locks of runs %v", ids)
 }
 
 // UnassignIssues runs statement AgentUnassignIssues, which writes its own

@@ -7,67 +7,11 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 	"github.com/jackc/pgx/v5"
 )
-
-// RunFinish is store.Driver.RunFinish: statement RunFinish, then
-// releaseRunLocks (L6 and run.finished, then the deferred wakes promoted),
-// in one transaction.
-func (d *Driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp.Run, error) {
-	args := store.RunFinishArgs(p)
-	var out *clasp.Run
-	err := d.tx(ctx, func(tx pgx.Tx) error {
-		run, err := store.ScanRun(pooled{tx}.QueryRow(ctx, "RunFinish", args))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return errNotFinished // nothing written: no wake of the activity streams
-		}
-		if err != nil {
-			return fmt.Errorf("finish run %s: %w", p.RunID, err)
-		}
-		if err := d.releaseRunLocks(ctx, tx, p.Actor, p.Status, []*clasp.Run{run}); err != nil {
-			return err
-		}
-		out = run
-		return nil
-	})
-	if err != nil {
-		if errors.Is(err, errNotFinished) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	return out, nil
-}
-
-// errNotFinished rolls back a RunFinish whose statement matched no row.
-var errNotFinished = errors.New("finish run: no row matched")
-
-// releaseRunLocks is L6 for runs this transaction has just ended with
-// status (statement ReleaseRunLocks): every lock naming them is cleared,
-// one issue.lock_released per issue, then one run.finished {status,
-// exitCode, error, and errorCode when set} per run, from its row as
-// ended; then the wakes
-// deferred behind those runs are promoted (heartbeat.go).
-func (s *Driver) releaseRunLocks(ctx context.Context, tx pgx.Tx, a store.Actor, status clasp.RunStatus, runs []*clasp.Run) error {
-	ids := make([]string, len(runs))
-	for i, r := range runs {
-		ids[i] = r.ID
-	}
-	args := actorArgs(namedArgs{"runs": ids, "status": string(status)}, a)
-	var n int64
-	if err := tx.QueryRow(ctx, q("ReleaseRunLocks"), args).Scan(&n); err != nil {
-		return wrap(err, "release locks of runs %v", ids)
-	}
-	// The wakes deferred behind those runs are promoted in the same
-	// transaction (store.PromoteBlockedBy).
-	_, err := store.PromoteBlockedBy(ctx, s.hbTx(tx), ids)
-	return err
-}
 
 // RunSweepExpired is store.Driver.RunSweepExpired, by the database
 // clock: statement SweepExpiredRuns fails the batch and writes its run.lost

@@ -11,6 +11,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
@@ -96,28 +98,22 @@ func (h hbtx) ProcessLost(ctx context.Context, p *store.RunProcessLostParams, ms
 	return &loss, err
 }
 
-func (h hbtx) EndLostRun(ctx context.Context, run *clasp.Run) error {
-	return h.t.releaseRunLocks(ctx, run, store.SystemActor)
-}
-
-func (h hbtx) EndCancelledRuns(ctx context.Context, actor store.Actor, runs []*clasp.Run) error {
+// ReleaseRunLocks is store.TxDriver.ReleaseRunLocks: for each run, in id
+// order, statement ReleaseRunLocks, its issue.lock_released rows and,
+// when finished, its run.finished row.
+func (h hbtx) ReleaseRunLocks(ctx context.Context, a store.Actor, status clasp.RunStatus, runs []*clasp.Run, finished bool) error {
+	runs = slices.SortedFunc(slices.Values(runs), func(x, y *clasp.Run) int { return strings.Compare(x.ID, y.ID) })
 	for _, r := range runs {
-		if err := h.t.releaseRunLocks(ctx, r, actor); err != nil {
+		if err := h.t.releaseRunLocks(ctx, r, status, a); err != nil {
 			return err
 		}
-		if err := h.t.runFinished(ctx, r.ID, actor); err != nil {
-			return err
+		if finished {
+			if err := h.t.runFinished(ctx, r.ID, a); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
-}
-
-// promoteBlockedBy promotes the deferred wakes that waited for run runID
-// (store.PromoteBlockedBy). Part of rule L6: it runs in the transaction
-// that ended runID.
-func (t *wtx) promoteBlockedBy(ctx context.Context, runID string) error {
-	_, err := store.PromoteBlockedBy(ctx, newHBTx(t), []string{runID})
-	return err
 }
 
 // deref is *p, or "" for nil.

@@ -9,49 +9,17 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/store"
 )
 
-// RunFinish is store.Driver.RunFinish: statement RunFinish, then
-// releaseRunLocks (L6, the deferred wakes promoted) and run.finished
-// (runFinished), in one write transaction.
-func (d *Driver) RunFinish(ctx context.Context, p *store.RunFinishParams) (*clasp.Run, error) {
-	var out *clasp.Run
-	err := d.write(ctx, func(tx *wtx) error {
-		run, err := store.ScanRun(writer{tx}.QueryRow(ctx, "RunFinish", store.RunFinishArgs(p)))
-		if errors.Is(err, sql.ErrNoRows) {
-			return errNotFinished // nothing written: roll back
-		}
-		if err != nil {
-			return fmt.Errorf("finish run %s: %w", p.RunID, err)
-		}
-		if err := tx.releaseRunLocks(ctx, run, p.Actor); err != nil {
-			return err
-		}
-		out = run
-		return tx.runFinished(ctx, run.ID, p.Actor)
-	})
-	if err != nil {
-		if errors.Is(err, errNotFinished) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	return out, nil
-}
-
-// errNotFinished rolls back a RunFinish whose statement matched no row.
-var errNotFinished = errors.New("finish run: no row matched")
-
-// releaseRunLocks is L6 for a run that has just ended: statement
-// ReleaseRunLocks clears every lock naming it, then LockReleasedActivity
-// writes one issue.lock_released per issue it released, as actor a's;
-// then the wakes deferred behind the run are promoted.
-func (t *wtx) releaseRunLocks(ctx context.Context, run *clasp.Run, a store.Actor) error {
+// releaseRunLocks is L6 for a run that has just ended with status:
+// statement ReleaseRunLocks clears every lock naming it, then
+// LockReleasedActivity writes one issue.lock_released per issue it
+// released, as actor a's.
+func (t *wtx) releaseRunLocks(ctx context.Context, run *clasp.Run, status clasp.RunStatus, a store.Actor) error {
 	rows, err := t.query(ctx, "ReleaseRunLocks", sql.Named("run", run.ID), sql.Named("now", t.now))
 	if err != nil {
 		return fmt.Errorf("release locks of run %s: %w", run.ID, err)
@@ -62,13 +30,11 @@ func (t *wtx) releaseRunLocks(ctx context.Context, run *clasp.Run, a store.Actor
 	}
 	if len(ids) > 0 {
 		if err := t.logRule(ctx, "LockReleasedActivity", a,
-			store.Args{"run": run.ID, "run_status": string(run.Status), "issues": ids}); err != nil {
+			store.Args{"run": run.ID, "run_status": string(status), "issues": ids}); err != nil {
 			return err
 		}
 	}
-	// The wakes deferred behind this run are promoted in the same
-	// transaction (heartbeat.go).
-	return t.promoteBlockedBy(ctx, run.ID)
+	return nil
 }
 
 // runFinished writes run.finished for run runID, which has just ended, as

@@ -41,4 +41,3 @@ func nullable(s string) any {
 	}
 	return s
 }
-

@@ -369,6 +369,13 @@ func testHBProcessLostRetryOnce(t *testing.T, e *hbEnv) {
 			deref(got.ExecutionRunID), deref(got.CheckoutRunID), retry.ID)
 	}
 	checkL7(t, "after loss", got)
+	// The loss is recorded once, as run.lost, as the sweeper records a
+	// lease that ran out; no run.finished follows it.
+	for action, want := range map[string]int{clasp.ActionRunLost: 1, clasp.ActionRunFinished: 0} {
+		if n := len(allActivity(t, e.st, store.ActivityListParams{CompanyID: e.co.ID, EntityID: r1.ID, Action: action})); n != want {
+			t.Errorf("%s rows of the lost run: %d, want %d", action, n, want)
+		}
+	}
 	if _, _, err := e.hs.RunProcessLost(ctx, &store.RunProcessLostParams{RunID: r1.ID, HostID: hbHost}); clasp.ErrorCode(err) != clasp.CodeRunNotLive {
 		t.Errorf("second report of the same loss: got %v, want run_not_live", err)
 	}

@@ -622,9 +622,9 @@ RETURNING id, company_id, agent_id, status, invocation_source, issue_id, retry_o
 -- L6: when runs end (@runs, which this transaction has just made terminal),
 -- every lock naming them is cleared in one statement scoped by their run
 -- ids (both columns, through the partial indexes), one issue.lock_released
--- {runId, runStatus @status} per issue, then one run.finished {status,
--- exitCode, error, and errorCode when set} per run, from the run's row as
--- ended, each run's rows together. The issues' status stays: their assignee may adopt them (L1).
+-- {runId, runStatus @status} per issue, then, when @finished, one
+-- run.finished {status, exitCode, error, and errorCode when set} per run,
+-- from the run's row as ended, each run's rows together. The issues' status stays: their assignee may adopt them (L1).
 -- It runs after the UPDATE of the runs, as a statement of its own, so its
 -- snapshot sees every checkout that held those runs FOR SHARE.
 WITH lk AS MATERIALIZED (
@@ -650,7 +650,7 @@ WITH lk AS MATERIALIZED (
 		SELECT r.id, 2, r.id, r.company_id, 'run.finished', 'run',
 			jsonb_build_object('status', r.status, 'exitCode', r.exit_code, 'error', r.error)
 			|| CASE WHEN r.error_code IS NOT NULL THEN jsonb_build_object('errorCode', r.error_code) ELSE '{}'::jsonb END
-		FROM runs r WHERE r.id = ANY(@runs::text[])
+		FROM runs r WHERE r.id = ANY(@runs::text[]) AND @finished::boolean
 	) x ORDER BY run_id, ord, entity_id
 )
 SELECT count(*) FROM rel

@@ -4,6 +4,7 @@
 -- $4 = @actor_run
 -- $5 = @actor_request
 -- $6 = @status
+-- $7 = @finished
 WITH lk AS MATERIALIZED (
 	SELECT id, CASE WHEN checkout_run_id = ANY($1::text[]) THEN checkout_run_id ELSE execution_run_id END AS run_id
 	FROM issues WHERE checkout_run_id = ANY($1::text[]) OR execution_run_id = ANY($1::text[])
@@ -27,7 +28,7 @@ WITH lk AS MATERIALIZED (
 		SELECT r.id, 2, r.id, r.company_id, 'run.finished', 'run',
 			jsonb_build_object('status', r.status, 'exitCode', r.exit_code, 'error', r.error)
 			|| CASE WHEN r.error_code IS NOT NULL THEN jsonb_build_object('errorCode', r.error_code) ELSE '{}'::jsonb END
-		FROM runs r WHERE r.id = ANY($1::text[])
+		FROM runs r WHERE r.id = ANY($1::text[]) AND $7::boolean
 	) x ORDER BY run_id, ord, entity_id
 )
 SELECT count(*) FROM rel
