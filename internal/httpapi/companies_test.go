@@ -65,6 +65,13 @@ func TestIssueListFilters(t *testing.T) {
 	if len(kids) != 1 || kids[0].ID != child.ID {
 		t.Errorf("?parentId=%s lists %d issues, want %s", top.Identifier, len(kids), child.Identifier)
 	}
-	wantErr(t, b.do("GET", base+"?parentId="+theirs.Identifier, req{}), http.StatusNotFound, clasp.CodeNotFound, "parentId")
+	// Another company's issue, or none, filters to no rows, by identifier as by id.
+	for _, ref := range []string{theirs.Identifier, theirs.ID, "ZZ-999", "00000000-0000-0000-0000-000000000000"} {
+		var none []clasp.Issue
+		b.must(http.StatusOK, "GET", base+"?parentId="+ref, req{}, &none)
+		if len(none) != 0 {
+			t.Errorf("?parentId=%s lists %d issues, want none", ref, len(none))
+		}
+	}
 	wantErr(t, b.do("GET", base+"?parentId=not+an+issue", req{}), http.StatusBadRequest, clasp.CodeInvalidRequest, "parentId")
 }

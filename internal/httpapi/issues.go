@@ -199,9 +199,11 @@ func (s *Server) issueList(ctx context.Context, c *call) (int, any, error) {
 
 // parentParam reads issueList's parentId filter: "" when absent or empty,
 // else the id of the issue it names by id or by identifier (ACME-12),
-// within the caller's scope. 400 invalid_request naming parentId when it
-// is given twice or is neither; 404 not_found naming it when no such
-// issue is visible to the caller.
+// within the caller's scope; an identifier that names no issue of the
+// company the caller may see gives noParent, which matches no issue (a
+// well-formed id that names nothing filters to no rows, as a UUID does).
+// 400 invalid_request naming parentId when it is given twice or is
+// neither.
 func (s *Server) parentParam(ctx context.Context, c *call, q url.Values) (string, error) {
 	if n := len(q["parentId"]); n > 1 {
 		return "", clasp.InvalidField("parentId", "Query parameter parentId is given %d times; give it once.", n)
@@ -218,13 +220,17 @@ func (s *Server) parentParam(ctx context.Context, c *call, q url.Values) (string
 	}
 	iss, err := s.st.IssueGet(ctx, c.scope(), v)
 	if clasp.ErrorCode(err) == clasp.CodeNotFound || (err == nil && iss.CompanyID != pathUUID(c, "companyId")) {
-		return "", clasp.Errorf(clasp.CodeNotFound, "Query parameter parentId names issue %s, which is no issue of this company.", truncate(v, 64)).WithDetails("field", "parentId")
+		return noParent, nil
 	}
 	if err != nil {
 		return "", err
 	}
 	return iss.ID, nil
 }
+
+// noParent is a parentId filter no issue matches: the nil UUID, which no
+// issue has.
+const noParent = "00000000-0000-0000-0000-000000000000"
 
 // issueGet: GET /api/issues/{id} (UUID or identifier, case-insensitive).
 // 404 not_found, also for another company's issue.
