@@ -27,18 +27,12 @@ import (
 type hbtx struct {
 	pooled // tx's statements
 	tx     pgx.Tx
-	s      *Driver
-}
-
-// hbTx is transaction tx as a store.HeartbeatTx.
-func (s *Driver) hbTx(tx pgx.Tx) store.HeartbeatTx {
-	return store.NewHeartbeatTx(pooled{tx}, s, hbtx{pooled{tx}, tx, s})
 }
 
 // HeartbeatWrite runs fn in one transaction (s.tx: run again whole on a
 // deadlock or serialization failure).
 func (s *Driver) HeartbeatWrite(ctx context.Context, fn func(store.Querier, store.TxDriver) error) error {
-	return s.tx(ctx, func(tx pgx.Tx) error { return fn(pooled{tx}, hbtx{pooled{tx}, tx, s}) })
+	return s.tx(ctx, func(tx pgx.Tx) error { return fn(pooled{tx}, hbtx{pooled{tx}, tx}) })
 }
 
 func (h hbtx) LogActivity(ctx context.Context, companyID string, actor store.Actor, action, entityType, entityID string, details any) error {
