@@ -248,7 +248,7 @@ func restore(ctx context.Context, w io.Writer, dataDir, from string) error {
 	if err != nil {
 		return fmt.Errorf("refusing to restore %s: %w", from, err)
 	}
-	if err := syncFile(tmp); err != nil {
+	if err := dbfile.SyncFile(tmp); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 
@@ -382,19 +382,6 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
-}
-
-// syncFile fsyncs the file at path.
-func syncFile(path string) error {
-	f, err := os.Open(path) // #nosec G304 -- a file in the data directory
-	if err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close() // the sync error is the one returned
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	return f.Close()
 }
 
 // syncDir fsyncs a directory, so that renames and links in it are durable.

@@ -81,7 +81,7 @@ func Snapshot(ctx context.Context, src, dst string) (int64, error) {
 	if err := out.Close(); err != nil {
 		return 0, fmt.Errorf("snapshot: close %s: %w", dst, err)
 	}
-	if err := syncFile(dst); err != nil {
+	if err := SyncFile(dst); err != nil {
 		return 0, fmt.Errorf("snapshot: %w", err)
 	}
 	return v, nil
@@ -214,9 +214,10 @@ func schemaVersion(ctx context.Context, db *sql.DB) (int64, error) {
 	return v, nil
 }
 
-// syncFile fsyncs the file at path.
-func syncFile(path string) error {
-	f, err := os.Open(path) // #nosec G304 -- a database file the caller names
+// SyncFile fsyncs the file at path, so that what was written to it is on
+// disk; errors: the file cannot be opened, synced or closed.
+func SyncFile(path string) error {
+	f, err := os.Open(path) // #nosec G304 -- a file the caller names
 	if err != nil {
 		return err
 	}
