@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/clasp-dev/clasp"
@@ -86,7 +88,8 @@ func statusOf(err error) (int, errorBody, bool) {
 // id (requestId). Anything that is not an expected *clasp.Error answers
 // 500 {"error":"internal error","code":"internal","details":{"requestId":
 // ...}}, and only the log sees its text. 401 answers carry
-// WWW-Authenticate: Bearer.
+// WWW-Authenticate: Bearer; 429 answers carry Retry-After (whole seconds,
+// at least 1): the one already set, or else details.retryAfterSeconds.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	rid := RequestIDFrom(r.Context())
 	if clientGone(r, err) {
@@ -100,9 +103,38 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if st == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="clasp"`)
 	}
+	if st == http.StatusTooManyRequests && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(body.Details)))
+	}
 	b := append(appendErrorBody(make([]byte, 0, 512), body, rid), '\n')
 	setJSONHeaders(w, st)
 	_, _ = w.Write(b) // #nosec G705 -- a JSON body (application/json, nosniff) whose strings are escaped as encoding/json escapes them, <, > and & included
+}
+
+// retryAfterSeconds returns details.retryAfterSeconds of a 429's details
+// as whole seconds, rounded up and at least 1; 1 when it is missing or not
+// a number.
+func retryAfterSeconds(details map[string]any) int {
+	var secs float64
+	switch v := details["retryAfterSeconds"].(type) {
+	case int:
+		secs = float64(v)
+	case int64:
+		secs = float64(v)
+	case int32:
+		secs = float64(v)
+	case float64:
+		secs = v
+	case json.Number:
+		secs, _ = v.Float64()
+	}
+	if math.IsNaN(secs) || secs < 1 {
+		return 1
+	}
+	if secs > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int(math.Ceil(secs))
 }
 
 // appendErrorBody appends to dst the JSON of body with details.requestId

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -234,7 +235,9 @@ func (b *bundle) must(want int, method, path string, r req, out any) *resp {
 	return res
 }
 
-// wantErr checks an error answer: status, code and (when not "") details.field.
+// wantErr checks an error answer: status, code and (when not "")
+// details.field; a 429 must carry Retry-After, whole seconds at least 1,
+// equal to details.retryAfterSeconds when that is given.
 func wantErr(t testing.TB, r *resp, status int, code, field string) errorBody {
 	t.Helper()
 	if r.status != status {
@@ -255,6 +258,14 @@ func wantErr(t testing.TB, r *resp, status int, code, field string) errorBody {
 	}
 	if field != "" && e.Details["field"] != field {
 		t.Errorf("details.field %v, want %q; body %s", e.Details["field"], field, r.body)
+	}
+	if status == http.StatusTooManyRequests {
+		ra, err := strconv.Atoi(r.header.Get("Retry-After"))
+		if err != nil || ra < 1 {
+			t.Errorf("429 Retry-After %q, want a whole number of seconds, at least 1; body %s", r.header.Get("Retry-After"), r.body)
+		} else if d, ok := e.Details["retryAfterSeconds"]; ok && d != float64(ra) {
+			t.Errorf("429 Retry-After %d, details.retryAfterSeconds %v: want the same; body %s", ra, d, r.body)
+		}
 	}
 	return e
 }

@@ -58,7 +58,8 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 // tags. It is the only place request bodies are decoded (scenario
 // S26) and rejects, with 400 invalid_request:
 //   - bodies that start with a UTF-8 byte order mark (said so), that are
-//     not valid UTF-8, not valid JSON, not an object, or followed by
+//     not valid UTF-8 (a string escape of a lone UTF-16 surrogate, which
+//     encoding/json would store as U+FFFD, included), not valid JSON, not an object, or followed by
 //     anything but white space;
 //   - duplicate keys, and keys that differ only in case, in any object
 //     (encoding/json would silently let the last one win);
@@ -87,7 +88,7 @@ func decodeJSONBytes(data []byte, v any) error {
 	if bytes.HasPrefix(data, utf8BOM) {
 		return clasp.Errorf(clasp.CodeInvalidRequest, "The request body starts with a byte order mark (EF BB BF); send the JSON without it (RFC 8259 forbids adding one).")
 	}
-	if !utf8.Valid(data) {
+	if !utf8.Valid(data) || hasLoneSurrogateEscape(data) {
 		return clasp.Errorf(clasp.CodeInvalidRequest, "The request body is not valid UTF-8 text.")
 	}
 	keys, err := checkJSONStructure(data)
@@ -281,6 +282,73 @@ func plainObjectKeys(data []byte) ([]string, bool) {
 		}
 	}
 	return nil, false // unreachable for valid JSON
+}
+
+// hasLoneSurrogateEscape reports whether a JSON string in data holds a \u
+// escape of a UTF-16 surrogate that is not one half of a pair: a high
+// surrogate (\uD800-\uDBFF) not followed at once by a low one
+// (\uDC00-\uDFFF), or a low one not preceded by a high one. Such text
+// names no character, so it is not UTF-8. Only escapes inside strings
+// count: an escaped backslash (\\) is skipped whole, so \\uD800 is a
+// backslash and the text uD800. data need not be valid JSON; the scan then
+// answers for the strings as far as they can be told apart.
+func hasLoneSurrogateEscape(data []byte) bool {
+	if bytes.IndexByte(data, '\\') < 0 {
+		return false
+	}
+	inString := false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\' && i+1 < len(data):
+			if data[i+1] != 'u' {
+				i++ // \\, \" and the other one-letter escapes
+				continue
+			}
+			r, ok := hexEscape(data, i)
+			if !ok {
+				i++
+				continue
+			}
+			i += 5 // the last byte of \uXXXX
+			switch {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return true
+			case r >= 0xD800 && r <= 0xDBFF:
+				lo, ok := hexEscape(data, i+1)
+				if !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return true
+				}
+				i += 6
+			}
+		}
+	}
+	return false
+}
+
+// hexEscape returns the code unit of the \uXXXX escape at data[i:], and
+// false when data[i:] does not start with one.
+func hexEscape(data []byte, i int) (rune, bool) {
+	if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, c := range data[i+2 : i+6] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // skipSpace returns the index of the first byte of data at or after i that

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -56,6 +57,18 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "FloatForInt", body: `{"exitCode":1.5}`, wantCode: clasp.CodeInvalidRequest, wantField: "exitCode"},
 		{name: "HugeNumber", body: `{"exitCode":1e999}`, wantCode: clasp.CodeInvalidRequest, wantField: "exitCode"},
 		{name: "InvalidUTF8", body: "{\"agentId\":\"\xff\xfe\"}", wantCode: clasp.CodeInvalidRequest},
+		{name: "LoneHighSurrogate", body: `{"agentId":"\ud800"}`, wantCode: clasp.CodeInvalidRequest},
+		{name: "LoneHighSurrogateUpper", body: `{"agentId":"a\uDBFFb"}`, wantCode: clasp.CodeInvalidRequest},
+		{name: "LoneLowSurrogate", body: `{"agentId":"\udc00"}`, wantCode: clasp.CodeInvalidRequest},
+		{name: "ReversedSurrogates", body: `{"agentId":"\ude00\ud83d"}`, wantCode: clasp.CodeInvalidRequest},
+		{name: "TwoHighSurrogates", body: `{"agentId":"\ud83d\ud83d"}`, wantCode: clasp.CodeInvalidRequest},
+		{name: "HighSurrogateThenEscape", body: `{"agentId":"\ud83d\n"}`, wantCode: clasp.CodeInvalidRequest},
+		{name: "NestedLoneSurrogate", body: `{"raw":{"a":["x","\udfff"]}}`, wantCode: clasp.CodeInvalidRequest},
+		{name: "LoneSurrogateAfterEscapedBackslash", body: `{"agentId":"\\\ud800"}`, wantCode: clasp.CodeInvalidRequest},
+		{name: "OKSurrogatePair", body: `{"agentId":"\ud83d\ude00"}`},
+		{name: "OKSurrogatePairAfterEscapedBackslash", body: `{"agentId":"\\\ud83d\ude00 \u00e9"}`},
+		{name: "OKEscapedBackslashNotEscape", body: `{"agentId":"\\ud800 \\udc00"}`},
+		{name: "OKSurrogateTextOutsideString", body: `{"raw":{"ud800":1},"agentId":"\"\\"}`},
 		{name: "TooDeep", body: `{"raw":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`, wantCode: clasp.CodeInvalidRequest},
 		{name: "TooLarge", body: `{"agentId":"` + strings.Repeat("a", limit+1) + `"}`, wantCode: clasp.CodeBodyTooLarge},
 	} {
@@ -338,4 +351,41 @@ func FuzzIssueJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string, set bool, epoch, sec, nsec int64, zone int) {
 		checkIssueJSON(t, issueJSONCase(s, set, epoch, sec, nsec, zone%(30*3600)))
 	})
+}
+
+// TestLoneSurrogateEscapeOverHTTP: an issue create whose title escapes a
+// lone UTF-16 surrogate is refused with the very answer a body of invalid
+// UTF-8 gets, and creates nothing; a surrogate pair and an escaped
+// backslash before "ud800" are ordinary text.
+func TestLoneSurrogateEscapeOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.company("LS")
+	path := "/api/companies/" + c.ID + "/issues"
+	strip := func(e errorBody) errorBody {
+		delete(e.Details, "requestId")
+		return e
+	}
+	want := strip(wantErr(t, b.do("POST", path, req{raw: []byte("{\"title\":\"\xed\xa0\x80\"}")}), http.StatusBadRequest, clasp.CodeInvalidRequest, ""))
+	for _, body := range []string{`{"title":"\ud800"}`, `{"title":"\udc00"}`, `{"title":"\ude00\ud83d"}`, `{"title":"ok \uD83D"}`} {
+		got := strip(wantErr(t, b.do("POST", path, req{raw: []byte(body)}), http.StatusBadRequest, clasp.CodeInvalidRequest, ""))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("POST %s: answer %+v, want the invalid UTF-8 answer %+v", body, got, want)
+		}
+	}
+	var l []clasp.Issue
+	b.must(http.StatusOK, "GET", path, req{}, &l)
+	if len(l) != 0 {
+		t.Fatalf("%d issues after the refused creates, want none", len(l))
+	}
+	for body, title := range map[string]string{
+		`{"title":"\ud83d\ude00"}`: "\U0001F600",
+		`{"title":"\\ud800"}`:      `\ud800`,
+	} {
+		var iss clasp.Issue
+		b.must(http.StatusCreated, "POST", path, req{raw: []byte(body)}, &iss)
+		if iss.Title != title {
+			t.Errorf("POST %s: title %q, want %q", body, iss.Title, title)
+		}
+	}
 }

@@ -484,6 +484,7 @@ func TestS26_BadBodies(t *testing.T) {
 		{"DuplicateKey", []byte(`{"title":"x","title":"y"}`), 400, clasp.CodeInvalidRequest, "title"},
 		{"CaseDuplicateKey", []byte(`{"title":"x","TITLE":"y"}`), 400, clasp.CodeInvalidRequest, "TITLE"},
 		{"NotUTF8", []byte("{\"title\":\"caf\xe9\"}"), 400, clasp.CodeInvalidRequest, ""},
+		{"LoneSurrogateEscape", []byte(`{"title":"caf\ud800"}`), 400, clasp.CodeInvalidRequest, ""},
 		{"NotAnObject", []byte(`["title"]`), 400, clasp.CodeInvalidRequest, ""},
 		{"Empty", []byte(``), 400, clasp.CodeInvalidRequest, "title"},
 		{"MissingTitle", []byte(`{"description":"x"}`), 400, clasp.CodeInvalidRequest, "title"},

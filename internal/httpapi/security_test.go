@@ -375,9 +375,9 @@ func TestSecurityCreateCapPerAgent(t *testing.T) {
 }
 
 // TestSecurityLiveRunCapPerAgent: an agent may have LiveRunsPerAgent live
-// runs, with any of its keys; one more open is 429 naming the limit, and
-// opens nothing; finishing one frees its place; another agent is not
-// held back.
+// runs, with any of its keys; one more open is 429 naming the limit, with
+// Retry-After the details.retryAfterSeconds, and opens nothing; finishing
+// one frees its place; another agent is not held back.
 func TestSecurityLiveRunCapPerAgent(t *testing.T) {
 	eachStore(t, func(t *testing.T, pg bool) {
 		b := setup(t, onPG(pg), func(o *setupOpts) { o.limits = Limits{LiveRunsPerAgent: 3} })
@@ -388,9 +388,13 @@ func TestSecurityLiveRunCapPerAgent(t *testing.T) {
 		b.must(http.StatusCreated, "POST", "/api/agents/"+w.a.ID+"/keys", req{body: map[string]any{}}, &k2)
 		third := b.run(k2.Token)
 		for _, k := range []string{w.ka, k2.Token} {
-			e := wantErr(t, b.do("POST", "/api/agents/me/runs", req{token: k, body: map[string]any{}}), 429, clasp.CodeRateLimited, "")
+			r := b.do("POST", "/api/agents/me/runs", req{token: k, body: map[string]any{}})
+			e := wantErr(t, r, 429, clasp.CodeRateLimited, "")
 			if e.Details["limit"] != "live runs per agent" {
 				t.Errorf("open over the cap: details.limit %v, want the live-run limit", e.Details["limit"])
+			}
+			if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || e.Details["retryAfterSeconds"] != float64(ra) {
+				t.Errorf("open over the cap: Retry-After %q, details.retryAfterSeconds %v: want the same whole seconds, at least 1", r.header.Get("Retry-After"), e.Details["retryAfterSeconds"])
 			}
 		}
 		var runs []clasp.Run

@@ -88,8 +88,9 @@ type Driver interface {
 	// one of values (at least one), and its arguments.
 	InList(col string, values []string) (pred string, args []any)
 	// LikeFold returns the predicate of a Select that column col matches,
-	// case-insensitively, the LIKE pattern of its one argument (% and _
-	// its wildcards, \ their escape).
+	// case-insensitively for every Unicode letter (not ASCII only), the
+	// LIKE pattern of its one argument (% and _ its wildcards, \ their
+	// escape).
 	LikeFold(col string) string
 	// NoRows reports whether err means a statement returned no row.
 	NoRows(err error) bool

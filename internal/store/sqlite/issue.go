@@ -28,6 +28,10 @@ func (*Driver) InList(col string, values []string) (string, []any) {
 	return col + " IN (?" + strings.Repeat(", ?", len(values)-1) + ")", args
 }
 
-// LikeFold is store.Driver.LikeFold: LIKE, case-insensitive for ASCII
-// letters, with \ declared its escape.
-func (*Driver) LikeFold(col string) string { return col + ` LIKE ? ESCAPE '\'` }
+// LikeFold is store.Driver.LikeFold: LIKE, with \ declared its escape, of
+// column and pattern both lower-cased by clasp_fold (fold.go), so that case
+// folds for every Unicode letter as PostgreSQL's ILIKE folds it, not for
+// ASCII only as SQLite's LIKE does.
+func (*Driver) LikeFold(col string) string {
+	return foldFunc + "(" + col + ") LIKE " + foldFunc + `(?) ESCAPE '\'`
+}

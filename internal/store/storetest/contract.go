@@ -463,6 +463,58 @@ func testIssueListFilters(t *testing.T, open opener) {
 	}
 }
 
+// The issue list's query folds case beyond ASCII on every store: a
+// non-ASCII title is found by a differently cased non-ASCII query, ASCII
+// still folds, and %, _ and \ in the query match only themselves.
+func testIssueListQueryFold(t *testing.T, open opener) {
+	e := newEnv(t, open)
+	ctx := t.Context()
+	mk := func(title string) string {
+		t.Helper()
+		iss, err := e.st.IssueCreate(ctx, &store.IssueCreateParams{CompanyID: e.co.ID, Title: title, Actor: boardActor()})
+		if err != nil {
+			t.Fatalf("create %q: %v", title, err)
+		}
+		return iss.ID
+	}
+	uni := mk("Ünïcode Straße")
+	ecole := mk("école d'été")
+	greek := mk("Ελληνικά κείμενα")
+	plain := mk("Unicode plain")
+	login := mk("Fix Login bug")
+	pct := mk(`50% done_now \ back`)
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"ünï", []string{uni}},
+		{"ÜNÏCODE STRAßE", []string{uni}},
+		{"ÉCOLE D'ÉTÉ", []string{ecole}},
+		{"ΕΛΛΗΝΙΚΆ", []string{greek}},
+		{"unicode", []string{plain}},
+		{"LOGIN", []string{login}},
+		{"%", []string{pct}},
+		{"E_N", []string{pct}},
+		{`\ BACK`, []string{pct}},
+		{"ünïx", nil},
+	} {
+		got, _, err := e.st.IssueList(ctx, &store.IssueListParams{CompanyID: e.co.ID, Query: tc.query, Page: store.Page{Limit: 100}})
+		if err != nil {
+			t.Errorf("query %q: %v", tc.query, err)
+			continue
+		}
+		var ids []string
+		for _, iss := range got {
+			ids = append(ids, iss.ID)
+		}
+		sort.Strings(ids)
+		sort.Strings(tc.want)
+		if diff := cmp.Diff(tc.want, ids); diff != "" {
+			t.Errorf("query %q (-want +got):\n%s", tc.query, diff)
+		}
+	}
+}
+
 // IssueGet finds an issue by UUID or by identifier in any case; a companyID
 // scope hides other companies' issues; unknown refs are 404. Checkout,
 // release and PATCH (with a comment and without) take identifiers too.

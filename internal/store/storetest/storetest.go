@@ -120,6 +120,7 @@ func Run(t *testing.T, open func(t *testing.T) (store.Store, Hooks)) {
 		{"Run_List", testRunList},
 		{"Issue_Pagination", testIssuePagination},
 		{"Issue_ListFilters", testIssueListFilters},
+		{"Issue_ListQueryFoldsUnicode", testIssueListQueryFold},
 		{"Issue_GetByIdentifier", testIssueGetByIdentifier},
 		{"Inbox", testInbox},
 		{"Comments", testComments},
