@@ -167,7 +167,7 @@ func testW6SubscriptionInput(t *testing.T, open opener) {
 		{store.WebhookCreateParams{URL: "https://example.com", Events: []string{"Issue.*"}, Secret: testSecret}, "events"},
 		{store.WebhookCreateParams{URL: "https://example.com", Events: []string{"issue.**"}, Secret: testSecret}, "events"},
 		{store.WebhookCreateParams{URL: "https://example.com", Events: []string{"issue.escalatd"}, Secret: testSecret}, "events"}, // no such action
-		{store.WebhookCreateParams{URL: "https://example.com", Events: []string{"isue.*"}, Secret: testSecret}, "events"},          // no action has the prefix
+		{store.WebhookCreateParams{URL: "https://example.com", Events: []string{"isue.*"}, Secret: testSecret}, "events"},         // no action has the prefix
 		{store.WebhookCreateParams{URL: "https://example.com", Events: []string{"*"}, Secret: "short"}, "secret"},
 		{store.WebhookCreateParams{URL: "https://example.com", Events: []string{"*"}, Secret: testSecret, Format: "xml"}, "format"},
 	}
