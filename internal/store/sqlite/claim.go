@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -46,8 +45,7 @@ func (d *Driver) IssueClaim(ctx context.Context, r *store.ClaimRequest) (*store.
 			return err
 		}
 		if !co.Changed { // the pick is eligible in this transaction: a refusal here is a fault
-			_, err := store.CheckoutRefused(&co.LockState, a.AgentID, a.RunID, r.Expected)
-			return cmp.Or(err, fmt.Errorf("claim issue %s: the checkout of the pick changed nothing", id))
+			return fmt.Errorf("claim issue %s: the checkout of the pick, eligible in the same transaction, changed nothing", id)
 		}
 		ans.Issue = co.Issue
 		ans.AdoptedWhy, _ = co.Displaced(a.RunID) // L3
