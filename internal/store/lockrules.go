@@ -361,8 +361,9 @@ func ReleaseRefused(l *LockState, a Actor) (noop bool, err error) {
 
 // PatchRefused explains a PATCH (L5/L6) whose statement changed nothing, in
 // the order of its WHERE: ownership of a locked issue by an agent (409
-// ownership_conflict, or the caller's run problem); entering in_progress
-// without an assignee (422); an assignee outside the issue's company (422);
+// ownership_conflict, or the caller's run problem); an agent moving an
+// escalated issue out of blocked (422, reason issue_escalated, E4);
+// entering in_progress without an assignee (422); an assignee outside the issue's company (422);
 // entering in_progress or done with unresolved blockers (422
 // blocked_by_unresolved, D1/D2).
 func PatchRefused(l *LockState, p *IssueUpdateParams) error {
@@ -377,6 +378,12 @@ func PatchRefused(l *LockState, p *IssueUpdateParams) error {
 		if !l.OwnedByCaller {
 			return OwnershipConflict(l, "another run holds it")
 		}
+	}
+	if !a.IsBoard() && l.Escalated && p.Status != nil && *p.Status != clasp.IssueBlocked {
+		// E4: a person, not an agent, ends an escalation
+		return clasp.Errorf(clasp.CodePreconditionFailed,
+			"Issue %s was escalated to a person after its runs kept failing: only a person (the board or an operator) moves it out of blocked.",
+			l.Name()).WithDetails("issueId", l.IssueID, "status", l.Status, "field", "status", "reason", WakeReasonIssueEscalated)
 	}
 	newAssignee := deref(l.Assignee)
 	if p.AssigneeAgentID != nil {

@@ -170,13 +170,31 @@ func testE2SuccessResets(t *testing.T, open opener) {
 }
 
 // E4: a person moving an escalated issue out of blocked ends the
-// escalation; its count starts again from zero.
+// escalation; its count starts again from zero. An agent may not: its
+// PATCH out of blocked is 422 issue_escalated and changes nothing, while
+// one that keeps it blocked is an ordinary PATCH.
 func testE4MovedBack(t *testing.T, open opener) {
 	e := newEnv(t, open)
 	ctx := t.Context()
 	iss := newIssue(t, e.st, e.co.ID, clasp.IssueTodo, e.a.ID)
 	for range 3 {
 		failRun(t, e, iss, clasp.RunFailed, "x")
+	}
+	r := openRun(t, e.st, e.a)
+	for _, st := range []clasp.IssueStatus{clasp.IssueTodo, clasp.IssueDone, clasp.IssueInReview} {
+		_, err := e.st.IssueUpdate(ctx, &store.IssueUpdateParams{Ref: iss.ID, Status: ptr(st), Actor: runActor(r)})
+		if ce := clasp.AsError(err); ce == nil || ce.Code != clasp.CodePreconditionFailed || ce.Details["reason"] != store.WakeReasonIssueEscalated {
+			t.Errorf("agent's PATCH of the escalated issue to %s: %v, want 422 with reason issue_escalated", st, err)
+		}
+	}
+	if _, err := e.st.IssueUpdate(ctx, &store.IssueUpdateParams{Ref: iss.ID, Title: ptr("still blocked"), Actor: runActor(r)}); err != nil {
+		t.Errorf("agent's PATCH of the escalated issue's title: %v", err)
+	}
+	if got := getIssue(t, e.st, iss.ID); got.Status != clasp.IssueBlocked || got.Title != "still blocked" {
+		t.Errorf("after the agent's PATCHes: status %s title %q, want blocked and the new title", got.Status, got.Title)
+	}
+	if n := len(e.issueActivity(t, iss.ID, clasp.ActionIssueEscalated)); n != 1 {
+		t.Errorf("%d issue.escalated rows before the person moves it back, want 1", n)
 	}
 	if _, err := e.st.IssueUpdate(ctx, &store.IssueUpdateParams{Ref: iss.ID, Status: ptr(clasp.IssueTodo), Actor: boardActor()}); err != nil {
 		t.Fatal(err)

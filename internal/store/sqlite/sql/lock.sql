@@ -307,6 +307,8 @@ WHERE id = coalesce(nullif(:rid, ''), (SELECT i.id FROM issues i WHERE i.identif
 	AND (:company = '' OR company_id = :company)
 	-- fast path: only an issue whose both locks are the caller's run
 	AND (NOT :held_only OR (checkout_run_id IS :run AND execution_run_id IS :run))
+	-- E4: only a person moves an escalated issue out of blocked
+	AND (:board OR escalated_at IS NULL OR coalesce(:status, status) = 'blocked')
 	-- L5: the board, an unlocked issue, or the owner
 	AND (:board OR (checkout_run_id IS NULL AND execution_run_id IS NULL)
 		OR (EXISTS (SELECT 1 FROM runs r WHERE r.id = :run AND r.agent_id = :agent AND r.company_id = issues.company_id

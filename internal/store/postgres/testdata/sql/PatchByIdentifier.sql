@@ -23,7 +23,7 @@
 WITH old AS MATERIALIZED (
 	SELECT i.id, i.company_id, i.identifier, i.title, i.description, i.status, i.priority, i.assignee_agent_id,
 		i.checkout_run_id, i.checkout_epoch, i.execution_run_id, i.execution_agent_name_key, i.execution_locked_at,
-		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.relation_count, i.xmin AS ver, i.ctid AS tid,
+		i.started_at, i.completed_at, i.cancelled_at, i.created_at, i.updated_at, i.parent_id, i.unresolved_blocker_count, i.completed_epoch, i.relation_count, i.escalated_at, i.xmin AS ver, i.ctid AS tid,
 		-- a lock column naming the caller's run takes its state from c, the row
 		-- already read: no second look-up of that run
 		CASE WHEN i.checkout_run_id IS NULL THEN NULL WHEN i.checkout_run_id = c.id THEN CASE
@@ -75,7 +75,9 @@ d AS MATERIALIZED (
 		-- L5: a new assignee is an agent of the issue's company
 		AND o.assignee_in_company
 		-- D1/D2: entering in_progress or done takes every blocker done
-		AND NOT coalesce($6::text IN ('in_progress', 'done') AND $6::text <> o.status AND o.unresolved_blocker_count > 0, false),
+		AND NOT coalesce($6::text IN ('in_progress', 'done') AND $6::text <> o.status AND o.unresolved_blocker_count > 0, false)
+		-- E4: only a person moves an escalated issue out of blocked
+		AND ($7::boolean OR o.escalated_at IS NULL OR coalesce($6::text, o.status) = 'blocked'),
 		false) AS ok
 	FROM old o JOIN f ON f.id = o.id
 ),
@@ -173,7 +175,7 @@ SELECT x.*, o.status AS old_status, o.assignee_agent_id AS old_assignee,
 	f.owned_by_caller, NULL::boolean AS agent_active, o.assignee_in_company, d.ok,
 	-- ok, an adoption, but lk found the run no longer live: nothing was written
 	NOT x.changed AND d.ok AND f.adopts AND NOT f.releases AND NOT EXISTS (SELECT 1 FROM lk) AS run_ended,
-	false AS escalated
+	o.escalated_at IS NOT NULL AS escalated
 FROM old o JOIN d ON d.id = o.id JOIN f ON f.id = o.id CROSS JOIN LATERAL (
 	SELECT true AS changed, u.* FROM upd u
 	UNION ALL
