@@ -6,13 +6,16 @@ import (
 	"time"
 )
 
-// The driver seam: the small interface through which the dialect-neutral
-// code of this package (CRUD, scanning, lists) runs a dialect's named
-// statements. A dialect (internal/store/sqlite, internal/store/postgres)
-// implements it and keeps only its statements, the mapping of Args to its
-// placeholders, and the translation of its errors; what a statement's rows
-// mean, which error a caller gets, and in which order statements run is
-// decided here, once.
+// The driver seam: Driver is the one interface a dialect
+// (internal/store/sqlite, internal/store/postgres) implements, and New
+// builds the store on it. A dialect keeps only its statements, the mapping
+// of Args to its placeholders, how it opens a transaction, and the
+// translation of its errors; what a statement's rows mean, which error a
+// caller gets, and in which order statements run is decided here, once.
+// A driver may also implement ClaimBatcher (claims in one statement),
+// txWriter (several statements in one transaction where its Write runs
+// each on its own) and HookForcer (tests only); the shared code asks for
+// each by a type assertion and does without it.
 
 // Args are the named parameters of a statement (`:name` in SQLite, `@name`
 // in PostgreSQL), by name without the sigil. A name the statement does not
