@@ -270,9 +270,13 @@ func (w *propWorker) step() {
 		}
 		p := store.IssueUpdateParams{Ref: ref, Actor: runActor(r)}
 		allowed := []string{clasp.CodeOwnershipConflict}
+		escalatable := false // a status change an escalated issue refuses an agent (E4)
 		switch w.rng.IntN(4) {
 		case 0:
 			p.Status = ptr([]clasp.IssueStatus{clasp.IssueTodo, clasp.IssueInReview, clasp.IssueBlocked, clasp.IssueDone, clasp.IssueBacklog, clasp.IssueCancelled}[w.rng.IntN(6)])
+			if escalatable = *p.Status != clasp.IssueBlocked; escalatable {
+				allowed = append(allowed, clasp.CodePreconditionFailed)
+			}
 		case 1:
 			p.Status = ptr(clasp.IssueInProgress)
 			allowed = append(allowed, clasp.CodePreconditionFailed)
@@ -284,7 +288,13 @@ func (w *propWorker) step() {
 		}
 		iss, err := st.IssueUpdate(ctx, &p)
 		w.logf("agent PATCH %s by %s/%s %s: %s", short(ref), a.Name, short(r.ID), patchDesc(&p), result(iss, err))
-		if _, ok := w.outcome("agent-patch", err, allowed...); !ok || err != nil {
+		code, ok := w.outcome("agent-patch", err, allowed...)
+		if ok && escalatable && code == clasp.CodePreconditionFailed {
+			if reason := asString(clasp.AsError(err).Details["reason"]); reason != store.WakeReasonIssueEscalated {
+				w.fail("agent PATCH of the status refused with precondition_failed, reason %q; want issue_escalated", reason)
+			}
+		}
+		if !ok || err != nil {
 			return
 		}
 		w.checkPatched(iss, &p)
