@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -451,15 +452,22 @@ func testIssueListFilters(t *testing.T, open opener) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		var ids []string
-		for _, iss := range got {
-			ids = append(ids, iss.ID)
-		}
-		sort.Strings(ids)
-		sort.Strings(tc.want)
-		if diff := cmp.Diff(tc.want, ids); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
-		}
+		wantIssueIDs(t, tc.name, got, tc.want)
+	}
+}
+
+// wantIssueIDs fails t unless got holds exactly the issues of ids want, in
+// any order.
+func wantIssueIDs(t *testing.T, what string, got []*clasp.Issue, want []string) {
+	t.Helper()
+	var ids []string
+	for _, iss := range got {
+		ids = append(ids, iss.ID)
+	}
+	sort.Strings(ids)
+	want = slices.Sorted(slices.Values(want))
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
 	}
 }
 
@@ -503,15 +511,7 @@ func testIssueListQueryFold(t *testing.T, open opener) {
 			t.Errorf("query %q: %v", tc.query, err)
 			continue
 		}
-		var ids []string
-		for _, iss := range got {
-			ids = append(ids, iss.ID)
-		}
-		sort.Strings(ids)
-		sort.Strings(tc.want)
-		if diff := cmp.Diff(tc.want, ids); diff != "" {
-			t.Errorf("query %q (-want +got):\n%s", tc.query, diff)
-		}
+		wantIssueIDs(t, fmt.Sprintf("query %q", tc.query), got, tc.want)
 	}
 }
 
