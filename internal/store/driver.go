@@ -91,10 +91,9 @@ type Driver interface {
 	// one of values (at least one), and its arguments.
 	InList(col string, values []string) (pred string, args []any)
 	// LikeFold returns the predicate of a Select that column col matches,
-	// case-insensitively for every Unicode letter (not ASCII only), the
-	// LIKE pattern of its one argument (% and _ its wildcards, \ their
-	// escape).
-	LikeFold(col string) string
+	// case-insensitively for every Unicode letter (not ASCII only), LIKE
+	// pattern (% and _ its wildcards, \ their escape), and its arguments.
+	LikeFold(col, pattern string) (pred string, args []any)
 	// NoRows reports whether err means a statement returned no row.
 	NoRows(err error) bool
 	// Unique reports whether err is a unique (or primary key) violation.

@@ -98,8 +98,10 @@ func (c CRUD) IssueList(ctx context.Context, p *IssueListParams) ([]*clasp.Issue
 	}
 	if p.Query != "" {
 		like := "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p.Query) + "%"
-		where = append(where, "("+c.d.LikeFold("title")+" OR "+c.d.LikeFold("identifier")+")")
-		args = append(args, like, like)
+		title, targs := c.d.LikeFold("title", like)
+		ident, iargs := c.d.LikeFold("identifier", like)
+		where = append(where, "("+title+" OR "+ident+")")
+		args = append(append(args, targs...), iargs...)
 	}
 	if p.ParentID != "" {
 		where, args = append(where, "parent_id = ?"), append(args, p.ParentID) // D9: a parent's children

@@ -12,4 +12,4 @@ func (*Driver) InList(col string, values []string) (string, []any) {
 }
 
 // LikeFold is store.Driver.LikeFold: ILIKE, whose escape is \.
-func (*Driver) LikeFold(col string) string { return col + " ILIKE ?" }
+func (*Driver) LikeFold(col, pattern string) (string, []any) { return col + " ILIKE ?", []any{pattern} }

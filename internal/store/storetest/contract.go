@@ -491,6 +491,7 @@ func testIssueListQueryFold(t *testing.T, open opener) {
 	plain := mk("Unicode plain")
 	login := mk("Fix Login bug")
 	pct := mk(`50% done_now \ back`)
+	kelvin := mk("\u212Aelvin scale") // KELVIN SIGN, whose lower case is an ASCII k
 	for _, tc := range []struct {
 		query string
 		want  []string
@@ -505,6 +506,7 @@ func testIssueListQueryFold(t *testing.T, open opener) {
 		{"E_N", []string{pct}},
 		{`\ BACK`, []string{pct}},
 		{"ünïx", nil},
+		{"kelvin", []string{kelvin}}, // an ASCII query, a value that is not ASCII
 	} {
 		got, _, err := e.st.IssueList(ctx, &store.IssueListParams{CompanyID: e.co.ID, Query: tc.query, Page: store.Page{Limit: 100}})
 		if err != nil {
