@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/clasp-dev/clasp"
@@ -185,5 +186,49 @@ func TestDependenciesOverHTTP(t *testing.T) {
 	b.must(http.StatusOK, "GET", "/api/issues/"+b2.ID, req{}, &got)
 	if len(got.Blocks) != 1 || got.Blocks[0].ID != dep.ID {
 		t.Errorf("b2 blocks %v, want [%s]", got.Blocks, dep.Identifier)
+	}
+}
+
+// nudgeCounter counts the API's nudges of the dependency-wake pass.
+type nudgeCounter struct{ n atomic.Int64 }
+
+func (c *nudgeCounter) Nudge() { c.n.Add(1) }
+
+// TestDependencyNudges: a PATCH nudges the dependency-wake pass (D8) when
+// it may have made a wake due (it set blockers or a parent, or set the
+// status of an issue with an edge or a parent) and not otherwise, so that
+// a stream of status changes of unrelated issues does not run a pass
+// after each write.
+func TestDependencyNudges(t *testing.T) {
+	t.Parallel()
+	var nudges nudgeCounter
+	b := setup(t, func(o *setupOpts) { o.dependencies = &nudges })
+	w := b.world("DN")
+	lone := b.issue(w.c.ID, map[string]any{"title": "lone", "status": "todo"})
+	blocker := b.issue(w.c.ID, map[string]any{"title": "blocker", "status": "todo"})
+	b.issue(w.c.ID, map[string]any{"title": "dependent", "status": "todo", "blockedByIssueIds": []string{blocker.ID}})
+	parent := b.issue(w.c.ID, map[string]any{"title": "parent", "status": "todo"})
+	child := b.issue(w.c.ID, map[string]any{"title": "child", "status": "todo", "parentId": parent.ID})
+	other := b.issue(w.c.ID, map[string]any{"title": "other", "status": "todo"})
+
+	for _, c := range []struct {
+		name string
+		ref  string
+		body map[string]any
+		want int64
+	}{
+		{"status of an issue with no edge and no parent", lone.ID, map[string]any{"status": "done"}, 0},
+		{"title only", blocker.ID, map[string]any{"title": "renamed"}, 0},
+		{"status of a blocker", blocker.ID, map[string]any{"status": "done"}, 1},
+		{"status of a child", child.ID, map[string]any{"status": "cancelled"}, 1},
+		{"blockers set", other.ID, map[string]any{"blockedByIssueIds": []string{lone.ID}}, 1},
+		{"blockers cleared", other.ID, map[string]any{"blockedByIssueIds": []string{}}, 1},
+		{"parent set", other.ID, map[string]any{"parentId": parent.ID}, 1},
+	} {
+		before := nudges.n.Load()
+		b.must(http.StatusOK, "PATCH", "/api/issues/"+c.ref, req{body: c.body}, nil)
+		if got := nudges.n.Load() - before; got != c.want {
+			t.Errorf("%s: %d nudges, want %d", c.name, got, c.want)
+		}
 	}
 }

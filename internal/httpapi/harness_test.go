@@ -52,6 +52,8 @@ type setupOpts struct {
 	postgres bool
 	// scheduler is Config.Scheduler; nil for none.
 	scheduler Scheduler
+	// dependencies is Config.Dependencies; nil for none.
+	dependencies Dependencies
 	// limits is Config.Limits; zero for the defaults.
 	limits Limits
 	// logger, when set, receives the server's logs.
@@ -106,6 +108,7 @@ func setup(t testing.TB, opts ...func(*setupOpts)) *bundle {
 		Now:                 o.now,
 		BodyReadTimeout:     o.bodyReadTimeout,
 		Scheduler:           o.scheduler,
+		Dependencies:        o.dependencies,
 		RunLogDir:           logs,
 		Limits:              o.limits,
 		WebhookAllowPrivate: o.webhookAllowPrivate,

@@ -411,10 +411,27 @@ func (s *Server) issueUpdate(ctx context.Context, c *call, in *issueUpdateIn) (i
 	if err != nil {
 		return 0, nil, err
 	}
-	if in.Status != nil || in.parent != nil || in.blockers != nil {
+	if nudgeAfterUpdate(in.Status != nil, in.parent != nil || in.blockers != nil, iss) {
 		s.nudgeDependencies() // dependents or a parent may be ready now
 	}
 	return http.StatusOK, iss, nil
+}
+
+// nudgeAfterUpdate reports whether a PATCH of issue iss (the answer after
+// the write) may have made a dependency wake due (RULES.md D8), so that
+// the dependency-wake pass should run at once: when it set the parent or
+// the blockers (edges), or set a status (statusSet) of an issue with a
+// parent (whose children state it moves) or with an edge (whose
+// dependents' ready state it moves). A status change of an issue with
+// neither makes nothing due: at a thousand such writes a second, a pass
+// after each would cost more than the writes. A wake missed by this test
+// (an edge added by a concurrent write) is not lost: that write nudges
+// itself, and the regular pass makes up any nudge.
+func nudgeAfterUpdate(statusSet, edgesSet bool, iss *clasp.Issue) bool {
+	if edgesSet {
+		return true
+	}
+	return statusSet && iss != nil && (iss.ParentID != nil || iss.RelationCount > 0)
 }
 
 // checkoutIn is the body of POST /api/issues/{id}/checkout (rule L1).
