@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -48,7 +49,12 @@ and --entity.`,
 			if err != nil {
 				return err
 			}
-			return emitList(a, items, next, printActivity)
+			var n *names
+			if !a.jsonOut {
+				n = a.names(0)
+				n.learnActivity(ctx, items)
+			}
+			return emitList(a, items, next, func(w io.Writer, as []*clasp.Activity) { printActivity(w, as, n) })
 		},
 	}
 	a.addClientFlags(cmd)

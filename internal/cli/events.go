@@ -65,11 +65,12 @@ func (a *app) newEventsCmd() *cobra.Command {
 		Short: "Follow a company's live events (checkouts, releases, adoptions, sweeps, runs)",
 		Long: `Follow GET /api/companies/{id}/events, a Server-Sent Events stream of the
 company's activity rows as they are written, on whichever replica wrote them.
-One line per event (or one JSON object per line with --json). The stream
-reconnects by itself after a dropped connection and resumes after the last
-event it printed. By default it starts with events written from now on;
---after 0 replays the whole history first. Stop it with Ctrl-C, or let
---count end it after that many events.
+One line per event (or one JSON object per line with --json): its id, time,
+actor and action, what it is about and the run, agents by name and issues by
+identifier, then its details. The stream reconnects by itself after a dropped
+connection and resumes after the last event it printed. By default it starts
+with events written from now on; --after 0 replays the whole history first.
+Stop it with Ctrl-C, or let --count end it after that many events.
 
 Without --company (or $` + EnvCompanyID + `), an agent's credential follows its own
 company, and an operator token (the board token is one) every company it sees,
@@ -95,6 +96,14 @@ streams open; past that many companies, pass --company.`,
 			}
 			var mu sync.Mutex
 			n := 0
+			// Names are learnt as events name them: each company's agents
+			// once, again (at most every agentRefetchEvery) for an agent
+			// created since; issues from the events' details or one
+			// look-up each.
+			var nm *names
+			if !a.jsonOut {
+				nm = a.names(agentRefetchEvery)
+			}
 			errEnough := errors.New("enough events")
 			emitEvent := func(co eventCompany, ev *clasp.Activity) error {
 				mu.Lock()
@@ -109,16 +118,13 @@ streams open; past that many companies, pass --company.`,
 					}
 					fmt.Fprintln(a.stdout, string(b))
 				} else {
-					details := strings.TrimSpace(string(ev.Details))
-					if details == "{}" || details == "null" {
-						details = ""
-					}
+					nm.learnActivity(ctx, []*clasp.Activity{ev})
 					lead := ""
 					if len(cos) > 1 {
 						lead = co.label + "  "
 					}
-					fmt.Fprintf(a.stdout, "%s%d  %s  %-28s %s %s  run=%s  %s\n", lead, ev.ID, fmtTime(ev.CreatedAt), ev.Action,
-						ev.EntityType, ev.EntityID, optStr(ev.RunID), details)
+					fmt.Fprintf(a.stdout, "%s%d  %s  %-16s %-28s %s  run=%s  %s\n", lead, ev.ID, fmtTime(ev.CreatedAt), nm.actor(ev), ev.Action,
+						nm.entity(ev), optStr(ev.RunID), activityDetails(ev))
 				}
 				n++
 				if count > 0 && n >= count {

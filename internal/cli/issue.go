@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -193,10 +194,15 @@ issues whose blockers are all done.`,
 				return err
 			}
 			var abandoned map[string]bool
+			var n *names
 			if !a.jsonOut {
 				abandoned = abandonedIssues(ctx, c, items)
+				n = a.names(0)
+				if slices.ContainsFunc(items, func(i *clasp.Issue) bool { return i.AssigneeAgentID != nil }) {
+					n.learnAgents(ctx, cid, "")
+				}
 			}
-			return emitList(a, items, next, func(w io.Writer, is []*clasp.Issue) { printIssues(w, is, abandoned) })
+			return emitList(a, items, next, func(w io.Writer, is []*clasp.Issue) { printIssues(w, is, abandoned, n) })
 		},
 	}
 	f := cmd.Flags()

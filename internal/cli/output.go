@@ -153,16 +153,20 @@ func printRun(w io.Writer, r *clasp.Run) {
 		"Error code", optStr(r.ErrorCode), "Error", optStr(r.Error), "Created", fmtTime(r.CreatedAt))
 }
 
-// printRuns prints runs as a table; ISSUE is what held (by run id) says
-// each run holds, else the issue the run was woken for.
-func printRuns(w io.Writer, rs []*clasp.Run, held map[string][]string) {
+// printRuns prints runs as a table, agents by the names n knows; ISSUE is
+// what held (by run id) says each run holds, else the issue the run was
+// woken for (by identifier when n knows it).
+func printRuns(w io.Writer, rs []*clasp.Run, held map[string][]string, n *names) {
 	t := newTable(w, "ID", "AGENT", "STATUS", "ISSUE", "LEASE EXPIRES", "ERROR CODE", "CREATED")
 	for _, r := range rs {
-		issue := optStr(r.IssueID)
+		issue := none
+		if r.IssueID != nil && *r.IssueID != "" {
+			issue = n.issue(*r.IssueID)
+		}
 		if h := held[r.ID]; len(h) > 0 {
 			issue = strings.Join(h, ",")
 		}
-		t.row(r.ID, r.AgentID, string(r.Status), issue, optTime(r.LeaseExpiresAt), optStr(r.ErrorCode), fmtTime(r.CreatedAt))
+		t.row(r.ID, n.agent(r.AgentID), string(r.Status), issue, optTime(r.LeaseExpiresAt), optStr(r.ErrorCode), fmtTime(r.CreatedAt))
 	}
 	t.flush()
 }
@@ -241,9 +245,9 @@ func waitingOn(i *clasp.Issue) string {
 // run holds: it waits for a force-release (or its assignee's next run).
 const abandonedMark = " (abandoned)"
 
-// printIssues prints issues as a table; those in abandoned (by id) have
-// their status marked abandoned.
-func printIssues(w io.Writer, is []*clasp.Issue, abandoned map[string]bool) {
+// printIssues prints issues as a table, assignees by the names n knows;
+// those in abandoned (by id) have their status marked abandoned.
+func printIssues(w io.Writer, is []*clasp.Issue, abandoned map[string]bool, n *names) {
 	t := newTable(w, "IDENTIFIER", "STATUS", "PRIORITY", "ASSIGNEE", "CHECKOUT RUN", "EPOCH", "TITLE")
 	for _, i := range is {
 		st := string(i.Status)
@@ -253,7 +257,11 @@ func printIssues(w io.Writer, is []*clasp.Issue, abandoned map[string]bool) {
 		if w := waitingOn(i); w != "" {
 			st += " (" + w + ")"
 		}
-		t.row(i.Identifier, st, string(i.Priority), optStr(i.AssigneeAgentID),
+		assignee := none
+		if i.AssigneeAgentID != nil && *i.AssigneeAgentID != "" {
+			assignee = n.agent(*i.AssigneeAgentID)
+		}
+		t.row(i.Identifier, st, string(i.Priority), assignee,
 			optStr(i.CheckoutRunID), strconv.FormatInt(i.CheckoutEpoch, 10), i.Title)
 	}
 	t.flush()
@@ -314,19 +322,22 @@ func indent(s, prefix string) string {
 	return strings.Join(lines, "\n")
 }
 
-func printActivity(w io.Writer, as []*clasp.Activity) {
+// printActivity prints activity rows as a table, actors and entities by
+// the names n knows (names.actor, names.entity).
+func printActivity(w io.Writer, as []*clasp.Activity, n *names) {
 	t := newTable(w, "ID", "TIME", "ACTOR", "ACTION", "ENTITY", "RUN", "DETAILS")
 	for _, ac := range as {
-		actor := string(ac.ActorType)
-		if ac.ActorType == clasp.ActorAgent || ac.ActorType == clasp.ActorBoard && ac.ActorID != "" && ac.ActorID != "board" {
-			actor += " " + ac.ActorID // the agent, or the operator token the board acted with
-		}
-		details := strings.TrimSpace(string(ac.Details))
-		if details == "{}" || details == "null" {
-			details = ""
-		}
-		t.row(strconv.FormatInt(ac.ID, 10), fmtTime(ac.CreatedAt), actor, ac.Action,
-			ac.EntityType+" "+ac.EntityID, optStr(ac.RunID), orNone(details))
+		t.row(strconv.FormatInt(ac.ID, 10), fmtTime(ac.CreatedAt), n.actor(ac), ac.Action,
+			n.entity(ac), optStr(ac.RunID), orNone(activityDetails(ac)))
 	}
 	t.flush()
+}
+
+// activityDetails is the details of row ac as one line, "" for none.
+func activityDetails(ac *clasp.Activity) string {
+	details := strings.TrimSpace(string(ac.Details))
+	if details == "{}" || details == "null" {
+		return ""
+	}
+	return details
 }

@@ -188,12 +188,22 @@ func (a *app) newRunListCmd() *cobra.Command {
 				return err
 			}
 			var held map[string][]string
+			var n *names
 			if !a.jsonOut {
-				if held, err = heldByRun(ctx, c, cid); err != nil {
+				n = a.names(0)
+				if held, err = heldByRun(ctx, c, cid, n); err != nil {
 					return err
 				}
+				if len(items) > 0 {
+					n.learnAgents(ctx, cid, "")
+				}
+				for _, r := range items {
+					if r.IssueID != nil && len(held[r.ID]) == 0 {
+						n.learnIssue(ctx, *r.IssueID)
+					}
+				}
 			}
-			return emitList(a, items, next, func(w io.Writer, rs []*clasp.Run) { printRuns(w, rs, held) })
+			return emitList(a, items, next, func(w io.Writer, rs []*clasp.Run) { printRuns(w, rs, held, n) })
 		},
 	}
 	f := cmd.Flags()
@@ -206,8 +216,9 @@ func (a *app) newRunListCmd() *cobra.Command {
 
 // heldByRun maps each run id to the identifiers of the issues of company
 // cid whose checkout or execution lock names it (up to 1000 issues of the
-// open statuses, where locks live).
-func heldByRun(ctx context.Context, c *client.Client, cid string) (map[string][]string, error) {
+// open statuses, where locks live). n learns the identifiers of the
+// issues listed.
+func heldByRun(ctx context.Context, c *client.Client, cid string, n *names) (map[string][]string, error) {
 	page, err := c.IssueList(ctx, cid, client.IssueListParams{
 		Statuses: []clasp.IssueStatus{clasp.IssueBacklog, clasp.IssueTodo, clasp.IssueInProgress, clasp.IssueInReview, clasp.IssueBlocked},
 		Limit:    1000,
@@ -217,6 +228,7 @@ func heldByRun(ctx context.Context, c *client.Client, cid string) (map[string][]
 	}
 	held := map[string][]string{}
 	for _, iss := range page.Items {
+		n.knowIssue(iss.ID, iss.Identifier)
 		for _, id := range []*string{iss.CheckoutRunID, iss.ExecutionRunID} {
 			if id != nil && !slices.Contains(held[*id], iss.Identifier) {
 				held[*id] = append(held[*id], iss.Identifier)

@@ -1,0 +1,260 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/client"
+)
+
+// Tables name agents, issues, companies and operators the way a person
+// knows them (alpha, ACME-5, ACME) where the API answers ids. A names
+// learns those names with a few requests per command (one agent list per
+// company, one company list, one operator token list, and a bounded number
+// of issue look-ups), and forgets nothing for as long as it lives. A name
+// it cannot learn (a failed request, a credential that may not read it, an
+// id it does not know) leaves the id: naming never fails a command. --json
+// prints the API's answers unchanged and needs no names.
+
+// maxIssueLookups bounds the issues one names fetches one by one; issues
+// past it keep their ids.
+const maxIssueLookups = 100
+
+// agentRefetchEvery is how soon, in a long-lived command, an agent id a
+// company's agent list lacks (an agent created since) may list that
+// company's agents again.
+const agentRefetchEvery = 5 * time.Second
+
+// names maps ids to the names tables show; the zero value (or nil) names
+// nothing and leaves every id. It is not safe for concurrent use.
+type names struct {
+	c *client.Client
+	// operator is whether the credential is an operator's, which may list
+	// companies and (an admin's) operator tokens; an agent's may not.
+	operator bool
+	// refetch is how soon an unknown agent id may list its company's
+	// agents again; 0 lists each company's agents once.
+	refetch time.Duration
+	now     func() time.Time
+
+	agents        map[string]string    // agent id → name
+	agentsFetched map[string]time.Time // company id → when its agents were listed
+	issues        map[string]string    // issue id → identifier ("" after a failed look-up)
+	issueLookups  int
+	companies     map[string]string // company id → issue prefix
+	companiesDone bool
+	operators     map[string]string // operator token id → name
+	operatorsDone bool
+}
+
+// names returns a names that asks the server with the caller's credential
+// (without a run: naming needs none); refetch is as in names.refetch.
+func (a *app) names(refetch time.Duration) *names {
+	return &names{c: a.meClient(), operator: !isAgentToken(a.bearer()), refetch: refetch, now: time.Now,
+		agents: map[string]string{}, agentsFetched: map[string]time.Time{}, issues: map[string]string{},
+		companies: map[string]string{}, operators: map[string]string{}}
+}
+
+// learnAgents lists the agents of companyID, unless it did so already
+// (and, with refetch, unless id is unknown and the last list is older
+// than refetch). id is the agent whose name is wanted, "" for none.
+func (n *names) learnAgents(ctx context.Context, companyID, id string) {
+	if n == nil || n.c == nil || companyID == "" {
+		return
+	}
+	if _, ok := n.agents[id]; ok && id != "" {
+		return
+	}
+	if at, ok := n.agentsFetched[companyID]; ok && (id == "" || n.refetch == 0 || n.now().Sub(at) < n.refetch) {
+		return
+	}
+	n.agentsFetched[companyID] = n.now()
+	p, err := n.c.AgentList(ctx, companyID, client.ListParams{Limit: maxLimit})
+	if err != nil {
+		return
+	}
+	ags, err := p.All(ctx)
+	if err != nil {
+		return
+	}
+	for _, ag := range ags {
+		n.agents[ag.ID] = ag.Name
+	}
+}
+
+// learnIssue fetches the identifier of issue id unless it knows it, has
+// tried before, or has fetched maxIssueLookups issues already.
+func (n *names) learnIssue(ctx context.Context, id string) {
+	if n == nil || n.c == nil || id == "" {
+		return
+	}
+	if _, ok := n.issues[id]; ok || n.issueLookups >= maxIssueLookups {
+		return
+	}
+	n.issueLookups++
+	n.issues[id] = ""
+	if iss, err := n.c.IssueGet(ctx, id); err == nil {
+		n.issues[id] = iss.Identifier
+	}
+}
+
+// knowIssue records that issue id is identifier (learnt from an answer
+// that carries both); an empty one is ignored.
+func (n *names) knowIssue(id, identifier string) {
+	if n != nil && id != "" && identifier != "" {
+		n.issues[id] = identifier
+	}
+}
+
+// learnCompanies lists the companies the credential sees, once (an
+// operator's credential only: an agent's may not list them).
+func (n *names) learnCompanies(ctx context.Context) {
+	if n == nil || n.c == nil || n.companiesDone || !n.operator {
+		return
+	}
+	n.companiesDone = true
+	p, err := n.c.CompanyListIncludingArchived(ctx, client.ListParams{Limit: maxLimit})
+	if err != nil {
+		return
+	}
+	cos, err := p.All(ctx)
+	if err != nil {
+		return
+	}
+	for _, co := range cos {
+		n.companies[co.ID] = co.IssuePrefix
+	}
+}
+
+// learnOperators lists the operator tokens, once: an admin's credential
+// may; for any other operator only its own token (GET
+// /api/operators/me) is named.
+func (n *names) learnOperators(ctx context.Context) {
+	if n == nil || n.c == nil || n.operatorsDone || !n.operator {
+		return
+	}
+	n.operatorsDone = true
+	if toks, err := n.c.OperatorTokenList(ctx); err == nil {
+		for _, t := range toks {
+			n.operators[t.ID] = t.Name
+		}
+		return
+	}
+	if me, err := n.c.OperatorMe(ctx); err == nil && me.ID != nil {
+		n.operators[*me.ID] = me.Name
+	}
+}
+
+// learnActivity learns the names the rows as show: their actors, their
+// entities, and the issues they name.
+func (n *names) learnActivity(ctx context.Context, as []*clasp.Activity) {
+	if n == nil {
+		return
+	}
+	for _, ac := range as {
+		if ac.EntityType == "issue" {
+			n.knowIssue(ac.EntityID, detailsIdentifier(ac.Details))
+		}
+	}
+	for _, ac := range as {
+		switch ac.ActorType {
+		case clasp.ActorAgent:
+			n.learnAgents(ctx, ac.CompanyID, ac.ActorID)
+		case clasp.ActorBoard:
+			if ac.ActorID != "" && ac.ActorID != "board" {
+				n.learnOperators(ctx)
+			}
+		}
+		switch ac.EntityType {
+		case "issue":
+			n.learnIssue(ctx, ac.EntityID)
+		case "agent":
+			n.learnAgents(ctx, ac.CompanyID, ac.EntityID)
+		case "company":
+			n.learnCompanies(ctx)
+		}
+	}
+}
+
+// detailsIdentifier returns the "identifier" an activity row's details
+// carry (the identifier of its issue), "" when they carry none.
+func detailsIdentifier(details json.RawMessage) string {
+	var d struct {
+		Identifier string `json:"identifier"`
+	}
+	if len(details) == 0 || json.Unmarshal(details, &d) != nil {
+		return ""
+	}
+	return d.Identifier
+}
+
+// agent returns the name of agent id, else id.
+func (n *names) agent(id string) string {
+	if n != nil {
+		if name := n.agents[id]; name != "" {
+			return name
+		}
+	}
+	return id
+}
+
+// issue returns the identifier of issue id, else id.
+func (n *names) issue(id string) string {
+	if n != nil {
+		if ident := n.issues[id]; ident != "" {
+			return ident
+		}
+	}
+	return id
+}
+
+// company returns the issue prefix of company id, else id.
+func (n *names) company(id string) string {
+	if n != nil {
+		if prefix := n.companies[id]; prefix != "" {
+			return prefix
+		}
+	}
+	return id
+}
+
+// operatorName returns the name of operator token id, "" when unknown.
+func (n *names) operatorName(id string) string {
+	if n == nil {
+		return ""
+	}
+	return n.operators[id]
+}
+
+// actor names who wrote row ac: "agent alpha", "board", "board ops" (the
+// name of the operator token the board acted with, when it is known and
+// not "board" itself), "system".
+func (n *names) actor(ac *clasp.Activity) string {
+	switch ac.ActorType {
+	case clasp.ActorAgent:
+		return "agent " + n.agent(ac.ActorID)
+	case clasp.ActorBoard:
+		if name := n.operatorName(ac.ActorID); name != "" && !strings.EqualFold(name, "board") {
+			return "board " + name
+		}
+	}
+	return string(ac.ActorType)
+}
+
+// entity names what row ac is about: "issue ACME-5", "agent alpha",
+// "company ACME", "run <id>".
+func (n *names) entity(ac *clasp.Activity) string {
+	id := ac.EntityID
+	switch ac.EntityType {
+	case "issue":
+		id = n.issue(id)
+	case "agent":
+		id = n.agent(id)
+	case "company":
+		id = n.company(id)
+	}
+	return ac.EntityType + " " + id
+}

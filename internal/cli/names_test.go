@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clasp-dev/clasp"
+)
+
+// TestTablesNameAgentsAndIssues: issue list, run list, activity and events
+// name the agent (alpha) and the issue (ACME-1) a person knows, not their
+// UUIDs; --json still carries the ids.
+func TestTablesNameAgentsAndIssues(t *testing.T) {
+	t.Parallel()
+	info, _, _ := startServer(t, filepath.Join(t.TempDir(), "data"))
+	board := map[string]string{EnvURL: info.URL, EnvToken: info.BoardToken}
+	var co clasp.Company
+	mustJSON(t, runCLI(t, board, "", "company", "create", "Acme", "--prefix", "ACME", "--json"), &co)
+	var ag clasp.Agent
+	mustJSON(t, runCLI(t, board, "", "agent", "create", "alpha", "--company", "ACME", "--json"), &ag)
+	var key clasp.APIKey
+	mustJSON(t, runCLI(t, board, "", "agent", "key", "create", ag.ID, "--json"), &key)
+	agentEnv := map[string]string{EnvURL: info.URL, EnvToken: key.Token}
+	var iss clasp.Issue
+	mustJSON(t, runCLI(t, board, "", "issue", "create", "Fix the login page", "--company", "ACME", "--assignee", "alpha", "--status", "todo", "--json"), &iss)
+	var run clasp.Run
+	mustJSON(t, runCLI(t, agentEnv, "", "run", "open", "--json"), &run)
+	runEnv := map[string]string{EnvURL: info.URL, EnvToken: run.RunToken}
+	if r := runCLI(t, runEnv, "", "issue", "checkout", "ACME-1"); r.code != 0 {
+		t.Fatalf("checkout: exit %d: %s", r.code, r.stderr)
+	}
+
+	// table runs a command for people and returns its stdout.
+	table := func(env map[string]string, args ...string) string {
+		t.Helper()
+		r := runCLI(t, env, "", args...)
+		if r.code != 0 {
+			t.Fatalf("clasp %v: exit %d: %s", args, r.code, r.stderr)
+		}
+		return r.stdout
+	}
+	// line returns the line of out that contains all of has.
+	line := func(what, out string, has ...string) string {
+		t.Helper()
+	lines:
+		for l := range strings.Lines(out) {
+			for _, h := range has {
+				if !strings.Contains(l, h) {
+					continue lines
+				}
+			}
+			return l
+		}
+		t.Errorf("%s: no line holds all of %q:\n%s", what, has, out)
+		return ""
+	}
+	noIDs := func(what, s string) {
+		t.Helper()
+		for name, id := range map[string]string{"agent": ag.ID, "issue": iss.ID, "company": co.ID} {
+			if strings.Contains(s, id) {
+				t.Errorf("%s shows the %s's id %s:\n%s", what, name, id, s)
+			}
+		}
+	}
+
+	out := table(board, "issue", "list", "--company", "ACME")
+	noIDs("issue list", line("issue list", out, "ACME-1", "alpha", "Fix the login page"))
+
+	out = table(board, "run", "list", "--company", "ACME")
+	noIDs("run list", line("run list", out, run.ID, "alpha", "ACME-1"))
+
+	// The activity rows' details may carry ids; the actor and entity
+	// columns name them.
+	for _, env := range []map[string]string{board, agentEnv} {
+		out = table(env, "activity", "--company", "ACME")
+		l := line("activity", out, "agent alpha", clasp.ActionIssueCheckedOut, "issue ACME-1")
+		noIDs("activity actor and entity", columns(l, 5))
+		l = line("activity", out, clasp.ActionAgentCreated, "agent alpha")
+		noIDs("activity actor and entity", columns(l, 5))
+	}
+	out = table(board, "activity", "--company", "ACME")
+	line("activity", out, clasp.ActionCompanyCreated, "company ACME")
+	out = table(board, "activity", "--issue", "ACME-1")
+	line("issue activity", out, "agent alpha", clasp.ActionIssueCheckedOut, "issue ACME-1")
+	line("issue activity", out, clasp.ActionIssueCreated, "issue ACME-1")
+
+	out = table(board, "events", "--company", "ACME", "--after", "0", "--action", clasp.ActionIssueCheckedOut, "--count", "1")
+	l := line("events", out, "agent alpha", clasp.ActionIssueCheckedOut, "issue ACME-1", "run="+run.ID)
+	noIDs("events actor and entity", columns(l, 6))
+	out = table(board, "events", "--after", "0", "--count", "3") // the company's creation, alpha's and its key's
+	line("events", out, clasp.ActionAgentCreated, "agent alpha")
+	line("events", out, clasp.ActionCompanyCreated, "company ACME")
+	noIDs("events of company and agent", out)
+
+	// The board acting with a named operator token is named by it: for an
+	// admin, who lists every token, and for an operator, who knows itself.
+	var alice clasp.OperatorToken
+	mustJSON(t, runCLI(t, board, "", "operator", "token", "create", "alice", "--role", "operator", "--json"), &alice)
+	aliceEnv := map[string]string{EnvURL: info.URL, EnvToken: alice.Token}
+	if r := runCLI(t, aliceEnv, "", "issue", "create", "By alice", "--company", "ACME"); r.code != 0 {
+		t.Fatalf("issue create as alice: exit %d: %s", r.code, r.stderr)
+	}
+	for _, env := range []map[string]string{board, aliceEnv} {
+		l := line("activity", table(env, "activity", "--issue", "ACME-2"), "board alice", clasp.ActionIssueCreated, "issue ACME-2")
+		if strings.Contains(l, alice.ID) {
+			t.Errorf("activity shows the operator token's id %s:\n%s", alice.ID, l)
+		}
+	}
+
+	// --json is the API's answer, ids and all.
+	var issues []clasp.Issue
+	mustJSON(t, runCLI(t, board, "", "issue", "list", "--company", "ACME", "--json"), &issues)
+	if len(issues) != 2 || issues[1].ID != iss.ID || issues[1].AssigneeAgentID == nil || *issues[1].AssigneeAgentID != ag.ID {
+		t.Errorf("issue list --json: %+v, want ACME-1 assigned to %s", issues, ag.ID)
+	}
+	var runs []clasp.Run
+	mustJSON(t, runCLI(t, board, "", "run", "list", "--company", "ACME", "--json"), &runs)
+	if len(runs) != 1 || runs[0].AgentID != ag.ID {
+		t.Errorf("run list --json: %+v, want one run of %s", runs, ag.ID)
+	}
+	var acts []clasp.Activity
+	mustJSON(t, runCLI(t, board, "", "activity", "--issue", "ACME-1", "--json"), &acts)
+	checkedOut := false
+	for _, ac := range acts {
+		checkedOut = checkedOut || ac.Action == clasp.ActionIssueCheckedOut && ac.ActorID == ag.ID && ac.EntityID == iss.ID
+	}
+	if !checkedOut {
+		t.Errorf("activity --json: %+v, want issue.checked_out by %s of %s", acts, ag.ID, iss.ID)
+	}
+	ev := runCLI(t, board, "", "events", "--company", "ACME", "--after", "0", "--action", clasp.ActionIssueCheckedOut, "--count", "1", "--json")
+	var a clasp.Activity
+	if err := json.Unmarshal([]byte(ev.stdout), &a); err != nil || a.ActorID != ag.ID || a.EntityID != iss.ID {
+		t.Errorf("events --json: %q (%v), want the ids of %s and %s", ev.stdout, err, ag.ID, iss.ID)
+	}
+}
+
+// TestNamesRefetchAgents: a long-lived names lists a company's agents
+// again for an unknown agent id, at most once per refetch period; a
+// names of one command lists them once.
+func TestNamesRefetchAgents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	defer hc.CloseIdleConnections()
+	a := &app{getenv: func(k string) string { return f.boardEnv[k] }, hc: hc}
+	ctx := context.Background()
+	now := time.Now()
+	n := a.names(agentRefetchEvery)
+	n.now = func() time.Time { return now }
+	once := a.names(0)
+	n.learnAgents(ctx, f.companyID, "")
+	once.learnAgents(ctx, f.companyID, "")
+	if got := n.agent(f.agent); got != "builder" {
+		t.Fatalf("agent %s named %q, want builder", f.agent, got)
+	}
+	var late clasp.Agent
+	mustJSON(t, runCLI(t, f.boardEnv, "", "agent", "create", "late", "--company", f.companyID, "--json"), &late)
+	n.learnAgents(ctx, f.companyID, late.ID)
+	if got := n.agent(late.ID); got != late.ID {
+		t.Errorf("agent created since, before the refetch period: named %q, want its id", got)
+	}
+	now = now.Add(agentRefetchEvery)
+	n.learnAgents(ctx, f.companyID, late.ID)
+	if got := n.agent(late.ID); got != "late" {
+		t.Errorf("agent created since, after the refetch period: named %q, want late", got)
+	}
+	once.learnAgents(ctx, f.companyID, late.ID)
+	if got := once.agent(late.ID); got != late.ID {
+		t.Errorf("a one-command names named an agent created since its list %q, want its id", got)
+	}
+	unknown := "01a23f3b-d238-7443-9ebb-23c7ba6fd855"
+	n.learnIssue(ctx, unknown)
+	if got := n.issue(unknown); got != unknown {
+		t.Errorf("unknown issue named %q, want its id", got)
+	}
+}
+
+// columns returns the first k space-separated fields of line l.
+func columns(l string, k int) string {
+	f := strings.Fields(l)
+	return strings.Join(f[:min(k, len(f))], " ")
+}
