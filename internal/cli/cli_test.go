@@ -309,10 +309,16 @@ func TestUpdateSendsOnlyGivenFields(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("update %v: exit %d: %s", tc.args, r.code, r.stderr)
 		}
-		reqs := f.requests()
+		// The update is the last PATCH (the text output reads names after it).
+		var patch recorded
+		for _, rq := range f.requests() {
+			if rq.Method == http.MethodPatch {
+				patch = rq
+			}
+		}
 		var got map[string]any
-		if err := json.Unmarshal([]byte(reqs[len(reqs)-1].Body), &got); err != nil {
-			t.Fatal(err)
+		if err := json.Unmarshal([]byte(patch.Body), &got); err != nil {
+			t.Fatalf("update %v: the PATCH body %q: %v", tc.args, patch.Body, err)
 		}
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("update %v body (-want +got):\n%s", tc.args, diff)

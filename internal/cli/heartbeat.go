@@ -103,7 +103,7 @@ the whole previous config.`,
 			if err != nil {
 				return err
 			}
-			return a.emit(ag, func(w io.Writer) { printAgentAdapter(w, ag) })
+			return a.emit(ag, func(w io.Writer) { printAgentAdapter(w, ag, a.detailNames(cmd.Context(), "")) })
 		},
 	}
 	f := cmd.Flags()
@@ -120,9 +120,10 @@ the whole previous config.`,
 	return cmd
 }
 
-// printAgentAdapter prints an agent and its adapter config.
-func printAgentAdapter(w io.Writer, ag *client.AgentWithAdapter) {
-	printAgent(w, &ag.Agent)
+// printAgentAdapter prints an agent (its company by the prefix n knows)
+// and its adapter config.
+func printAgentAdapter(w io.Writer, ag *client.AgentWithAdapter, n *names) {
+	printAgent(w, &ag.Agent, n)
 	c := ag.Adapter
 	if c == nil {
 		fmt.Fprintln(w, "Adapter:      none (the agent runs itself)")

@@ -140,7 +140,8 @@ refused.`,
 			if err != nil {
 				return err
 			}
-			return a.emit(iss, func(w io.Writer) { printIssue(w, iss) })
+			n := a.detailNames(ctx, iss.CompanyID)
+			return a.emit(iss, func(w io.Writer) { printIssue(w, iss, n) })
 		},
 	}
 	f := cmd.Flags()
@@ -234,7 +235,8 @@ func (a *app) newIssueShowCmd() *cobra.Command {
 					parent = p.Identifier + " (" + string(p.Status) + ")"
 				}
 			}
-			return a.emit(iss, func(w io.Writer) { printIssueParent(w, iss, parent) })
+			n := a.detailNames(cmd.Context(), iss.CompanyID)
+			return a.emit(iss, func(w io.Writer) { printIssueParent(w, iss, parent, n) })
 		},
 	}
 }
@@ -291,7 +293,7 @@ in_progress without a lock.`,
 			}
 			return a.emit(iss, func(w io.Writer) {
 				fmt.Fprintf(w, "Checked out %s (checkout epoch %d, run %s).\n", iss.Identifier, iss.CheckoutEpoch, optStr(iss.CheckoutRunID))
-				printIssue(w, iss)
+				printIssue(w, iss, a.detailNames(cmd.Context(), iss.CompanyID))
 			})
 		},
 	}
@@ -349,7 +351,8 @@ func (a *app) newIssueCommentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(cm, func(w io.Writer) { printComment(w, cm) })
+			n := a.issueNames(ctx, cm.IssueID)
+			return a.emit(cm, func(w io.Writer) { printComment(w, cm, n) })
 		},
 	}
 	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key header: repeats with the same key create nothing")
@@ -369,7 +372,8 @@ func (a *app) newIssueCommentsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return emitList(a, cs, "", printComments)
+			n := a.issueNames(cmd.Context(), args[0])
+			return emitList(a, cs, "", func(w io.Writer, cs []*clasp.Comment) { printComments(w, cs, n) })
 		},
 	}
 	cmd.Flags().StringVar(&after, "after", "", "only comments after this comment id")
@@ -459,7 +463,8 @@ done is refused. --parent "" makes the issue top-level.`,
 			if err != nil {
 				return err
 			}
-			return a.emit(iss, func(w io.Writer) { printIssue(w, iss) })
+			n := a.detailNames(cmd.Context(), iss.CompanyID)
+			return a.emit(iss, func(w io.Writer) { printIssue(w, iss, n) })
 		},
 	}
 	f := cmd.Flags()

@@ -191,6 +191,58 @@ func detailsIdentifier(details json.RawMessage) string {
 	return d.Identifier
 }
 
+// detailNames returns, for a view of one thing of company companyID
+// (text output only; nil with --json, which needs no names), the names
+// of that company's agents, of the companies the credential sees, and of
+// the issues issueIDs ("" ignored).
+func (a *app) detailNames(ctx context.Context, companyID string, issueIDs ...string) *names {
+	if a.jsonOut {
+		return nil
+	}
+	n := a.names(0)
+	n.learnAgents(ctx, companyID, "")
+	n.learnCompanies(ctx)
+	for _, id := range issueIDs {
+		n.learnIssue(ctx, id)
+	}
+	return n
+}
+
+// issueNames is detailNames for a view of issue ref's comments: it reads
+// the issue (its company and identifier); nil with --json, and names
+// nothing when the issue cannot be read.
+func (a *app) issueNames(ctx context.Context, ref string) *names {
+	if a.jsonOut {
+		return nil
+	}
+	iss, err := a.meClient().IssueGet(ctx, ref)
+	if err != nil {
+		return nil
+	}
+	n := a.detailNames(ctx, iss.CompanyID)
+	n.knowIssue(iss.ID, iss.Identifier)
+	return n
+}
+
+// runNames is detailNames for a view of run r: its company's agents and
+// the issue it was woken for.
+func (a *app) runNames(ctx context.Context, r *clasp.Run) *names {
+	var issue string
+	if r.IssueID != nil {
+		issue = *r.IssueID
+	}
+	return a.detailNames(ctx, r.CompanyID, issue)
+}
+
+// withID is a name as a view of one thing shows it: "alpha (<id>)", or
+// the id alone when name is the id (no name known).
+func withID(name, id string) string {
+	if name == id || id == "" {
+		return id
+	}
+	return name + " (" + id + ")"
+}
+
 // agent returns the name of agent id, else id.
 func (n *names) agent(id string) string {
 	if n != nil {

@@ -112,6 +112,24 @@ func TestTablesNameAgentsAndIssues(t *testing.T) {
 		}
 	}
 
+	// Views of one thing name what they point at, with its id beside it.
+	out = table(board, "issue", "show", "ACME-1")
+	line("issue show", out, "Assignee", "alpha ("+ag.ID+")")
+	line("issue show", out, "Company", "ACME ("+co.ID+")")
+	out = table(board, "run", "show", run.ID)
+	line("run show", out, "Agent", "alpha ("+ag.ID+")")
+	line("run show", out, "Company", "ACME ("+co.ID+")")
+	out = table(board, "agent", "show", ag.ID)
+	line("agent show", out, "Company", "ACME ("+co.ID+")")
+	if r := runCLI(t, runEnv, "", "issue", "comment", "ACME-1", "looking at it"); r.code != 0 {
+		t.Fatalf("comment: exit %d: %s", r.code, r.stderr)
+	} else {
+		line("issue comment", r.stdout, "Author", "agent alpha")
+		line("issue comment", r.stdout, "Issue", "ACME-1 ("+iss.ID+")")
+	}
+	out = table(board, "issue", "comments", "ACME-1")
+	noIDs("issue comments", line("issue comments", out, "agent alpha"))
+
 	// --json is the API's answer, ids and all.
 	var issues []clasp.Issue
 	mustJSON(t, runCLI(t, board, "", "issue", "list", "--company", "ACME", "--json"), &issues)

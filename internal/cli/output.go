@@ -118,8 +118,9 @@ func printCompanies(w io.Writer, cs []*clasp.Company) {
 	t.flush()
 }
 
-func printAgent(w io.Writer, ag *clasp.Agent) {
-	fields(w, "ID", ag.ID, "Company", ag.CompanyID, "Name", ag.Name, "Name key", ag.NameKey,
+// printAgent prints an agent's fields, its company by the prefix n knows.
+func printAgent(w io.Writer, ag *clasp.Agent, n *names) {
+	fields(w, "ID", ag.ID, "Company", withID(n.company(ag.CompanyID), ag.CompanyID), "Name", ag.Name, "Name key", ag.NameKey,
 		"Role", orNone(ag.Role), "Status", string(ag.Status), "Created", fmtTime(ag.CreatedAt),
 		"Last heartbeat", optTime(ag.LastHeartbeatAt))
 }
@@ -145,9 +146,15 @@ func printKeys(w io.Writer, ks []*clasp.APIKey) {
 	t.flush()
 }
 
-func printRun(w io.Writer, r *clasp.Run) {
-	fields(w, "ID", r.ID, "Company", r.CompanyID, "Agent", r.AgentID, "Status", string(r.Status),
-		"Invocation", orNone(r.InvocationSource), "Issue", optStr(r.IssueID), "Attempt", strconv.Itoa(r.Attempt),
+// printRun prints a run's fields, its company, agent and issue by the
+// names n knows.
+func printRun(w io.Writer, r *clasp.Run, n *names) {
+	issue := none
+	if r.IssueID != nil {
+		issue = withID(n.issue(*r.IssueID), *r.IssueID)
+	}
+	fields(w, "ID", r.ID, "Company", withID(n.company(r.CompanyID), r.CompanyID), "Agent", withID(n.agent(r.AgentID), r.AgentID),
+		"Status", string(r.Status), "Invocation", orNone(r.InvocationSource), "Issue", issue, "Attempt", strconv.Itoa(r.Attempt),
 		"Lease expires", optTime(r.LeaseExpiresAt), "Last sign of life", optTime(r.LastSignOfLifeAt),
 		"Started", optTime(r.StartedAt), "Finished", optTime(r.FinishedAt), "Exit code", optInt(r.ExitCode),
 		"Error code", optStr(r.ErrorCode), "Error", optStr(r.Error), "Created", fmtTime(r.CreatedAt))
@@ -171,13 +178,21 @@ func printRuns(w io.Writer, rs []*clasp.Run, held map[string][]string, n *names)
 	t.flush()
 }
 
-// printIssue prints an issue's fields, its parent by id.
-func printIssue(w io.Writer, i *clasp.Issue) { printIssueParent(w, i, optStr(i.ParentID)) }
+// printIssue prints an issue's fields, its parent by id, its company and
+// assignee by the names n knows.
+func printIssue(w io.Writer, i *clasp.Issue, n *names) {
+	printIssueParent(w, i, optStr(i.ParentID), n)
+}
 
-// printIssueParent prints an issue's fields, its parent as parent says.
-func printIssueParent(w io.Writer, i *clasp.Issue, parent string) {
-	fields(w, "Identifier", i.Identifier, "ID", i.ID, "Company", i.CompanyID, "Title", i.Title,
-		"Status", string(i.Status), "Priority", string(i.Priority), "Assignee", optStr(i.AssigneeAgentID),
+// printIssueParent prints an issue's fields, its parent as parent says,
+// its company and assignee by the names n knows.
+func printIssueParent(w io.Writer, i *clasp.Issue, parent string, n *names) {
+	assignee := none
+	if i.AssigneeAgentID != nil {
+		assignee = withID(n.agent(*i.AssigneeAgentID), *i.AssigneeAgentID)
+	}
+	fields(w, "Identifier", i.Identifier, "ID", i.ID, "Company", withID(n.company(i.CompanyID), i.CompanyID), "Title", i.Title,
+		"Status", string(i.Status), "Priority", string(i.Priority), "Assignee", assignee,
 		"Checkout run", optStr(i.CheckoutRunID), "Checkout epoch", strconv.FormatInt(i.CheckoutEpoch, 10),
 		"Execution run", optStr(i.ExecutionRunID), "Execution agent", optStr(i.ExecutionAgentNameKey),
 		"Locked at", optTime(i.ExecutionLockedAt), "Started", optTime(i.StartedAt),
@@ -286,27 +301,31 @@ func printInbox(w io.Writer, items []*clasp.InboxItem) {
 	t.flush()
 }
 
-func commentAuthor(c *clasp.Comment) string {
+func commentAuthor(c *clasp.Comment, n *names) string {
 	switch {
 	case c.AuthorBoard:
 		return "board"
 	case c.AuthorAgentID != nil:
-		return "agent " + *c.AuthorAgentID
+		return "agent " + n.agent(*c.AuthorAgentID)
 	}
 	return "clasp (the server)"
 }
 
-func printComment(w io.Writer, c *clasp.Comment) {
-	fields(w, "ID", c.ID, "Issue", c.IssueID, "Author", commentAuthor(c), "Run", optStr(c.RunID), "Created", fmtTime(c.CreatedAt))
+// printComment prints a comment, its issue and author by the names n
+// knows.
+func printComment(w io.Writer, c *clasp.Comment, n *names) {
+	fields(w, "ID", c.ID, "Issue", withID(n.issue(c.IssueID), c.IssueID), "Author", commentAuthor(c, n), "Run", optStr(c.RunID), "Created", fmtTime(c.CreatedAt))
 	fmt.Fprintf(w, "\n%s\n", c.Body)
 }
 
-func printComments(w io.Writer, cs []*clasp.Comment) {
+// printComments prints comments, oldest first, their authors by the
+// names n knows.
+func printComments(w io.Writer, cs []*clasp.Comment, n *names) {
 	for i, c := range cs {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "%s  %s  %s", fmtTime(c.CreatedAt), commentAuthor(c), c.ID)
+		fmt.Fprintf(w, "%s  %s  %s", fmtTime(c.CreatedAt), commentAuthor(c, n), c.ID)
 		if c.RunID != nil {
 			fmt.Fprintf(w, "  run %s", *c.RunID)
 		}

@@ -50,7 +50,7 @@ the agent key and set CLASP_RUN_ID to the run id.`,
 				return err
 			}
 			return a.emit(r, func(w io.Writer) {
-				printRun(w, r)
+				printRun(w, r, a.runNames(ctx, r))
 				if r.RunToken != "" {
 					fmt.Fprintf(w, "\nRun token (shown only this once; valid while the run lives):\n%s\n", r.RunToken)
 				}
@@ -145,7 +145,8 @@ func (a *app) newRunShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(r, func(w io.Writer) { printRun(w, r) })
+			n := a.runNames(cmd.Context(), r)
+			return a.emit(r, func(w io.Writer) { printRun(w, r, n) })
 		},
 	}
 }
