@@ -71,7 +71,7 @@ trimmed and lower-cased (a taken name answers 409 already_exists, exit code 3).`
 			if err != nil {
 				return err
 			}
-			return a.emit(ag, func(w io.Writer) { printAgent(w, ag, a.detailNames(ctx, "")) })
+			return a.emit(ag, func(w io.Writer) { printAgent(w, ag, a.detailNames(ctx, ag.CompanyID)) })
 		},
 	}
 	cmd.Flags().StringVar(&company, "company", "", "company: its id, issue prefix or name (default $"+EnvCompanyID+")")
@@ -126,7 +126,7 @@ func (a *app) newAgentShowCmd() *cobra.Command {
 				return err
 			}
 			return a.emit(ag, func(w io.Writer) {
-				printAgent(w, &ag.Agent, a.detailNames(cmd.Context(), ""))
+				printAgent(w, &ag.Agent, a.detailNames(cmd.Context(), ag.CompanyID))
 				printAdapterLine(w, ag.Adapter)
 			})
 		},
@@ -177,7 +177,7 @@ func (a *app) newAgentStatusCmd(use string, status clasp.AgentStatus, short stri
 			if err != nil {
 				return err
 			}
-			return a.emit(ag, func(w io.Writer) { printAgent(w, ag, a.detailNames(cmd.Context(), "")) })
+			return a.emit(ag, func(w io.Writer) { printAgent(w, ag, a.detailNames(cmd.Context(), ag.CompanyID)) })
 		},
 	}
 	if status == clasp.AgentTerminated {
@@ -225,7 +225,7 @@ func (a *app) newAgentMeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(ag, func(w io.Writer) { printAgent(w, ag, a.detailNames(cmd.Context(), "")) })
+			return a.emit(ag, func(w io.Writer) { printAgent(w, ag, a.detailNames(cmd.Context(), ag.CompanyID)) })
 		},
 	}
 }

@@ -43,7 +43,7 @@ when no issue is eligible; both exit 0.`,
 			}
 			return a.emit(iss, func(w io.Writer) {
 				fmt.Fprintf(w, "Claimed %s (checkout epoch %d, run %s).\n", iss.Identifier, iss.CheckoutEpoch, optStr(iss.CheckoutRunID))
-				printIssue(w, iss, a.detailNames(cmd.Context(), iss.CompanyID))
+				printIssue(w, iss, a.issueDetailNames(cmd.Context(), iss))
 			})
 		},
 	}

@@ -103,7 +103,7 @@ the whole previous config.`,
 			if err != nil {
 				return err
 			}
-			return a.emit(ag, func(w io.Writer) { printAgentAdapter(w, ag, a.detailNames(cmd.Context(), "")) })
+			return a.emit(ag, func(w io.Writer) { printAgentAdapter(w, ag, a.detailNames(cmd.Context(), ag.CompanyID)) })
 		},
 	}
 	f := cmd.Flags()

@@ -140,7 +140,7 @@ refused.`,
 			if err != nil {
 				return err
 			}
-			n := a.detailNames(ctx, iss.CompanyID)
+			n := a.issueDetailNames(ctx, iss)
 			return a.emit(iss, func(w io.Writer) { printIssue(w, iss, n) })
 		},
 	}
@@ -235,7 +235,7 @@ func (a *app) newIssueShowCmd() *cobra.Command {
 					parent = p.Identifier + " (" + string(p.Status) + ")"
 				}
 			}
-			n := a.detailNames(cmd.Context(), iss.CompanyID)
+			n := a.issueDetailNames(cmd.Context(), iss)
 			return a.emit(iss, func(w io.Writer) { printIssueParent(w, iss, parent, n) })
 		},
 	}
@@ -293,7 +293,7 @@ in_progress without a lock.`,
 			}
 			return a.emit(iss, func(w io.Writer) {
 				fmt.Fprintf(w, "Checked out %s (checkout epoch %d, run %s).\n", iss.Identifier, iss.CheckoutEpoch, optStr(iss.CheckoutRunID))
-				printIssue(w, iss, a.detailNames(cmd.Context(), iss.CompanyID))
+				printIssue(w, iss, a.issueDetailNames(cmd.Context(), iss))
 			})
 		},
 	}
@@ -463,7 +463,7 @@ done is refused. --parent "" makes the issue top-level.`,
 			if err != nil {
 				return err
 			}
-			n := a.detailNames(cmd.Context(), iss.CompanyID)
+			n := a.issueDetailNames(cmd.Context(), iss)
 			return a.emit(iss, func(w io.Writer) { printIssue(w, iss, n) })
 		},
 	}

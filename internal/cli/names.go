@@ -13,19 +13,31 @@ import (
 // Tables name agents, issues, companies and operators the way a person
 // knows them (alpha, ACME-5, ACME) where the API answers ids. A names
 // learns those names with a few requests per command (one agent list per
-// company, one company list, one operator token list, and a bounded number
-// of issue look-ups), and forgets nothing for as long as it lives. A name
-// it cannot learn (a failed request, a credential that may not read it, an
-// id it does not know) leaves the id: naming never fails a command. --json
-// prints the API's answers unchanged and needs no names.
+// company, one company list, one operator token list, and issues one by
+// one or, past a few, by listing their company's issues), and forgets
+// nothing for as long as it lives. A name it cannot learn (a failed
+// request, a credential that may not read it, an id it does not know)
+// leaves the id: naming never fails a command. --json prints the API's
+// answers unchanged and needs no names.
 
 // maxIssueLookups bounds the issues one names fetches one by one; issues
-// past it keep their ids.
+// past it are named only when a list of their company's issues names them.
 const maxIssueLookups = 100
+
+// issueLookupsBeforeList is how many issues of one company a names
+// fetches one by one before it lists that company's issues instead: one
+// list of up to maxLimit rows costs about what one look-up does.
+const issueLookupsBeforeList = 10
+
+// maxListedIssues bounds the issues one list of a company's issues reads
+// (pages of maxLimit rows); a larger company's other issues keep their ids
+// unless looked up one by one.
+const maxListedIssues = 10 * maxLimit
 
 // agentRefetchEvery is how soon, in a long-lived command, an agent id a
 // company's agent list lacks (an agent created since) may list that
-// company's agents again.
+// company's agents again; an issue id likewise may list its company's
+// issues again.
 const agentRefetchEvery = 5 * time.Second
 
 // names maps ids to the names tables show; the zero value (or nil) names
@@ -42,9 +54,13 @@ type names struct {
 
 	agents        map[string]string    // agent id → name
 	agentsFetched map[string]time.Time // company id → when its agents were listed
-	issues        map[string]string    // issue id → identifier ("" after a failed look-up)
-	issueLookups  int
-	companies     map[string]string // company id → issue prefix
+	issues        map[string]string    // issue id → identifier
+	issueTried    map[string]bool      // issue ids looked up one by one
+	issueLookups  int                  // look-ups one by one, of every company
+	lookupsSince  map[string]int       // company id → look-ups one by one since its issues were listed
+	issuesListed  map[string]time.Time // company id → when its issues were listed
+	companies     map[string]string    // company id → issue prefix
+	prefixTried   map[string]bool      // company ids whose prefix was read from one issue
 	companiesDone bool
 	operators     map[string]string // operator token id → name
 	operatorsDone bool
@@ -55,7 +71,8 @@ type names struct {
 func (a *app) names(refetch time.Duration) *names {
 	return &names{c: a.meClient(), operator: !isAgentToken(a.bearer()), refetch: refetch, now: time.Now,
 		agents: map[string]string{}, agentsFetched: map[string]time.Time{}, issues: map[string]string{},
-		companies: map[string]string{}, operators: map[string]string{}}
+		issueTried: map[string]bool{}, lookupsSince: map[string]int{}, issuesListed: map[string]time.Time{},
+		companies: map[string]string{}, prefixTried: map[string]bool{}, operators: map[string]string{}}
 }
 
 // learnAgents lists the agents of companyID, unless it did so already
@@ -85,27 +102,87 @@ func (n *names) learnAgents(ctx context.Context, companyID, id string) {
 	}
 }
 
-// learnIssue fetches the identifier of issue id unless it knows it, has
-// tried before, or has fetched maxIssueLookups issues already.
-func (n *names) learnIssue(ctx context.Context, id string) {
-	if n == nil || n.c == nil || id == "" {
+// learnIssues learns the identifiers of issues ids of company companyID
+// ("" when unknown): when more of them are unknown than
+// issueLookupsBeforeList, it lists the company's issues first, then looks
+// up one by one (learnIssue) those still unknown.
+func (n *names) learnIssues(ctx context.Context, companyID string, ids []string) {
+	if n == nil || n.c == nil {
 		return
 	}
-	if _, ok := n.issues[id]; ok || n.issueLookups >= maxIssueLookups {
-		return
+	unknown := 0
+	for _, id := range ids {
+		if id != "" && n.issues[id] == "" && !n.issueTried[id] {
+			unknown++
+		}
 	}
-	n.issueLookups++
-	n.issues[id] = ""
-	if iss, err := n.c.IssueGet(ctx, id); err == nil {
-		n.issues[id] = iss.Identifier
+	if companyID != "" && unknown > issueLookupsBeforeList {
+		n.listIssues(ctx, companyID)
+	}
+	for _, id := range ids {
+		n.learnIssue(ctx, companyID, id)
 	}
 }
 
-// knowIssue records that issue id is identifier (learnt from an answer
-// that carries both); an empty one is ignored.
-func (n *names) knowIssue(id, identifier string) {
-	if n != nil && id != "" && identifier != "" {
-		n.issues[id] = identifier
+// learnIssue learns the identifier of issue id of company companyID (""
+// when unknown) unless it knows it: by listing the company's issues when
+// issueLookupsBeforeList of them were looked up one by one since the last
+// list (in a long-lived command, at most every refetch), else by looking it
+// up, once per id and at most maxIssueLookups times in all.
+func (n *names) learnIssue(ctx context.Context, companyID, id string) {
+	if n == nil || n.c == nil || id == "" || n.issues[id] != "" {
+		return
+	}
+	if companyID != "" && n.lookupsSince[companyID] >= issueLookupsBeforeList {
+		n.listIssues(ctx, companyID)
+		if n.issues[id] != "" {
+			return
+		}
+	}
+	if n.issueTried[id] || n.issueLookups >= maxIssueLookups {
+		return
+	}
+	n.issueTried[id] = true
+	n.issueLookups++
+	if companyID != "" {
+		n.lookupsSince[companyID]++
+	}
+	if iss, err := n.c.IssueGet(ctx, id); err == nil {
+		n.knowIssue(iss.CompanyID, iss.ID, iss.Identifier)
+	}
+}
+
+// listIssues lists the issues of companyID (up to maxListedIssues), unless
+// it did so already (with refetch, less than refetch ago).
+func (n *names) listIssues(ctx context.Context, companyID string) {
+	if at, ok := n.issuesListed[companyID]; ok && (n.refetch == 0 || n.now().Sub(at) < n.refetch) {
+		return
+	}
+	n.issuesListed[companyID] = n.now()
+	n.lookupsSince[companyID] = 0
+	p, err := n.c.IssueList(ctx, companyID, client.IssueListParams{Limit: maxLimit})
+	for read := 0; err == nil; {
+		for _, iss := range p.Items {
+			n.knowIssue(iss.CompanyID, iss.ID, iss.Identifier)
+		}
+		if read += len(p.Items); !p.HasNext() || read >= maxListedIssues {
+			return
+		}
+		p, err = p.Next(ctx)
+	}
+}
+
+// knowIssue records that issue id of company companyID ("" when unknown)
+// is identifier (learnt from an answer that carries both), and that the
+// company's issue prefix is the identifier's; an empty identifier is
+// ignored.
+func (n *names) knowIssue(companyID, id, identifier string) {
+	if n == nil || id == "" || identifier == "" {
+		return
+	}
+	n.issues[id] = identifier
+	if i := strings.LastIndexByte(identifier, '-'); companyID != "" && i > 0 && n.companies[companyID] == "" {
+		n.companies[companyID] = identifier[:i]
 	}
 }
 
@@ -126,6 +203,27 @@ func (n *names) learnCompanies(ctx context.Context) {
 	}
 	for _, co := range cos {
 		n.companies[co.ID] = co.IssuePrefix
+	}
+}
+
+// learnCompany learns the issue prefix of company companyID: with an
+// operator's credential by listing the companies (learnCompanies); with
+// an agent's, which may not list them, from the identifier of one of the
+// company's issues, read once.
+func (n *names) learnCompany(ctx context.Context, companyID string) {
+	if n == nil || n.c == nil || companyID == "" || n.companies[companyID] != "" {
+		return
+	}
+	if n.operator {
+		n.learnCompanies(ctx)
+		return
+	}
+	if n.prefixTried[companyID] {
+		return
+	}
+	n.prefixTried[companyID] = true
+	if p, err := n.c.IssueList(ctx, companyID, client.IssueListParams{Limit: 1}); err == nil && len(p.Items) > 0 {
+		n.knowIssue(companyID, p.Items[0].ID, p.Items[0].Identifier)
 	}
 }
 
@@ -154,10 +252,15 @@ func (n *names) learnActivity(ctx context.Context, as []*clasp.Activity) {
 	if n == nil {
 		return
 	}
+	issuesOf := map[string][]string{} // company id → the issues the rows are about
 	for _, ac := range as {
 		if ac.EntityType == "issue" {
-			n.knowIssue(ac.EntityID, detailsIdentifier(ac.Details))
+			n.knowIssue(ac.CompanyID, ac.EntityID, detailsIdentifier(ac.Details))
+			issuesOf[ac.CompanyID] = append(issuesOf[ac.CompanyID], ac.EntityID)
 		}
+	}
+	for companyID, ids := range issuesOf {
+		n.learnIssues(ctx, companyID, ids)
 	}
 	for _, ac := range as {
 		switch ac.ActorType {
@@ -169,12 +272,10 @@ func (n *names) learnActivity(ctx context.Context, as []*clasp.Activity) {
 			}
 		}
 		switch ac.EntityType {
-		case "issue":
-			n.learnIssue(ctx, ac.EntityID)
 		case "agent":
 			n.learnAgents(ctx, ac.CompanyID, ac.EntityID)
 		case "company":
-			n.learnCompanies(ctx)
+			n.learnCompany(ctx, ac.EntityID)
 		}
 	}
 }
@@ -193,19 +294,37 @@ func detailsIdentifier(details json.RawMessage) string {
 
 // detailNames returns, for a view of one thing of company companyID
 // (text output only; nil with --json, which needs no names), the names
-// of that company's agents, of the companies the credential sees, and of
-// the issues issueIDs ("" ignored).
+// of that company's agents, of the company, and of the issues issueIDs
+// ("" ignored).
 func (a *app) detailNames(ctx context.Context, companyID string, issueIDs ...string) *names {
 	if a.jsonOut {
 		return nil
 	}
 	n := a.names(0)
-	n.learnAgents(ctx, companyID, "")
-	n.learnCompanies(ctx)
-	for _, id := range issueIDs {
-		n.learnIssue(ctx, id)
-	}
+	n.learnDetail(ctx, companyID, issueIDs...)
 	return n
+}
+
+// issueDetailNames is detailNames for a view of issue iss, whose own
+// identifier names its company's prefix without a request.
+func (a *app) issueDetailNames(ctx context.Context, iss *clasp.Issue) *names {
+	if a.jsonOut {
+		return nil
+	}
+	n := a.names(0)
+	n.knowIssue(iss.CompanyID, iss.ID, iss.Identifier)
+	n.learnDetail(ctx, iss.CompanyID)
+	return n
+}
+
+// learnDetail learns what a view of one thing of company companyID shows:
+// the company's agents, the company, and the issues issueIDs.
+func (n *names) learnDetail(ctx context.Context, companyID string, issueIDs ...string) {
+	n.learnAgents(ctx, companyID, "")
+	for _, id := range issueIDs {
+		n.learnIssue(ctx, companyID, id)
+	}
+	n.learnCompany(ctx, companyID)
 }
 
 // issueNames is detailNames for a view of issue ref's comments: it reads
@@ -219,9 +338,7 @@ func (a *app) issueNames(ctx context.Context, ref string) *names {
 	if err != nil {
 		return nil
 	}
-	n := a.detailNames(ctx, iss.CompanyID)
-	n.knowIssue(iss.ID, iss.Identifier)
-	return n
+	return a.issueDetailNames(ctx, iss)
 }
 
 // runNames is detailNames for a view of run r: its company's agents and

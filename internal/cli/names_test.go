@@ -3,13 +3,16 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/clasp-dev/clasp"
+	"github.com/clasp-dev/clasp/client"
 )
 
 // TestTablesNameAgentsAndIssues: issue list, run list, activity and events
@@ -124,9 +127,18 @@ func TestTablesNameAgentsAndIssues(t *testing.T) {
 	if r := runCLI(t, runEnv, "", "issue", "comment", "ACME-1", "looking at it"); r.code != 0 {
 		t.Fatalf("comment: exit %d: %s", r.code, r.stderr)
 	} else {
-		line("issue comment", r.stdout, "Author", "agent alpha")
+		line("issue comment", r.stdout, "Author", "agent alpha ("+ag.ID+")")
 		line("issue comment", r.stdout, "Issue", "ACME-1 ("+iss.ID+")")
 	}
+	// An agent may not list companies; its views name its company by the
+	// prefix of the company's issues.
+	out = table(agentEnv, "run", "show", run.ID)
+	line("run show as the agent", out, "Company", "ACME ("+co.ID+")")
+	out = table(agentEnv, "agent", "show", ag.ID)
+	line("agent show as the agent", out, "Company", "ACME ("+co.ID+")")
+	out = table(agentEnv, "issue", "show", "ACME-1")
+	line("issue show as the agent", out, "Company", "ACME ("+co.ID+")")
+	line("activity as the agent", table(agentEnv, "activity", "--company", "ACME"), clasp.ActionCompanyCreated, "company ACME")
 	out = table(board, "issue", "comments", "ACME-1")
 	noIDs("issue comments", line("issue comments", out, "agent alpha"))
 
@@ -192,10 +204,100 @@ func TestNamesRefetchAgents(t *testing.T) {
 		t.Errorf("a one-command names named an agent created since its list %q, want its id", got)
 	}
 	unknown := "01a23f3b-d238-7443-9ebb-23c7ba6fd855"
-	n.learnIssue(ctx, unknown)
+	n.learnIssue(ctx, f.companyID, unknown)
 	if got := n.issue(unknown); got != unknown {
 		t.Errorf("unknown issue named %q, want its id", got)
 	}
+}
+
+// TestNamesListIssuesPastLookups: past issueLookupsBeforeList unknown
+// issues of one company, a names lists the company's issues instead of
+// looking each up, both for a table's rows at once and for a stream's
+// rows one at a time, and names every one of them.
+func TestNamesListIssuesPastLookups(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const count = 3*issueLookupsBeforeList + 5
+	c := client.New(f.info.URL, client.WithToken(f.board))
+	ids := make([]string, count)
+	idents := map[string]string{}
+	for k := range ids {
+		iss, err := c.IssueCreate(context.Background(), f.companyID, client.IssueCreateRequest{Title: fmt.Sprintf("issue %d", k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[k], idents[iss.ID] = iss.ID, iss.Identifier
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		learn     func(n *names)
+		wantGets  int
+		wantLists int
+	}{
+		{"rows at once", func(n *names) { n.learnIssues(ctx, f.companyID, ids) }, 0, 1},
+		{"rows one at a time", func(n *names) {
+			for _, id := range ids {
+				n.learnIssues(ctx, f.companyID, []string{id})
+			}
+		}, issueLookupsBeforeList, 1},
+		{"a few rows", func(n *names) { n.learnIssues(ctx, f.companyID, ids[:issueLookupsBeforeList]) }, issueLookupsBeforeList, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &countingTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
+			hc := &http.Client{Transport: rt}
+			defer hc.CloseIdleConnections()
+			a := &app{getenv: func(k string) string { return f.boardEnv[k] }, hc: hc}
+			n := a.names(0)
+			tc.learn(n)
+			named := 0
+			for _, id := range ids {
+				if got := n.issue(id); got == idents[id] {
+					named++
+				} else if got != id {
+					t.Errorf("issue %s named %q, want %s", id, got, idents[id])
+				}
+			}
+			wantNamed := count
+			if tc.wantLists == 0 {
+				wantNamed = tc.wantGets
+			}
+			if named != wantNamed {
+				t.Errorf("%d issues named, want %d", named, wantNamed)
+			}
+			gets, lists := rt.count("GET /api/issues/"), rt.count("GET /api/companies/"+f.companyID+"/issues")
+			if gets != tc.wantGets || lists != tc.wantLists {
+				t.Errorf("%d look-ups and %d lists of the company's issues, want %d and %d", gets, lists, tc.wantGets, tc.wantLists)
+			}
+		})
+	}
+}
+
+// countingTransport counts the requests it carries by method and path.
+type countingTransport struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	seen []string // "GET /api/issues/…"
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.seen = append(c.seen, r.Method+" "+r.URL.Path)
+	c.mu.Unlock()
+	return c.base.RoundTrip(r)
+}
+
+// count returns how many requests began with prefix.
+func (c *countingTransport) count(prefix string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.seen {
+		if strings.HasPrefix(s, prefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // columns returns the first k space-separated fields of line l.

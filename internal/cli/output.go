@@ -314,7 +314,11 @@ func commentAuthor(c *clasp.Comment, n *names) string {
 // printComment prints a comment, its issue and author by the names n
 // knows.
 func printComment(w io.Writer, c *clasp.Comment, n *names) {
-	fields(w, "ID", c.ID, "Issue", withID(n.issue(c.IssueID), c.IssueID), "Author", commentAuthor(c, n), "Run", optStr(c.RunID), "Created", fmtTime(c.CreatedAt))
+	author := commentAuthor(c, n)
+	if c.AuthorAgentID != nil {
+		author = "agent " + withID(n.agent(*c.AuthorAgentID), *c.AuthorAgentID)
+	}
+	fields(w, "ID", c.ID, "Issue", withID(n.issue(c.IssueID), c.IssueID), "Author", author, "Run", optStr(c.RunID), "Created", fmtTime(c.CreatedAt))
 	fmt.Fprintf(w, "\n%s\n", c.Body)
 }
 

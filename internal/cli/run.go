@@ -198,11 +198,13 @@ func (a *app) newRunListCmd() *cobra.Command {
 				if len(items) > 0 {
 					n.learnAgents(ctx, cid, "")
 				}
+				var ids []string
 				for _, r := range items {
 					if r.IssueID != nil && len(held[r.ID]) == 0 {
-						n.learnIssue(ctx, *r.IssueID)
+						ids = append(ids, *r.IssueID)
 					}
 				}
+				n.learnIssues(ctx, cid, ids)
 			}
 			return emitList(a, items, next, func(w io.Writer, rs []*clasp.Run) { printRuns(w, rs, held, n) })
 		},
@@ -229,7 +231,7 @@ func heldByRun(ctx context.Context, c *client.Client, cid string, n *names) (map
 	}
 	held := map[string][]string{}
 	for _, iss := range page.Items {
-		n.knowIssue(iss.ID, iss.Identifier)
+		n.knowIssue(iss.CompanyID, iss.ID, iss.Identifier)
 		for _, id := range []*string{iss.CheckoutRunID, iss.ExecutionRunID} {
 			if id != nil && !slices.Contains(held[*id], iss.Identifier) {
 				held[*id] = append(held[*id], iss.Identifier)
