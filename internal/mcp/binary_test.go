@@ -27,6 +27,15 @@ var (
 	buildErr  error
 )
 
+// TestMain runs the tests, then removes the binary claspBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath)) // best effort: a temporary directory
+	}
+	os.Exit(code)
+}
+
 // claspBinary builds cmd/clasp once per test binary and returns its path.
 func claspBinary(t *testing.T) string {
 	t.Helper()

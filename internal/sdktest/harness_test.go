@@ -118,7 +118,7 @@ func typescriptBuild(t *testing.T) string {
 			return
 		}
 		_ = node
-		root, err := os.MkdirTemp("", "clasp-sdktest-ts-")
+		root, err := os.MkdirTemp(tmpRoot, "ts-")
 		if err != nil {
 			tsErr = err.Error()
 			return

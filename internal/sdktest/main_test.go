@@ -15,8 +15,10 @@ import (
 
 // claspBin is the clasp binary built once by TestMain; every test runs it
 // as a real server process. goScenarios is the Go client's scenario
-// program (./goscenarios).
-var claspBin, goScenarios string
+// program (./goscenarios). tmpRoot is the temporary directory both live
+// in, removed when the tests end; the TypeScript build's copy lives there
+// too.
+var claspBin, goScenarios, tmpRoot string
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
@@ -26,6 +28,7 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(dir)
+		tmpRoot = dir
 		claspBin = filepath.Join(dir, "clasp")
 		goScenarios = filepath.Join(dir, "goscenarios")
 		for bin, pkg := range map[string]string{claspBin: "github.com/clasp-dev/clasp/cmd/clasp", goScenarios: "github.com/clasp-dev/clasp/internal/sdktest/goscenarios"} {
