@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -578,5 +579,47 @@ func TestNotClaspAnswer(t *testing.T) {
 		if tc.wantStatus == 0 && e != nil || tc.wantStatus != 0 && (e == nil || e.Status != tc.wantStatus) {
 			t.Errorf("%d %s: clasp.AsError = %v, want status %d", tc.status, tc.ctype, e, tc.wantStatus)
 		}
+	}
+}
+
+// TestEventsResumeWhereTheStreamStarted: a stream that opened "from now"
+// (no AfterID) and broke before any row reconnects with Last-Event-ID set
+// to the id the first connection started after, so a row written while it
+// was away is not skipped.
+func TestEventsResumeWhereTheStreamStarted(t *testing.T) {
+	t.Parallel()
+	var conns atomic.Int32
+	lastIDs := make(chan string, 4)
+	c := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		lastIDs <- r.Header.Get("Last-Event-ID")
+		w.Header().Set("Content-Type", "text/event-stream")
+		switch conns.Add(1) {
+		case 1: // opens from now (the newest row is 7), then breaks
+			fmt.Fprint(w, ": clasp events for company co after 7\nretry: 2000\n\n")
+			w.(http.Flusher).Flush()
+			hangUp(t, w)
+		default: // row 8 was written in between
+			fmt.Fprint(w, ": clasp events for company co after 7\nretry: 2000\n\n")
+			fmt.Fprint(w, "id: 8\nevent: issue.created\ndata: {\"id\":8,\"action\":\"issue.created\"}\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []int64
+	errDone := errors.New("done")
+	err := c.Events(ctx, "co", client.EventsOptions{AfterID: -1, MaxBackoff: 50 * time.Millisecond}, func(a *clasp.Activity) error {
+		got = append(got, a.ID)
+		return errDone
+	})
+	if !errors.Is(err, errDone) {
+		t.Fatalf("Events = %v, want the callback's error", err)
+	}
+	if !slices.Equal(got, []int64{8}) {
+		t.Errorf("delivered ids %v, want [8]", got)
+	}
+	if first, second := <-lastIDs, <-lastIDs; first != "" || second != "7" {
+		t.Errorf("Last-Event-ID of the two connections = %q, %q; want none, then 7", first, second)
 	}
 }

@@ -30,7 +30,8 @@ type EventsOptions struct {
 // /api/companies/{companyId}/events, Server-Sent Events) and calls fn with
 // each activity row, oldest first. After a dropped connection it
 // reconnects with jittered backoff and resumes after the last id it
-// delivered (Last-Event-ID), so no row is skipped or repeated. It returns
+// delivered (Last-Event-ID), or, before any, after the id the first
+// connection started from, so no row is skipped or repeated. It returns
 // ctx's error when ctx ends, fn's error when fn fails, and a *clasp.Error
 // when the server refuses the stream (403 for another company's agent, 404
 // for an unknown company).
@@ -42,7 +43,11 @@ func (c *Client) Events(ctx context.Context, companyID string, opt EventsOptions
 	}
 	backoff := 100 * time.Millisecond
 	for {
-		delivered, err := c.eventsOnce(ctx, companyID, after, opt.Actions, func(a *clasp.Activity) error {
+		delivered, err := c.eventsOnce(ctx, companyID, after, opt.Actions, func(start int64) {
+			if after < 0 {
+				after = start
+			}
+		}, func(a *clasp.Activity) error {
 			after = a.ID
 			return fn(a)
 		})
@@ -79,9 +84,17 @@ func isStreamError(err error) bool {
 	return ok
 }
 
+// streamStart is the comment line that opens every event stream and names
+// the activity id it starts after (the newest row when the request named
+// none).
+const streamStart = ": clasp events for company "
+
 // eventsOnce reads one connection of the stream; delivered reports whether
-// any event reached fn.
-func (c *Client) eventsOnce(ctx context.Context, companyID string, after int64, actions []string, fn func(*clasp.Activity) error) (delivered bool, err error) {
+// any event reached fn. start gets the id the stream says it starts after,
+// so that a stream that opened "from now" and broke before any row
+// resumes there instead of from a later "now", skipping what was written
+// in between.
+func (c *Client) eventsOnce(ctx context.Context, companyID string, after int64, actions []string, start func(int64), fn func(*clasp.Activity) error) (delivered bool, err error) {
 	u := c.base + "/api" + pathf("/companies/%s/events", companyID)
 	if len(actions) > 0 {
 		u += "?action=" + strings.Join(actions, ",")
@@ -119,6 +132,12 @@ func (c *Client) eventsOnce(ctx context.Context, companyID string, after int64, 
 		switch {
 		case strings.HasPrefix(line, "data:"):
 			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		case strings.HasPrefix(line, streamStart):
+			if i := strings.LastIndex(line, " after "); i >= 0 {
+				if n, err := strconv.ParseInt(line[i+len(" after "):], 10, 64); err == nil && n >= 0 {
+					start(n)
+				}
+			}
 		case line == "" && data.Len() > 0:
 			var a clasp.Activity
 			if err := json.Unmarshal([]byte(data.String()), &a); err != nil {
