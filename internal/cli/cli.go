@@ -393,6 +393,10 @@ func (a *app) report(cmd *cobra.Command, err error) int {
 	if err == nil {
 		return ExitOK
 	}
+	// An error may quote what someone else wrote (a name, a title).
+	stderr := a.stderr
+	a.stderr = textWriter{stderr}
+	defer func() { a.stderr = stderr }()
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {

@@ -123,8 +123,8 @@ streams open; past that many companies, pass --company.`,
 					if len(cos) > 1 {
 						lead = co.label + "  "
 					}
-					fmt.Fprintf(a.stdout, "%s%d  %s  %-16s %-28s %s  run=%s  %s\n", lead, ev.ID, fmtTime(ev.CreatedAt), nm.actor(ev), ev.Action,
-						nm.entity(ev), optStr(ev.RunID), activityDetails(ev))
+					fmt.Fprintf(a.stdout, "%s%d  %s  %-16s %-28s %s  run=%s  %s\n", lead, ev.ID, fmtTime(ev.CreatedAt), cell(nm.actor(ev)), cell(ev.Action),
+						cell(nm.entity(ev)), cell(optStr(ev.RunID)), cell(activityDetails(ev)))
 				}
 				n++
 				if count > 0 && n >= count {

@@ -21,7 +21,7 @@ func (a *app) emit(v any, human func(w io.Writer)) error {
 	if a.jsonOut {
 		return writeJSON(a.stdout, v)
 	}
-	human(a.stdout)
+	human(textWriter{a.stdout})
 	return nil
 }
 
@@ -40,14 +40,21 @@ func newTable(w io.Writer, header ...string) *table {
 	return t
 }
 
-func (t *table) row(cols ...string) { fmt.Fprintln(t.tw, strings.Join(cols, "\t")) }
-func (t *table) flush()             { _ = t.tw.Flush() }
+// row writes one row, each column a cell (escaped onto its line).
+func (t *table) row(cols ...string) {
+	esc := make([]string, len(cols))
+	for i, c := range cols {
+		esc[i] = cell(c)
+	}
+	fmt.Fprintln(t.tw, strings.Join(esc, "\t"))
+}
+func (t *table) flush() { _ = t.tw.Flush() }
 
-// fields writes "Name:  value" lines, aligned.
+// fields writes "Name:  value" lines, aligned, each value a cell.
 func fields(w io.Writer, kv ...string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for i := 0; i+1 < len(kv); i += 2 {
-		fmt.Fprintf(tw, "%s:\t%s\n", kv[i], kv[i+1])
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[i], cell(kv[i+1]))
 	}
 	_ = tw.Flush()
 }
