@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/clasp-dev/clasp"
 	"github.com/clasp-dev/clasp/internal/httpapi"
 	"github.com/clasp-dev/clasp/internal/store"
 	"github.com/clasp-dev/clasp/internal/store/sqlite"
@@ -488,5 +490,28 @@ func TestRunPostgresSeeded(t *testing.T) {
 	want := []string{fmt.Sprintf("cycle %d issues 32 agents vs 10 issues 2 agents", n), fmt.Sprintf("claim %d issues 32 agents vs 10 issues 2 agents", n)}
 	if diff := cmp.Diff(want, scale); diff != "" {
 		t.Errorf("scale comparisons (-want +got):\n%s", diff)
+	}
+}
+
+// TestRetryLimitedStopped: a set-up call waiting out a rate limit when its
+// context ends answers the context's error (the run was interrupted), not
+// the 429 it was waiting out, so that an interrupted bench reports no
+// error.
+func TestRetryLimitedStopped(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	err := retryLimited(ctx, func() error {
+		calls++
+		cancel()
+		return clasp.Errorf(clasp.CodeRateLimited, "Too many requests; retry after 1 s.").WithDetails("retryAfterSeconds", 1)
+	})
+	if !errors.Is(err, context.Canceled) || calls != 1 {
+		t.Errorf("retryLimited = %v after %d calls, want context.Canceled after 1", err, calls)
+	}
+	// Not limited: f's own answer, at once.
+	want := clasp.Errorf(clasp.CodeNotFound, "No such company.")
+	if err := retryLimited(context.Background(), func() error { return want }); err != want {
+		t.Errorf("retryLimited = %v, want %v", err, want)
 	}
 }

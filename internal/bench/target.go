@@ -251,7 +251,8 @@ func (a *api) cleanUp(ctx context.Context, progress io.Writer) {
 // retryLimited calls f until it is not refused for a rate limit (429
 // rate_limited), waiting between calls as the answer's retryAfterSeconds
 // says (1 s when absent), for at most setupRetryFor: a refused create
-// created nothing, so calling again is safe.
+// created nothing, so calling again is safe. It returns f's last error, or
+// ctx's when ctx ends while it waits.
 func retryLimited(ctx context.Context, f func() error) error {
 	deadline := time.Now().Add(setupRetryFor)
 	for {
@@ -268,8 +269,9 @@ func retryLimited(ctx context.Context, f func() error) error {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+			// Stopped while waiting: the run was interrupted, not refused.
 			t.Stop()
-			return err
+			return ctx.Err()
 		}
 	}
 }
