@@ -20,8 +20,8 @@ import (
 // leaves the id: naming never fails a command. --json prints the API's
 // answers unchanged and needs no names.
 
-// maxIssueLookups bounds the issues one names fetches one by one; issues
-// past it are named only when a list of their company's issues names them.
+// maxIssueLookups bounds the issues one names fetches one by one; past it,
+// an issue of a known company is named by listing that company's issues.
 const maxIssueLookups = 100
 
 // issueLookupsBeforeList is how many issues of one company a names
@@ -127,13 +127,14 @@ func (n *names) learnIssues(ctx context.Context, companyID string, ids []string)
 // learnIssue learns the identifier of issue id of company companyID (""
 // when unknown) unless it knows it: by listing the company's issues when
 // issueLookupsBeforeList of them were looked up one by one since the last
-// list (in a long-lived command, at most every refetch), else by looking it
-// up, once per id and at most maxIssueLookups times in all.
+// list, or when maxIssueLookups look-ups of every company are spent (in a
+// long-lived command, at most every refetch), else by looking it up, once
+// per id and at most maxIssueLookups times in all.
 func (n *names) learnIssue(ctx context.Context, companyID, id string) {
 	if n == nil || n.c == nil || id == "" || n.issues[id] != "" {
 		return
 	}
-	if companyID != "" && n.lookupsSince[companyID] >= issueLookupsBeforeList {
+	if companyID != "" && (n.lookupsSince[companyID] >= issueLookupsBeforeList || n.issueLookups >= maxIssueLookups) {
 		n.listIssues(ctx, companyID)
 		if n.issues[id] != "" {
 			return
@@ -254,9 +255,22 @@ func (n *names) learnActivity(ctx context.Context, as []*clasp.Activity) {
 	}
 	issuesOf := map[string][]string{} // company id → the issues the rows are about
 	for _, ac := range as {
-		if ac.EntityType == "issue" {
+		switch {
+		case ac.EntityType == "issue":
 			n.knowIssue(ac.CompanyID, ac.EntityID, detailsIdentifier(ac.Details))
 			issuesOf[ac.CompanyID] = append(issuesOf[ac.CompanyID], ac.EntityID)
+		case ac.Action == clasp.ActionAgentCreated:
+			// A row of a live stream may name an agent newer than the
+			// company's agent list; its creation row carries its name.
+			if d := createdDetails(ac.Details); d.Name != "" && n.agents[ac.EntityID] == "" {
+				n.agents[ac.EntityID] = d.Name
+			}
+		case ac.Action == clasp.ActionCompanyCreated:
+			// The company's prefix, also for a credential that may not
+			// list companies.
+			if d := createdDetails(ac.Details); d.IssuePrefix != "" && n.companies[ac.EntityID] == "" {
+				n.companies[ac.EntityID] = d.IssuePrefix
+			}
 		}
 	}
 	for companyID, ids := range issuesOf {
@@ -278,6 +292,18 @@ func (n *names) learnActivity(ctx context.Context, as []*clasp.Activity) {
 			n.learnCompany(ctx, ac.EntityID)
 		}
 	}
+}
+
+// createdDetails returns the name and issue prefix the details of an
+// agent.created or company.created row carry (empty when they do not).
+func createdDetails(details json.RawMessage) (d struct {
+	Name        string `json:"name"`
+	IssuePrefix string `json:"issuePrefix"`
+}) {
+	if len(details) > 0 {
+		_ = json.Unmarshal(details, &d) // details that are not an object name nothing
+	}
+	return d
 }
 
 // detailsIdentifier returns the "identifier" an activity row's details
@@ -305,15 +331,19 @@ func (a *app) detailNames(ctx context.Context, companyID string, issueIDs ...str
 	return n
 }
 
-// issueDetailNames is detailNames for a view of issue iss, whose own
-// identifier names its company's prefix without a request.
+// issueDetailNames is detailNames for a view of issue iss and its parent;
+// iss's own identifier names its company's prefix without a request.
 func (a *app) issueDetailNames(ctx context.Context, iss *clasp.Issue) *names {
 	if a.jsonOut {
 		return nil
 	}
 	n := a.names(0)
 	n.knowIssue(iss.CompanyID, iss.ID, iss.Identifier)
-	n.learnDetail(ctx, iss.CompanyID)
+	var parent []string
+	if iss.ParentID != nil {
+		parent = append(parent, *iss.ParentID)
+	}
+	n.learnDetail(ctx, iss.CompanyID, parent...)
 	return n
 }
 

@@ -119,6 +119,9 @@ func TestTablesNameAgentsAndIssues(t *testing.T) {
 	out = table(board, "issue", "show", "ACME-1")
 	line("issue show", out, "Assignee", "alpha ("+ag.ID+")")
 	line("issue show", out, "Company", "ACME ("+co.ID+")")
+	// A new child names its parent by identifier, as issue show does.
+	out = table(board, "issue", "create", "Child of ACME-1", "--company", "ACME", "--parent", "ACME-1")
+	noIDs("issue create's parent", line("issue create", out, "Parent", "ACME-1"))
 	out = table(board, "run", "show", run.ID)
 	line("run show", out, "Agent", "alpha ("+ag.ID+")")
 	line("run show", out, "Company", "ACME ("+co.ID+")")
@@ -145,7 +148,7 @@ func TestTablesNameAgentsAndIssues(t *testing.T) {
 	// --json is the API's answer, ids and all.
 	var issues []clasp.Issue
 	mustJSON(t, runCLI(t, board, "", "issue", "list", "--company", "ACME", "--json"), &issues)
-	if len(issues) != 2 || issues[1].ID != iss.ID || issues[1].AssigneeAgentID == nil || *issues[1].AssigneeAgentID != ag.ID {
+	if len(issues) != 3 || issues[2].ID != iss.ID || issues[2].AssigneeAgentID == nil || *issues[2].AssigneeAgentID != ag.ID {
 		t.Errorf("issue list --json: %+v, want ACME-1 assigned to %s", issues, ag.ID)
 	}
 	var runs []clasp.Run
@@ -242,6 +245,14 @@ func TestNamesListIssuesPastLookups(t *testing.T) {
 			}
 		}, issueLookupsBeforeList, 1},
 		{"a few rows", func(n *names) { n.learnIssues(ctx, f.companyID, ids[:issueLookupsBeforeList]) }, issueLookupsBeforeList, 0},
+		// Other companies' rows used up the look-ups: this company's are
+		// still named, by a list of its issues.
+		{"look-ups used up", func(n *names) {
+			n.issueLookups = maxIssueLookups
+			for _, id := range ids {
+				n.learnIssues(ctx, f.companyID, []string{id})
+			}
+		}, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rt := &countingTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
@@ -304,4 +315,28 @@ func (c *countingTransport) count(prefix string) int {
 func columns(l string, k int) string {
 	f := strings.Fields(l)
 	return strings.Join(f[:min(k, len(f))], " ")
+}
+
+// TestNamesFromCreationRows: an agent.created or company.created row names
+// its agent or company by its own details, so a live stream names an agent
+// created after the company's agents were listed, and an agent's
+// credential, which may not list companies, sees its company's prefix.
+func TestNamesFromCreationRows(t *testing.T) {
+	t.Parallel()
+	n := &names{agents: map[string]string{"a-old": "kept"}, companies: map[string]string{}, issues: map[string]string{},
+		issueTried: map[string]bool{}, lookupsSince: map[string]int{}, issuesListed: map[string]time.Time{}, prefixTried: map[string]bool{}}
+	n.learnActivity(context.Background(), []*clasp.Activity{
+		{ID: 1, CompanyID: "co", Action: clasp.ActionCompanyCreated, EntityType: "company", EntityID: "co", Details: json.RawMessage(`{"name":"Acme","issuePrefix":"ACME"}`)},
+		{ID: 2, CompanyID: "co", Action: clasp.ActionAgentCreated, EntityType: "agent", EntityID: "a-new", Details: json.RawMessage(`{"name":"fasttwo","role":null}`)},
+		{ID: 3, CompanyID: "co", Action: clasp.ActionAgentCreated, EntityType: "agent", EntityID: "a-old", Details: json.RawMessage(`{"name":"renamed since"}`)},
+		{ID: 4, CompanyID: "co", Action: clasp.ActionAgentCreated, EntityType: "agent", EntityID: "a-bad", Details: json.RawMessage(`"not an object"`)},
+	})
+	for id, want := range map[string]string{"a-new": "fasttwo", "a-old": "kept", "a-bad": "a-bad"} {
+		if got := n.agent(id); got != want {
+			t.Errorf("agent %s named %q, want %q", id, got, want)
+		}
+	}
+	if got := n.company("co"); got != "ACME" {
+		t.Errorf("company named %q, want ACME", got)
+	}
 }

@@ -185,10 +185,14 @@ func printRuns(w io.Writer, rs []*clasp.Run, held map[string][]string, n *names)
 	t.flush()
 }
 
-// printIssue prints an issue's fields, its parent by id, its company and
-// assignee by the names n knows.
+// printIssue prints an issue's fields, its parent, company and assignee
+// by the names n knows.
 func printIssue(w io.Writer, i *clasp.Issue, n *names) {
-	printIssueParent(w, i, optStr(i.ParentID), n)
+	parent := none
+	if i.ParentID != nil {
+		parent = n.issue(*i.ParentID)
+	}
+	printIssueParent(w, i, parent, n)
 }
 
 // printIssueParent prints an issue's fields, its parent as parent says,

@@ -218,24 +218,32 @@ func (a *app) newRunListCmd() *cobra.Command {
 }
 
 // heldByRun maps each run id to the identifiers of the issues of company
-// cid whose checkout or execution lock names it (up to 1000 issues of the
-// open statuses, where locks live). n learns the identifiers of the
-// issues listed.
+// cid whose checkout or execution lock names it, from the issues of the
+// open statuses, where locks live (pages of maxLimit, up to
+// maxListedIssues issues). n learns the identifiers of the issues listed.
 func heldByRun(ctx context.Context, c *client.Client, cid string, n *names) (map[string][]string, error) {
 	page, err := c.IssueList(ctx, cid, client.IssueListParams{
 		Statuses: []clasp.IssueStatus{clasp.IssueBacklog, clasp.IssueTodo, clasp.IssueInProgress, clasp.IssueInReview, clasp.IssueBlocked},
-		Limit:    1000,
+		Limit:    maxLimit,
 	})
 	if err != nil {
 		return nil, err
 	}
 	held := map[string][]string{}
-	for _, iss := range page.Items {
-		n.knowIssue(iss.CompanyID, iss.ID, iss.Identifier)
-		for _, id := range []*string{iss.CheckoutRunID, iss.ExecutionRunID} {
-			if id != nil && !slices.Contains(held[*id], iss.Identifier) {
-				held[*id] = append(held[*id], iss.Identifier)
+	for read := 0; ; {
+		for _, iss := range page.Items {
+			n.knowIssue(iss.CompanyID, iss.ID, iss.Identifier)
+			for _, id := range []*string{iss.CheckoutRunID, iss.ExecutionRunID} {
+				if id != nil && !slices.Contains(held[*id], iss.Identifier) {
+					held[*id] = append(held[*id], iss.Identifier)
+				}
 			}
+		}
+		if read += len(page.Items); !page.HasNext() || read >= maxListedIssues {
+			break
+		}
+		if page, err = page.Next(ctx); err != nil {
+			return nil, err
 		}
 	}
 	return held, nil
