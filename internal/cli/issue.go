@@ -432,7 +432,18 @@ done is refused. --parent "" makes the issue top-level.`,
 				req.Priority = &p
 			}
 			if f.Changed("assignee") {
-				id, err := a.resolveAgent(cmd.Context(), "", assignee, "--assignee")
+				// A name is looked for among the agents of the issue's own
+				// company: one an agent of another company shares is no
+				// ambiguity.
+				cid := ""
+				if ref := strings.TrimSpace(assignee); ref != "" && !isUUID(ref) {
+					iss, err := a.client().IssueGet(cmd.Context(), args[0])
+					if err != nil {
+						return err
+					}
+					cid = iss.CompanyID
+				}
+				id, err := a.resolveAgent(cmd.Context(), cid, assignee, "--assignee")
 				if err != nil {
 					return err
 				}

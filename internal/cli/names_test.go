@@ -124,6 +124,7 @@ func TestTablesNameAgentsAndIssues(t *testing.T) {
 	noIDs("issue create's parent", line("issue create", out, "Parent", "ACME-1"))
 	out = table(board, "run", "show", run.ID)
 	line("run show", out, "Agent", "alpha ("+ag.ID+")")
+	line("run show", out, "Holds", "ACME-1")
 	line("run show", out, "Company", "ACME ("+co.ID+")")
 	out = table(board, "agent", "show", ag.ID)
 	line("agent show", out, "Company", "ACME ("+co.ID+")")
@@ -339,4 +340,65 @@ func TestNamesFromCreationRows(t *testing.T) {
 	if got := n.company("co"); got != "ACME" {
 		t.Errorf("company named %q, want ACME", got)
 	}
+}
+
+// TestAgentNamesSharedByCompanies: an agent name two companies share is no
+// ambiguity where the company is known (the issue's, for issue update
+// --assignee), and where it is ambiguous, or names no agent, the refusal
+// names the companies by prefix.
+func TestAgentNamesSharedByCompanies(t *testing.T) {
+	t.Parallel()
+	info, _, _ := startServer(t, filepath.Join(t.TempDir(), "data"))
+	board := map[string]string{EnvURL: info.URL, EnvToken: info.BoardToken}
+	cos := map[string]clasp.Company{}
+	builders := map[string]clasp.Agent{}
+	for _, prefix := range []string{"ACME", "BETA"} {
+		var co clasp.Company
+		mustJSON(t, runCLI(t, board, "", "company", "create", prefix+" Corp", "--prefix", prefix, "--json"), &co)
+		var ag clasp.Agent
+		mustJSON(t, runCLI(t, board, "", "agent", "create", "builder", "--company", prefix, "--json"), &ag)
+		cos[prefix], builders[prefix] = co, ag
+	}
+	if r := runCLI(t, board, "", "issue", "create", "Ship it", "--company", "BETA"); r.code != 0 {
+		t.Fatalf("issue create: exit %d: %s", r.code, r.stderr)
+	}
+	var iss clasp.Issue
+	mustJSON(t, runCLI(t, board, "", "issue", "update", "BETA-1", "--assignee", "builder", "--json"), &iss)
+	if iss.AssigneeAgentID == nil || *iss.AssigneeAgentID != builders["BETA"].ID {
+		t.Errorf("issue update BETA-1 --assignee builder assigned %v, want BETA's builder %s", iss.AssigneeAgentID, builders["BETA"].ID)
+	}
+
+	r := runCLI(t, board, "", "agent", "show", "builder")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, builders["ACME"].ID+" in company ACME") || !strings.Contains(r.stderr, builders["BETA"].ID+" in company BETA") {
+		t.Errorf("agent show builder: exit %d, stderr:\n%s\nwant a usage error naming both builders by company prefix", r.code, r.stderr)
+	}
+	r = runCLI(t, board, "", "run", "list", "--company", "ACME", "--agent", "nobody")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "no agent has that name in company ACME") {
+		t.Errorf("run list --agent nobody: exit %d, stderr:\n%s\nwant a usage error naming company ACME", r.code, r.stderr)
+	}
+	for prefix, co := range cos {
+		if strings.Contains(r.stderr, co.ID) {
+			t.Errorf("the refusal shows company %s's id:\n%s", prefix, r.stderr)
+		}
+	}
+
+	// An operator token's scope is named by prefix too.
+	if r := runCLI(t, board, "", "operator", "token", "create", "beta-ops", "--role", "operator", "--company", "BETA"); r.code != 0 ||
+		!strings.Contains(r.stdout, "BETA ("+cos["BETA"].ID+")") {
+		t.Errorf("operator token create: exit %d, stdout:\n%s\nwant the scope as BETA (<id>)", r.code, r.stdout)
+	}
+	out := runCLI(t, board, "", "operator", "token", "list").stdout
+	if l := lineWith(out, "beta-ops"); !strings.Contains(l, " BETA ") || strings.Contains(l, cos["BETA"].ID) {
+		t.Errorf("operator token list: the row of beta-ops is %q, want its scope as BETA", l)
+	}
+}
+
+// lineWith returns the first line of out that holds s, "" when none does.
+func lineWith(out, s string) string {
+	for l := range strings.Lines(out) {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -88,7 +89,7 @@ company; an admin scoped to one company creates tokens of that company only.
 				return err
 			}
 			return a.emit(t, func(w io.Writer) {
-				printOperatorToken(w, t)
+				printOperatorToken(w, t, a.scopeNames(cmd.Context(), t))
 				fmt.Fprintf(w, "\nOperator token (shown only this once; store it now):\n%s\n", t.Token)
 			})
 		},
@@ -128,7 +129,9 @@ func (a *app) newOperatorTokenListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return emitList(a, ts, "", printOperatorTokens)
+			return emitList(a, ts, "", func(w io.Writer, ts []*clasp.OperatorToken) {
+				printOperatorTokens(w, ts, a.scopeNames(cmd.Context(), ts...))
+			})
 		},
 	}
 }
@@ -167,7 +170,7 @@ sessions end).`,
 				return err
 			}
 			return a.emit(t, func(w io.Writer) {
-				printOperatorToken(w, t)
+				printOperatorToken(w, t, a.scopeNames(cmd.Context(), t))
 				fmt.Fprintf(w, "\nNew operator token (shown only this once; the old one is revoked):\n%s\n", t.Token)
 			})
 		},
@@ -256,7 +259,7 @@ the file is written only when it held the token that was rotated, or when
 				}
 			}
 			return a.emit(t, func(w io.Writer) {
-				printOperatorToken(w, t)
+				printOperatorToken(w, t, a.scopeNames(cmd.Context(), t))
 				if wrote != "" {
 					fmt.Fprintf(w, "\nNew board token written to %s (mode 0600); the old one is revoked:\n%s\n", wrote, t.Token)
 				} else {
@@ -270,21 +273,40 @@ the file is written only when it held the token that was rotated, or when
 	return g
 }
 
-func printOperatorToken(w io.Writer, t *clasp.OperatorToken) {
+// scopeNames returns the names that name the companies ts are scoped to
+// (nil with --json, which needs none).
+func (a *app) scopeNames(ctx context.Context, ts ...*clasp.OperatorToken) *names {
+	if a.jsonOut {
+		return nil
+	}
+	n := a.names(0)
+	for _, t := range ts {
+		if t.CompanyID != nil {
+			n.learnCompany(ctx, *t.CompanyID)
+		}
+	}
+	return n
+}
+
+// printOperatorToken prints an operator token's fields, its scope by the
+// company prefix n knows.
+func printOperatorToken(w io.Writer, t *clasp.OperatorToken, n *names) {
 	scope := "every company"
 	if t.CompanyID != nil {
-		scope = *t.CompanyID
+		scope = withID(n.company(*t.CompanyID), *t.CompanyID)
 	}
 	fields(w, "ID", t.ID, "Name", t.Name, "Role", string(t.Role), "Scope", scope, "Prefix", t.Prefix, "Created", fmtTime(t.CreatedAt),
 		"Expires", optTime(t.ExpiresAt), "Last used", optTime(t.LastUsedAt), "Revoked", optTime(t.RevokedAt))
 }
 
-func printOperatorTokens(w io.Writer, ts []*clasp.OperatorToken) {
+// printOperatorTokens prints operator tokens as a table, their scope by
+// the company prefix n knows.
+func printOperatorTokens(w io.Writer, ts []*clasp.OperatorToken, n *names) {
 	t := newTable(w, "ID", "NAME", "ROLE", "SCOPE", "PREFIX", "EXPIRES", "LAST USED", "REVOKED")
 	for _, o := range ts {
 		scope := "all"
 		if o.CompanyID != nil {
-			scope = *o.CompanyID
+			scope = n.company(*o.CompanyID)
 		}
 		t.row(o.ID, o.Name, string(o.Role), scope, o.Prefix, optTime(o.ExpiresAt), optTime(o.LastUsedAt), optTime(o.RevokedAt))
 	}

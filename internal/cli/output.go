@@ -154,14 +154,19 @@ func printKeys(w io.Writer, ks []*clasp.APIKey) {
 }
 
 // printRun prints a run's fields, its company, agent and issue by the
-// names n knows.
-func printRun(w io.Writer, r *clasp.Run, n *names) {
+// names n knows, and held, the identifiers of the issues whose locks name
+// it.
+func printRun(w io.Writer, r *clasp.Run, held []string, n *names) {
 	issue := none
 	if r.IssueID != nil {
 		issue = withID(n.issue(*r.IssueID), *r.IssueID)
 	}
+	holds := none
+	if len(held) > 0 {
+		holds = strings.Join(held, ", ")
+	}
 	fields(w, "ID", r.ID, "Company", withID(n.company(r.CompanyID), r.CompanyID), "Agent", withID(n.agent(r.AgentID), r.AgentID),
-		"Status", string(r.Status), "Invocation", orNone(r.InvocationSource), "Issue", issue, "Attempt", strconv.Itoa(r.Attempt),
+		"Status", string(r.Status), "Invocation", orNone(r.InvocationSource), "Issue", issue, "Holds", holds, "Attempt", strconv.Itoa(r.Attempt),
 		"Lease expires", optTime(r.LeaseExpiresAt), "Last sign of life", optTime(r.LastSignOfLifeAt),
 		"Started", optTime(r.StartedAt), "Finished", optTime(r.FinishedAt), "Exit code", optInt(r.ExitCode),
 		"Error code", optStr(r.ErrorCode), "Error", optStr(r.Error), "Created", fmtTime(r.CreatedAt))

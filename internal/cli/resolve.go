@@ -147,19 +147,24 @@ func (a *app) resolveAgent(ctx context.Context, companyID, ref, flag string) (st
 			}
 		}
 	}
-	switch len(found) {
-	case 1:
+	if len(found) == 1 {
 		return found[0].ID, nil
-	case 0:
+	}
+	// The refusal names companies by their issue prefix where the
+	// credential may read it.
+	n := a.names(0)
+	if len(found) == 0 {
 		where := "in any company you see"
 		if len(companies) == 1 {
-			where = "in company " + companies[0]
+			n.learnCompany(ctx, companies[0])
+			where = "in company " + n.company(companies[0])
 		}
 		return "", usageErr(fmt.Errorf("%s %q: no agent has that name %s (clasp agent list shows them); pass an agent id or name", flag, ref, where))
 	}
 	parts := make([]string, len(found))
 	for i, ag := range found {
-		parts[i] = fmt.Sprintf("%s in company %s", ag.ID, ag.CompanyID)
+		n.learnCompany(ctx, ag.CompanyID)
+		parts[i] = fmt.Sprintf("%s in company %s", ag.ID, n.company(ag.CompanyID))
 	}
 	return "", usageErr(fmt.Errorf("%s %q names %d agents: %s; pass the id of the one you mean instead of the name", flag, ref, len(found), strings.Join(parts, ", ")))
 }

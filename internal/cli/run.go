@@ -50,7 +50,7 @@ the agent key and set CLASP_RUN_ID to the run id.`,
 				return err
 			}
 			return a.emit(r, func(w io.Writer) {
-				printRun(w, r, a.runNames(ctx, r))
+				printRun(w, r, nil, a.runNames(ctx, r)) // a new run holds nothing
 				if r.RunToken != "" {
 					fmt.Fprintf(w, "\nRun token (shown only this once; valid while the run lives):\n%s\n", r.RunToken)
 				}
@@ -146,7 +146,14 @@ func (a *app) newRunShowCmd() *cobra.Command {
 				return err
 			}
 			n := a.runNames(cmd.Context(), r)
-			return a.emit(r, func(w io.Writer) { printRun(w, r, n) })
+			var held []string
+			if !a.jsonOut && !r.Status.Terminal() {
+				// The issues whose locks name the run (a run's end releases them).
+				if byRun, err := heldByRun(cmd.Context(), a.client(), r.CompanyID, n); err == nil {
+					held = byRun[r.ID]
+				}
+			}
+			return a.emit(r, func(w io.Writer) { printRun(w, r, held, n) })
 		},
 	}
 }
