@@ -16,10 +16,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -96,6 +98,9 @@ type app struct {
 	// $CLASP_URL, else DefaultURL, as checkClientFlags repaired it.
 	baseURL string
 	caCert  string // --ca-cert (default $CLASP_CA_CERT)
+	// answerTimeout is --response-timeout: how long a request waits for
+	// the server to begin its answer (0: no limit).
+	answerTimeout time.Duration
 }
 
 // newRootCmd builds the command tree.
@@ -206,7 +211,14 @@ func (a *app) addClientFlags(cmd *cobra.Command) {
 	f.StringVar(&a.runID, "run", "", "run id to act in, sent as X-Clasp-Run-Id (default $"+EnvRunID+")")
 	f.BoolVar(&a.jsonOut, "json", false, "print the resource JSON instead of a table")
 	f.StringVar(&a.caCert, "ca-cert", "", "PEM file of CA certificates to trust for an https:// server, besides the system's (default $"+EnvCACert+")")
+	f.DurationVar(&a.answerTimeout, "response-timeout", DefaultResponseTimeout, "longest to wait for the server to begin an answer (a server that took the connection but does not answer fails the command after it; 0: no limit)")
 }
+
+// DefaultResponseTimeout is the default of --response-timeout: well past
+// the server's own default request deadline (30 s), so a slow answer is
+// the server's to end, while a server that will never answer does not hang
+// a command (or the agent waiting on it) for ever.
+const DefaultResponseTimeout = 2 * time.Minute
 
 // caFile is the CA file the client commands trust: --ca-cert, else $CLASP_CA_CERT.
 func (a *app) caFile() string { return firstNonEmpty(a.caCert, a.getenv(EnvCACert)) }
@@ -243,7 +255,12 @@ func (a *app) bearer() string {
 // caOption is client.WithCACert of caFile, or nothing without one.
 func (a *app) caOption() client.Option {
 	if ca := a.caFile(); ca != "" {
-		return client.WithCACert(ca)
+		hc, err := client.NewHTTPClient(ca)
+		if err != nil {
+			return client.WithCACert(ca) // each request then fails with the CA file's error
+		}
+		hc.Transport.(*http.Transport).ResponseHeaderTimeout = a.answerTimeout
+		return client.WithHTTPClient(hc)
 	}
 	return func(*client.Client) {}
 }
@@ -434,6 +451,15 @@ func (a *app) printError(err error) {
 		return
 	}
 	e := clasp.AsError(err)
+	// net/http says only in its text that the timeout was the wait for
+	// the answer's headers (a command's own deadline is another timeout).
+	var ne net.Error
+	if e == nil && a.answerTimeout > 0 && errors.As(err, &ne) && ne.Timeout() && strings.Contains(err.Error(), "timeout awaiting response headers") {
+		fmt.Fprintf(a.stderr, "error: %v\n", err)
+		fmt.Fprintf(a.stderr, "The server at %s took the connection but did not begin its answer within %s (--response-timeout): it may be overloaded or stuck; its log may say why.\n",
+			firstNonEmpty(a.baseURL, DefaultURL), a.answerTimeout)
+		return
+	}
 	if e == nil {
 		fmt.Fprintf(a.stderr, "error: %v\n", err)
 		if client.IsConnectionError(err) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -41,6 +42,16 @@ func (a *app) checkClientFlags(cmd *cobra.Command, _ []string) error {
 	if f := cmd.Flags().Lookup("run"); f != nil {
 		if err := a.checkRunID(f.Value.String()); err != nil {
 			return err
+		}
+	}
+	if f := cmd.Flags().Lookup("response-timeout"); f != nil {
+		if a.answerTimeout < 0 {
+			return usageErr(fmt.Errorf("--response-timeout %s is negative: give a duration such as 2m, or 0 for no limit", a.answerTimeout))
+		}
+		// Set before the command's first request, on the one transport
+		// its clients share.
+		if tr, ok := a.hc.Transport.(*http.Transport); ok {
+			tr.ResponseHeaderTimeout = a.answerTimeout
 		}
 	}
 	if f := cmd.Flags().Lookup("limit"); f != nil && f.Changed {
