@@ -87,3 +87,28 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 		t.Errorf("agent show of an unknown name with an escape: exit %d, stderr %q; want an error without the escape", r.code, r.stderr)
 	}
 }
+
+// TestTableAlignsWideCharacters: a column after names in CJK script or
+// with emoji starts at the same terminal column on every row (a wide
+// character takes two columns), and ASCII tables keep tabwriter's layout.
+func TestTableAlignsWideCharacters(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	tb := newTable(&b, "NAME", "STATUS")
+	tb.row("ビルダー", "active")
+	tb.row("émile 🚀", "paused")
+	tb.row("ab", "x\ty")
+	tb.flush()
+	want := "NAME      STATUS\n" +
+		"ビルダー  active\n" +
+		"émile 🚀  paused\n" +
+		"ab        x\\ty\n"
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	fields(&b, "ID", "1", "Last heartbeat", "-")
+	if want := "ID:              1\nLast heartbeat:  -\n"; b.String() != want {
+		t.Errorf("fields:\n%q\nwant:\n%q", b.String(), want)
+	}
+}

@@ -6,8 +6,9 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/mattn/go-runewidth"
 
 	"github.com/clasp-dev/clasp"
 )
@@ -31,32 +32,62 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// table writes aligned columns.
-type table struct{ tw *tabwriter.Writer }
+// table writes aligned columns: each but the last padded to the widest
+// cell of its column plus two spaces, widths counted in terminal columns
+// (a CJK character or an emoji takes two), so that names in any script
+// line up.
+type table struct {
+	w    io.Writer
+	rows [][]string
+}
 
 func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t := &table{w: w}
 	t.row(header...)
 	return t
 }
 
-// row writes one row, each column a cell (escaped onto its line).
+// row adds one row, each column a cell (escaped onto its line).
 func (t *table) row(cols ...string) {
 	esc := make([]string, len(cols))
 	for i, c := range cols {
 		esc[i] = cell(c)
 	}
-	fmt.Fprintln(t.tw, strings.Join(esc, "\t"))
+	t.rows = append(t.rows, esc)
 }
-func (t *table) flush() { _ = t.tw.Flush() }
+
+// flush writes the rows added so far, aligned among themselves.
+func (t *table) flush() {
+	var widths []int
+	for _, r := range t.rows {
+		for i, c := range r {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], runewidth.StringWidth(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range t.rows {
+		for i, c := range r {
+			b.WriteString(c)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-runewidth.StringWidth(c)+2))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	_, _ = io.WriteString(t.w, b.String())
+	t.rows = nil
+}
 
 // fields writes "Name:  value" lines, aligned, each value a cell.
 func fields(w io.Writer, kv ...string) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	t := &table{w: w}
 	for i := 0; i+1 < len(kv); i += 2 {
-		fmt.Fprintf(tw, "%s:\t%s\n", kv[i], cell(kv[i+1]))
+		t.row(kv[i]+":", kv[i+1])
 	}
-	_ = tw.Flush()
+	t.flush()
 }
 
 const none = "-"
