@@ -608,8 +608,11 @@ func TestEventsResumeWhereTheStreamStarted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var got []int64
+	var connects, reconnects int
 	errDone := errors.New("done")
-	err := c.Events(ctx, "co", client.EventsOptions{AfterID: -1, MaxBackoff: 50 * time.Millisecond}, func(a *clasp.Activity) error {
+	opt := client.EventsOptions{AfterID: -1, MaxBackoff: 50 * time.Millisecond,
+		OnConnect: func() { connects++ }, OnReconnect: func(error, time.Duration) { reconnects++ }}
+	err := c.Events(ctx, "co", opt, func(a *clasp.Activity) error {
 		got = append(got, a.ID)
 		return errDone
 	})
@@ -618,6 +621,9 @@ func TestEventsResumeWhereTheStreamStarted(t *testing.T) {
 	}
 	if !slices.Equal(got, []int64{8}) {
 		t.Errorf("delivered ids %v, want [8]", got)
+	}
+	if connects != 2 || reconnects != 1 {
+		t.Errorf("OnConnect called %d times and OnReconnect %d, want 2 and 1", connects, reconnects)
 	}
 	if first, second := <-lastIDs, <-lastIDs; first != "" || second != "7" {
 		t.Errorf("Last-Event-ID of the two connections = %q, %q; want none, then 7", first, second)

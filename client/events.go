@@ -24,6 +24,13 @@ type EventsOptions struct {
 	Actions []string
 	// MaxBackoff bounds the wait between reconnections (default 5 s).
 	MaxBackoff time.Duration
+	// OnReconnect, when set, is called each time a connection fails or
+	// its stream breaks, with why and how long Events waits before it
+	// connects again (to tell a person the stream is down).
+	OnReconnect func(err error, wait time.Duration)
+	// OnConnect, when set, is called each time the server accepts a
+	// connection's stream (the first and every reconnection).
+	OnConnect func()
 }
 
 // Events follows the company's live event stream (GET
@@ -43,7 +50,7 @@ func (c *Client) Events(ctx context.Context, companyID string, opt EventsOptions
 	}
 	backoff := 100 * time.Millisecond
 	for {
-		delivered, err := c.eventsOnce(ctx, companyID, after, opt.Actions, func(start int64) {
+		delivered, err := c.eventsOnce(ctx, companyID, after, opt.Actions, opt.OnConnect, func(start int64) {
 			if after < 0 {
 				after = start
 			}
@@ -64,6 +71,9 @@ func (c *Client) Events(ctx context.Context, companyID string, opt EventsOptions
 			backoff = 100 * time.Millisecond
 		}
 		wait := time.Duration(float64(backoff) * (0.5 + rand.Float64())) // #nosec G404 -- reconnect jitter, not a secret
+		if opt.OnReconnect != nil {
+			opt.OnReconnect(err, wait)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -94,7 +104,7 @@ const streamStart = ": clasp events for company "
 // so that a stream that opened "from now" and broke before any row
 // resumes there instead of from a later "now", skipping what was written
 // in between.
-func (c *Client) eventsOnce(ctx context.Context, companyID string, after int64, actions []string, start func(int64), fn func(*clasp.Activity) error) (delivered bool, err error) {
+func (c *Client) eventsOnce(ctx context.Context, companyID string, after int64, actions []string, connected func(), start func(int64), fn func(*clasp.Activity) error) (delivered bool, err error) {
 	u := c.base + "/api" + pathf("/companies/%s/events", companyID)
 	if len(actions) > 0 {
 		u += "?action=" + strings.Join(actions, ",")
@@ -123,6 +133,9 @@ func (c *Client) eventsOnce(ctx context.Context, companyID string, after int64, 
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		return false, decodeError(resp)
+	}
+	if connected != nil {
+		connected()
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -68,7 +69,8 @@ company's activity rows as they are written, on whichever replica wrote them.
 One line per event (or one JSON object per line with --json): its id, time,
 actor and action, what it is about and the run, agents by name and issues by
 identifier, then its details. The stream reconnects by itself after a dropped
-connection and resumes after the last event it printed. By default it starts
+connection and resumes after the last event it printed (or, before any, where
+it started), saying on stderr when it broke and when it is back. By default it starts
 with events written from now on; --after 0 replays the whole history first.
 Stop it with Ctrl-C, or let --count end it after that many events.
 
@@ -123,7 +125,7 @@ streams open; past that many companies, pass --company.`,
 					if len(cos) > 1 {
 						lead = co.label + "  "
 					}
-					fmt.Fprintf(a.stdout, "%s%d  %s  %-16s %-28s %s  run=%s  %s\n", lead, ev.ID, fmtTime(ev.CreatedAt), cell(nm.actor(ev)), cell(ev.Action),
+					fmt.Fprintf(a.stdout, "%s%d  %s  %-16s  %-28s  %s  run=%s  %s\n", lead, ev.ID, fmtTime(ev.CreatedAt), cell(nm.actor(ev)), cell(ev.Action),
 						cell(nm.entity(ev)), cell(optStr(ev.RunID)), cell(activityDetails(ev)))
 				}
 				n++
@@ -138,7 +140,31 @@ streams open; past that many companies, pass --company.`,
 			var wg sync.WaitGroup
 			for _, co := range cos {
 				wg.Go(func() {
-					err := c.Events(ctx, co.id, opt, func(ev *clasp.Activity) error { return emitEvent(co, ev) })
+					// A person following the stream is told when it is down
+					// (once per outage) and when it is back.
+					lead := "clasp events: "
+					if len(cos) > 1 {
+						lead += co.label + ": "
+					}
+					lost := false
+					o := opt
+					o.OnReconnect = func(err error, _ time.Duration) {
+						if !lost && ctx.Err() == nil {
+							lost = true
+							mu.Lock()
+							fmt.Fprintf(a.stderr, "%sthe stream broke (%v); reconnecting until the server answers (Ctrl-C stops)\n", lead, cell(err.Error()))
+							mu.Unlock()
+						}
+					}
+					o.OnConnect = func() {
+						if lost {
+							lost = false
+							mu.Lock()
+							fmt.Fprintf(a.stderr, "%sreconnected; resuming after the last event, none skipped\n", lead)
+							mu.Unlock()
+						}
+					}
+					err := c.Events(ctx, co.id, o, func(ev *clasp.Activity) error { return emitEvent(co, ev) })
 					cancel()
 					errs <- err
 				})
@@ -151,8 +177,8 @@ streams open; past that many companies, pass --company.`,
 					first = err
 				}
 			}
-			if first != nil && cmd.Context().Err() != nil {
-				return nil // interrupted
+			if err := cmd.Context().Err(); err != nil {
+				return err // stopped by its user: exit 130, nothing printed
 			}
 			return first
 		},

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"net"
 	"strings"
 	"testing"
@@ -46,5 +48,57 @@ func TestResponseTimeout(t *testing.T) {
 	r = runCLI(t, env, "", "issue", "show", "ACME-1", "--response-timeout", "-1s")
 	if r.code != ExitUsage || !strings.Contains(r.stderr, "--response-timeout -1s is negative") {
 		t.Errorf("negative timeout: exit %d, stderr:\n%s\nwant a usage error", r.code, r.stderr)
+	}
+}
+
+// TestEventsSayWhenTheStreamIsDown: clasp events keeps reconnecting to a
+// server that does not answer (a follower waits for the server to come
+// back), and says so on stderr once, not silently and not at every try.
+func TestEventsSayWhenTheStreamIsDown(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	conns := make(chan net.Conn, 64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c // held open, never answered
+		}
+	}()
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	env := map[string]string{EnvURL: "http://" + ln.Addr().String(), EnvToken: "clasp_ak_x"}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var out, errb bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"events", "--company", "00000000-0000-4000-8000-000000000001", "--response-timeout", "100ms"},
+			strings.NewReader(""), &out, &errb, func(k string) string { return env[k] })
+	}()
+	for range 3 { // three tries: the first failed, it reconnected twice
+		select {
+		case c := <-conns:
+			held = append(held, c)
+		case <-time.After(30 * time.Second):
+			t.Fatal("clasp events did not connect again within 30 s")
+		}
+	}
+	cancel()
+	code := <-done
+	if code != ExitInterrupted {
+		t.Errorf("exit %d, want %d (interrupted)", code, ExitInterrupted)
+	}
+	if n := strings.Count(errb.String(), "the stream broke"); n != 1 || !strings.Contains(errb.String(), "reconnecting until the server answers") {
+		t.Errorf("stderr says the stream broke %d times, want once:\n%s", n, errb.String())
 	}
 }
