@@ -293,7 +293,9 @@ var ErrTimeout = errors.New("swarm timed out")
 // Run runs a swarm (see the package doc) and returns its report. progress
 // gets a line about once a second, and the setup steps. The error is nil
 // only when every check passed; it wraps ErrViolations or ErrTimeout when
-// the report says why, and the report is then returned too.
+// the report says why, and the report is then returned too. When ctx ends
+// before the report (during the checks too) it returns ctx's error and no
+// report.
 //
 // Its steps: setup (data directory, files, servers, company, agents and
 // issues), work (the agent processes until the work ends or
@@ -314,6 +316,15 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		return nil, err
 	}
 	r.check(ctx)
+	if err := ctx.Err(); err != nil {
+		// Stopped while checking: the stop signal (a terminal's Ctrl-C,
+		// or a kill of the process group) may have reached the git and
+		// other processes the checks ran, so what they found is no
+		// verdict. The run ends as interrupted.
+		r.logf("interrupted while checking the outcome: no verdict")
+		r.interrupted(ctx)
+		return nil, err
+	}
 	return r.report()
 }
 
