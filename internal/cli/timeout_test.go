@@ -5,41 +5,57 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// TestResponseTimeout: a server that takes the connection but never
-// answers fails a client command after --response-timeout with an error
-// that says so, instead of hanging it; a negative timeout is a usage error.
-func TestResponseTimeout(t *testing.T) {
-	t.Parallel()
+// silentServer listens on loopback, takes every connection and never
+// answers: a server that is stuck. It returns the URL and a channel that
+// gets a value per connection taken; the connections close at the test's
+// end.
+func silentServer(t *testing.T) (url string, accepted <-chan struct{}) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	conns := make(chan net.Conn, 8)
+	var mu sync.Mutex
+	var held []net.Conn
+	acc := make(chan struct{}, 64)
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			conns <- c // held open, never answered
-		}
-	}()
-	defer func() {
-		for {
+			mu.Lock()
+			held = append(held, c) // held open, never answered
+			mu.Unlock()
 			select {
-			case c := <-conns:
-				c.Close()
+			case acc <- struct{}{}:
 			default:
-				return
 			}
 		}
 	}()
-	env := map[string]string{EnvURL: "http://" + ln.Addr().String(), EnvToken: "clasp_ak_x"}
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String(), acc
+}
+
+// TestResponseTimeout: a server that takes the connection but never
+// answers fails a client command after --response-timeout with an error
+// that says so, instead of hanging it; a negative timeout is a usage error.
+func TestResponseTimeout(t *testing.T) {
+	t.Parallel()
+	url, _ := silentServer(t)
+	env := map[string]string{EnvURL: url, EnvToken: "clasp_ak_x"}
 	start := time.Now()
 	r := runCLI(t, env, "", "issue", "show", "00000000-0000-4000-8000-000000000001", "--response-timeout", "300ms")
 	if r.code != ExitError || !strings.Contains(r.stderr, "did not begin its answer within 300ms (--response-timeout)") {
@@ -53,31 +69,12 @@ func TestResponseTimeout(t *testing.T) {
 
 // TestEventsSayWhenTheStreamIsDown: clasp events keeps reconnecting to a
 // server that does not answer (a follower waits for the server to come
-// back), and says so on stderr once, not silently and not at every try.
+// back), and says so on stderr once, not silently and not at every try;
+// stopped, it exits 130.
 func TestEventsSayWhenTheStreamIsDown(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	conns := make(chan net.Conn, 64)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns <- c // held open, never answered
-		}
-	}()
-	var held []net.Conn
-	defer func() {
-		for _, c := range held {
-			c.Close()
-		}
-	}()
-	env := map[string]string{EnvURL: "http://" + ln.Addr().String(), EnvToken: "clasp_ak_x"}
+	url, accepted := silentServer(t)
+	env := map[string]string{EnvURL: url, EnvToken: "clasp_ak_x"}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var out, errb bytes.Buffer
@@ -87,15 +84,13 @@ func TestEventsSayWhenTheStreamIsDown(t *testing.T) {
 	}()
 	for range 3 { // three tries: the first failed, it reconnected twice
 		select {
-		case c := <-conns:
-			held = append(held, c)
+		case <-accepted:
 		case <-time.After(30 * time.Second):
 			t.Fatal("clasp events did not connect again within 30 s")
 		}
 	}
 	cancel()
-	code := <-done
-	if code != ExitInterrupted {
+	if code := <-done; code != ExitInterrupted {
 		t.Errorf("exit %d, want %d (interrupted)", code, ExitInterrupted)
 	}
 	if n := strings.Count(errb.String(), "the stream broke"); n != 1 || !strings.Contains(errb.String(), "reconnecting until the server answers") {
